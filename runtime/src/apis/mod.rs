@@ -1,0 +1,1 @@
+//! API machinery shared by Knative-shaped kinds.

@@ -1,0 +1,3 @@
+//! The `knative.dev/pkg` analogue for kube-rs controllers.
+
+pub mod apis;
