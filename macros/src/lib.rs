@@ -1,1 +1,309 @@
-//! macros
+//! `#[derive(Kind)]`: makes a Knative-shaped API type injectable.
+//!
+//! ```ignore
+//! #[derive(Kind, Clone, Debug, PartialEq)]
+//! #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced,
+//!        shortnames = ["asvc"], categories = ["all", "knative"])]
+//! #[genclient]
+//! #[genreconciler]
+//! pub struct AddressableService {
+//!     pub metadata: ObjectMeta,
+//!     pub spec: AddressableServiceSpec,
+//!     pub status: Option<AddressableServiceStatus>,
+//! }
+//! ```
+//!
+//! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
+//! and optionally `status: Option<S>`. The derive implements `kube::Resource`,
+//! `runtime::apis::KindInfo`, `runtime::apis::HasStatus` (with a status),
+//! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
+//! them when read) and `schemars::JsonSchema` in Knative's shape (`spec` and
+//! `status` only). `#[genclient]` and `#[genreconciler]` are read by the
+//! generator; the derive checks them so that a bad marker fails the build.
+//!
+//! Markers are parsed by `codegen::model`, shared with the generator; see its
+//! documentation for every key.
+
+use codegen::model::{KindModel, Scope};
+use proc_macro::TokenStream;
+use proc_macro2::TokenStream as TokenStream2;
+use quote::quote;
+use syn::{Data, DeriveInput, Fields, Type, parse_macro_input};
+
+/// Derives the traits that make a struct a Kubernetes kind; see the crate docs.
+#[proc_macro_derive(Kind, attributes(kind, genclient, genreconciler))]
+pub fn derive_kind(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand(&input)
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
+}
+
+fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
+    if !input.generics.params.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &input.generics,
+            "Kind cannot be derived for a generic struct; give the kind concrete field types",
+        ));
+    }
+    let model = KindModel::from_derive_input(input)?;
+    let metadata_ty = field_type(input, "metadata").ok_or_else(|| {
+        syn::Error::new(
+            input.ident.span(),
+            "`metadata` field not found; add `pub metadata: ObjectMeta`",
+        )
+    })?;
+
+    let rt = quote!(::runtime::__private);
+    let ident = &model.ident;
+    let kind = model.kind();
+    let group = &model.group;
+    let version = &model.version;
+    let api_version = model.api_version();
+    let plural = &model.plural;
+    let singular = &model.singular;
+    let short_names = &model.short_names;
+    let categories = &model.categories;
+    let namespaced = model.scope == Scope::Namespaced;
+    let scope = if namespaced {
+        quote!(#rt::k8s_openapi::NamespaceResourceScope)
+    } else {
+        quote!(#rt::k8s_openapi::ClusterResourceScope)
+    };
+
+    let resource = quote! {
+        impl #rt::kube::Resource for #ident {
+            type DynamicType = ();
+            type Scope = #scope;
+
+            fn kind(_: &()) -> ::std::borrow::Cow<'_, str> { ::std::borrow::Cow::Borrowed(#kind) }
+            fn group(_: &()) -> ::std::borrow::Cow<'_, str> { ::std::borrow::Cow::Borrowed(#group) }
+            fn version(_: &()) -> ::std::borrow::Cow<'_, str> { ::std::borrow::Cow::Borrowed(#version) }
+            fn api_version(_: &()) -> ::std::borrow::Cow<'_, str> { ::std::borrow::Cow::Borrowed(#api_version) }
+            fn plural(_: &()) -> ::std::borrow::Cow<'_, str> { ::std::borrow::Cow::Borrowed(#plural) }
+            fn meta(&self) -> &#metadata_ty { &self.metadata }
+            fn meta_mut(&mut self) -> &mut #metadata_ty { &mut self.metadata }
+        }
+
+        impl ::runtime::apis::KindInfo for #ident {
+            const SINGULAR: &'static str = #singular;
+            const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
+            const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
+            const NAMESPACED: bool = #namespaced;
+        }
+    };
+
+    let has_status = model.status.as_ref().map(|status_ty| {
+        quote! {
+            impl ::runtime::apis::HasStatus for #ident {
+                type Status = #status_ty;
+                fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
+                fn status_mut(&mut self) -> &mut #status_ty {
+                    self.status.get_or_insert_with(::std::default::Default::default)
+                }
+            }
+        }
+    });
+
+    let constructor = {
+        let (spec_param, spec_field) = match &model.spec {
+            Some(spec_ty) => (quote!(, spec: #spec_ty), quote!(spec,)),
+            None => (quote!(), quote!()),
+        };
+        let status_field = model
+            .status
+            .as_ref()
+            .map(|_| quote!(status: ::std::option::Option::None,));
+        let doc = format!("A `{kind}` named `name`, with no namespace and no status.");
+        quote! {
+            impl #ident {
+                #[doc = #doc]
+                pub fn new(name: &str #spec_param) -> Self {
+                    Self {
+                        metadata: #metadata_ty {
+                            name: ::std::option::Option::Some(name.to_owned()),
+                            ..::std::default::Default::default()
+                        },
+                        #spec_field
+                        #status_field
+                    }
+                }
+            }
+        }
+    };
+
+    let serde = expand_serde(&model, &metadata_ty, &api_version);
+    let schema = expand_schema(input, &model);
+
+    Ok(quote! {
+        #resource
+        #has_status
+        #constructor
+        #serde
+        #schema
+    })
+}
+
+fn field_type(input: &DeriveInput, name: &str) -> Option<Type> {
+    let Data::Struct(data) = &input.data else {
+        return None;
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return None;
+    };
+    fields
+        .named
+        .iter()
+        .find(|f| f.ident.as_ref().is_some_and(|i| i == name))
+        .map(|f| f.ty.clone())
+}
+
+fn field_docs(input: &DeriveInput, name: &str) -> Option<String> {
+    let Data::Struct(data) = &input.data else {
+        return None;
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return None;
+    };
+    let field = fields
+        .named
+        .iter()
+        .find(|f| f.ident.as_ref().is_some_and(|i| i == name))?;
+    let lines: Vec<String> = field
+        .attrs
+        .iter()
+        .filter(|a| a.path().is_ident("doc"))
+        .filter_map(|a| match &a.meta {
+            syn::Meta::NameValue(nv) => match &nv.value {
+                syn::Expr::Lit(syn::ExprLit {
+                    lit: syn::Lit::Str(s),
+                    ..
+                }) => Some(s.value().trim().to_owned()),
+                _ => None,
+            },
+            _ => None,
+        })
+        .collect();
+    let joined = lines.join(" ").trim().to_owned();
+    (!joined.is_empty()).then_some(joined)
+}
+
+fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> TokenStream2 {
+    let rt = quote!(::runtime::__private);
+    let ident = &model.ident;
+    let kind = model.kind();
+    let serde_crate = "::runtime::__private::serde";
+
+    let spec_ser = model
+        .spec
+        .as_ref()
+        .map(|_| quote!(state.serialize_field("spec", &self.spec)?;));
+    let status_ser = model.status.as_ref().map(|_| {
+        quote! {
+            match &self.status {
+                ::std::option::Option::Some(status) => state.serialize_field("status", status)?,
+                ::std::option::Option::None => state.skip_field("status")?,
+            }
+        }
+    });
+    let field_count = 3 + usize::from(model.spec.is_some()) + usize::from(model.status.is_some());
+
+    let spec_repr = model.spec.as_ref().map(|ty| quote!(#[serde(default)] spec: #ty,));
+    let status_repr = model
+        .status
+        .as_ref()
+        .map(|ty| quote!(#[serde(default)] status: ::std::option::Option<#ty>,));
+    let spec_move = model.spec.as_ref().map(|_| quote!(spec: repr.spec,));
+    let status_move = model.status.as_ref().map(|_| quote!(status: repr.status,));
+
+    quote! {
+        impl #rt::serde::Serialize for #ident {
+            fn serialize<S: #rt::serde::Serializer>(&self, serializer: S) -> ::std::result::Result<S::Ok, S::Error> {
+                use #rt::serde::ser::SerializeStruct as _;
+                let mut state = serializer.serialize_struct(#kind, #field_count)?;
+                state.serialize_field("apiVersion", #api_version)?;
+                state.serialize_field("kind", #kind)?;
+                state.serialize_field("metadata", &self.metadata)?;
+                #spec_ser
+                #status_ser
+                state.end()
+            }
+        }
+
+        const _: () = {
+            #[derive(#rt::serde::Deserialize)]
+            #[serde(crate = #serde_crate)]
+            struct Repr {
+                #[serde(rename = "apiVersion", default)]
+                api_version: ::std::option::Option<::std::string::String>,
+                #[serde(default)]
+                kind: ::std::option::Option<::std::string::String>,
+                #[serde(default)]
+                metadata: #metadata_ty,
+                #spec_repr
+                #status_repr
+            }
+
+            impl<'de> #rt::serde::Deserialize<'de> for #ident {
+                fn deserialize<D: #rt::serde::Deserializer<'de>>(deserializer: D) -> ::std::result::Result<Self, D::Error> {
+                    let repr = <Repr as #rt::serde::Deserialize>::deserialize(deserializer)?;
+                    // An object of another kind must not be read as this one; a
+                    // missing apiVersion or kind (a bare test fixture) is fine.
+                    if let ::std::option::Option::Some(found) = &repr.api_version {
+                        if found != #api_version {
+                            return ::std::result::Result::Err(<D::Error as #rt::serde::de::Error>::custom(
+                                ::std::format!("apiVersion {:?} is not {:?}, the apiVersion of {}", found, #api_version, #kind),
+                            ));
+                        }
+                    }
+                    if let ::std::option::Option::Some(found) = &repr.kind {
+                        if found != #kind {
+                            return ::std::result::Result::Err(<D::Error as #rt::serde::de::Error>::custom(
+                                ::std::format!("kind {:?} is not {:?}", found, #kind),
+                            ));
+                        }
+                    }
+                    ::std::result::Result::Ok(#ident { metadata: repr.metadata, #spec_move #status_move })
+                }
+            }
+        };
+    }
+}
+
+/// Knative's schema of a kind: an object with `spec` and `status` only; the API
+/// server always keeps `apiVersion`, `kind` and `metadata`.
+fn expand_schema(input: &DeriveInput, model: &KindModel) -> TokenStream2 {
+    let rt = quote!(::runtime::__private);
+    let ident = &model.ident;
+    let kind = model.kind();
+    let property = |name: &str, ty: &Type| {
+        let description = field_docs(input, name).map(|d| {
+            quote! {
+                if let ::std::option::Option::Some(object) = schema.as_object_mut() {
+                    object.insert("description".to_owned(), #rt::serde_json::Value::String(#d.to_owned()));
+                }
+            }
+        });
+        quote! {
+            let mut schema = generator.subschema_for::<#ty>();
+            #description
+            properties.insert(#name.to_owned(), schema.to_value());
+        }
+    };
+    let spec = model.spec.as_ref().map(|ty| property("spec", ty));
+    let status = model.status.as_ref().map(|ty| property("status", ty));
+    quote! {
+        impl #rt::schemars::JsonSchema for #ident {
+            fn schema_name() -> ::std::borrow::Cow<'static, str> {
+                ::std::borrow::Cow::Borrowed(#kind)
+            }
+
+            fn json_schema(generator: &mut #rt::schemars::SchemaGenerator) -> #rt::schemars::Schema {
+                let mut properties = #rt::serde_json::Map::new();
+                #spec
+                #status
+                #rt::schemars::json_schema!({ "type": "object", "properties": properties })
+            }
+        }
+    }
+}

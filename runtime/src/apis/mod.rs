@@ -1,1 +1,100 @@
-//! API machinery shared by Knative-shaped kinds.
+//! The `knative.dev/pkg/apis` analogue: conditions and condition sets, duck types,
+//! field errors, URLs, and the traits a Knative-shaped kind implements.
+//!
+//! A kind gets [`KindInfo`] and [`HasStatus`] from `#[derive(Kind)]`, and
+//! implements [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand in its
+//! lifecycle, defaults and validation files:
+//!
+//! ```ignore
+//! impl KRShaped for AddressableService {
+//!     fn condition_set() -> &'static ConditionSet { &CONDITION_SET }
+//! }
+//! ```
+
+mod condition;
+mod condition_set;
+pub mod duck;
+mod field_error;
+pub mod schema;
+mod url;
+
+use std::fmt::Debug;
+
+use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType, VolatileTime};
+pub use condition_set::{ClearTerminalConditionError, ConditionManager, ConditionSet};
+pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
+pub use url::{Url, UrlParseError};
+
+use duck::v1::{DuckStatus, Status};
+
+/// Any Kubernetes object the runtime can cache, watch and write: a static kind
+/// with serde support. Implemented for every type that qualifies.
+pub trait Object:
+    Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+impl<T> Object for T where
+    T: Resource<DynamicType = ()> + Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+}
+
+/// What a CRD needs to know about a kind beyond [`kube::Resource`]; implemented
+/// by `#[derive(Kind)]`.
+pub trait KindInfo: Resource<DynamicType = ()> {
+    /// Lower-case singular name (`addressableservice`).
+    const SINGULAR: &'static str;
+    /// Short names for kubectl (`asvc`).
+    const SHORT_NAMES: &'static [&'static str];
+    /// Categories for kubectl (`all`, `knative`).
+    const CATEGORIES: &'static [&'static str];
+    /// True for namespaced kinds, false for cluster-scoped ones.
+    const NAMESPACED: bool;
+}
+
+/// A kind with a `status`; implemented by `#[derive(Kind)]` when the struct has a
+/// `status: Option<S>` field.
+pub trait HasStatus {
+    /// The status type.
+    type Status: Clone + Debug + Default + PartialEq + Send + Sync + 'static;
+
+    /// The status, if the object has one.
+    fn status(&self) -> Option<&Self::Status>;
+
+    /// The status, created empty if the object has none.
+    fn status_mut(&mut self) -> &mut Self::Status;
+}
+
+/// A Knative-shaped kind: its status embeds the duck [`Status`] and a
+/// [`ConditionSet`] governs its conditions. The generated reconciler relies on
+/// this for observed-generation and condition bookkeeping.
+pub trait KRShaped: HasStatus<Status: DuckStatus> {
+    /// The condition set of the kind.
+    fn condition_set() -> &'static ConditionSet;
+
+    /// The embedded duck status, if the object has a status.
+    fn duck_status(&self) -> Option<&Status> {
+        self.status().map(DuckStatus::duck)
+    }
+
+    /// The embedded duck status, created empty if needed.
+    fn duck_status_mut(&mut self) -> &mut Status {
+        self.status_mut().duck_mut()
+    }
+}
+
+/// Fills in defaults before an object is validated or reconciled.
+pub trait Defaultable {
+    /// Sets the default value of every unset field that has one.
+    fn set_defaults(&mut self);
+}
+
+/// Checks an object against the kind's rules.
+pub trait Validatable {
+    /// `Err` lists every rule the object breaks, with field paths.
+    fn validate(&self) -> Result<(), FieldError>;
+}

@@ -1,0 +1,10 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use macros::Kind;
+
+#[derive(Kind)]
+#[kind(version = "v1alpha1", namespaced)]
+pub struct Thing {
+    pub metadata: ObjectMeta,
+}
+
+fn main() {}

@@ -1,0 +1,11 @@
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use macros::Kind;
+
+#[derive(Kind)]
+#[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced)]
+#[genclient(no_statu)]
+pub struct Thing {
+    pub metadata: ObjectMeta,
+}
+
+fn main() {}
