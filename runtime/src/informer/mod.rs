@@ -1,0 +1,691 @@
+//! Shared informers: one kube-runtime [`watcher`] per kind (and label selector)
+//! feeding a cache that every controller of the process reads through a
+//! [`Lister`], with event handlers fanned out to any number of controllers.
+//!
+//! Informers are not built directly: a controller constructor asks the
+//! injection [`Context`](crate::injection::Context) for one, and the first
+//! request creates it. `sharedmain` then starts exactly the informers that were
+//! asked for and waits for their caches.
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Service;
+//! use runtime::informer::EventHandler;
+//! use runtime::injection::Context;
+//!
+//! let ctx = Context::new(client);
+//! let services = ctx.informer::<Service>();
+//! services.add_event_handler(EventHandler::all(|svc: &Service| {
+//!     println!("service {:?} changed", svc.metadata.name);
+//! }));
+//! let shutdown = tokio_util::sync::CancellationToken::new();
+//! ctx.start_informers(&shutdown);
+//! ctx.wait_for_cache_sync(std::time::Duration::from_secs(30)).await?;
+//! let svc = services.lister().namespaced("default").get("kubernetes")?;
+//! # Ok(()) }
+//! ```
+//!
+//! Handlers run on the informer's task, in event order, and must not block:
+//! they enqueue keys, they do not reconcile.
+
+pub(crate) mod store;
+
+use std::fmt;
+use std::pin::pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use futures::StreamExt;
+use kube::Api;
+use kube::core::Selector;
+use kube::runtime::WatchStreamExt;
+use kube::runtime::watcher::{self, watcher};
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::apis::Object;
+use crate::lister::Lister;
+use store::{Change, Store};
+
+pub use store::{CacheError, IndexError, IndexFn};
+
+/// Knative's default handler resync period.
+pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);
+
+type Callback<K> = Arc<dyn Fn(&K) + Send + Sync>;
+type UpdateCallback<K> = Arc<dyn Fn(&K, &K) + Send + Sync>;
+type Filter<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
+/// Rewrites an object before it is cached; see [`InformerSettings::transform`].
+pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
+
+/// Callbacks for an informer's adds, updates and deletes, optionally filtered.
+///
+/// With a filter, an update is delivered as an update when both the old and the
+/// new object pass, as an add when only the new one does, and as a delete when
+/// only the old one does (client-go's `FilteringResourceEventHandler`).
+pub struct EventHandler<K> {
+    filter: Option<Filter<K>>,
+    on_add: Option<Callback<K>>,
+    on_update: Option<UpdateCallback<K>>,
+    on_delete: Option<Callback<K>>,
+}
+
+impl<K> fmt::Debug for EventHandler<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EventHandler")
+            .field("filtered", &self.filter.is_some())
+            .field("on_add", &self.on_add.is_some())
+            .field("on_update", &self.on_update.is_some())
+            .field("on_delete", &self.on_delete.is_some())
+            .finish()
+    }
+}
+
+impl<K> Default for EventHandler<K> {
+    fn default() -> Self {
+        EventHandler {
+            filter: None,
+            on_add: None,
+            on_update: None,
+            on_delete: None,
+        }
+    }
+}
+
+impl<K: 'static> EventHandler<K> {
+    /// A handler that does nothing until callbacks are added.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Calls `f` with the object on add, with the new object on update, and with
+    /// the last known state on delete (Knative's `HandleAll`).
+    pub fn all(f: impl Fn(&K) + Send + Sync + 'static) -> Self {
+        let f: Callback<K> = Arc::new(f);
+        let on_update = f.clone();
+        EventHandler {
+            filter: None,
+            on_add: Some(f.clone()),
+            on_update: Some(Arc::new(move |_old: &K, new: &K| on_update(new))),
+            on_delete: Some(f),
+        }
+    }
+
+    /// Sets the add callback.
+    pub fn on_add(mut self, f: impl Fn(&K) + Send + Sync + 'static) -> Self {
+        self.on_add = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the update callback, called with the old and the new object.
+    pub fn on_update(mut self, f: impl Fn(&K, &K) + Send + Sync + 'static) -> Self {
+        self.on_update = Some(Arc::new(f));
+        self
+    }
+
+    /// Sets the delete callback, called with the last known state.
+    pub fn on_delete(mut self, f: impl Fn(&K) + Send + Sync + 'static) -> Self {
+        self.on_delete = Some(Arc::new(f));
+        self
+    }
+
+    /// Only objects passing `filter` reach the callbacks.
+    pub fn with_filter(mut self, filter: impl Fn(&K) -> bool + Send + Sync + 'static) -> Self {
+        self.filter = Some(Arc::new(filter));
+        self
+    }
+
+    fn passes(&self, obj: &K) -> bool {
+        self.filter.as_ref().is_none_or(|f| f(obj))
+    }
+
+    fn add(&self, obj: &K) {
+        if let Some(f) = &self.on_add
+            && self.passes(obj)
+        {
+            f(obj);
+        }
+    }
+
+    fn update(&self, old: &K, new: &K) {
+        match (self.passes(old), self.passes(new)) {
+            (true, true) => {
+                if let Some(f) = &self.on_update {
+                    f(old, new);
+                }
+            }
+            (false, true) => {
+                if let Some(f) = &self.on_add {
+                    f(new);
+                }
+            }
+            (true, false) => {
+                if let Some(f) = &self.on_delete {
+                    f(old);
+                }
+            }
+            (false, false) => {}
+        }
+    }
+
+    fn delete(&self, obj: &K) {
+        if let Some(f) = &self.on_delete
+            && self.passes(obj)
+        {
+            f(obj);
+        }
+    }
+
+    fn dispatch(&self, change: &Change<K>) {
+        match change {
+            Change::Added(obj) => self.add(obj),
+            Change::Updated { old, new } => self.update(old, new),
+            Change::Deleted(obj) => self.delete(obj),
+        }
+    }
+}
+
+/// How the informers of one kind watch and cache; set per kind on the
+/// injection context before constructors ask for informers.
+pub struct InformerSettings<K> {
+    /// Keep `metadata.managedFields` in the cache (they are stripped by default:
+    /// controllers rarely read them and they are a third of a typical object).
+    pub keep_managed_fields: bool,
+    /// Rewrites each object before it is cached and handed to handlers, e.g. to
+    /// drop fields no controller reads.
+    pub transform: Option<Transform<K>>,
+    /// Use a streaming list (`sendInitialEvents`) instead of list-then-watch.
+    pub streaming_lists: bool,
+    /// Page size of the initial list (kube's default is 500).
+    pub page_size: Option<u32>,
+}
+
+impl<K> Default for InformerSettings<K> {
+    fn default() -> Self {
+        InformerSettings {
+            keep_managed_fields: false,
+            transform: None,
+            streaming_lists: false,
+            page_size: None,
+        }
+    }
+}
+
+impl<K> Clone for InformerSettings<K> {
+    fn clone(&self) -> Self {
+        InformerSettings {
+            keep_managed_fields: self.keep_managed_fields,
+            transform: self.transform.clone(),
+            streaming_lists: self.streaming_lists,
+            page_size: self.page_size,
+        }
+    }
+}
+
+impl<K> fmt::Debug for InformerSettings<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InformerSettings")
+            .field("keep_managed_fields", &self.keep_managed_fields)
+            .field("transform", &self.transform.is_some())
+            .field("streaming_lists", &self.streaming_lists)
+            .field("page_size", &self.page_size)
+            .finish()
+    }
+}
+
+struct Shared<K> {
+    description: String,
+    api: Api<K>,
+    config: watcher::Config,
+    settings: InformerSettings<K>,
+    resync_period: Duration,
+    store: Arc<RwLock<Store<K>>>,
+    handlers: RwLock<Vec<Arc<EventHandler<K>>>>,
+    synced: watch::Sender<bool>,
+    started: AtomicBool,
+    last_error: Mutex<Option<String>>,
+}
+
+/// A shared informer for kind `K`: the cache, its lister and its event handlers.
+/// Cheap to clone; clones share everything.
+pub struct Informer<K> {
+    shared: Arc<Shared<K>>,
+}
+
+impl<K> Clone for Informer<K> {
+    fn clone(&self) -> Self {
+        Informer {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Informer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Informer")
+            .field("watches", &self.shared.description)
+            .finish()
+    }
+}
+
+impl<K: Object> Informer<K> {
+    /// An informer over `api`, filtered by `selector` when given. Use
+    /// [`Context::informer`](crate::injection::Context::informer) instead, so
+    /// that controllers share one informer per kind.
+    pub(crate) fn new(
+        api: Api<K>,
+        selector: Option<&Selector>,
+        settings: InformerSettings<K>,
+        resync_period: Duration,
+    ) -> Self {
+        let mut config = watcher::Config::default();
+        let mut description = describe_kind::<K>();
+        if let Some(selector) = selector.filter(|s| !s.selects_all()) {
+            config = config.labels_from(selector);
+            description.push_str(&format!(" (labels: {selector})"));
+        }
+        if settings.streaming_lists {
+            config = config.streaming_lists();
+        }
+        if let Some(size) = settings.page_size {
+            config = config.page_size(size);
+        }
+        Informer {
+            shared: Arc::new(Shared {
+                description,
+                api,
+                config,
+                settings,
+                resync_period,
+                store: Arc::new(RwLock::new(Store::new())),
+                handlers: RwLock::new(Vec::new()),
+                synced: watch::Sender::new(false),
+                started: AtomicBool::new(false),
+                last_error: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The informer's cache, read-only.
+    pub fn lister(&self) -> Lister<K> {
+        Lister::new(self.shared.store.clone())
+    }
+
+    /// What this informer watches, for logs and errors
+    /// (`AddressableService.samples.knative.dev/v1alpha1`).
+    pub fn description(&self) -> &str {
+        &self.shared.description
+    }
+
+    /// Adds an event handler. Added after the cache has synced, it first receives
+    /// an add for every cached object, as client-go does.
+    pub fn add_event_handler(&self, handler: EventHandler<K>) {
+        let handler = Arc::new(handler);
+        let mut handlers = self.shared.handlers.write();
+        handlers.push(handler.clone());
+        if self.has_synced() {
+            let (objects, errors) = self.shared.store.read().all();
+            self.report_cache_errors(errors);
+            for obj in objects {
+                handler.add(&obj);
+            }
+        }
+    }
+
+    /// Adds a custom index, computed for every cached object; look it up with
+    /// [`Lister::by_index`].
+    pub fn add_index(
+        &self,
+        name: &str,
+        func: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Result<(), CacheError> {
+        self.shared.store.write().add_index(name, Arc::new(func))
+    }
+
+    /// True once the first list has been cached.
+    pub fn has_synced(&self) -> bool {
+        *self.shared.synced.borrow()
+    }
+
+    /// Waits until the first list has been cached.
+    pub async fn wait_for_sync(&self) {
+        let mut rx = self.shared.synced.subscribe();
+        // The sender lives as long as `self`, so this only returns once synced.
+        let _ = rx.wait_for(|synced| *synced).await;
+    }
+
+    /// The last watch or list error, if the informer is failing.
+    pub fn last_error(&self) -> Option<String> {
+        self.shared.last_error.lock().clone()
+    }
+
+    /// Runs the watch until `shutdown`; does nothing if already running.
+    pub(crate) fn spawn(&self, shutdown: &CancellationToken) -> Option<tokio::task::JoinHandle<()>> {
+        if self.shared.started.swap(true, Ordering::SeqCst) {
+            return None;
+        }
+        let this = self.clone();
+        let shutdown = shutdown.clone();
+        Some(tokio::spawn(async move { this.run(shutdown).await }))
+    }
+
+    async fn run(self, shutdown: CancellationToken) {
+        let shared = &self.shared;
+        tracing::debug!(informer = %shared.description, "starting informer");
+        let mut events = pin!(watcher(shared.api.clone(), shared.config.clone()).default_backoff());
+        let period = shared.resync_period;
+        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                _ = resync.tick() => self.resync(),
+                event = events.next() => match event {
+                    Some(Ok(event)) => self.apply(event),
+                    Some(Err(err)) => {
+                        tracing::warn!(informer = %shared.description, error = %err,
+                            "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
+                        *shared.last_error.lock() = Some(err.to_string());
+                    }
+                    None => break,
+                },
+            }
+        }
+        tracing::debug!(informer = %shared.description, "informer stopped");
+    }
+
+    fn prepare(&self, mut obj: K) -> K {
+        if !self.shared.settings.keep_managed_fields {
+            obj.meta_mut().managed_fields = None;
+        }
+        if let Some(transform) = &self.shared.settings.transform {
+            transform(&mut obj);
+        }
+        obj
+    }
+
+    /// Applies one watcher event to the cache and hands the resulting changes to
+    /// the handlers.
+    pub(crate) fn apply(&self, event: watcher::Event<K>) {
+        let shared = &self.shared;
+        let mut changes = Vec::new();
+        let mut errors = Vec::new();
+        let mut list_done = false;
+        match event {
+            watcher::Event::Init => shared.store.write().begin_relist(),
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+                let obj = self.prepare(obj);
+                match shared.store.write().upsert(obj) {
+                    Ok(change) => changes.extend(change),
+                    Err(e) => errors.push(e),
+                }
+            }
+            watcher::Event::Delete(obj) => {
+                let obj = self.prepare(obj);
+                changes.extend(shared.store.write().remove(obj));
+            }
+            watcher::Event::InitDone => {
+                (changes, errors) = shared.store.write().finish_relist();
+                list_done = true;
+            }
+        }
+        self.report_cache_errors(errors);
+        if !changes.is_empty() {
+            let handlers = shared.handlers.read().clone();
+            for change in &changes {
+                for handler in &handlers {
+                    handler.dispatch(change);
+                }
+            }
+        }
+        if list_done {
+            *shared.last_error.lock() = None;
+            // The first completed list makes the cache usable.
+            shared.synced.send_replace(true);
+        }
+    }
+
+    /// Re-delivers every cached object to the handlers as an update from itself
+    /// to itself, without calling the API server.
+    pub(crate) fn resync(&self) {
+        let (objects, errors) = self.shared.store.read().all();
+        self.report_cache_errors(errors);
+        let handlers = self.shared.handlers.read().clone();
+        for obj in &objects {
+            for handler in &handlers {
+                handler.update(obj, obj);
+            }
+        }
+    }
+
+    fn report_cache_errors(&self, errors: Vec<CacheError>) {
+        for err in errors {
+            tracing::error!(informer = %self.shared.description, error = %err, "object skipped");
+        }
+    }
+}
+
+fn describe_kind<K: Object>() -> String {
+    let group = K::group(&());
+    if group.is_empty() {
+        format!("{} {}", K::kind(&()), K::version(&()))
+    } else {
+        format!("{}.{}/{}", K::kind(&()), group, K::version(&()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ManagedFieldsEntry, ObjectMeta};
+
+    use super::*;
+
+    /// A client that is never called: these tests feed watcher events directly.
+    fn offline_client() -> kube::Client {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
+        });
+        kube::Client::new(service, "default")
+    }
+
+    fn informer(settings: InformerSettings<ConfigMap>) -> Informer<ConfigMap> {
+        Informer::new(Api::all(offline_client()), None, settings, DEFAULT_RESYNC_PERIOD)
+    }
+
+    fn cm(name: &str, rv: &str, tier: &str) -> ConfigMap {
+        ConfigMap {
+            metadata: ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                labels: Some([("tier".to_string(), tier.to_string())].into()),
+                managed_fields: Some(vec![ManagedFieldsEntry {
+                    manager: Some("kubectl".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// Records what a handler saw as "op:name@rv" strings.
+    fn recorder(informer: &Informer<ConfigMap>, filter: Option<&'static str>) -> Arc<Mutex<Vec<String>>> {
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let name = |c: &ConfigMap| {
+            format!(
+                "{}@{}",
+                c.metadata.name.as_deref().unwrap_or_default(),
+                c.metadata.resource_version.as_deref().unwrap_or_default()
+            )
+        };
+        let (a, u, d) = (seen.clone(), seen.clone(), seen.clone());
+        let mut handler = EventHandler::new()
+            .on_add(move |c| a.lock().push(format!("add:{}", name(c))))
+            .on_update(move |o, n| u.lock().push(format!("update:{}->{}", name(o), name(n))))
+            .on_delete(move |c| d.lock().push(format!("delete:{}", name(c))));
+        if let Some(tier) = filter {
+            handler = handler.with_filter(move |c: &ConfigMap| {
+                c.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("tier"))
+                    .is_some_and(|t| t == tier)
+            });
+        }
+        informer.add_event_handler(handler);
+        seen
+    }
+
+    fn take(seen: &Mutex<Vec<String>>) -> Vec<String> {
+        std::mem::take(&mut *seen.lock())
+    }
+
+    #[tokio::test]
+    async fn initial_list_adds_and_marks_synced_then_watch_events_flow() {
+        let inf = informer(InformerSettings::default());
+        let seen = recorder(&inf, None);
+        inf.apply(watcher::Event::Init);
+        inf.apply(watcher::Event::InitApply(cm("a", "1", "web")));
+        assert!(!inf.has_synced(), "synced only when the list is complete");
+        inf.apply(watcher::Event::InitDone);
+        assert!(inf.has_synced());
+        inf.apply(watcher::Event::Apply(cm("a", "2", "web")));
+        inf.apply(watcher::Event::Apply(cm("a", "2", "web")));
+        inf.apply(watcher::Event::Delete(cm("a", "3", "web")));
+        assert_eq!(take(&seen), ["add:a@1", "update:a@1->a@2", "delete:a@3"]);
+    }
+
+    #[tokio::test]
+    async fn relist_after_expiry_emits_only_real_changes() {
+        let inf = informer(InformerSettings::default());
+        let seen = recorder(&inf, None);
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cm("same", "1", "web")),
+            watcher::Event::InitApply(cm("changed", "1", "web")),
+            watcher::Event::InitApply(cm("deleted", "1", "web")),
+            watcher::Event::InitDone,
+        ] {
+            inf.apply(ev);
+        }
+        take(&seen);
+        // A 410 made the watcher relist: nothing duplicated, nothing lost.
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cm("same", "1", "web")),
+            watcher::Event::InitApply(cm("changed", "5", "web")),
+            watcher::Event::InitApply(cm("created", "6", "web")),
+            watcher::Event::InitDone,
+        ] {
+            inf.apply(ev);
+        }
+        assert_eq!(
+            take(&seen),
+            ["update:changed@1->changed@5", "add:created@6", "delete:deleted@1"]
+        );
+        assert_eq!(inf.lister().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn filtered_handlers_turn_updates_into_adds_and_deletes() {
+        let inf = informer(InformerSettings::default());
+        let seen = recorder(&inf, Some("web"));
+        inf.apply(watcher::Event::Apply(cm("x", "1", "db")));
+        inf.apply(watcher::Event::Apply(cm("x", "2", "web")));
+        inf.apply(watcher::Event::Apply(cm("x", "3", "web")));
+        inf.apply(watcher::Event::Apply(cm("x", "4", "db")));
+        inf.apply(watcher::Event::Delete(cm("x", "5", "db")));
+        assert_eq!(take(&seen), ["add:x@2", "update:x@2->x@3", "delete:x@3"]);
+    }
+
+    #[tokio::test]
+    async fn many_handlers_each_see_every_change() {
+        let inf = informer(InformerSettings::default());
+        let first = recorder(&inf, None);
+        let second = recorder(&inf, None);
+        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply(watcher::Event::Delete(cm("a", "2", "web")));
+        assert_eq!(take(&first), take(&second));
+    }
+
+    #[tokio::test]
+    async fn late_handlers_get_the_cache_as_adds() {
+        let inf = informer(InformerSettings::default());
+        for ev in [
+            watcher::Event::Init,
+            watcher::Event::InitApply(cm("a", "1", "web")),
+            watcher::Event::InitDone,
+        ] {
+            inf.apply(ev);
+        }
+        let late = recorder(&inf, None);
+        assert_eq!(take(&late), ["add:a@1"]);
+    }
+
+    #[tokio::test]
+    async fn resync_redelivers_the_cache_as_updates() {
+        let inf = informer(InformerSettings::default());
+        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply(watcher::Event::Apply(cm("b", "1", "db")));
+        let seen = recorder(&inf, Some("web"));
+        inf.resync();
+        assert_eq!(take(&seen), ["update:a@1->a@1"]);
+    }
+
+    #[tokio::test]
+    async fn managed_fields_are_stripped_unless_kept_and_transforms_run() {
+        let inf = informer(InformerSettings::default());
+        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        let cached = inf.lister().get_by_key("ns", "a").unwrap().unwrap();
+        assert!(cached.metadata.managed_fields.is_none());
+
+        let keep = informer(InformerSettings {
+            keep_managed_fields: true,
+            transform: Some(Arc::new(|c: &mut ConfigMap| {
+                c.data = Some([("touched".to_string(), "yes".to_string())].into());
+            })),
+            ..Default::default()
+        });
+        keep.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        let cached = keep.lister().get_by_key("ns", "a").unwrap().unwrap();
+        assert!(cached.metadata.managed_fields.is_some());
+        assert_eq!(
+            cached
+                .data
+                .as_ref()
+                .and_then(|d| d.get("touched"))
+                .map(String::as_str),
+            Some("yes")
+        );
+    }
+
+    #[tokio::test]
+    async fn indexes_added_before_or_after_objects() {
+        let inf = informer(InformerSettings::default());
+        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.add_index("byTier", |c: &ConfigMap| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("tier").cloned())
+                .into_iter()
+                .collect()
+        })
+        .unwrap();
+        inf.apply(watcher::Event::Apply(cm("b", "1", "web")));
+        inf.apply(watcher::Event::Apply(cm("c", "1", "db")));
+        let web: Vec<_> = inf
+            .lister()
+            .by_index("byTier", "web")
+            .unwrap()
+            .iter()
+            .map(|c| c.metadata.name.clone())
+            .collect();
+        assert_eq!(web, [Some("a".to_string()), Some("b".to_string())]);
+    }
+}

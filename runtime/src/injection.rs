@@ -1,0 +1,356 @@
+//! Injection: the one value every controller constructor receives.
+//!
+//! A [`Context`] carries the kube `Client` (and its config), an optional
+//! namespace scope, the handler resync period and typed extensions (values any
+//! constructor can share, such as a tracker or a config store). Informers are
+//! created on demand, the first time a constructor asks for one, and shared by
+//! everyone who asks for the same kind (and label selector). `sharedmain` then
+//! starts exactly those informers and waits for their caches.
+//!
+//! Unlike Knative's Go, nothing registers itself at start-up: there is no
+//! global registry, and a test builds its own `Context` (for example over
+//! `testenv`).
+//!
+//! ```no_run
+//! # async fn demo(client: kube::Client) -> Result<(), runtime::injection::CacheSyncError> {
+//! use k8s_openapi::api::core::v1::Pod;
+//! use runtime::injection::Context;
+//! use tokio_util::sync::CancellationToken;
+//!
+//! let ctx = Context::builder(client).namespace("knative-samples").build();
+//! let pods = ctx.informer::<Pod>();             // created now
+//! assert!(ctx.informer::<Pod>().lister().is_empty());  // the same informer
+//! let shutdown = CancellationToken::new();
+//! ctx.start_informers(&shutdown);
+//! ctx.wait_for_cache_sync(std::time::Duration::from_secs(30)).await?;
+//! # Ok(()) }
+//! ```
+
+use std::any::{Any, TypeId, type_name};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::Client;
+use kube::core::Selector;
+use parking_lot::{Mutex, RwLock};
+use thiserror::Error;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::apis::Object;
+use crate::client::{ApiScope, scoped_api};
+use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerSettings};
+
+/// The injection context: a cheap, cloneable handle shared by every controller
+/// of a process.
+#[derive(Clone)]
+pub struct Context {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    client: Client,
+    config: Option<kube::Config>,
+    namespace: Option<String>,
+    resync_period: Duration,
+    settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    informers: Mutex<Vec<Registration>>,
+    extensions: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+}
+
+struct Registration {
+    type_id: TypeId,
+    selector: String,
+    informer: Box<dyn Any + Send + Sync>,
+    handle: Box<dyn Startable>,
+}
+
+/// The type-erased face of an informer that `start_informers` needs.
+trait Startable: Send + Sync {
+    fn spawn(&self, shutdown: &CancellationToken) -> Option<JoinHandle<()>>;
+    fn has_synced(&self) -> bool;
+    fn description(&self) -> String;
+    fn last_error(&self) -> Option<String>;
+    fn wait_for_sync(&self) -> BoxFuture<'static, ()>;
+}
+
+impl<K: Object> Startable for Informer<K> {
+    fn spawn(&self, shutdown: &CancellationToken) -> Option<JoinHandle<()>> {
+        Informer::spawn(self, shutdown)
+    }
+    fn has_synced(&self) -> bool {
+        Informer::has_synced(self)
+    }
+    fn description(&self) -> String {
+        Informer::description(self).to_owned()
+    }
+    fn last_error(&self) -> Option<String> {
+        Informer::last_error(self)
+    }
+    fn wait_for_sync(&self) -> BoxFuture<'static, ()> {
+        let this = self.clone();
+        Box::pin(async move { this.wait_for_sync().await })
+    }
+}
+
+impl fmt::Debug for Context {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Context")
+            .field("namespace", &self.inner.namespace)
+            .field("resync_period", &self.inner.resync_period)
+            .field("informers", &self.informer_descriptions())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Context`].
+pub struct ContextBuilder {
+    client: Client,
+    config: Option<kube::Config>,
+    namespace: Option<String>,
+    resync_period: Duration,
+    settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
+    extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+}
+
+impl fmt::Debug for ContextBuilder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ContextBuilder")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ContextBuilder {
+    /// The client config the `Client` was built from, for code that needs it
+    /// (for example to build a second client).
+    pub fn config(mut self, config: kube::Config) -> Self {
+        self.config = Some(config);
+        self
+    }
+
+    /// Limits every namespaced informer to one namespace (Knative's
+    /// `WithNamespaceScope`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// How often informers re-deliver their whole cache to handlers (default 10 h).
+    pub fn resync_period(mut self, period: Duration) -> Self {
+        self.resync_period = period;
+        self
+    }
+
+    /// How informers of kind `K` watch and cache (transform, managedFields,
+    /// streaming lists).
+    pub fn informer_settings<K: Object>(mut self, settings: InformerSettings<K>) -> Self {
+        self.settings.insert(TypeId::of::<K>(), Box::new(settings));
+        self
+    }
+
+    /// Adds a typed extension; see [`Context::get`].
+    pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
+        self.extensions.insert(TypeId::of::<T>(), Arc::new(value));
+        self
+    }
+
+    /// The context.
+    pub fn build(self) -> Context {
+        Context {
+            inner: Arc::new(Inner {
+                client: self.client,
+                config: self.config,
+                namespace: self.namespace,
+                resync_period: self.resync_period,
+                settings: self.settings,
+                informers: Mutex::new(Vec::new()),
+                extensions: RwLock::new(self.extensions),
+            }),
+        }
+    }
+}
+
+/// Some informers did not finish their first list in time.
+#[derive(Debug, Error)]
+#[error(
+    "informer caches did not sync within {timeout:?}: {}; check that the kinds are served (CRDs installed) \
+     and that the service account may list and watch them",
+    .unsynced.iter().map(|(kind, err)| match err {
+        Some(err) => format!("{kind} (last error: {err})"),
+        None => kind.clone(),
+    }).collect::<Vec<_>>().join(", ")
+)]
+pub struct CacheSyncError {
+    /// How long was waited.
+    pub timeout: Duration,
+    /// Each informer that did not sync, with its last watch error.
+    pub unsynced: Vec<(String, Option<String>)>,
+}
+
+impl Context {
+    /// A context over `client` with Knative's defaults: no namespace scope and a
+    /// 10 h resync period.
+    pub fn new(client: Client) -> Self {
+        Self::builder(client).build()
+    }
+
+    /// A builder for a context over `client`.
+    pub fn builder(client: Client) -> ContextBuilder {
+        ContextBuilder {
+            client,
+            config: None,
+            namespace: None,
+            resync_period: DEFAULT_RESYNC_PERIOD,
+            settings: HashMap::new(),
+            extensions: HashMap::new(),
+        }
+    }
+
+    /// The kube client.
+    pub fn client(&self) -> Client {
+        self.inner.client.clone()
+    }
+
+    /// The client config, when the context was built with one.
+    pub fn config(&self) -> Option<&kube::Config> {
+        self.inner.config.as_ref()
+    }
+
+    /// The namespace scope, if any.
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.namespace.as_deref()
+    }
+
+    /// The handler resync period.
+    pub fn resync_period(&self) -> Duration {
+        self.inner.resync_period
+    }
+
+    /// The shared informer for `K`, created on the first request.
+    pub fn informer<K>(&self) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        self.informer_for(None)
+    }
+
+    /// The shared informer for the objects of `K` whose labels match `selector`
+    /// (Knative's filtered informers); one per kind and selector.
+    pub fn filtered_informer<K>(&self, selector: &Selector) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        self.informer_for(Some(selector))
+    }
+
+    fn informer_for<K>(&self, selector: Option<&Selector>) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        let type_id = TypeId::of::<K>();
+        let selector_key = selector.map(ToString::to_string).unwrap_or_default();
+        let mut informers = self.inner.informers.lock();
+        if let Some(existing) = informers
+            .iter()
+            .find(|r| r.type_id == type_id && r.selector == selector_key)
+            && let Some(informer) = existing.informer.downcast_ref::<Informer<K>>()
+        {
+            return informer.clone();
+        }
+        let settings = self
+            .inner
+            .settings
+            .get(&type_id)
+            .and_then(|s| s.downcast_ref::<InformerSettings<K>>())
+            .cloned()
+            .unwrap_or_default();
+        let api = scoped_api::<K>(self.client(), self.namespace());
+        let informer = Informer::new(api, selector, settings, self.inner.resync_period);
+        tracing::debug!(informer = informer.description(), "registered informer");
+        informers.push(Registration {
+            type_id,
+            selector: selector_key,
+            informer: Box::new(informer.clone()),
+            handle: Box::new(informer.clone()),
+        });
+        informer
+    }
+
+    /// What every registered informer watches, in registration order.
+    pub fn informer_descriptions(&self) -> Vec<String> {
+        self.inner
+            .informers
+            .lock()
+            .iter()
+            .map(|r| r.handle.description())
+            .collect()
+    }
+
+    /// Starts every registered informer that is not running yet; they stop when
+    /// `shutdown` is cancelled. Informers asked for later need another call.
+    pub fn start_informers(&self, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
+        self.inner
+            .informers
+            .lock()
+            .iter()
+            .filter_map(|r| r.handle.spawn(shutdown))
+            .collect()
+    }
+
+    /// Waits until every registered informer has cached its first list, or fails
+    /// after `timeout` naming the ones that have not.
+    pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        let waits: Vec<BoxFuture<'static, ()>> = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .map(|r| r.handle.wait_for_sync())
+            .collect();
+        if tokio::time::timeout(timeout, futures::future::join_all(waits))
+            .await
+            .is_ok()
+        {
+            return Ok(());
+        }
+        let unsynced = self
+            .inner
+            .informers
+            .lock()
+            .iter()
+            .filter(|r| !r.handle.has_synced())
+            .map(|r| (r.handle.description(), r.handle.last_error()))
+            .collect();
+        Err(CacheSyncError { timeout, unsynced })
+    }
+
+    /// Stores a typed extension, replacing any of the same type.
+    pub fn insert<T: Send + Sync + 'static>(&self, value: T) {
+        self.inner
+            .extensions
+            .write()
+            .insert(TypeId::of::<T>(), Arc::new(value));
+    }
+
+    /// A typed extension, if one of type `T` was stored.
+    pub fn get<T: Send + Sync + 'static>(&self) -> Option<Arc<T>> {
+        let ext = self.inner.extensions.read().get(&TypeId::of::<T>())?.clone();
+        ext.downcast::<T>().ok()
+    }
+
+    /// A typed extension, or an error naming the missing type and how to add it.
+    pub fn require<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, MissingExtension> {
+        self.get::<T>().ok_or(MissingExtension(type_name::<T>()))
+    }
+}
+
+/// A constructor asked for an extension nobody stored.
+#[derive(Debug, Error)]
+#[error(
+    "the injection context has no {0}; add it with ContextBuilder::extension or Context::insert before the constructors run"
+)]
+pub struct MissingExtension(&'static str);
