@@ -384,7 +384,7 @@ impl<K: Object> Informer<K> {
                 () = shutdown.cancelled() => break,
                 _ = resync.tick() => self.resync(),
                 event = events.next() => match event {
-                    Some(Ok(event)) => self.apply(event),
+                    Some(Ok(event)) => self.apply_event(event),
                     Some(Err(err)) => {
                         tracing::warn!(informer = %shared.description, error = %err,
                             "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
@@ -408,8 +408,9 @@ impl<K: Object> Informer<K> {
     }
 
     /// Applies one watcher event to the cache and hands the resulting changes to
-    /// the handlers.
-    pub(crate) fn apply(&self, event: watcher::Event<K>) {
+    /// the handlers, exactly as the running watch does. Tests and benchmarks use
+    /// it to drive an informer without an API server.
+    pub fn apply_event(&self, event: watcher::Event<K>) {
         let shared = &self.shared;
         let mut changes = Vec::new();
         let mut errors = Vec::new();
@@ -549,14 +550,14 @@ mod tests {
     async fn initial_list_adds_and_marks_synced_then_watch_events_flow() {
         let inf = informer(InformerSettings::default());
         let seen = recorder(&inf, None);
-        inf.apply(watcher::Event::Init);
-        inf.apply(watcher::Event::InitApply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Init);
+        inf.apply_event(watcher::Event::InitApply(cm("a", "1", "web")));
         assert!(!inf.has_synced(), "synced only when the list is complete");
-        inf.apply(watcher::Event::InitDone);
+        inf.apply_event(watcher::Event::InitDone);
         assert!(inf.has_synced());
-        inf.apply(watcher::Event::Apply(cm("a", "2", "web")));
-        inf.apply(watcher::Event::Apply(cm("a", "2", "web")));
-        inf.apply(watcher::Event::Delete(cm("a", "3", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "2", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "2", "web")));
+        inf.apply_event(watcher::Event::Delete(cm("a", "3", "web")));
         assert_eq!(take(&seen), ["add:a@1", "update:a@1->a@2", "delete:a@3"]);
     }
 
@@ -571,7 +572,7 @@ mod tests {
             watcher::Event::InitApply(cm("deleted", "1", "web")),
             watcher::Event::InitDone,
         ] {
-            inf.apply(ev);
+            inf.apply_event(ev);
         }
         take(&seen);
         // A 410 made the watcher relist: nothing duplicated, nothing lost.
@@ -582,7 +583,7 @@ mod tests {
             watcher::Event::InitApply(cm("created", "6", "web")),
             watcher::Event::InitDone,
         ] {
-            inf.apply(ev);
+            inf.apply_event(ev);
         }
         assert_eq!(
             take(&seen),
@@ -595,11 +596,11 @@ mod tests {
     async fn filtered_handlers_turn_updates_into_adds_and_deletes() {
         let inf = informer(InformerSettings::default());
         let seen = recorder(&inf, Some("web"));
-        inf.apply(watcher::Event::Apply(cm("x", "1", "db")));
-        inf.apply(watcher::Event::Apply(cm("x", "2", "web")));
-        inf.apply(watcher::Event::Apply(cm("x", "3", "web")));
-        inf.apply(watcher::Event::Apply(cm("x", "4", "db")));
-        inf.apply(watcher::Event::Delete(cm("x", "5", "db")));
+        inf.apply_event(watcher::Event::Apply(cm("x", "1", "db")));
+        inf.apply_event(watcher::Event::Apply(cm("x", "2", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("x", "3", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("x", "4", "db")));
+        inf.apply_event(watcher::Event::Delete(cm("x", "5", "db")));
         assert_eq!(take(&seen), ["add:x@2", "update:x@2->x@3", "delete:x@3"]);
     }
 
@@ -608,8 +609,8 @@ mod tests {
         let inf = informer(InformerSettings::default());
         let first = recorder(&inf, None);
         let second = recorder(&inf, None);
-        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
-        inf.apply(watcher::Event::Delete(cm("a", "2", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Delete(cm("a", "2", "web")));
         assert_eq!(take(&first), take(&second));
     }
 
@@ -621,7 +622,7 @@ mod tests {
             watcher::Event::InitApply(cm("a", "1", "web")),
             watcher::Event::InitDone,
         ] {
-            inf.apply(ev);
+            inf.apply_event(ev);
         }
         let late = recorder(&inf, None);
         assert_eq!(take(&late), ["add:a@1"]);
@@ -630,8 +631,8 @@ mod tests {
     #[tokio::test]
     async fn resync_redelivers_the_cache_as_updates() {
         let inf = informer(InformerSettings::default());
-        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
-        inf.apply(watcher::Event::Apply(cm("b", "1", "db")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("b", "1", "db")));
         let seen = recorder(&inf, Some("web"));
         inf.resync();
         assert_eq!(take(&seen), ["update:a@1->a@1"]);
@@ -640,7 +641,7 @@ mod tests {
     #[tokio::test]
     async fn managed_fields_are_stripped_unless_kept_and_transforms_run() {
         let inf = informer(InformerSettings::default());
-        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
         let cached = inf.lister().get_by_key("ns", "a").unwrap().unwrap();
         assert!(cached.metadata.managed_fields.is_none());
 
@@ -651,7 +652,7 @@ mod tests {
             })),
             ..Default::default()
         });
-        keep.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        keep.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
         let cached = keep.lister().get_by_key("ns", "a").unwrap().unwrap();
         assert!(cached.metadata.managed_fields.is_some());
         assert_eq!(
@@ -667,7 +668,7 @@ mod tests {
     #[tokio::test]
     async fn indexes_added_before_or_after_objects() {
         let inf = informer(InformerSettings::default());
-        inf.apply(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
         inf.add_index("byTier", |c: &ConfigMap| {
             c.metadata
                 .labels
@@ -677,8 +678,8 @@ mod tests {
                 .collect()
         })
         .unwrap();
-        inf.apply(watcher::Event::Apply(cm("b", "1", "web")));
-        inf.apply(watcher::Event::Apply(cm("c", "1", "db")));
+        inf.apply_event(watcher::Event::Apply(cm("b", "1", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("c", "1", "db")));
         let web: Vec<_> = inf
             .lister()
             .by_index("byTier", "web")
