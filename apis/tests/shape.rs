@@ -241,3 +241,30 @@ fn schema_has_knatives_shape() {
         json!(["readyReplicas"])
     );
 }
+
+#[test]
+fn crd_serves_the_kind_with_a_status_subresource() {
+    let crd = runtime::apis::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = serde_json::to_value(&crd).unwrap();
+    assert_eq!(crd["metadata"]["name"], "addressableservices.samples.knative.dev");
+    assert_eq!(
+        crd["spec"]["names"],
+        json!({"kind": "AddressableService", "listKind": "AddressableServiceList", "plural": "addressableservices",
+               "singular": "addressableservice", "shortNames": ["asvc"], "categories": ["all", "knative"]})
+    );
+    assert_eq!(crd["spec"]["scope"], "Namespaced");
+    let version = &crd["spec"]["versions"][0];
+    assert_eq!(
+        (
+            version["name"].as_str(),
+            version["served"].as_bool(),
+            version["storage"].as_bool()
+        ),
+        (Some("v1alpha1"), Some(true), Some(true))
+    );
+    assert_eq!(version["subresources"], json!({"status": {}}));
+    assert_eq!(
+        version["schema"]["openAPIV3Schema"],
+        runtime::apis::schema::openapi_v3_schema::<AddressableService>()
+    );
+}

@@ -65,6 +65,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let short_names = &model.short_names;
     let categories = &model.categories;
     let namespaced = model.scope == Scope::Namespaced;
+    let has_status_field = model.status.is_some();
     let scope = if namespaced {
         quote!(#rt::k8s_openapi::NamespaceResourceScope)
     } else {
@@ -90,6 +91,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
             const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
             const NAMESPACED: bool = #namespaced;
+            const HAS_STATUS: bool = #has_status_field;
         }
     };
 

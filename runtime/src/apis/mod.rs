@@ -13,6 +13,7 @@
 
 mod condition;
 mod condition_set;
+pub mod crd;
 pub mod duck;
 mod field_error;
 pub mod schema;
@@ -54,6 +55,8 @@ pub trait KindInfo: Resource<DynamicType = ()> {
     const CATEGORIES: &'static [&'static str];
     /// True for namespaced kinds, false for cluster-scoped ones.
     const NAMESPACED: bool;
+    /// True when the kind has a status, served through the status subresource.
+    const HAS_STATUS: bool;
 }
 
 /// A kind with a `status`; implemented by `#[derive(Kind)]` when the struct has a
