@@ -1,6 +1,8 @@
 //! The `knative.dev/pkg` analogue for kube-rs controllers.
 
 pub mod apis;
+pub mod controller;
+pub mod tracker;
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
 /// only `runtime` (and `serde` for its own derives).
