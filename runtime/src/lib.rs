@@ -5,14 +5,18 @@
 //! | [`apis`] | `knative.dev/pkg/apis`: conditions, duck types, field errors, kind traits |
 //! | [`injection`] | `knative.dev/pkg/injection`: the context constructors receive |
 //! | [`informer`], [`lister`] | client-go shared informers and listers, over kube-runtime's watcher |
-//! | [`client`] | building `kube::Api` handles for either scope |
+//! | [`client`] | typed clients over `kube::Api` for either scope |
+//! | [`controller`] | `knative.dev/pkg/controller`: the workqueue, `Impl`, enqueue helpers, filters |
+//! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
 
 pub mod apis;
 pub mod client;
+pub mod controller;
 pub mod informer;
 pub mod injection;
 mod labels;
 pub mod lister;
+pub mod tracker;
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
 /// only `runtime` (and `serde` for its own derives).

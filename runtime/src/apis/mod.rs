@@ -18,6 +18,7 @@ pub mod duck;
 mod field_error;
 pub mod schema;
 mod url;
+pub mod validation;
 
 use std::fmt::Debug;
 

@@ -1,0 +1,288 @@
+//! Kubernetes' string format checks (apimachinery's `util/validation`), with its
+//! messages word for word, so errors read as they do from Go tooling.
+//!
+//! Each check returns the list of problems; an empty list means the value is
+//! valid.
+//!
+//! ```
+//! use runtime::apis::validation::{is_dns1123_label, is_qualified_name};
+//!
+//! assert!(is_qualified_name("samples.knative.dev/v1alpha1").is_empty());
+//! assert_eq!(is_dns1123_label("a.b"), ["must not contain dots"]);
+//! ```
+
+/// Longest DNS-1123 label.
+pub const DNS1123_LABEL_MAX_LENGTH: usize = 63;
+/// Longest DNS-1123 subdomain.
+pub const DNS1123_SUBDOMAIN_MAX_LENGTH: usize = 253;
+/// Longest label value, and longest name part of a qualified name.
+pub const LABEL_VALUE_MAX_LENGTH: usize = 63;
+
+const DNS1123_LABEL_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?";
+const DNS1123_LABEL_ERR: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character";
+const DNS1123_SUBDOMAIN_FMT: &str = "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*";
+const DNS1123_SUBDOMAIN_ERR: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character";
+const QUALIFIED_NAME_FMT: &str = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]";
+const QUALIFIED_NAME_ERR: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const LABEL_VALUE_FMT: &str = "(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?";
+const LABEL_VALUE_ERR: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character";
+const C_IDENTIFIER_FMT: &str = "[A-Za-z_][A-Za-z0-9_]*";
+const C_IDENTIFIER_ERR: &str = "a valid C identifier must start with alphabetic character or '_', followed by a string of alphanumeric characters or '_'";
+
+/// apimachinery's `RegexError`: the message, examples, and the pattern. Its
+/// examples read `'a',  or 'b', ` with two spaces before `or`, and so do these.
+fn regex_error(msg: &str, fmt: &str, examples: &[&str]) -> String {
+    if examples.is_empty() {
+        return format!("{msg} (regex used for validation is '{fmt}')");
+    }
+    let examples: Vec<String> = examples.iter().map(|e| format!("'{e}', ")).collect();
+    format!(
+        "{msg} (e.g. {}regex used for validation is '{fmt}')",
+        examples.join(" or ")
+    )
+}
+
+/// The length message of `util/validation` (characters) …
+fn max_len_chars(n: usize) -> String {
+    format!("must be no more than {n} characters")
+}
+
+/// … and of `api/validate/content`, which qualified names and label values use
+/// (bytes).
+fn max_len_bytes(n: usize) -> String {
+    format!("must be no more than {n} bytes")
+}
+
+fn matches_dns1123_label(value: &str) -> bool {
+    let b = value.as_bytes();
+    let inner = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-';
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => edge(first) && edge(last) && b.iter().all(inner),
+        _ => false,
+    }
+}
+
+fn matches_dns1123_subdomain(value: &str) -> bool {
+    value.split('.').all(matches_dns1123_label)
+}
+
+/// `([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]`
+fn matches_qualified_name_part(value: &str) -> bool {
+    let b = value.as_bytes();
+    let inner = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.');
+    match (b.first(), b.last()) {
+        (Some(first), Some(last)) => {
+            first.is_ascii_alphanumeric() && last.is_ascii_alphanumeric() && b.iter().all(inner)
+        }
+        _ => false,
+    }
+}
+
+/// Whether `value` is a DNS-1123 label (RFC 1123): what namespaces and most
+/// names of single-segment objects must be (`IsDNS1123Label`).
+pub fn is_dns1123_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX_LENGTH {
+        errs.push(max_len_chars(DNS1123_LABEL_MAX_LENGTH));
+    }
+    if !matches_dns1123_label(value) {
+        if matches_dns1123_subdomain(value) {
+            errs.push("must not contain dots".to_owned());
+        } else {
+            errs.push(regex_error(
+                DNS1123_LABEL_ERR,
+                DNS1123_LABEL_FMT,
+                &["my-name", "123-abc"],
+            ));
+        }
+    }
+    errs
+}
+
+/// Whether `value` is a DNS-1123 subdomain: what most object names must be
+/// (`IsDNS1123Subdomain`).
+pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
+    subdomain(value, max_len_chars)
+}
+
+fn subdomain(value: &str, max_len: fn(usize) -> String) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        errs.push(max_len(DNS1123_SUBDOMAIN_MAX_LENGTH));
+    }
+    if !matches_dns1123_subdomain(value) {
+        errs.push(regex_error(
+            DNS1123_SUBDOMAIN_ERR,
+            DNS1123_SUBDOMAIN_FMT,
+            &["example.com"],
+        ));
+    }
+    errs
+}
+
+/// Whether `value` is a qualified name (a label key): an optional DNS-1123
+/// subdomain prefix and `/`, then a name of at most 63 characters
+/// (`IsQualifiedName`). API versions such as `apps/v1` are checked with it.
+pub fn is_qualified_name(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    let parts: Vec<&str> = value.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            if prefix.is_empty() {
+                errs.push("prefix part must be non-empty".to_owned());
+            } else {
+                errs.extend(
+                    subdomain(prefix, max_len_bytes)
+                        .into_iter()
+                        .map(|e| format!("prefix part {e}")),
+                );
+            }
+            *name
+        }
+        _ => {
+            errs.push(format!(
+                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+            ));
+            return errs;
+        }
+    };
+    if name.is_empty() {
+        errs.push("name part must be non-empty".to_owned());
+    } else if name.len() > LABEL_VALUE_MAX_LENGTH {
+        errs.push(format!("name part {}", max_len_bytes(LABEL_VALUE_MAX_LENGTH)));
+    }
+    if !matches_qualified_name_part(name) {
+        errs.push(format!(
+            "name part {}",
+            regex_error(
+                QUALIFIED_NAME_ERR,
+                QUALIFIED_NAME_FMT,
+                &["MyName", "my.name", "123-abc"]
+            )
+        ));
+    }
+    errs
+}
+
+/// Whether `value` is a valid label value: empty, or a name part of at most 63
+/// characters (`IsValidLabelValue`).
+pub fn is_valid_label_value(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > LABEL_VALUE_MAX_LENGTH {
+        errs.push(max_len_bytes(LABEL_VALUE_MAX_LENGTH));
+    }
+    if !value.is_empty() && !matches_qualified_name_part(value) {
+        errs.push(regex_error(
+            LABEL_VALUE_ERR,
+            LABEL_VALUE_FMT,
+            &["MyValue", "my_value", "12345"],
+        ));
+    }
+    errs
+}
+
+/// Whether `value` is a C identifier, as a `kind` must be (`IsCIdentifier`).
+pub fn is_c_identifier(value: &str) -> Vec<String> {
+    let b = value.as_bytes();
+    let ok = b.first().is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || *c == b'_');
+    if ok {
+        Vec::new()
+    } else {
+        vec![regex_error(
+            C_IDENTIFIER_ERR,
+            C_IDENTIFIER_FMT,
+            &["my_name", "MY_NAME", "MyName"],
+        )]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns1123_labels() {
+        assert!(is_dns1123_label("my-name").is_empty());
+        assert!(is_dns1123_label("123-abc").is_empty());
+        assert_eq!(is_dns1123_label("a.b"), ["must not contain dots"]);
+        assert_eq!(
+            is_dns1123_label("Bad"),
+            [
+                "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+              and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', \
+              regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')"
+            ]
+        );
+        assert!(is_dns1123_label("").len() == 1);
+        assert_eq!(
+            is_dns1123_label(&"a".repeat(64))[0],
+            "must be no more than 63 characters"
+        );
+    }
+
+    #[test]
+    fn dns1123_subdomains() {
+        assert!(is_dns1123_subdomain("example.com").is_empty());
+        assert!(!is_dns1123_subdomain("example..com").is_empty());
+        assert!(!is_dns1123_subdomain("-example.com").is_empty());
+        assert!(is_dns1123_subdomain("example.com.").len() == 1);
+        assert_eq!(
+            is_dns1123_subdomain("A"),
+            [
+                "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' \
+              or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex \
+              used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+            ]
+        );
+    }
+
+    #[test]
+    fn qualified_names() {
+        for ok in ["v1", "apps/v1", "samples.knative.dev/v1alpha1", "My_Name.x"] {
+            assert!(is_qualified_name(ok).is_empty(), "{ok}");
+        }
+        assert_eq!(
+            is_qualified_name(""),
+            [
+                "name part must be non-empty",
+                "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and \
+                 end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex \
+                 used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+            ]
+        );
+        assert_eq!(is_qualified_name("/v1")[0], "prefix part must be non-empty");
+        assert!(
+            is_qualified_name("Bad_Prefix/v1")[0].starts_with("prefix part a lowercase RFC 1123 subdomain")
+        );
+        assert!(is_qualified_name("a/b/c")[0].starts_with("a valid label key must consist of"));
+        assert!(
+            is_qualified_name("a/b/c")[0]
+                .ends_with("with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
+        );
+    }
+
+    #[test]
+    fn label_values_and_c_identifiers() {
+        assert!(is_valid_label_value("").is_empty());
+        assert!(is_valid_label_value("my_value").is_empty());
+        assert_eq!(
+            is_valid_label_value(&"a".repeat(64)),
+            ["must be no more than 63 bytes"]
+        );
+        assert!(is_valid_label_value("-x")[0].starts_with("a valid label must be an empty string"));
+        assert!(is_c_identifier("AddressableService").is_empty());
+        assert!(is_c_identifier("_x1").is_empty());
+        assert_eq!(
+            is_c_identifier("1x"),
+            [
+                "a valid C identifier must start with alphabetic character or '_', followed by a string of \
+              alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used \
+              for validation is '[A-Za-z_][A-Za-z0-9_]*')"
+            ]
+        );
+    }
+}

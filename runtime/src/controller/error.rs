@@ -1,0 +1,368 @@
+//! What a reconcile returns when it did not simply succeed, and how the
+//! controller reacts to it.
+
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+use crate::apis::go_quote;
+
+type BoxError = Box<dyn StdError + Send + Sync + 'static>;
+
+/// The error a [`Reconciler`](super::Reconciler) returns.
+///
+/// Any error converts into it with `?` (it wraps the error as a transient
+/// failure). The constructors make the other outcomes Knative's controllers know
+/// about, and the controller treats each as Knative's `handleErr` does:
+///
+/// | made by | the controller |
+/// |---|---|
+/// | `?`, [`Error::new`] | logs "Reconcile error" and retries with per-key backoff |
+/// | an API conflict (409) wrapped by `?` | retries with backoff, logging at debug only ([`is_conflict`](Self::is_conflict)) |
+/// | [`Error::permanent`] | logs "Reconcile error" and forgets the key until the next change |
+/// | [`Error::skip_key`] | forgets the key quietly (a replica that is not the leader, say) |
+/// | [`Error::requeue_after`], [`Error::requeue_immediately`] | reconciles the key again after the delay |
+///
+/// Like `anyhow::Error` it is not itself a [`std::error::Error`] (that is what
+/// lets every error convert into it); [`source`](Self::source) gives the wrapped
+/// error, and `{:#}` prints it with its chain of causes.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::controller::Error;
+///
+/// fn parse(n: &str) -> Result<u32, Error> {
+///     Ok(n.parse::<u32>()?) // any error converts
+/// }
+/// assert!(parse("x").is_err());
+///
+/// let err = Error::requeue_after(Duration::from_secs(90));
+/// assert_eq!(err.to_string(), "requeue after: 1m30s");
+/// assert_eq!(err.requeue_delay(), Some(Duration::from_secs(90)));
+/// assert_eq!(Error::skip_key("ns/rut").to_string(), r#"skipped key: "ns/rut""#);
+/// assert!(Error::permanent("bad spec").is_permanent());
+/// ```
+pub struct Error {
+    kind: Kind,
+}
+
+enum Kind {
+    Transient(BoxError),
+    Permanent(BoxError),
+    SkipKey(String),
+    Requeue(Duration),
+}
+
+impl Error {
+    /// A transient failure: the key is retried with per-key exponential backoff.
+    /// The same as converting `err` with `?` or `into()`.
+    pub fn new(err: impl Into<BoxError>) -> Self {
+        Error {
+            kind: Kind::Transient(err.into()),
+        }
+    }
+
+    /// A failure that retrying cannot fix (an invalid spec, say): the controller
+    /// logs it and forgets the key until the object changes again (Knative's
+    /// `NewPermanentError`).
+    ///
+    /// Making a skip or requeue permanent leaves it a skip or requeue, as wrapping
+    /// one in Go's `permanentError` does.
+    pub fn permanent(err: impl Into<Error>) -> Self {
+        match err.into().kind {
+            Kind::Transient(e) | Kind::Permanent(e) => Error {
+                kind: Kind::Permanent(e),
+            },
+            kind => Error { kind },
+        }
+    }
+
+    /// The reconciler chose not to process `key` (it is not the leader for it,
+    /// say): the key is forgotten without an error log (Knative's `NewSkipKey`).
+    pub fn skip_key(key: impl Into<String>) -> Self {
+        Error {
+            kind: Kind::SkipKey(key.into()),
+        }
+    }
+
+    /// Reconcile the key again after `delay`, without counting a failure
+    /// (Knative's `NewRequeueAfter`). The key still comes back sooner if it is
+    /// enqueued by an event in the meantime.
+    pub fn requeue_after(delay: Duration) -> Self {
+        Error {
+            kind: Kind::Requeue(delay),
+        }
+    }
+
+    /// Reconcile the key again as soon as a worker is free (Knative's
+    /// `NewRequeueImmediately`).
+    pub fn requeue_immediately() -> Self {
+        Self::requeue_after(Duration::ZERO)
+    }
+
+    /// True for an error made by [`skip_key`](Self::skip_key).
+    pub fn is_skip_key(&self) -> bool {
+        matches!(self.kind, Kind::SkipKey(_))
+    }
+
+    /// The delay of a [`requeue_after`](Self::requeue_after) or
+    /// [`requeue_immediately`](Self::requeue_immediately) (zero); `None` otherwise.
+    pub fn requeue_delay(&self) -> Option<Duration> {
+        match self.kind {
+            Kind::Requeue(d) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// True for an error made by [`permanent`](Self::permanent).
+    pub fn is_permanent(&self) -> bool {
+        matches!(self.kind, Kind::Permanent(_))
+    }
+
+    /// True when the wrapped error, or any error in its chain of causes, is an
+    /// API `Conflict`: a write lost a race on `resourceVersion`. Such failures are
+    /// expected and retried without an error log.
+    ///
+    /// The rule is apimachinery's `IsConflict`: the status reason is `Conflict`, or
+    /// the code is 409 and the reason is not one of the other well-known reasons
+    /// (so a 409 `AlreadyExists` is not a conflict).
+    pub fn is_conflict(&self) -> bool {
+        let mut next: Option<&(dyn StdError + 'static)> = match &self.kind {
+            Kind::Transient(e) | Kind::Permanent(e) => Some(e.as_ref()),
+            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+        };
+        while let Some(err) = next {
+            if let Some(status) = api_status(err)
+                && status_is_conflict(status)
+            {
+                return true;
+            }
+            next = err.source();
+        }
+        false
+    }
+
+    /// The wrapped error of a transient or permanent failure; `None` for a skip or
+    /// requeue.
+    pub fn source(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
+        match &self.kind {
+            Kind::Transient(e) | Kind::Permanent(e) => Some(e.as_ref()),
+            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+        }
+    }
+
+    /// Takes the wrapped error out; `None` for a skip or requeue.
+    pub fn into_source(self) -> Option<BoxError> {
+        match self.kind {
+            Kind::Transient(e) | Kind::Permanent(e) => Some(e),
+            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+        }
+    }
+}
+
+impl<E: Into<BoxError>> From<E> for Error {
+    fn from(err: E) -> Self {
+        Error::new(err)
+    }
+}
+
+impl fmt::Display for Error {
+    /// The wrapped error's message, or Knative's text for a skip or requeue.
+    /// The alternate form (`{:#}`) appends the chain of causes, `: `-separated.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::SkipKey(key) => write!(f, "skipped key: {}", go_quote(key)),
+            Kind::Requeue(d) => write!(f, "requeue after: {}", go_duration(*d)),
+            Kind::Transient(e) | Kind::Permanent(e) => {
+                write!(f, "{e}")?;
+                if f.alternate() {
+                    let mut next = e.source();
+                    while let Some(cause) = next {
+                        write!(f, ": {cause}")?;
+                        next = cause.source();
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Transient(e) => f.debug_tuple("Transient").field(e).finish(),
+            Kind::Permanent(e) => f.debug_tuple("Permanent").field(e).finish(),
+            Kind::SkipKey(key) => f.debug_tuple("SkipKey").field(key).finish(),
+            Kind::Requeue(d) => f.debug_tuple("RequeueAfter").field(d).finish(),
+        }
+    }
+}
+
+/// The API status carried by `err`, if it is one of kube's API errors.
+fn api_status<'a>(err: &'a (dyn StdError + 'static)) -> Option<&'a kube::core::Status> {
+    if let Some(kube::Error::Api(status)) = err.downcast_ref::<kube::Error>() {
+        return Some(status);
+    }
+    if let Some(status) = err.downcast_ref::<kube::core::Status>() {
+        return Some(status);
+    }
+    err.downcast_ref::<Box<kube::core::Status>>().map(AsRef::as_ref)
+}
+
+/// Status reasons apimachinery knows; a 409 with any other reason is a conflict.
+const KNOWN_REASONS: &[&str] = &[
+    "Unauthorized",
+    "Forbidden",
+    "NotFound",
+    "AlreadyExists",
+    "Conflict",
+    "Gone",
+    "Invalid",
+    "ServerTimeout",
+    "StoreReadError",
+    "Timeout",
+    "TooManyRequests",
+    "BadRequest",
+    "MethodNotAllowed",
+    "NotAcceptable",
+    "RequestEntityTooLarge",
+    "UnsupportedMediaType",
+    "InternalError",
+    "Expired",
+    "ServiceUnavailable",
+];
+
+fn status_is_conflict(status: &kube::core::Status) -> bool {
+    status.reason == "Conflict" || (status.code == 409 && !KNOWN_REASONS.contains(&status.reason.as_str()))
+}
+
+/// Formats a duration as Go's `time.Duration.String` does (`1m30s`, `1.5s`,
+/// `5ms`, `0s`), so messages match Knative's byte for byte.
+pub(crate) fn go_duration(d: Duration) -> String {
+    let nanos = d.as_nanos();
+    if nanos == 0 {
+        return "0s".to_owned();
+    }
+    if nanos < 1_000_000_000 {
+        let (unit, scale, digits) = if nanos < 1_000 {
+            ("ns", 1, 0)
+        } else if nanos < 1_000_000 {
+            ("µs", 1_000, 3)
+        } else {
+            ("ms", 1_000_000, 6)
+        };
+        return format!("{}{}{unit}", nanos / scale, fraction(nanos % scale, digits));
+    }
+    let secs = nanos / 1_000_000_000;
+    let (hours, minutes, seconds) = (secs / 3600, (secs / 60) % 60, secs % 60);
+    let mut out = String::new();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h{minutes}m"));
+    } else if minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&format!("{seconds}{}s", fraction(nanos % 1_000_000_000, 9)));
+    out
+}
+
+/// `.` and the `digits`-digit fraction without trailing zeros; empty for zero.
+fn fraction(value: u128, digits: usize) -> String {
+    if value == 0 || digits == 0 {
+        return String::new();
+    }
+    let text = format!("{value:0digits$}");
+    format!(".{}", text.trim_end_matches('0'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn api_error(code: u16, reason: &str) -> kube::Error {
+        kube::Error::Api(Box::new(kube::core::Status {
+            code,
+            reason: reason.to_owned(),
+            message: "the object has been modified".to_owned(),
+            ..kube::core::Status::default()
+        }))
+    }
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("updating status")]
+    struct Wrapper(#[source] kube::Error);
+
+    #[test]
+    fn messages_match_knative() {
+        assert_eq!(Error::skip_key("ns/rut").to_string(), r#"skipped key: "ns/rut""#);
+        assert_eq!(Error::requeue_immediately().to_string(), "requeue after: 0s");
+        assert_eq!(
+            Error::requeue_after(Duration::from_secs(5)).to_string(),
+            "requeue after: 5s"
+        );
+        assert_eq!(Error::new("boom").to_string(), "boom");
+        assert_eq!(Error::permanent("bad").to_string(), "bad");
+    }
+
+    #[test]
+    fn predicates() {
+        let transient = Error::from("boom");
+        assert!(!transient.is_permanent() && !transient.is_skip_key());
+        assert_eq!(transient.requeue_delay(), None);
+        assert!(Error::permanent("bad").is_permanent());
+        assert!(Error::permanent(Error::new("bad")).is_permanent());
+        assert!(Error::skip_key("k").is_skip_key());
+        assert_eq!(Error::requeue_immediately().requeue_delay(), Some(Duration::ZERO));
+        // Wrapping a requeue or skip as permanent keeps it what it was, as in Go.
+        assert_eq!(
+            Error::permanent(Error::requeue_after(Duration::from_secs(1))).requeue_delay(),
+            Some(Duration::from_secs(1))
+        );
+        assert!(Error::permanent(Error::skip_key("k")).is_skip_key());
+    }
+
+    #[test]
+    fn conflicts_are_found_in_the_chain() {
+        assert!(Error::from(api_error(409, "Conflict")).is_conflict());
+        assert!(Error::from(api_error(409, "")).is_conflict());
+        assert!(!Error::from(api_error(409, "AlreadyExists")).is_conflict());
+        assert!(!Error::from(api_error(404, "NotFound")).is_conflict());
+        assert!(Error::from(Wrapper(api_error(409, "Conflict"))).is_conflict());
+        assert!(Error::permanent(api_error(409, "Conflict")).is_conflict());
+        assert!(!Error::from("409").is_conflict());
+        assert!(!Error::requeue_immediately().is_conflict());
+    }
+
+    #[test]
+    fn source_and_alternate_display() {
+        let err = Error::from(Wrapper(api_error(409, "Conflict")));
+        assert_eq!(
+            err.source().map(ToString::to_string).as_deref(),
+            Some("updating status")
+        );
+        assert!(format!("{err:#}").starts_with("updating status: ApiError: the object has been modified"));
+        assert!(Error::skip_key("k").source().is_none());
+        assert!(Error::new("x").into_source().is_some());
+        assert_eq!(format!("{:?}", Error::skip_key("k")), r#"SkipKey("k")"#);
+    }
+
+    #[test]
+    fn go_durations() {
+        let cases = [
+            (Duration::ZERO, "0s"),
+            (Duration::from_nanos(1), "1ns"),
+            (Duration::from_nanos(1_500), "1.5µs"),
+            (Duration::from_millis(5), "5ms"),
+            (Duration::from_micros(5_250), "5.25ms"),
+            (Duration::from_secs(1), "1s"),
+            (Duration::from_millis(1_500), "1.5s"),
+            (Duration::from_secs(90), "1m30s"),
+            (Duration::from_secs(3600), "1h0m0s"),
+            (Duration::from_secs(1000), "16m40s"),
+            (Duration::from_secs(36 * 3600 + 1), "36h0m1s"),
+        ];
+        for (d, want) in cases {
+            assert_eq!(go_duration(d), want, "{d:?}");
+        }
+    }
+}

@@ -1,0 +1,266 @@
+//! Work-queue metrics with client-go's names, for Prometheus.
+//!
+//! One [`WorkqueueMetrics`] is registered per process, in an explicit
+//! [`Registry`]; every controller's queue reports into it under its own `name`
+//! label. The families are client-go's:
+//!
+//! | family | type | meaning |
+//! |---|---|---|
+//! | `workqueue_depth` | gauge | keys waiting to be processed |
+//! | `workqueue_adds_total` | counter | keys added (a key already waiting is not counted again) |
+//! | `workqueue_retries_total` | counter | delayed and rate-limited adds |
+//! | `workqueue_queue_duration_seconds` | histogram | time from add to the start of processing |
+//! | `workqueue_work_duration_seconds` | histogram | time spent processing |
+//! | `workqueue_unfinished_work_seconds` | gauge | sum of the ages of the reconciles in progress |
+//! | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest reconcile in progress |
+//!
+//! Depth and the two in-progress gauges are computed when the registry is
+//! scraped, so they are exact and need no background task.
+//!
+//! ```
+//! use prometheus_client::registry::Registry;
+//! use runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
+//! # struct Noop;
+//! # impl runtime::controller::Reconciler for Noop {
+//! #     async fn reconcile(&self, _key: &str) -> Result<(), runtime::controller::Error> { Ok(()) }
+//! # }
+//!
+//! let mut registry = Registry::default();
+//! let metrics = WorkqueueMetrics::register(&mut registry);
+//! let controller = Impl::new("addressableservices", Noop, ControllerOptions::default().metrics(metrics));
+//! controller.enqueue_key(runtime::controller::ObjectKey::new("default", "web"));
+//!
+//! let mut text = String::new();
+//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+//! assert!(text.contains(r#"workqueue_depth{name="addressableservices"} 1"#));
+//! ```
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::time::Duration;
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Bucket bounds of the two duration histograms, in seconds: Knative's, which
+/// resolve the 5 ms to 10 s range where reconciles live.
+const DURATION_BUCKETS: [f64; 14] = [
+    0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 2.5, 5.0, 7.5, 10.0,
+];
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    name: String,
+}
+
+type HistogramFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
+
+fn duration_histogram() -> Histogram {
+    Histogram::new(DURATION_BUCKETS)
+}
+
+/// The work-queue metric families of a process, registered once and shared by
+/// every controller (pass a clone in [`ControllerOptions`](super::ControllerOptions)).
+/// Cloning is cheap; clones report into the same families.
+#[derive(Clone, Debug)]
+pub struct WorkqueueMetrics {
+    adds: Family<QueueLabels, Counter>,
+    retries: Family<QueueLabels, Counter>,
+    queue_duration: HistogramFamily,
+    work_duration: HistogramFamily,
+    queues: Arc<Mutex<Vec<Probe>>>,
+}
+
+impl WorkqueueMetrics {
+    /// Registers the families in `registry` and returns the handle queues report
+    /// through. Call it once per registry: the names are fixed, so a second call
+    /// would register them twice.
+    pub fn register(registry: &mut Registry) -> WorkqueueMetrics {
+        let metrics = WorkqueueMetrics {
+            adds: Family::default(),
+            retries: Family::default(),
+            queue_duration: Family::new_with_constructor(duration_histogram),
+            work_duration: Family::new_with_constructor(duration_histogram),
+            queues: Arc::default(),
+        };
+        registry.register(
+            "workqueue_adds",
+            "Total number of adds handled by workqueue",
+            metrics.adds.clone(),
+        );
+        registry.register(
+            "workqueue_retries",
+            "Total number of retries handled by workqueue",
+            metrics.retries.clone(),
+        );
+        registry.register_with_unit(
+            "workqueue_queue_duration",
+            "How long in seconds an item stays in workqueue before being requested",
+            Unit::Seconds,
+            metrics.queue_duration.clone(),
+        );
+        registry.register_with_unit(
+            "workqueue_work_duration",
+            "How long in seconds processing an item from workqueue takes",
+            Unit::Seconds,
+            metrics.work_duration.clone(),
+        );
+        registry.register_collector(Box::new(ScrapeTimeGauges {
+            queues: metrics.queues.clone(),
+        }));
+        metrics
+    }
+
+    /// The handles one queue records through; `probe` answers the scrape-time
+    /// gauges for as long as the queue lives.
+    pub(crate) fn for_queue(&self, name: &str, probe: Weak<dyn QueueProbe>) -> QueueMetrics {
+        let labels = QueueLabels {
+            name: name.to_owned(),
+        };
+        let mut queues = lock(&self.queues);
+        queues.retain(|p| p.probe.strong_count() > 0);
+        queues.push(Probe {
+            name: name.to_owned(),
+            probe,
+        });
+        QueueMetrics {
+            adds: self.adds.get_or_create_owned(&labels),
+            retries: self.retries.get_or_create_owned(&labels),
+            queue_duration: self.queue_duration.get_or_create_owned(&labels),
+            work_duration: self.work_duration.get_or_create_owned(&labels),
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// What a queue reports at scrape time.
+pub(crate) trait QueueProbe: Send + Sync {
+    /// Keys waiting, and the ages of the keys being processed.
+    fn sample(&self) -> QueueSample;
+}
+
+/// A queue's state at one scrape.
+#[derive(Debug, Default)]
+pub(crate) struct QueueSample {
+    pub(crate) depth: usize,
+    pub(crate) processing_ages: Vec<Duration>,
+}
+
+#[derive(Debug)]
+struct Probe {
+    name: String,
+    probe: Weak<dyn QueueProbe>,
+}
+
+/// The counters and histograms of one queue.
+#[derive(Debug)]
+pub(crate) struct QueueMetrics {
+    adds: Counter,
+    retries: Counter,
+    queue_duration: Histogram,
+    work_duration: Histogram,
+}
+
+impl QueueMetrics {
+    pub(crate) fn add(&self) {
+        self.adds.inc();
+    }
+
+    pub(crate) fn retry(&self) {
+        self.retries.inc();
+    }
+
+    pub(crate) fn started(&self, waited: Duration) {
+        self.queue_duration.observe(waited.as_secs_f64());
+    }
+
+    pub(crate) fn finished(&self, worked: Duration) {
+        self.work_duration.observe(worked.as_secs_f64());
+    }
+}
+
+/// Encodes depth and the in-progress gauges from the live queues at scrape time.
+#[derive(Debug)]
+struct ScrapeTimeGauges {
+    queues: Arc<Mutex<Vec<Probe>>>,
+}
+
+#[derive(Default)]
+struct Totals {
+    depth: i64,
+    unfinished: f64,
+    longest: f64,
+}
+
+impl Collector for ScrapeTimeGauges {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // Queues sharing a name (which Knative forbids) are summed, not duplicated.
+        let mut by_name: Vec<(String, Totals)> = Vec::new();
+        {
+            let probes: Vec<(String, Arc<dyn QueueProbe>)> = lock(&self.queues)
+                .iter()
+                .filter_map(|p| p.probe.upgrade().map(|q| (p.name.clone(), q)))
+                .collect();
+            for (name, probe) in probes {
+                let sample = probe.sample();
+                let idx = match by_name.iter().position(|(n, _)| *n == name) {
+                    Some(i) => i,
+                    None => {
+                        by_name.push((name, Totals::default()));
+                        by_name.len() - 1
+                    }
+                };
+                let totals = &mut by_name[idx].1;
+                totals.depth += i64::try_from(sample.depth).unwrap_or(i64::MAX);
+                for age in sample.processing_ages {
+                    let secs = age.as_secs_f64();
+                    totals.unfinished += secs;
+                    totals.longest = totals.longest.max(secs);
+                }
+            }
+        }
+        by_name.sort_by(|a, b| a.0.cmp(&b.0));
+
+        let mut depth = encoder.encode_descriptor(
+            "workqueue_depth",
+            "Current depth of workqueue",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (name, totals) in &by_name {
+            let labels = QueueLabels { name: name.clone() };
+            ConstGauge::new(totals.depth).encode(depth.encode_family(&labels)?)?;
+        }
+        let mut unfinished = encoder.encode_descriptor(
+            "workqueue_unfinished_work",
+            "How many seconds of work has done that is in progress and hasn't been observed by \
+             work_duration. Large values indicate stuck threads. One can deduce the number of stuck \
+             threads by observing the rate at which this increases.",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (name, totals) in &by_name {
+            let labels = QueueLabels { name: name.clone() };
+            ConstGauge::new(totals.unfinished).encode(unfinished.encode_family(&labels)?)?;
+        }
+        let mut longest = encoder.encode_descriptor(
+            "workqueue_longest_running_processor",
+            "How many seconds has the longest running processor for workqueue been running.",
+            Some(&Unit::Seconds),
+            MetricType::Gauge,
+        )?;
+        for (name, totals) in &by_name {
+            let labels = QueueLabels { name: name.clone() };
+            ConstGauge::new(totals.longest).encode(longest.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,514 @@
+//! The controller machinery: a work queue of object keys and the workers that
+//! feed them to a [`Reconciler`] (Knative's `controller.Impl`).
+//!
+//! Informer event handlers call the enqueue methods of an [`Impl`]
+//! ([`enqueue`](Impl::enqueue), [`enqueue_controller_of`](Impl::enqueue_controller_of),
+//! …). The [`WorkQueue`] dedupes keys, keeps a key away from two workers at
+//! once, delays and backs off, and drains changes before resyncs. [`Impl::run`]
+//! starts the workers; each hands a key to [`Reconciler::reconcile`] and treats
+//! the result as Knative's `handleErr` does (see [`Error`]).
+//!
+//! ```
+//! use std::time::Duration;
+//! use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! struct Greeter;
+//!
+//! impl Reconciler for Greeter {
+//!     async fn reconcile(&self, key: &str) -> Result<(), Error> {
+//!         let key: ObjectKey = key.parse()?;
+//!         println!("converging {key}");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)]
+//! # async fn main() {
+//! let controller = Impl::new("greeter", Greeter, ControllerOptions::default());
+//! controller.enqueue_key(ObjectKey::new("default", "hello"));
+//!
+//! let shutdown = CancellationToken::new();
+//! let run = tokio::spawn({
+//!     let controller = controller.clone();
+//!     let shutdown = shutdown.clone();
+//!     async move { controller.run(shutdown).await }
+//! });
+//! tokio::time::sleep(Duration::from_secs(1)).await;
+//! shutdown.cancel();
+//! run.await.unwrap(); // returns once in-flight reconciles finish
+//! # }
+//! ```
+
+mod error;
+pub mod filter;
+mod key;
+mod metrics;
+mod rate_limiter;
+mod workqueue;
+
+use std::fmt;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use futures::FutureExt;
+use kube::Resource;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, Level};
+
+pub use error::Error;
+pub use key::{InvalidKey, ObjectKey};
+pub use metrics::WorkqueueMetrics;
+pub use rate_limiter::{
+    BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
+    default_controller_rate_limiter,
+};
+pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
+
+use crate::tracker::Tracker;
+use error::go_duration;
+
+/// Workers per controller when [`ControllerOptions::concurrency`] is zero
+/// (Knative's `DefaultThreadsPerController`). A process that wants another
+/// default sets it in the options it passes every controller; there is no
+/// process-wide variable.
+pub const DEFAULT_CONCURRENCY: usize = 2;
+
+/// Log field carrying the key being reconciled (Knative's `logkey.Key`).
+const KEY_FIELD: &str = "knative.dev/key";
+
+/// Converges the object a key names: the business logic a controller runs.
+///
+/// It is called with one key at a time per key (never concurrently for the same
+/// key) and must be idempotent: keys are level-triggered, so it reads the
+/// object's current state (from a lister) rather than relying on which event
+/// enqueued it. Its [`Error`] decides what happens to the key next.
+pub trait Reconciler: Send + Sync + 'static {
+    /// Converges the object `key` names.
+    ///
+    /// `key` is "ns/name" (or "name"); invalid keys are the reconciler's to reject.
+    fn reconcile(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send;
+}
+
+/// A shared reconciler, so a test (or anything else) can keep a handle on the
+/// reconciler it gave an [`Impl`].
+impl<R: Reconciler> Reconciler for Arc<R> {
+    fn reconcile(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send {
+        (**self).reconcile(key)
+    }
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// [`Reconciler`] behind a pointer, so [`Impl`] need not be generic.
+trait DynReconciler: Send + Sync + 'static {
+    fn reconcile_boxed<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+impl<R: Reconciler> DynReconciler for R {
+    fn reconcile_boxed<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.reconcile(key))
+    }
+}
+
+/// How an [`Impl`] is built. `Default` gives Knative's defaults: two workers and
+/// client-go's default rate limiter, without metrics.
+///
+/// ```
+/// use runtime::controller::ControllerOptions;
+/// let options = ControllerOptions::default().concurrency(4);
+/// assert_eq!(options.concurrency, 4);
+/// ```
+#[derive(Debug, Default)]
+#[non_exhaustive]
+pub struct ControllerOptions {
+    /// Workers reconciling in parallel; zero means [`DEFAULT_CONCURRENCY`].
+    pub concurrency: usize,
+    /// How long failing keys back off; `None` means
+    /// [`default_controller_rate_limiter`].
+    pub rate_limiter: Option<Box<dyn RateLimiter>>,
+    /// Where the queue reports its metrics; `None` reports nowhere.
+    pub metrics: Option<WorkqueueMetrics>,
+}
+
+impl ControllerOptions {
+    /// Sets [`concurrency`](Self::concurrency).
+    pub fn concurrency(mut self, workers: usize) -> Self {
+        self.concurrency = workers;
+        self
+    }
+
+    /// Sets [`rate_limiter`](Self::rate_limiter).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// Sets [`metrics`](Self::metrics).
+    pub fn metrics(mut self, metrics: WorkqueueMetrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+}
+
+/// A controller: a named [`WorkQueue`], the [`Reconciler`] its workers call,
+/// and the enqueue methods informer event handlers use. Cloning is cheap and
+/// shares everything, so handlers each hold a clone.
+#[derive(Clone)]
+pub struct Impl {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    name: String,
+    reconciler: Box<dyn DynReconciler>,
+    queue: WorkQueue,
+    concurrency: usize,
+}
+
+impl fmt::Debug for Impl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Impl")
+            .field("name", &self.inner.name)
+            .field("concurrency", &self.inner.concurrency)
+            .field("queue", &self.inner.queue)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Impl {
+    /// A controller named `name` (its queue's name: unique in the process, the
+    /// `name` label of its metrics and the `knative.dev/controller` log field)
+    /// that feeds keys to `reconciler`.
+    pub fn new(name: impl Into<String>, reconciler: impl Reconciler, options: ControllerOptions) -> Self {
+        let name = name.into();
+        let rate_limiter = options
+            .rate_limiter
+            .unwrap_or_else(|| Box::new(default_controller_rate_limiter()));
+        let queue = WorkQueue::build(name.clone(), rate_limiter, options.metrics.as_ref());
+        let concurrency = if options.concurrency == 0 {
+            DEFAULT_CONCURRENCY
+        } else {
+            options.concurrency
+        };
+        Impl {
+            inner: Arc::new(Inner {
+                name,
+                reconciler: Box::new(reconciler),
+                queue,
+                concurrency,
+            }),
+        }
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The work queue, for direct use and for tests that check what was
+    /// enqueued ([`WorkQueue::snapshot`]).
+    pub fn work_queue(&self) -> &WorkQueue {
+        &self.inner.queue
+    }
+
+    /// A tracker whose callback enqueues the observer's key into this controller
+    /// (what Knative's `NewContext` builds). It holds the controller weakly, so a
+    /// reconciler may keep it without keeping the controller alive.
+    pub fn tracker(&self, lease: Duration) -> Tracker {
+        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
+        Tracker::new(
+            move |key| {
+                if let Some(inner) = weak.upgrade() {
+                    Impl { inner }.enqueue_key(key);
+                }
+            },
+            lease,
+        )
+    }
+
+    /// Enqueues the object's `namespace/name` in the fast lane.
+    pub fn enqueue<K: Resource>(&self, obj: &K) {
+        self.enqueue_key(ObjectKey::of(obj));
+    }
+
+    /// Enqueues `key` in the fast lane.
+    pub fn enqueue_key(&self, key: ObjectKey) {
+        let queue = &self.inner.queue;
+        if tracing::enabled!(Level::DEBUG) {
+            queue.add(key.clone());
+            tracing::debug!({ KEY_FIELD } = %key, "Adding to queue {key} (depth: {})", queue.len());
+        } else {
+            queue.add(key);
+        }
+    }
+
+    /// Enqueues the object's key in the fast lane after `delay`.
+    pub fn enqueue_after<K: Resource>(&self, obj: &K, delay: Duration) {
+        self.enqueue_key_after(ObjectKey::of(obj), delay);
+    }
+
+    /// Enqueues `key` in the fast lane after `delay`; a key already delayed keeps
+    /// the earlier time.
+    pub fn enqueue_key_after(&self, key: ObjectKey, delay: Duration) {
+        let queue = &self.inner.queue;
+        tracing::debug!(
+            { KEY_FIELD } = %key,
+            "Adding to queue {key} (delay: {}, depth: {})",
+            go_duration(delay),
+            queue.len()
+        );
+        queue.add_after(key, delay);
+    }
+
+    /// Enqueues the object's key in the slow lane, behind every change.
+    pub fn enqueue_slow<K: Resource>(&self, obj: &K) {
+        self.enqueue_slow_key(ObjectKey::of(obj));
+    }
+
+    /// Enqueues `key` in the slow lane, behind every change. A key already queued
+    /// in either lane stays where it is.
+    pub fn enqueue_slow_key(&self, key: ObjectKey) {
+        let queue = &self.inner.queue;
+        queue.add_slow(key.clone());
+        tracing::debug!(
+            { KEY_FIELD } = %key,
+            "Adding to the slow queue {key} (depth(total/slow): {}/{})",
+            queue.len(),
+            queue.slow_len()
+        );
+    }
+
+    /// A handler that enqueues `key` whatever object it is given (Knative's
+    /// `EnqueueSentinel`): for a controller that reconciles one fixed object when
+    /// any of some other objects changes.
+    pub fn enqueue_sentinel<K: Resource>(
+        &self,
+        key: ObjectKey,
+    ) -> impl Fn(&K) + Send + Sync + Clone + 'static {
+        let this = self.clone();
+        move |_: &K| this.enqueue_key(key.clone())
+    }
+
+    /// Enqueues the object's controller: the name of its owner reference marked
+    /// `controller: true`, in the object's own namespace. Objects without a
+    /// controller are ignored.
+    pub fn enqueue_controller_of<K: Resource>(&self, obj: &K) {
+        if let Some(owner) = filter::controller_of(obj) {
+            let namespace = obj.meta().namespace.clone().unwrap_or_default();
+            self.enqueue_key(ObjectKey::new(namespace, owner.name.clone()));
+        }
+    }
+
+    /// A handler that enqueues the namespace-scoped object an object names in
+    /// its labels: the name in label `name_label`, the namespace in label
+    /// `namespace_label`, or the object's own namespace when `namespace_label` is
+    /// empty. Objects without the labels are ignored (logged at debug).
+    pub fn enqueue_label_of_namespace_scoped_resource<K: Resource>(
+        &self,
+        namespace_label: impl Into<String>,
+        name_label: impl Into<String>,
+    ) -> impl Fn(&K) + Send + Sync + Clone + 'static {
+        let this = self.clone();
+        let (namespace_label, name_label) = (namespace_label.into(), name_label.into());
+        move |obj: &K| {
+            let meta = obj.meta();
+            let own = ObjectKey::of(obj);
+            let labels = meta.labels.as_ref();
+            let Some(name) = labels.and_then(|l| l.get(&name_label)) else {
+                tracing::debug!(
+                    "Object {}/{} does not have a referring name label {name_label}",
+                    own.namespace,
+                    own.name
+                );
+                return;
+            };
+            if namespace_label.is_empty() {
+                this.enqueue_key(ObjectKey::new(own.namespace, name.clone()));
+                return;
+            }
+            match labels.and_then(|l| l.get(&namespace_label)) {
+                Some(namespace) => this.enqueue_key(ObjectKey::new(namespace.clone(), name.clone())),
+                None => tracing::debug!(
+                    "Object {}/{} does not have a referring namespace label {namespace_label}",
+                    own.namespace,
+                    own.name
+                ),
+            }
+        }
+    }
+
+    /// A handler that enqueues the cluster-scoped object an object names in its
+    /// label `name_label`. Objects without the label are ignored (logged at
+    /// debug).
+    pub fn enqueue_label_of_cluster_scoped_resource<K: Resource>(
+        &self,
+        name_label: impl Into<String>,
+    ) -> impl Fn(&K) + Send + Sync + Clone + 'static {
+        let this = self.clone();
+        let name_label = name_label.into();
+        move |obj: &K| match obj.meta().labels.as_ref().and_then(|l| l.get(&name_label)) {
+            Some(name) => this.enqueue_key(ObjectKey::new("", name.clone())),
+            None => {
+                let own = ObjectKey::of(obj);
+                tracing::debug!(
+                    "Object {}/{} does not have a referring name label {name_label}",
+                    own.namespace,
+                    own.name
+                );
+            }
+        }
+    }
+
+    /// Enqueues the namespace the object lives in: the key with an empty
+    /// namespace and the object's namespace as the name, for a controller of
+    /// `Namespace` objects.
+    pub fn enqueue_namespace_of<K: Resource>(&self, obj: &K) {
+        let namespace = obj.meta().namespace.clone().unwrap_or_default();
+        self.enqueue_key(ObjectKey::new("", namespace));
+    }
+
+    /// Enqueues every key in the slow lane, so that a resync does not delay real
+    /// changes (Knative's `GlobalResync`, given the keys of an informer's store).
+    /// No-op while shutting down.
+    pub fn global_resync(&self, keys: impl IntoIterator<Item = ObjectKey>) {
+        let queue = &self.inner.queue;
+        if queue.is_shutting_down() {
+            return;
+        }
+        for key in keys {
+            queue.add_slow(key);
+        }
+    }
+
+    /// Runs the workers until `shutdown` is cancelled, then stops the queue and
+    /// returns once every in-flight reconcile has finished.
+    ///
+    /// Keys still queued or delayed at shutdown are dropped, not processed: keys
+    /// are level-triggered, and the next process (or the next leader) lists and
+    /// enqueues every object again. Knative instead drains the queue, which can
+    /// outlast a pod's termination grace period.
+    ///
+    /// Each worker runs in its own tokio task. Cancel through `shutdown` rather
+    /// than by dropping this future, which would abort reconciles mid-way. Once
+    /// it returns, the queue stays shut down; an `Impl` runs once.
+    pub async fn run(&self, shutdown: CancellationToken) {
+        let inner = &self.inner;
+        let entered = tracing::info_span!("controller", "knative.dev/controller" = %inner.name).entered();
+        tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
+        let mut workers = JoinSet::new();
+        for _ in 0..inner.concurrency {
+            let this = self.clone();
+            workers.spawn(async move { this.work().await }.in_current_span());
+        }
+        tracing::info!("Started workers");
+        drop(entered);
+
+        shutdown.cancelled().await;
+
+        let span = tracing::info_span!("controller", "knative.dev/controller" = %inner.name);
+        async {
+            let dropped = inner.queue.shut_down();
+            tracing::info!(dropped_keys = dropped, "Shutting down workers");
+            while let Some(joined) = workers.join_next().await {
+                if let Err(err) = joined {
+                    tracing::error!(error = %err, "Worker task failed");
+                }
+            }
+            tracing::info!("Workers finished");
+        }
+        .instrument(span)
+        .await;
+    }
+
+    /// One worker: takes keys until the queue shuts down.
+    async fn work(&self) {
+        while let Some(key) = self.inner.queue.get().await {
+            self.process(&key).await;
+            self.inner.queue.done(&key);
+        }
+    }
+
+    /// Reconciles one key and decides what happens to it next.
+    async fn process(&self, key: &ObjectKey) {
+        let key_str = key.to_string();
+        let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key_str);
+        let start = Instant::now();
+        tracing::debug!(
+            parent: &span,
+            "Processing from queue {key_str} (depth: {})",
+            self.inner.queue.len()
+        );
+        let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(&key_str))
+            .catch_unwind()
+            .instrument(span.clone())
+            .await;
+        let _entered = span.enter();
+        match outcome {
+            Ok(result) => self.handle_result(key, result, start),
+            Err(panic) => {
+                let message = panic
+                    .downcast_ref::<&str>()
+                    .map(|s| (*s).to_owned())
+                    .or_else(|| panic.downcast_ref::<String>().cloned())
+                    .unwrap_or_else(|| "unknown panic".to_owned());
+                tracing::error!(
+                    duration = ?start.elapsed(),
+                    panic = %message,
+                    "Reconcile panicked; retrying with backoff"
+                );
+                self.inner.queue.add_rate_limited(key.clone());
+            }
+        }
+    }
+
+    /// Knative's `handleErr`, plus forgetting the backoff on success and on a
+    /// requested requeue.
+    fn handle_result(&self, key: &ObjectKey, result: Result<(), Error>, start: Instant) {
+        let queue = &self.inner.queue;
+        let err = match result {
+            Ok(()) => {
+                queue.forget(key);
+                tracing::info!(duration = ?start.elapsed(), "Reconcile succeeded");
+                return;
+            }
+            Err(err) => err,
+        };
+        if err.is_skip_key() || queue.is_shutting_down() {
+            queue.forget(key);
+            return;
+        }
+        if let Some(delay) = err.requeue_delay() {
+            // A requested requeue is not a failure: start the next failure's
+            // backoff from the bottom.
+            queue.forget(key);
+            queue.add_after(key.clone(), delay);
+            tracing::debug!(
+                "Requeuing key {key} (by request) after {} (depth: {})",
+                go_duration(delay),
+                queue.len()
+            );
+            return;
+        }
+        if err.is_conflict() {
+            tracing::debug!(duration = ?start.elapsed(), error = %err, "Reconcile conflict");
+            queue.add_rate_limited(key.clone());
+            return;
+        }
+        tracing::error!(duration = ?start.elapsed(), error = %format_args!("{err:#}"), "Reconcile error");
+        if err.is_permanent() {
+            queue.forget(key);
+        } else {
+            queue.add_rate_limited(key.clone());
+            tracing::debug!(
+                "Requeuing key {key} due to non-permanent error (depth: {})",
+                queue.len()
+            );
+        }
+    }
+}

@@ -1,0 +1,520 @@
+//! Reconcile an object when something it refers to changes (Knative's
+//! `tracker`).
+//!
+//! A reconciler that reads another object (a Service its AddressableService
+//! names, say) registers the reference with [`Tracker::track_reference`]. The
+//! informer of the referenced kind calls [`Tracker::on_changed`] on every event,
+//! and the tracker calls its callback, normally the controller's
+//! [`enqueue_key`](crate::controller::Impl::enqueue_key), with the key of every
+//! observer. References name one object or select many by label.
+//!
+//! Registrations are leases: they expire unless renewed, and reconcilers renew
+//! them by tracking again on every reconcile (a resync reconciles everything
+//! within the resync period, so a lease of three periods never lapses for a
+//! live observer). A new or lapsed registration calls the callback at once, to
+//! close the window between the reconciler reading the referent and the
+//! registration taking effect. Time is tokio's, so tests can pause it.
+//!
+//! ```
+//! use std::sync::{Arc, Mutex};
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::Service;
+//! use kube::api::ObjectMeta;
+//! use runtime::controller::ObjectKey;
+//! use runtime::tracker::{Reference, Tracker};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let enqueued = Arc::new(Mutex::new(Vec::new()));
+//! let tracker = Tracker::new(
+//!     { let enqueued = enqueued.clone(); move |key: ObjectKey| enqueued.lock().unwrap().push(key) },
+//!     Duration::from_secs(30 * 3600),
+//! );
+//!
+//! // While reconciling default/asvc, which points at Service default/web:
+//! let observer = Service { metadata: ObjectMeta { namespace: Some("default".into()), name: Some("asvc".into()), ..Default::default() }, ..Default::default() };
+//! let reference = Reference::named("v1", "Service", "default", "web");
+//! tracker.track_reference(&reference, &observer).unwrap();
+//!
+//! // Later, the Service informer reports a change:
+//! let web = Service { metadata: ObjectMeta { namespace: Some("default".into()), name: Some("web".into()), ..Default::default() }, ..Default::default() };
+//! tracker.on_changed(&web);
+//! assert_eq!(enqueued.lock().unwrap().len(), 2); // the registration, then the change
+//! # }
+//! ```
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
+use kube::Resource;
+use kube::core::{Selector, SelectorExt};
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::apis::validation::{
+    is_c_identifier, is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
+};
+use crate::apis::{FieldError, go_quote};
+use crate::controller::ObjectKey;
+
+/// Knative's default lease: three times its default resync period of 10 hours.
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(3 * 10 * 3600);
+
+/// What an observer tracks: one object by name, or the objects of a kind in a
+/// namespace that match a label selector (Knative's `tracker.Reference`).
+///
+/// An empty `namespace` refers to cluster-scoped objects. Exactly one of `name`
+/// and `selector` must be set.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Reference {
+    /// The referent's API version (`v1`, `apps/v1`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_version: String,
+    /// The referent's kind.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub kind: String,
+    /// The referent's namespace; empty for cluster-scoped referents.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// The referent's name. Mutually exclusive with `selector`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// A selector of referents. Mutually exclusive with `name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<LabelSelector>,
+}
+
+impl Reference {
+    /// A reference to one object by name.
+    pub fn named(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        name: impl Into<String>,
+    ) -> Self {
+        Reference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: Some(name.into()),
+            selector: None,
+        }
+    }
+
+    /// A reference to the objects of a kind in a namespace that `selector`
+    /// matches.
+    pub fn selected(
+        api_version: impl Into<String>,
+        kind: impl Into<String>,
+        namespace: impl Into<String>,
+        selector: LabelSelector,
+    ) -> Self {
+        Reference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            namespace: namespace.into(),
+            name: None,
+            selector: Some(selector),
+        }
+    }
+
+    /// The name, treating an empty one as unset (as Go's zero value is).
+    fn name(&self) -> Option<&str> {
+        self.name.as_deref().filter(|n| !n.is_empty())
+    }
+
+    /// Checks a reference held in an API object's spec, with Knative's rules and
+    /// messages (`Reference.Validate`): `apiVersion` is a qualified name, `kind`
+    /// a C identifier, `namespace` a DNS-1123 label and required, and exactly one
+    /// of `name` (a DNS-1123 label) and a valid `selector`.
+    ///
+    /// ```
+    /// use runtime::tracker::Reference;
+    /// let err = Reference::default().validate().unwrap_err();
+    /// assert_eq!(
+    ///     err.to_string(),
+    ///     "expected exactly one, got neither: name, selector\nmissing field(s): apiVersion, kind, namespace"
+    /// );
+    /// ```
+    pub fn validate(&self) -> Result<(), FieldError> {
+        let mut errs = self.validate_common(true);
+        errs = match (self.name(), &self.selector) {
+            (Some(_), Some(_)) => errs.also(FieldError::multiple_one_of(["selector", "name"])),
+            (None, Some(selector)) => match selector_from(selector) {
+                Ok(_) => errs,
+                Err(msg) => errs.also(FieldError::invalid_value(msg, "selector")),
+            },
+            (Some(name), None) => errs.also(invalid("name", &is_dns1123_label(name))),
+            (None, None) => errs.also(FieldError::missing_one_of(["selector", "name"])),
+        };
+        errs.into_result()
+    }
+
+    /// Checks that the reference can become a `corev1.ObjectReference` (Knative's
+    /// `ValidateObjectReference`): as [`validate`](Self::validate), but `name` is
+    /// required and `selector` disallowed.
+    pub fn validate_object_reference(&self) -> Result<(), FieldError> {
+        let mut errs = self.validate_common(false);
+        errs = match self.name() {
+            None => errs.also(FieldError::missing_field(["name"])),
+            Some(name) => errs.also(invalid("name", &is_dns1123_label(name))),
+        };
+        if self.namespace.is_empty() {
+            errs = errs.also(FieldError::missing_field(["namespace"]));
+        } else {
+            errs = errs.also(invalid("namespace", &is_dns1123_label(&self.namespace)));
+        }
+        if self.selector.is_some() {
+            errs = errs.also(FieldError::disallowed_fields(["selector"]));
+        }
+        errs.into_result()
+    }
+
+    fn validate_common(&self, with_namespace: bool) -> FieldError {
+        let mut errs = FieldError::default();
+        errs = if self.api_version.is_empty() {
+            errs.also(FieldError::missing_field(["apiVersion"]))
+        } else {
+            errs.also(invalid("apiVersion", &is_qualified_name(&self.api_version)))
+        };
+        errs = if self.kind.is_empty() {
+            errs.also(FieldError::missing_field(["kind"]))
+        } else {
+            errs.also(invalid("kind", &is_c_identifier(&self.kind)))
+        };
+        if with_namespace {
+            errs = if self.namespace.is_empty() {
+                errs.also(FieldError::missing_field(["namespace"]))
+            } else {
+                errs.also(invalid("namespace", &is_dns1123_label(&self.namespace)))
+            };
+        }
+        errs
+    }
+}
+
+/// `invalid value: <problems>: <path>`, or nothing when there are no problems.
+fn invalid(path: &str, problems: &[String]) -> FieldError {
+    if problems.is_empty() {
+        FieldError::default()
+    } else {
+        FieldError::invalid_value(problems.join(", "), path)
+    }
+}
+
+/// A reference the tracker cannot track, with the tracker's own rules (looser
+/// than [`Reference::validate`]: the namespace may be empty for cluster-scoped
+/// referents, and a name is a DNS-1123 subdomain). Displays as Knative's
+/// `invalid Reference:` followed by one sorted line per problem.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("invalid Reference:\n{}", .problems.join("\n"))]
+pub struct InvalidReference {
+    problems: Vec<String>,
+}
+
+impl InvalidReference {
+    /// The problems, sorted.
+    pub fn problems(&self) -> &[String] {
+        &self.problems
+    }
+}
+
+/// How the tracker matches a reference: the selector, or `None` for a name.
+fn check_trackable(reference: &Reference) -> Result<Option<Selector>, InvalidReference> {
+    let mut problems = Vec::new();
+    let mut field = |name: &str, errs: Vec<String>| {
+        problems.extend(errs.into_iter().map(|e| format!("{name}: {e}")));
+    };
+    field("APIVersion", is_qualified_name(&reference.api_version));
+    field("Kind", is_c_identifier(&reference.kind));
+    if !reference.namespace.is_empty() {
+        field("Namespace", is_dns1123_label(&reference.namespace));
+    }
+    let mut selector = None;
+    match (reference.name(), &reference.selector) {
+        (Some(_), Some(_)) => problems.push("cannot provide both Name and Selector".to_owned()),
+        (Some(name), None) => field("Name", is_dns1123_subdomain(name)),
+        (None, Some(ls)) => match selector_from(ls) {
+            Ok(s) => selector = Some(s),
+            Err(msg) => problems.push(format!("Selector: {msg}")),
+        },
+        (None, None) => problems.push("must provide either Name or Selector".to_owned()),
+    }
+    if problems.is_empty() {
+        Ok(selector)
+    } else {
+        problems.sort();
+        Err(InvalidReference { problems })
+    }
+}
+
+/// Converts a label selector, rejecting what apimachinery's
+/// `LabelSelectorAsSelector` rejects, with its messages.
+fn selector_from(ls: &LabelSelector) -> Result<Selector, String> {
+    let empty = BTreeMap::new();
+    for (key, value) in ls.match_labels.as_ref().unwrap_or(&empty) {
+        requirement(key, Op::Equals, Some(std::slice::from_ref(value)))?;
+    }
+    for expr in ls.match_expressions.iter().flatten() {
+        let op = match expr.operator.as_str() {
+            "In" => Op::In,
+            "NotIn" => Op::NotIn,
+            "Exists" => Op::Exists,
+            "DoesNotExist" => Op::DoesNotExist,
+            other => {
+                return Err(format!(
+                    "{} is not a valid label selector operator",
+                    go_quote(other)
+                ));
+            }
+        };
+        requirement(&expr.key, op, expr.values.as_deref())?;
+    }
+    Selector::try_from(ls.clone()).map_err(|e| e.to_string())
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Op {
+    Equals,
+    In,
+    NotIn,
+    Exists,
+    DoesNotExist,
+}
+
+/// apimachinery's `NewRequirement` checks, as one aggregated message.
+fn requirement(key: &str, op: Op, values: Option<&[String]>) -> Result<(), String> {
+    let values = values.unwrap_or_default();
+    // Go copies the values into a nil slice, so an empty list prints as null.
+    let values_json = if values.is_empty() {
+        "null".to_owned()
+    } else {
+        serde_json::to_string(values).unwrap_or_else(|_| format!("{values:?}"))
+    };
+    let mut errs: Vec<String> = Vec::new();
+    let key_errs = is_qualified_name(key);
+    if !key_errs.is_empty() {
+        errs.push(format!(
+            "key: Invalid value: {}: {}",
+            go_quote(key),
+            key_errs.join("; ")
+        ));
+    }
+    match op {
+        Op::In | Op::NotIn if values.is_empty() => errs.push(format!(
+            "values: Invalid value: {values_json}: for 'in', 'notin' operators, values set can't be empty"
+        )),
+        Op::Equals if values.len() != 1 => errs.push(format!(
+            "values: Invalid value: {values_json}: exact-match compatibility requires one single value"
+        )),
+        Op::Exists | Op::DoesNotExist if !values.is_empty() => errs.push(format!(
+            "values: Invalid value: {values_json}: values set must be empty for exists and does not exist"
+        )),
+        _ => {}
+    }
+    for (i, value) in values.iter().enumerate() {
+        let value_errs = is_valid_label_value(value);
+        if !value_errs.is_empty() {
+            errs.push(format!(
+                "values[{i}][{key}]: Invalid value: {}: {}",
+                go_quote(value),
+                value_errs.join("; ")
+            ));
+        }
+    }
+    errs.dedup();
+    match errs.len() {
+        0 => Ok(()),
+        1 => Err(errs.remove(0)),
+        _ => Err(format!("[{}]", errs.join(", "))),
+    }
+}
+
+/// The identity of a referent: what exact registrations are keyed by, and,
+/// with an empty name, selector registrations.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+struct RefKey {
+    api_version: String,
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+struct Matcher {
+    selector: Selector,
+    expiry: Instant,
+}
+
+#[derive(Default)]
+struct State {
+    /// Referent → observer → lease expiry.
+    exact: HashMap<RefKey, HashMap<ObjectKey, Instant>>,
+    /// Referent without its name → observer → selector and lease expiry.
+    inexact: HashMap<RefKey, HashMap<ObjectKey, Matcher>>,
+}
+
+type Callback = Box<dyn Fn(ObjectKey) + Send + Sync>;
+
+/// Remembers which observers track which references and tells the callback
+/// when a referent changes; see the [module docs](self). Cloning is cheap and
+/// shares the registrations.
+#[derive(Clone)]
+pub struct Tracker {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    lease: Duration,
+    callback: Callback,
+    state: Mutex<State>,
+}
+
+impl fmt::Debug for Tracker {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.lock();
+        f.debug_struct("Tracker")
+            .field("lease", &self.inner.lease)
+            .field("exact", &state.exact.len())
+            .field("selectors", &state.inexact.len())
+            .finish_non_exhaustive()
+    }
+}
+
+fn expired(expiry: Instant, now: Instant) -> bool {
+    now > expiry
+}
+
+impl Tracker {
+    /// A tracker that calls `callback` with an observer's key when something it
+    /// tracks changes, and keeps registrations for `lease` after their last
+    /// renewal.
+    pub fn new(callback: impl Fn(ObjectKey) + Send + Sync + 'static, lease: Duration) -> Self {
+        Tracker {
+            inner: Arc::new(Inner {
+                lease,
+                callback: Box::new(callback),
+                state: Mutex::default(),
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // The maps are consistent between statements; recover from a poisoned lock.
+        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Registers (or renews) `observer`'s interest in `reference`. A new
+    /// registration, or one whose lease had lapsed, calls the callback with the
+    /// observer's key at once.
+    pub fn track_reference<O: Resource>(
+        &self,
+        reference: &Reference,
+        observer: &O,
+    ) -> Result<(), InvalidReference> {
+        let selector = check_trackable(reference)?;
+        let observer = ObjectKey::of(observer);
+        let now = Instant::now();
+        let expiry = now.checked_add(self.inner.lease).unwrap_or(now);
+        let mut ref_key = RefKey {
+            api_version: reference.api_version.clone(),
+            kind: reference.kind.clone(),
+            namespace: reference.namespace.clone(),
+            name: String::new(),
+        };
+        let is_new = {
+            let mut state = self.lock();
+            match selector {
+                None => {
+                    ref_key.name = reference.name().unwrap_or_default().to_owned();
+                    let observers = state.exact.entry(ref_key).or_default();
+                    let previous = observers.insert(observer.clone(), expiry);
+                    previous.is_none_or(|old| expired(old, now))
+                }
+                Some(selector) => {
+                    let observers = state.inexact.entry(ref_key).or_default();
+                    let previous = observers.insert(observer.clone(), Matcher { selector, expiry });
+                    previous.is_none_or(|old| expired(old.expiry, now))
+                }
+            }
+        };
+        if is_new {
+            // Called without the lock, so the callback may use the tracker.
+            (self.inner.callback)(observer);
+        }
+        Ok(())
+    }
+
+    /// Calls the callback for every observer of `obj` (see
+    /// [`get_observers`](Self::get_observers)). Wire it to every event of the
+    /// referent kind's informer.
+    pub fn on_changed<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        for observer in self.get_observers(obj) {
+            (self.inner.callback)(observer);
+        }
+    }
+
+    /// The observers with an unexpired lease on `obj`: those tracking it by name,
+    /// and those whose selector (for its kind and namespace) matches its labels.
+    /// Sorted, without duplicates. Expired registrations are removed.
+    pub fn get_observers<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Vec<ObjectKey> {
+        let meta = obj.meta();
+        let mut ref_key = RefKey {
+            api_version: K::api_version(&()).into_owned(),
+            kind: K::kind(&()).into_owned(),
+            namespace: meta.namespace.clone().unwrap_or_default(),
+            name: meta.name.clone().unwrap_or_default(),
+        };
+        let now = Instant::now();
+        let mut observers = Vec::new();
+        let mut state = self.lock();
+
+        if let Some(exact) = state.exact.get_mut(&ref_key) {
+            exact.retain(|_, expiry| !expired(*expiry, now));
+            observers.extend(exact.keys().cloned());
+            if exact.is_empty() {
+                state.exact.remove(&ref_key);
+            }
+        }
+
+        ref_key.name.clear();
+        if let Some(inexact) = state.inexact.get_mut(&ref_key) {
+            inexact.retain(|_, m| !expired(m.expiry, now));
+            let empty = BTreeMap::new();
+            let labels = meta.labels.as_ref().unwrap_or(&empty);
+            observers.extend(
+                inexact
+                    .iter()
+                    .filter(|(_, m)| m.selector.matches(labels))
+                    .map(|(k, _)| k.clone()),
+            );
+            if inexact.is_empty() {
+                state.inexact.remove(&ref_key);
+            }
+        }
+        drop(state);
+
+        observers.sort();
+        observers.dedup();
+        observers
+    }
+
+    /// Forgets every registration of `observer`: wire it to the delete events
+    /// of the observer kind's informer, so deleted observers are not enqueued
+    /// until their leases lapse.
+    pub fn on_deleted_observer<O: Resource>(&self, observer: &O) {
+        let key = ObjectKey::of(observer);
+        let mut state = self.lock();
+        state.exact.retain(|_, observers| {
+            observers.remove(&key);
+            !observers.is_empty()
+        });
+        state.inexact.retain(|_, observers| {
+            observers.remove(&key);
+            !observers.is_empty()
+        });
+    }
+}

@@ -1,0 +1,335 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! One test per work-queue property, on tokio's paused clock.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use runtime::controller::{
+    ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reconciler, WorkQueue,
+    default_controller_rate_limiter,
+};
+use tokio::time::{Instant, advance, timeout};
+use tokio_util::sync::CancellationToken;
+
+fn key(name: &str) -> ObjectKey {
+    ObjectKey::new("ns", name)
+}
+
+fn queue() -> WorkQueue {
+    WorkQueue::new("test", default_controller_rate_limiter())
+}
+
+/// Takes the next key without waiting (the test has made sure one is queued).
+async fn next(q: &WorkQueue) -> ObjectKey {
+    timeout(Duration::ZERO, q.get())
+        .await
+        .expect("a key should be ready")
+        .expect("the queue should not be shut down")
+}
+
+#[tokio::test(start_paused = true)]
+async fn dedupes_keys_while_queued() {
+    let q = queue();
+    q.add(key("a"));
+    q.add(key("a"));
+    q.add(key("b"));
+    q.add(key("a"));
+    assert_eq!(q.len(), 2);
+    assert_eq!(
+        q.snapshot().fast,
+        [key("a"), key("b")],
+        "first add decides the order"
+    );
+
+    let a = next(&q).await;
+    assert_eq!(a, key("a"));
+    q.done(&a);
+    let b = next(&q).await;
+    assert_eq!(b, key("b"));
+    q.done(&b);
+    assert!(q.is_empty());
+    assert!(
+        timeout(Duration::from_secs(60), q.get()).await.is_err(),
+        "nothing left"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_being_processed_is_not_handed_out_again_until_done() {
+    let q = queue();
+    q.add(key("a"));
+    let a = next(&q).await;
+
+    // Added again (in either lane) while processing: marked, not queued.
+    q.add(key("a"));
+    q.add_slow(key("a"));
+    let snap = q.snapshot();
+    assert!(snap.fast.is_empty() && snap.slow.is_empty());
+    assert_eq!(snap.processing, [key("a")]);
+    assert_eq!(snap.requeued_after_processing, [key("a")]);
+    assert!(timeout(Duration::from_secs(60), q.get()).await.is_err());
+
+    // Done queues it once more, in the fast lane it was first re-added to.
+    q.done(&a);
+    assert_eq!(q.snapshot().fast, [key("a")]);
+    assert_eq!(next(&q).await, key("a"));
+}
+
+/// Records how many reconciles of each key run at once, and how many ran.
+#[derive(Default)]
+struct SlowReconciler {
+    running: Mutex<HashMap<String, usize>>,
+    max_parallel_same_key: Mutex<usize>,
+    calls: Mutex<Vec<String>>,
+}
+
+impl Reconciler for SlowReconciler {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        {
+            let mut running = self.running.lock().unwrap();
+            let n = running.entry(key.to_owned()).or_default();
+            *n += 1;
+            let mut max = self.max_parallel_same_key.lock().unwrap();
+            *max = (*max).max(*n);
+            self.calls.lock().unwrap().push(key.to_owned());
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        *self.running.lock().unwrap().get_mut(key).unwrap() -= 1;
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn never_reconciles_one_key_in_two_workers() {
+    let reconciler = Arc::new(SlowReconciler::default());
+    let controller = Impl::new(
+        "slow",
+        reconciler.clone(),
+        ControllerOptions::default().concurrency(4),
+    );
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+
+    controller.enqueue_key(key("a"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // Re-added repeatedly while the first reconcile sleeps, with idle workers.
+    for _ in 0..5 {
+        controller.enqueue_key(key("a"));
+        controller.enqueue_slow_key(key("a"));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    controller.enqueue_key(key("b"));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+
+    assert_eq!(*reconciler.max_parallel_same_key.lock().unwrap(), 1);
+    let calls = reconciler.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls.iter().filter(|k| *k == "ns/a").count(),
+        2,
+        "re-adds collapse into one more run"
+    );
+    assert_eq!(calls.iter().filter(|k| *k == "ns/b").count(), 1);
+
+    shutdown.cancel();
+    run.await.unwrap();
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_doubles_per_key_until_forgotten() {
+    let q = WorkQueue::new(
+        "backoff",
+        ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000)),
+    );
+    let a = key("a");
+    for (attempt, want_ms) in [5u64, 10, 20, 40].into_iter().enumerate() {
+        q.add_rate_limited(a.clone());
+        assert_eq!(
+            q.snapshot().waiting,
+            [(a.clone(), Duration::from_millis(want_ms))]
+        );
+        assert_eq!(q.num_requeues(&a), u32::try_from(attempt).unwrap() + 1);
+        advance(Duration::from_millis(want_ms - 1)).await;
+        assert!(q.is_empty(), "not before the backoff");
+        advance(Duration::from_millis(1)).await;
+        assert_eq!(q.len(), 1, "due after {want_ms}ms");
+        let got = next(&q).await;
+        q.done(&got);
+    }
+    q.forget(&a);
+    assert_eq!(q.num_requeues(&a), 0);
+    q.add_rate_limited(a.clone());
+    assert_eq!(
+        q.snapshot().waiting,
+        [(a, Duration::from_millis(5))],
+        "back to the base delay"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_global_bucket_allows_a_burst_of_100_then_10_per_second() {
+    let q = queue();
+    for i in 0..110 {
+        q.add_rate_limited(key(&format!("k{i:03}")));
+    }
+    // The first 100 get only the per-key base delay.
+    advance(Duration::from_millis(5)).await;
+    assert_eq!(q.len(), 100);
+    // Each further key waits one more token: 100ms, 200ms, … 1s.
+    let waiting: Vec<Duration> = q.snapshot().waiting.into_iter().map(|(_, d)| d).collect();
+    let want: Vec<Duration> = (1..=10).map(|n| Duration::from_millis(100 * n - 5)).collect();
+    assert_eq!(waiting, want);
+    for n in 1..=10 {
+        advance(Duration::from_millis(100)).await;
+        assert_eq!(q.len(), 100 + n, "one more key every 100ms");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn delayed_keys_come_out_in_due_order_and_the_earlier_time_wins() {
+    let q = queue();
+    q.add_after(key("a"), Duration::from_secs(3));
+    q.add_after(key("b"), Duration::from_secs(1));
+    q.add_after(key("c"), Duration::from_secs(2));
+    // An earlier time replaces a later one; a later one is ignored.
+    q.add_after(key("d"), Duration::from_secs(10));
+    q.add_after(key("d"), Duration::from_millis(1500));
+    q.add_after(key("b"), Duration::from_secs(30));
+    assert_eq!(
+        q.snapshot().waiting,
+        [
+            (key("b"), Duration::from_secs(1)),
+            (key("d"), Duration::from_millis(1500)),
+            (key("c"), Duration::from_secs(2)),
+            (key("a"), Duration::from_secs(3)),
+        ]
+    );
+    assert!(q.is_empty());
+
+    let start = Instant::now();
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        // get() sleeps until the next key is due; the paused clock jumps there.
+        let k = q.get().await.unwrap();
+        order.push((k.name.clone(), start.elapsed()));
+        q.done(&k);
+    }
+    assert_eq!(
+        order,
+        [
+            ("b".to_owned(), Duration::from_secs(1)),
+            ("d".to_owned(), Duration::from_millis(1500)),
+            ("c".to_owned(), Duration::from_secs(2)),
+            ("a".to_owned(), Duration::from_secs(3)),
+        ]
+    );
+
+    // A zero delay is an immediate add.
+    q.add_after(key("now"), Duration::ZERO);
+    assert_eq!(q.snapshot().fast, [key("now")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_fast_lane_drains_before_the_slow_lane() {
+    let q = queue();
+    q.add_slow(key("s1"));
+    q.add(key("f1"));
+    q.add_slow(key("s2"));
+    q.add(key("f2"));
+    assert_eq!((q.len(), q.slow_len()), (4, 2));
+    let mut order = Vec::new();
+    for _ in 0..4 {
+        let k = next(&q).await;
+        order.push(k.name.clone());
+        q.done(&k);
+    }
+    assert_eq!(order, ["f1", "f2", "s1", "s2"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_key_added_to_the_fast_lane_moves_there() {
+    let q = queue();
+    q.add_slow(key("a"));
+    q.add_slow(key("b"));
+    q.add_slow(key("c"));
+    q.add(key("b"));
+    let snap = q.snapshot();
+    assert_eq!(snap.fast, [key("b")]);
+    assert_eq!(snap.slow, [key("a"), key("c")]);
+    assert_eq!(q.len(), 3, "moved, not duplicated");
+
+    // A fast key added to the slow lane stays fast.
+    q.add_slow(key("b"));
+    assert_eq!(q.snapshot().fast, [key("b")]);
+    assert_eq!(next(&q).await, key("b"));
+
+    // A key marked slow while processing is promoted by a fast add too.
+    let a = next(&q).await;
+    q.add_slow(a.clone());
+    q.add(a.clone());
+    q.done(&a);
+    assert_eq!(q.snapshot().fast, [key("a")]);
+}
+
+/// Blocks reconciles of `ns/hold` until released; records what ran.
+#[derive(Default)]
+struct Gate {
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    finished: Mutex<Vec<String>>,
+}
+
+impl Reconciler for Gate {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        if key == "ns/hold" {
+            self.started.notify_one();
+            self.release.notified().await;
+        }
+        self.finished.lock().unwrap().push(key.to_owned());
+        Ok(())
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn shutdown_stops_intake_and_run_returns_after_in_flight_reconciles() {
+    let gate = Arc::new(Gate::default());
+    let controller = Impl::new("drain", gate.clone(), ControllerOptions::default().concurrency(1));
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+
+    controller.enqueue_key(key("hold"));
+    gate.started.notified().await;
+    controller.enqueue_key(key("queued"));
+    controller.enqueue_key_after(key("delayed"), Duration::from_secs(1));
+
+    shutdown.cancel();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert!(!run.is_finished(), "run waits for the in-flight reconcile");
+    let snap = controller.work_queue().snapshot();
+    assert!(snap.shutting_down);
+    assert_eq!(snap.processing, [key("hold")]);
+    assert!(
+        snap.fast.is_empty() && snap.waiting.is_empty(),
+        "queued and delayed keys are dropped"
+    );
+
+    // Intake is closed.
+    controller.enqueue_key(key("late"));
+    controller.enqueue_slow_key(key("late"));
+    controller.global_resync([key("late")]);
+    assert_eq!(controller.work_queue().len(), 0);
+
+    gate.release.notify_one();
+    timeout(Duration::from_secs(1), run)
+        .await
+        .expect("run returns")
+        .unwrap();
+    assert_eq!(*gate.finished.lock().unwrap(), ["ns/hold"]);
+    assert!(controller.work_queue().get().await.is_none());
+}
