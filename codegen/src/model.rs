@@ -789,7 +789,7 @@ fn doc_lines(attrs: &[Attribute]) -> Vec<String> {
         .collect()
 }
 
-fn is_dns_label(s: &str) -> bool {
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()
@@ -798,11 +798,11 @@ fn is_dns_label(s: &str) -> bool {
         && !s.ends_with('-')
 }
 
-fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
-fn is_kube_version(s: &str) -> bool {
+pub(crate) fn is_kube_version(s: &str) -> bool {
     let Some(rest) = s.strip_prefix('v') else {
         return false;
     };

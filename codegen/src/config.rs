@@ -1,0 +1,322 @@
+//! `codegen.toml`: which API modules to scan, where the output goes, and which
+//! kinds from other crates (k8s-openapi) get clients, informers and listers.
+//!
+//! ```toml
+//! output = "generated/src"
+//!
+//! [[api]]
+//! crate = "apis"                 # the crate the generated code imports kinds from
+//! module = "apis::v1alpha1"      # where the kinds are reachable (`apis::v1alpha1::AddressableService`)
+//! source = "apis/src/v1alpha1"   # the files to scan for #[derive(Kind)]
+//!
+//! [[external]]
+//! path = "k8s_openapi::api::core::v1::Pod"
+//! group = ""                     # "" is the core group
+//! version = "v1"
+//! kind = "Pod"
+//! plural = "pods"
+//! scope = "namespaced"           # or "cluster"
+//! status = true                  # has a status subresource (adds update_status / patch_status)
+//! ```
+//!
+//! Relative paths are resolved against the directory holding the config file.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::error::{Diagnostic, Error};
+use crate::model::{self, Scope};
+
+/// The generator's input, read from `codegen.toml` or built with [`crate::Builder`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// The directory generated files are written to.
+    pub output: PathBuf,
+    /// Whether `#[genreconciler]` kinds get their reconciler module.
+    pub reconcilers: bool,
+    /// The API modules to scan for kinds.
+    pub apis: Vec<ApiModule>,
+    /// Kinds defined elsewhere that still get clients, informers and listers.
+    pub externals: Vec<ExternalKind>,
+}
+
+/// One Rust module of API types.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiModule {
+    /// The crate the generated code names (`apis`).
+    pub krate: String,
+    /// The module path kinds are reachable at (`apis::v1alpha1`).
+    pub module: String,
+    /// The directory whose `.rs` files are scanned.
+    pub source: PathBuf,
+}
+
+/// A kind the generator does not parse, such as k8s-openapi's `Pod`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExternalKind {
+    /// The Rust path of the type (`k8s_openapi::api::core::v1::Pod`).
+    pub path: String,
+    /// The API group; empty for the core group.
+    pub group: String,
+    /// The API version (`v1`).
+    pub version: String,
+    /// The kind (`Pod`).
+    pub kind: String,
+    /// The resource name (`pods`).
+    pub plural: String,
+    /// Namespaced or cluster-scoped.
+    pub scope: Scope,
+    /// True when the kind has a status subresource.
+    pub status: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    output: Spanned<String>,
+    #[serde(default = "yes")]
+    reconcilers: bool,
+    #[serde(default)]
+    api: Vec<RawApi>,
+    #[serde(default)]
+    external: Vec<RawExternal>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawApi {
+    #[serde(rename = "crate")]
+    krate: Spanned<String>,
+    module: Spanned<String>,
+    source: Spanned<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawExternal {
+    path: Spanned<String>,
+    group: Spanned<String>,
+    version: Spanned<String>,
+    kind: Spanned<String>,
+    plural: Spanned<String>,
+    scope: Spanned<String>,
+    #[serde(default)]
+    status: bool,
+}
+
+impl Config {
+    /// Reads and checks a config file; relative paths in it are resolved
+    /// against the file's directory.
+    pub fn load(path: &Path) -> Result<Config, Error> {
+        let text = std::fs::read_to_string(path).map_err(|e| {
+            Error::one(Diagnostic::file(
+                path,
+                format!("cannot read the codegen config: {e}; pass its path with --config"),
+            ))
+        })?;
+        let base = path.parent().unwrap_or(Path::new(""));
+        Config::parse(&text, path, base)
+    }
+
+    /// Parses config `text` (named `file` in errors), resolving paths against `base`.
+    pub fn parse(text: &str, file: &Path, base: &Path) -> Result<Config, Error> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| {
+            let (line, column) = Diagnostic::position_of(text, e.span().map_or(0, |s| s.start));
+            Error::one(Diagnostic::at(
+                file,
+                line,
+                column,
+                format!(
+                    "{}; see the example at the top of codegen/src/config.rs",
+                    e.message().trim_end()
+                ),
+            ))
+        })?;
+        let mut errors = Vec::new();
+        let mut bad = |at: &Spanned<String>, message: String| {
+            let (line, column) = Diagnostic::position_of(text, at.span().start);
+            errors.push(Diagnostic::at(file, line, column, message));
+        };
+        if raw.output.get_ref().trim().is_empty() {
+            bad(
+                &raw.output,
+                "`output` is empty; name the directory to write, e.g. output = \"generated/src\"".into(),
+            );
+        }
+        for (i, api) in raw.api.iter().enumerate() {
+            let krate = api.krate.get_ref().replace('-', "_");
+            match syn::parse_str::<syn::Path>(api.module.get_ref()) {
+                Ok(module) if module.segments.first().is_some_and(|s| s.ident == krate) => {}
+                Ok(_) => bad(
+                    &api.module,
+                    format!(
+                        "api[{i}].module = {:?} does not start with the crate `{krate}`; write it as `{krate}::<module>`",
+                        api.module.get_ref()
+                    ),
+                ),
+                Err(_) => bad(
+                    &api.module,
+                    format!(
+                        "api[{i}].module = {:?} is not a Rust path; write it like \"apis::v1alpha1\"",
+                        api.module.get_ref()
+                    ),
+                ),
+            }
+        }
+        for (i, ext) in raw.external.iter().enumerate() {
+            let kind = ext.kind.get_ref();
+            match syn::parse_str::<syn::Path>(ext.path.get_ref()) {
+                Ok(p) if p.segments.last().is_some_and(|s| s.ident == kind) => {}
+                _ => bad(
+                    &ext.path,
+                    format!(
+                        "external[{i}].path = {:?} is not a Rust path ending in the kind `{kind}`; write e.g. \"k8s_openapi::api::core::v1::{kind}\"",
+                        ext.path.get_ref()
+                    ),
+                ),
+            }
+            if !kind.starts_with(|c: char| c.is_ascii_uppercase())
+                || syn::parse_str::<syn::Ident>(kind).is_err()
+            {
+                bad(
+                    &ext.kind,
+                    format!(
+                        "external[{i}].kind = {kind:?} is not a kind; write it in CamelCase, e.g. \"Pod\""
+                    ),
+                );
+            }
+            let group = ext.group.get_ref();
+            if !group.is_empty() && !model::is_dns_subdomain(group) {
+                bad(
+                    &ext.group,
+                    format!(
+                        "external[{i}].group = {group:?} is not an API group; write \"\" for the core group or e.g. \"apps\""
+                    ),
+                );
+            }
+            if !model::is_kube_version(ext.version.get_ref()) {
+                bad(
+                    &ext.version,
+                    format!(
+                        "external[{i}].version = {:?} is not a Kubernetes API version; write e.g. \"v1\"",
+                        ext.version.get_ref()
+                    ),
+                );
+            }
+            if !model::is_dns_label(ext.plural.get_ref()) {
+                bad(
+                    &ext.plural,
+                    format!(
+                        "external[{i}].plural = {:?} is not a resource name; write the lower-case plural, e.g. \"pods\"",
+                        ext.plural.get_ref()
+                    ),
+                );
+            }
+            if scope_of(ext.scope.get_ref()).is_none() {
+                bad(
+                    &ext.scope,
+                    format!(
+                        "external[{i}].scope = {:?} is not a scope; write \"namespaced\" or \"cluster\"",
+                        ext.scope.get_ref()
+                    ),
+                );
+            }
+        }
+        if !errors.is_empty() {
+            return Err(errors.into());
+        }
+        Ok(Config {
+            output: base.join(raw.output.get_ref()),
+            reconcilers: raw.reconcilers,
+            apis: raw
+                .api
+                .into_iter()
+                .map(|a| ApiModule {
+                    krate: a.krate.into_inner(),
+                    module: a.module.into_inner(),
+                    source: base.join(a.source.into_inner()),
+                })
+                .collect(),
+            externals: raw
+                .external
+                .into_iter()
+                .map(|e| ExternalKind {
+                    scope: scope_of(e.scope.get_ref()).unwrap_or(Scope::Namespaced),
+                    path: e.path.into_inner(),
+                    group: e.group.into_inner(),
+                    version: e.version.into_inner(),
+                    kind: e.kind.into_inner(),
+                    plural: e.plural.into_inner(),
+                    status: e.status,
+                })
+                .collect(),
+        })
+    }
+}
+
+fn scope_of(s: &str) -> Option<Scope> {
+    match s {
+        "namespaced" => Some(Scope::Namespaced),
+        "cluster" => Some(Scope::Cluster),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("codegen.toml"), Path::new("/repo")).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn reads_apis_and_externals() {
+        let config = parse(
+            r#"
+output = "generated/src"
+[[api]]
+crate = "apis"
+module = "apis::v1alpha1"
+source = "apis/src/v1alpha1"
+[[external]]
+path = "k8s_openapi::api::coordination::v1::Lease"
+group = "coordination.k8s.io"
+version = "v1"
+kind = "Lease"
+plural = "leases"
+scope = "namespaced"
+"#,
+        )
+        .unwrap();
+        assert_eq!(config.output, Path::new("/repo/generated/src"));
+        assert!(config.reconcilers);
+        assert_eq!(config.apis[0].source, Path::new("/repo/apis/src/v1alpha1"));
+        assert_eq!(config.externals[0].scope, Scope::Namespaced);
+        assert!(!config.externals[0].status);
+    }
+
+    #[test]
+    fn errors_point_at_the_key_and_say_the_fix() {
+        let err = parse("output = \"x\"\n[[external]]\npath = \"k8s_openapi::api::core::v1::Pod\"\ngroup = \"\"\nversion = \"v1\"\nkind = \"Pod\"\nplural = \"pods\"\nscope = \"namespace\"\n").unwrap_err();
+        assert_eq!(
+            err,
+            "error: codegen.toml:8:9: external[0].scope = \"namespace\" is not a scope; write \"namespaced\" or \"cluster\""
+        );
+        let err = parse("output = \"x\"\noutptu = 1\n").unwrap_err();
+        assert!(
+            err.starts_with("error: codegen.toml:2:1: unknown field `outptu`"),
+            "{err}"
+        );
+        let err =
+            parse("output = \"x\"\n[[api]]\ncrate = \"apis\"\nmodule = \"other::v1\"\nsource = \"s\"\n")
+                .unwrap_err();
+        assert!(err.contains("codegen.toml:4:10: api[0].module"), "{err}");
+    }
+}

@@ -1,0 +1,115 @@
+//! Errors a person can act on: where (file:line:col), what is wrong, and the fix.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// One problem, located in a file.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    /// The file at fault (as the user named it, relative paths kept relative).
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem has a place inside the file.
+    pub position: Option<(usize, usize)>,
+    /// What is wrong and how to fix it.
+    pub message: String,
+}
+
+impl Diagnostic {
+    /// A problem at `line:column` (both 1-based) of `file`.
+    pub fn at(file: impl Into<PathBuf>, line: usize, column: usize, message: impl Into<String>) -> Self {
+        Diagnostic {
+            file: file.into(),
+            position: Some((line, column)),
+            message: message.into(),
+        }
+    }
+
+    /// A problem with a whole file (or directory).
+    pub fn file(file: impl Into<PathBuf>, message: impl Into<String>) -> Self {
+        Diagnostic {
+            file: file.into(),
+            position: None,
+            message: message.into(),
+        }
+    }
+
+    /// One diagnostic per message of a (possibly combined) `syn::Error`, located
+    /// through its span.
+    pub(crate) fn from_syn(file: &Path, err: syn::Error) -> Vec<Self> {
+        err.into_iter()
+            .map(|e| {
+                let start = e.span().start();
+                // proc-macro2 counts columns from 0, editors from 1.
+                Diagnostic::at(file, start.line, start.column + 1, e.to_string())
+            })
+            .collect()
+    }
+
+    /// The position of byte `offset` in `text`, 1-based, counting characters.
+    pub(crate) fn position_of(text: &str, offset: usize) -> (usize, usize) {
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        (line, column)
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.position {
+            Some((line, column)) => write!(f, "{}:{line}:{column}: {}", self.file.display(), self.message),
+            None => write!(f, "{}: {}", self.file.display(), self.message),
+        }
+    }
+}
+
+/// Why generation failed: every problem found, not just the first.
+#[derive(Debug, thiserror::Error)]
+pub struct Error {
+    /// The problems, in the order they were found.
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl Error {
+    pub(crate) fn one(diagnostic: Diagnostic) -> Self {
+        Error {
+            diagnostics: vec![diagnostic],
+        }
+    }
+}
+
+impl From<Vec<Diagnostic>> for Error {
+    fn from(diagnostics: Vec<Diagnostic>) -> Self {
+        Error { diagnostics }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.diagnostics.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "error: {d}")?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn positions_are_one_based() {
+        let text = "ab\ncdé\nf";
+        assert_eq!(Diagnostic::position_of(text, 0), (1, 1));
+        assert_eq!(Diagnostic::position_of(text, 3), (2, 1));
+        assert_eq!(Diagnostic::position_of(text, text.find('f').unwrap()), (3, 1));
+        assert_eq!(
+            Diagnostic::position_of(text, 7),
+            (2, 4),
+            "columns count characters"
+        );
+    }
+}
