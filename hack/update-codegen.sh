@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Regenerates generated/ from the API types named in codegen.toml and refreshes
+# the openAPIV3Schema block of config/300-*.yaml (the rest of each manifest is
+# kept as written). Runs from any directory.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+cargo run --quiet --package codegen -- --config codegen.toml
+cargo run --quiet --package schema -- update-crds config
