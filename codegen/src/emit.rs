@@ -57,16 +57,18 @@ pub(crate) fn emit(
     let mut root_items = Vec::new();
     for (group_mod, (group, versions)) in &mut tree {
         let mut group_items = Vec::new();
-        let mut crds: Vec<syn::Path> = Vec::new();
+        // Every CRD-served kind of the group, with or without #[genclient].
+        let crds: Vec<syn::Path> = kinds
+            .iter()
+            .filter(|k| k.is_crd && k.group_module() == *group_mod)
+            .map(|k| path(&k.rust_path))
+            .collect();
         for (version, kinds) in versions.iter_mut() {
             kinds.sort_by_key(|k| k.kind_module());
             let mut version_items = Vec::new();
             for k in kinds.iter() {
                 let module = kind_module(k, reconcilers);
                 let name = k.kind_module();
-                if k.is_crd {
-                    crds.push(path(&k.rust_path));
-                }
                 match layout {
                     Layout::Crate => {
                         let path = PathBuf::from(format!("{group_mod}/{version}/{name}.rs"));
@@ -94,14 +96,14 @@ pub(crate) fn emit(
             )?);
         }
         let crd_fn = (!crds.is_empty()).then(|| {
-            let doc = format!(
-                " The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
-            );
+            let doc = docs(&format!(
+                "The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
+            ));
             quote! {
                 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
                 use runtime::apis::crd::custom_resource_definition;
 
-                #[doc = #doc]
+                #doc
                 pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
                     Ok(Vec::from([#(custom_resource_definition::<#crds>()?),*]))
                 }
@@ -236,6 +238,25 @@ fn space_items(text: &str) -> String {
     out
 }
 
+/// `text` as doc attributes, wrapped at about 90 columns so that generated
+/// files read well in an editor.
+fn docs(text: &str) -> TokenStream {
+    let mut lines = Vec::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > 90 {
+            lines.push(std::mem::take(&mut line));
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    lines.push(line);
+    let lines = lines.iter().map(|l| doc_line(l));
+    quote!(#(#[doc = #lines])*)
+}
+
 /// Doc text as rustdoc expects it after `///`: one leading space.
 fn doc_line(line: &str) -> String {
     if line.is_empty() {
@@ -304,9 +325,9 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     let methods = verbs.iter().map(|verb| verb_method(*verb, ty));
     let (doc, constructors) = match k.scope {
         Scope::Namespaced => (
-            format!(
-                " A typed client for `{kind}` objects in one namespace (or all), with the verbs its `#[genclient]` allows."
-            ),
+            docs(&format!(
+                "A typed client for `{kind}` objects in one namespace (or all), with the verbs its `#[genclient]` allows."
+            )),
             quote! {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
@@ -320,9 +341,9 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
             },
         ),
         Scope::Cluster => (
-            format!(
-                " A typed client for the cluster-scoped `{kind}` objects, with the verbs its `#[genclient]` allows."
-            ),
+            docs(&format!(
+                "A typed client for the cluster-scoped `{kind}` objects, with the verbs its `#[genclient]` allows."
+            )),
             quote! {
                 /// A client over the context's kube client.
                 pub fn new(ctx: &Context) -> Self {
@@ -332,7 +353,7 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
         ),
     };
     Some(quote! {
-        #[doc = #doc]
+        #doc
         #[derive(Clone, Debug)]
         pub struct Client(runtime::client::TypedClient<#ty>);
 
@@ -443,12 +464,12 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
             }
         }
     });
-    let get_doc = format!(
-        " The shared informer of `{}` objects in the context's scope; registered with the context on first use, so sharedmain starts it.",
+    let get_doc = docs(&format!(
+        "The shared informer of `{}` objects in the context's scope; registered with the context on first use, so sharedmain starts it.",
         k.kind
-    );
+    ));
     Some(quote! {
-        #[doc = #get_doc]
+        #get_doc
         pub fn get(ctx: &Context) -> runtime::informer::Informer<#ty> {
             ctx.informer::<#ty>()
         }
@@ -507,13 +528,14 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
     } else {
         (quote!(), quote!(None), "")
     };
-    let module_doc =
-        format!(" The typed reconciler of `{kind}`: implement [`Interface`] and pass it to [`new_impl`].");
-    let new_impl_doc = format!(
-        " The controller of `{kind}` objects: the generic reconciler of `runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Hand the returned `Impl` to sharedmain (and route informer events to it)."
-    );
+    let module_doc = docs(&format!(
+        "The typed reconciler of `{kind}`: implement [`Interface`] and pass it to [`new_impl`]."
+    ));
+    let new_impl_doc = docs(&format!(
+        "The controller of `{kind}` objects: the generic reconciler of `runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Route the informer's events to the returned `Impl` and hand it to sharedmain."
+    ));
     quote! {
-        #[doc = #module_doc]
+        #module_doc
         pub mod reconciler {
             use futures::future::BoxFuture;
             use runtime::controller::{Impl, ObjectKey};
@@ -605,7 +627,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
                 krshaped: #krshaped,
             };
 
-            #[doc = #new_impl_doc]
+            #new_impl_doc
             pub fn new_impl<R: Interface>(ctx: &Context, reconciler: R, #class_param options: Options) -> Impl {
                 let queue_name = std::any::type_name::<R>().replace("::", ".");
                 runtime::reconciler::new_impl(ctx, Glue(reconciler), queue_name, &KIND, #class_arg, options)

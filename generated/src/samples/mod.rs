@@ -5,7 +5,8 @@
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use runtime::apis::crd::custom_resource_definition;
 
-/// The CustomResourceDefinitions of the `samples.knative.dev` kinds, to install into a test API server or print.
+/// The CustomResourceDefinitions of the `samples.knative.dev` kinds, to install into a test
+/// API server or print.
 pub fn custom_resource_definitions() -> Result<
     Vec<CustomResourceDefinition>,
     serde_json::Error,

@@ -7,7 +7,8 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use runtime::injection::Context;
 
-/// A typed client for `Deployment` objects in one namespace (or all), with the verbs its `#[genclient]` allows.
+/// A typed client for `Deployment` objects in one namespace (or all), with the verbs its
+/// `#[genclient]` allows.
 #[derive(Clone, Debug)]
 pub struct Client(runtime::client::TypedClient<Deployment>);
 
@@ -104,7 +105,8 @@ impl Client {
     }
 }
 
-/// The shared informer of `Deployment` objects in the context's scope; registered with the context on first use, so sharedmain starts it.
+/// The shared informer of `Deployment` objects in the context's scope; registered with the
+/// context on first use, so sharedmain starts it.
 pub fn get(ctx: &Context) -> runtime::informer::Informer<Deployment> {
     ctx.informer::<Deployment>()
 }

@@ -7,7 +7,8 @@
 use k8s_openapi::api::coordination::v1::Lease;
 use runtime::injection::Context;
 
-/// A typed client for `Lease` objects in one namespace (or all), with the verbs its `#[genclient]` allows.
+/// A typed client for `Lease` objects in one namespace (or all), with the verbs its
+/// `#[genclient]` allows.
 #[derive(Clone, Debug)]
 pub struct Client(runtime::client::TypedClient<Lease>);
 
@@ -87,7 +88,8 @@ impl Client {
     }
 }
 
-/// The shared informer of `Lease` objects in the context's scope; registered with the context on first use, so sharedmain starts it.
+/// The shared informer of `Lease` objects in the context's scope; registered with the context
+/// on first use, so sharedmain starts it.
 pub fn get(ctx: &Context) -> runtime::informer::Informer<Lease> {
     ctx.informer::<Lease>()
 }

@@ -7,7 +7,8 @@
 use k8s_openapi::api::core::v1::Pod;
 use runtime::injection::Context;
 
-/// A typed client for `Pod` objects in one namespace (or all), with the verbs its `#[genclient]` allows.
+/// A typed client for `Pod` objects in one namespace (or all), with the verbs its
+/// `#[genclient]` allows.
 #[derive(Clone, Debug)]
 pub struct Client(runtime::client::TypedClient<Pod>);
 
@@ -100,7 +101,8 @@ impl Client {
     }
 }
 
-/// The shared informer of `Pod` objects in the context's scope; registered with the context on first use, so sharedmain starts it.
+/// The shared informer of `Pod` objects in the context's scope; registered with the context
+/// on first use, so sharedmain starts it.
 pub fn get(ctx: &Context) -> runtime::informer::Informer<Pod> {
     ctx.informer::<Pod>()
 }

@@ -8,7 +8,8 @@
 use apis::v1alpha1::AddressableService;
 use runtime::injection::Context;
 
-/// A typed client for `AddressableService` objects in one namespace (or all), with the verbs its `#[genclient]` allows.
+/// A typed client for `AddressableService` objects in one namespace (or all), with the verbs
+/// its `#[genclient]` allows.
 #[derive(Clone, Debug)]
 pub struct Client(runtime::client::TypedClient<AddressableService>);
 
@@ -114,7 +115,8 @@ impl Client {
     }
 }
 
-/// The shared informer of `AddressableService` objects in the context's scope; registered with the context on first use, so sharedmain starts it.
+/// The shared informer of `AddressableService` objects in the context's scope; registered
+/// with the context on first use, so sharedmain starts it.
 pub fn get(ctx: &Context) -> runtime::informer::Informer<AddressableService> {
     ctx.informer::<AddressableService>()
 }

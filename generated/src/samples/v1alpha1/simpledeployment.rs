@@ -8,7 +8,8 @@
 use apis::v1alpha1::SimpleDeployment;
 use runtime::injection::Context;
 
-/// A typed client for `SimpleDeployment` objects in one namespace (or all), with the verbs its `#[genclient]` allows.
+/// A typed client for `SimpleDeployment` objects in one namespace (or all), with the verbs
+/// its `#[genclient]` allows.
 #[derive(Clone, Debug)]
 pub struct Client(runtime::client::TypedClient<SimpleDeployment>);
 
@@ -114,7 +115,8 @@ impl Client {
     }
 }
 
-/// The shared informer of `SimpleDeployment` objects in the context's scope; registered with the context on first use, so sharedmain starts it.
+/// The shared informer of `SimpleDeployment` objects in the context's scope; registered with
+/// the context on first use, so sharedmain starts it.
 pub fn get(ctx: &Context) -> runtime::informer::Informer<SimpleDeployment> {
     ctx.informer::<SimpleDeployment>()
 }
