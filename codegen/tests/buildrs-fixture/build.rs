@@ -1,0 +1,25 @@
+//! Generates the typed layer for the sample API and a Pod into OUT_DIR.
+
+use codegen::model::Scope;
+use codegen::{Builder, ExternalKind};
+
+fn main() {
+    let result = Builder::new()
+        .api("apis", "apis::v1alpha1", "../../../apis/src/v1alpha1")
+        .external(ExternalKind {
+            path: "k8s_openapi::api::core::v1::Pod".into(),
+            group: String::new(),
+            version: "v1".into(),
+            kind: "Pod".into(),
+            plural: "pods".into(),
+            scope: Scope::Namespaced,
+            status: true,
+        })
+        // The reconciler modules need runtime::reconciler, which is not on main yet.
+        .reconcilers(false)
+        .generate();
+    if let Err(err) = result {
+        eprintln!("{err}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,7 @@
+//! A crate that generates its typed layer at build time with `codegen::Builder`
+//! (see `build.rs`) instead of checking it in.
+
+/// The output of `build.rs`: `<group>::<version>::<kind>` modules.
+pub mod generated {
+    include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
+}
