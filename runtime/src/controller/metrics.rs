@@ -99,13 +99,13 @@ impl WorkqueueMetrics {
         );
         registry.register_with_unit(
             "workqueue_queue_duration",
-            "How long in seconds an item stays in workqueue before being requested",
+            "How long in seconds an item stays in workqueue before being requested.",
             Unit::Seconds,
             metrics.queue_duration.clone(),
         );
         registry.register_with_unit(
             "workqueue_work_duration",
-            "How long in seconds processing an item from workqueue takes",
+            "How long in seconds processing an item from workqueue takes.",
             Unit::Seconds,
             metrics.work_duration.clone(),
         );
