@@ -12,10 +12,12 @@
 pub mod apis;
 pub mod client;
 pub mod controller;
+pub mod events;
 pub mod informer;
 pub mod injection;
 mod labels;
 pub mod lister;
+pub mod reconciler;
 pub mod tracker;
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs

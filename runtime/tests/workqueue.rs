@@ -333,3 +333,103 @@ async fn shutdown_stops_intake_and_run_returns_after_in_flight_reconciles() {
     assert_eq!(*gate.finished.lock().unwrap(), ["ns/hold"]);
     assert!(controller.work_queue().get().await.is_none());
 }
+
+/// Counts concurrent reconciles per key on a multi-threaded runtime.
+#[derive(Default)]
+struct Counting {
+    running: Mutex<HashMap<String, usize>>,
+    overlaps: std::sync::atomic::AtomicUsize,
+    seen: Mutex<std::collections::BTreeSet<String>>,
+}
+
+impl Reconciler for Counting {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.seen.lock().unwrap().insert(key.to_owned());
+        {
+            let mut running = self.running.lock().unwrap();
+            let n = running.entry(key.to_owned()).or_default();
+            *n += 1;
+            if *n > 1 {
+                self.overlaps.fetch_add(1, SeqCst);
+            }
+        }
+        for _ in 0..3 {
+            tokio::task::yield_now().await;
+        }
+        *self.running.lock().unwrap().get_mut(key).unwrap() -= 1;
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stress_many_workers_many_adds_no_overlap_and_nothing_lost() {
+    let reconciler = Arc::new(Counting::default());
+    let controller = Impl::new(
+        "stress",
+        reconciler.clone(),
+        ControllerOptions::default().concurrency(8),
+    );
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+
+    let producers: Vec<_> = (0..4)
+        .map(|p| {
+            let c = controller.clone();
+            tokio::spawn(async move {
+                for i in 0..500 {
+                    let k = key(&format!("k{}", (i * 7 + p) % 20));
+                    match i % 3 {
+                        0 => c.enqueue_key(k),
+                        1 => c.enqueue_slow_key(k),
+                        _ => c.work_queue().add_after(k, Duration::ZERO),
+                    }
+                    if i % 50 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                }
+            })
+        })
+        .collect();
+    for p in producers {
+        p.await.unwrap();
+    }
+
+    // Wait (bounded) until every key has been processed and nothing is queued.
+    let idle = async {
+        loop {
+            let snap = controller.work_queue().snapshot();
+            if snap.fast.is_empty()
+                && snap.slow.is_empty()
+                && snap.processing.is_empty()
+                && snap.requeued_after_processing.is_empty()
+            {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+    };
+    timeout(Duration::from_secs(30), idle)
+        .await
+        .expect("the queue drains");
+
+    use std::sync::atomic::Ordering::SeqCst;
+    assert_eq!(
+        reconciler.overlaps.load(SeqCst),
+        0,
+        "a key ran in two workers at once"
+    );
+    assert_eq!(
+        reconciler.seen.lock().unwrap().len(),
+        20,
+        "every key was reconciled"
+    );
+    shutdown.cancel();
+    timeout(Duration::from_secs(30), run)
+        .await
+        .expect("run returns")
+        .unwrap();
+}

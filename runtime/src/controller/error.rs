@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::apis::go_quote;
+use crate::events::Event;
 
 type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
@@ -44,6 +45,9 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// ```
 pub struct Error {
     kind: Kind,
+    /// An event to record about the object before the error goes back to the
+    /// queue (Knative's wrapped `ReconcilerEvent`).
+    event: Option<Box<Event>>,
 }
 
 enum Kind {
@@ -59,6 +63,7 @@ impl Error {
     pub fn new(err: impl Into<BoxError>) -> Self {
         Error {
             kind: Kind::Transient(err.into()),
+            event: None,
         }
     }
 
@@ -69,11 +74,16 @@ impl Error {
     /// Making a skip or requeue permanent leaves it a skip or requeue, as wrapping
     /// one in Go's `permanentError` does.
     pub fn permanent(err: impl Into<Error>) -> Self {
-        match err.into().kind {
+        let err = err.into();
+        match err.kind {
             Kind::Transient(e) | Kind::Permanent(e) => Error {
                 kind: Kind::Permanent(e),
+                event: err.event,
             },
-            kind => Error { kind },
+            kind => Error {
+                kind,
+                event: err.event,
+            },
         }
     }
 
@@ -82,6 +92,7 @@ impl Error {
     pub fn skip_key(key: impl Into<String>) -> Self {
         Error {
             kind: Kind::SkipKey(key.into()),
+            event: None,
         }
     }
 
@@ -91,6 +102,7 @@ impl Error {
     pub fn requeue_after(delay: Duration) -> Self {
         Error {
             kind: Kind::Requeue(delay),
+            event: None,
         }
     }
 
@@ -98,6 +110,39 @@ impl Error {
     /// `NewRequeueImmediately`).
     pub fn requeue_immediately() -> Self {
         Self::requeue_after(Duration::ZERO)
+    }
+
+    /// Attaches an event to record about the object: the reconciler records it
+    /// and still hands the error to the queue (Knative's event wrapped with `%w`).
+    pub fn with_event(mut self, event: Event) -> Self {
+        self.event = Some(Box::new(event));
+        self
+    }
+
+    /// The attached event, if any.
+    pub fn event(&self) -> Option<&Event> {
+        self.event.as_deref()
+    }
+
+    /// Prefixes the message with `context` (`failed to create pod: <cause>`),
+    /// keeping the kind, the attached event and the cause chain (so a wrapped
+    /// conflict is still a conflict), as Go's `fmt.Errorf("...: %w", err)` does.
+    pub fn context(self, context: impl fmt::Display) -> Self {
+        let wrap = |e: BoxError| -> BoxError {
+            Box::new(Contextual {
+                context: context.to_string(),
+                source: e,
+            })
+        };
+        let kind = match self.kind {
+            Kind::Transient(e) => Kind::Transient(wrap(e)),
+            Kind::Permanent(e) => Kind::Permanent(wrap(e)),
+            other => other,
+        };
+        Error {
+            kind,
+            event: self.event,
+        }
     }
 
     /// True for an error made by [`skip_key`](Self::skip_key).
@@ -174,7 +219,7 @@ impl fmt::Display for Error {
             Kind::SkipKey(key) => write!(f, "skipped key: {}", go_quote(key)),
             Kind::Requeue(d) => write!(f, "requeue after: {}", go_duration(*d)),
             Kind::Transient(e) | Kind::Permanent(e) => {
-                write!(f, "{e}")?;
+                write!(f, "{}", message_of(e.as_ref()))?;
                 if f.alternate() {
                     let mut next = e.source();
                     while let Some(cause) = next {
@@ -185,6 +230,54 @@ impl fmt::Display for Error {
                 Ok(())
             }
         }
+    }
+}
+
+/// A cause with a prefix; made by [`Error::context`].
+#[derive(Debug)]
+struct Contextual {
+    context: String,
+    source: BoxError,
+}
+
+impl fmt::Display for Contextual {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.context, message_of(self.source.as_ref()))
+    }
+}
+
+impl StdError for Contextual {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        Some(self.source.as_ref())
+    }
+}
+
+/// An error's message, printing API errors as the API server worded them (what
+/// client-go's errors print: `inducing failure for create pods`) rather than
+/// kube's debug-flavoured form.
+fn message_of(err: &(dyn StdError + 'static)) -> String {
+    match api_status(err) {
+        Some(status) if !status.message.is_empty() => status.message.clone(),
+        _ => err.to_string(),
+    }
+}
+
+/// Adds [`Error::context`] to results.
+///
+/// ```
+/// use runtime::controller::{Error, ResultExt};
+/// let failed: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
+/// let err = failed.context("failed to save").unwrap_err();
+/// assert_eq!(err.to_string(), "failed to save: disk full");
+/// ```
+pub trait ResultExt<T> {
+    /// Converts the error into an [`Error`] with `context` in front of its message.
+    fn context(self, context: impl fmt::Display) -> Result<T, Error>;
+}
+
+impl<T, E: Into<Error>> ResultExt<T> for Result<T, E> {
+    fn context(self, context: impl fmt::Display) -> Result<T, Error> {
+        self.map_err(|e| e.into().context(context))
     }
 }
 

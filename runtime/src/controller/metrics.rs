@@ -1,39 +1,4 @@
 //! Work-queue metrics with client-go's names, for Prometheus.
-//!
-//! One [`WorkqueueMetrics`] is registered per process, in an explicit
-//! [`Registry`]; every controller's queue reports into it under its own `name`
-//! label. The families are client-go's:
-//!
-//! | family | type | meaning |
-//! |---|---|---|
-//! | `workqueue_depth` | gauge | keys waiting to be processed |
-//! | `workqueue_adds_total` | counter | keys added (a key already waiting is not counted again) |
-//! | `workqueue_retries_total` | counter | delayed and rate-limited adds |
-//! | `workqueue_queue_duration_seconds` | histogram | time from add to the start of processing |
-//! | `workqueue_work_duration_seconds` | histogram | time spent processing |
-//! | `workqueue_unfinished_work_seconds` | gauge | sum of the ages of the reconciles in progress |
-//! | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest reconcile in progress |
-//!
-//! Depth and the two in-progress gauges are computed when the registry is
-//! scraped, so they are exact and need no background task.
-//!
-//! ```
-//! use prometheus_client::registry::Registry;
-//! use runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
-//! # struct Noop;
-//! # impl runtime::controller::Reconciler for Noop {
-//! #     async fn reconcile(&self, _key: &str) -> Result<(), runtime::controller::Error> { Ok(()) }
-//! # }
-//!
-//! let mut registry = Registry::default();
-//! let metrics = WorkqueueMetrics::register(&mut registry);
-//! let controller = Impl::new("addressableservices", Noop, ControllerOptions::default().metrics(metrics));
-//! controller.enqueue_key(runtime::controller::ObjectKey::new("default", "web"));
-//!
-//! let mut text = String::new();
-//! prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
-//! assert!(text.contains(r#"workqueue_depth{name="addressableservices"} 1"#));
-//! ```
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -64,9 +29,43 @@ fn duration_histogram() -> Histogram {
     Histogram::new(DURATION_BUCKETS)
 }
 
-/// The work-queue metric families of a process, registered once and shared by
-/// every controller (pass a clone in [`ControllerOptions`](super::ControllerOptions)).
-/// Cloning is cheap; clones report into the same families.
+/// The work-queue metric families of a process: registered once, in an
+/// explicit [`Registry`], and shared by every controller (pass a clone in
+/// [`ControllerOptions`](super::ControllerOptions)); each queue reports under its
+/// own `name` label. Cloning is cheap; clones report into the same families.
+///
+/// The families are client-go's:
+///
+/// | family | type | meaning |
+/// |---|---|---|
+/// | `workqueue_depth` | gauge | keys waiting to be processed |
+/// | `workqueue_adds_total` | counter | keys added (a key already waiting is not counted again) |
+/// | `workqueue_retries_total` | counter | delayed and rate-limited adds |
+/// | `workqueue_queue_duration_seconds` | histogram | time from add to the start of processing |
+/// | `workqueue_work_duration_seconds` | histogram | time spent processing |
+/// | `workqueue_unfinished_work_seconds` | gauge | sum of the ages of the reconciles in progress |
+/// | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest reconcile in progress |
+///
+/// Depth and the two in-progress gauges are computed when the registry is
+/// scraped, so they are exact and need no background task.
+///
+/// ```
+/// use prometheus_client::registry::Registry;
+/// use runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
+/// # struct Noop;
+/// # impl runtime::controller::Reconciler for Noop {
+/// #     async fn reconcile(&self, _key: &str) -> Result<(), runtime::controller::Error> { Ok(()) }
+/// # }
+///
+/// let mut registry = Registry::default();
+/// let metrics = WorkqueueMetrics::register(&mut registry);
+/// let controller = Impl::new("addressableservices", Noop, ControllerOptions::default().metrics(metrics));
+/// controller.enqueue_key(runtime::controller::ObjectKey::new("default", "web"));
+///
+/// let mut text = String::new();
+/// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+/// assert!(text.contains(r#"workqueue_depth{name="addressableservices"} 1"#));
+/// ```
 #[derive(Clone, Debug)]
 pub struct WorkqueueMetrics {
     adds: Family<QueueLabels, Counter>,
@@ -100,13 +99,13 @@ impl WorkqueueMetrics {
         );
         registry.register_with_unit(
             "workqueue_queue_duration",
-            "How long in seconds an item stays in workqueue before being requested",
+            "How long in seconds an item stays in workqueue before being requested.",
             Unit::Seconds,
             metrics.queue_duration.clone(),
         );
         registry.register_with_unit(
             "workqueue_work_duration",
-            "How long in seconds processing an item from workqueue takes",
+            "How long in seconds processing an item from workqueue takes.",
             Unit::Seconds,
             metrics.work_duration.clone(),
         );
@@ -211,14 +210,12 @@ impl Collector for ScrapeTimeGauges {
                 .collect();
             for (name, probe) in probes {
                 let sample = probe.sample();
-                let idx = match by_name.iter().position(|(n, _)| *n == name) {
-                    Some(i) => i,
-                    None => {
-                        by_name.push((name, Totals::default()));
-                        by_name.len() - 1
-                    }
+                if !by_name.iter().any(|(n, _)| *n == name) {
+                    by_name.push((name.clone(), Totals::default()));
+                }
+                let Some((_, totals)) = by_name.iter_mut().find(|(n, _)| *n == name) else {
+                    continue;
                 };
-                let totals = &mut by_name[idx].1;
                 totals.depth += i64::try_from(sample.depth).unwrap_or(i64::MAX);
                 for age in sample.processing_ages {
                     let secs = age.as_secs_f64();

@@ -61,7 +61,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Level};
 
-pub use error::Error;
+pub use error::{Error, ResultExt};
 pub use key::{InvalidKey, ObjectKey};
 pub use metrics::WorkqueueMetrics;
 pub use rate_limiter::{
@@ -70,6 +70,7 @@ pub use rate_limiter::{
 };
 pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
 
+use crate::reconciler::{Bucket, Enqueue, LeaderAware};
 use crate::tracker::Tracker;
 use error::go_duration;
 
@@ -134,6 +135,12 @@ pub struct ControllerOptions {
     pub rate_limiter: Option<Box<dyn RateLimiter>>,
     /// Where the queue reports its metrics; `None` reports nowhere.
     pub metrics: Option<WorkqueueMetrics>,
+    /// The reconciler's leadership, for leader election to promote and demote
+    /// buckets through [`Impl::promote`] and [`Impl::demote`].
+    pub leader_aware: Option<Arc<dyn LeaderAware>>,
+    /// Cancelled as soon as [`Impl::run`] is told to shut down, so reconciles in
+    /// flight can notice.
+    pub shutdown_signal: Option<CancellationToken>,
 }
 
 impl ControllerOptions {
@@ -154,6 +161,18 @@ impl ControllerOptions {
         self.metrics = Some(metrics);
         self
     }
+
+    /// Makes the controller leader-aware; see [`ControllerOptions::leader_aware`].
+    pub fn leader_aware(mut self, leadership: Arc<dyn LeaderAware>) -> Self {
+        self.leader_aware = Some(leadership);
+        self
+    }
+
+    /// See [`ControllerOptions::shutdown_signal`].
+    pub fn shutdown_signal(mut self, token: CancellationToken) -> Self {
+        self.shutdown_signal = Some(token);
+        self
+    }
 }
 
 /// A controller: a named [`WorkQueue`], the [`Reconciler`] its workers call,
@@ -169,6 +188,8 @@ struct Inner {
     reconciler: Box<dyn DynReconciler>,
     queue: WorkQueue,
     concurrency: usize,
+    leader_aware: Option<Arc<dyn LeaderAware>>,
+    shutdown_signal: Option<CancellationToken>,
 }
 
 impl fmt::Debug for Impl {
@@ -202,6 +223,8 @@ impl Impl {
                 reconciler: Box::new(reconciler),
                 queue,
                 concurrency,
+                leader_aware: options.leader_aware,
+                shutdown_signal: options.shutdown_signal,
             }),
         }
     }
@@ -397,6 +420,56 @@ impl Impl {
     /// Each worker runs in its own tokio task. Cancel through `shutdown` rather
     /// than by dropping this future, which would abort reconciles mid-way. Once
     /// it returns, the queue stays shut down; an `Impl` runs once.
+    /// Runs the reconciler once for `key`, outside the queue and its result
+    /// handling; table tests use it as Knative's call `Reconcile(ctx, key)`.
+    pub async fn reconcile_once(&self, key: &str) -> Result<(), Error> {
+        self.inner.reconciler.reconcile_boxed(key).await
+    }
+
+    /// True when the reconciler takes part in leader election.
+    pub fn is_leader_aware(&self) -> bool {
+        self.inner.leader_aware.is_some()
+    }
+
+    /// This replica now leads `bucket`: the reconciler may write its keys, and
+    /// every key of the bucket is re-enqueued on the slow lane to catch up with
+    /// what changed while another replica led it.
+    pub fn promote(&self, bucket: Arc<dyn Bucket>) {
+        let Some(leadership) = &self.inner.leader_aware else {
+            return;
+        };
+        let weak = Arc::downgrade(&self.inner);
+        let enqueue: Enqueue = Arc::new(move |bucket: &dyn Bucket, key: ObjectKey| {
+            if let Some(inner) = weak.upgrade() {
+                Impl { inner }.maybe_enqueue_bucket_key(bucket, key);
+            }
+        });
+        leadership.promote(bucket, Some(enqueue));
+    }
+
+    /// Leads `bucket` from the start without re-enqueuing (the universal bucket
+    /// of a replica running alone, whose informers deliver every object anyway).
+    pub fn promote_initial(&self, bucket: Arc<dyn Bucket>) {
+        if let Some(leadership) = &self.inner.leader_aware {
+            leadership.promote(bucket, None);
+        }
+    }
+
+    /// This replica no longer leads `bucket`; its keys are no longer written.
+    pub fn demote(&self, bucket: &dyn Bucket) {
+        if let Some(leadership) = &self.inner.leader_aware {
+            leadership.demote(bucket);
+        }
+    }
+
+    /// Enqueues `key` on the slow lane if `bucket` holds it (Knative's
+    /// `MaybeEnqueueBucketKey`).
+    pub fn maybe_enqueue_bucket_key(&self, bucket: &dyn Bucket, key: ObjectKey) {
+        if bucket.has(&key) {
+            self.enqueue_slow_key(key);
+        }
+    }
+
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
         let entered = tracing::info_span!("controller", "knative.dev/controller" = %inner.name).entered();
@@ -410,6 +483,9 @@ impl Impl {
         drop(entered);
 
         shutdown.cancelled().await;
+        if let Some(signal) = &inner.shutdown_signal {
+            signal.cancel();
+        }
 
         let span = tracing::info_span!("controller", "knative.dev/controller" = %inner.name);
         async {

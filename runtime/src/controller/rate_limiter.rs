@@ -1,24 +1,4 @@
-//! How long a failed key waits before its next attempt: client-go's rate
-//! limiters, on tokio's clock.
-//!
-//! The default, [`default_controller_rate_limiter`], is client-go's
-//! `DefaultTypedControllerRateLimiter`: the larger of a per-key exponential
-//! backoff (5 ms doubling to 1000 s) and a token bucket shared by all keys
-//! (10 per second, bursts of 100), so one failing key backs off on its own and a
-//! storm of failures cannot retry faster than the bucket allows.
-//!
-//! ```
-//! use std::time::Duration;
-//! use runtime::controller::{ObjectKey, RateLimiter, ItemExponentialFailureRateLimiter};
-//!
-//! let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
-//! let key = ObjectKey::new("ns", "name");
-//! assert_eq!(limiter.when(&key), Duration::from_millis(5));
-//! assert_eq!(limiter.when(&key), Duration::from_millis(10));
-//! assert_eq!(limiter.num_requeues(&key), 2);
-//! limiter.forget(&key);
-//! assert_eq!(limiter.when(&key), Duration::from_millis(5));
-//! ```
+//! How long a failed key waits before its next attempt: client-go's rate limiters.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -31,7 +11,27 @@ use super::ObjectKey;
 
 /// Decides how long a key waits before it is retried
 /// ([`WorkQueue::add_rate_limited`](super::WorkQueue::add_rate_limited)); the
-/// trait of client-go's `TypedRateLimiter`.
+/// trait of client-go's `TypedRateLimiter`. The implementations here use
+/// tokio's clock, so tests can pause time.
+///
+/// The default, [`default_controller_rate_limiter`], is client-go's
+/// `DefaultTypedControllerRateLimiter`: the larger of a per-key exponential
+/// backoff (5 ms doubling to 1000 s) and a token bucket shared by all keys
+/// (10 per second, bursts of 100), so one failing key backs off on its own and a
+/// storm of failures cannot retry faster than the bucket allows.
+///
+/// ```
+/// use std::time::Duration;
+/// use runtime::controller::{ObjectKey, RateLimiter, ItemExponentialFailureRateLimiter};
+///
+/// let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
+/// let key = ObjectKey::new("ns", "name");
+/// assert_eq!(limiter.when(&key), Duration::from_millis(5));
+/// assert_eq!(limiter.when(&key), Duration::from_millis(10));
+/// assert_eq!(limiter.num_requeues(&key), 2);
+/// limiter.forget(&key);
+/// assert_eq!(limiter.when(&key), Duration::from_millis(5));
+/// ```
 pub trait RateLimiter: Debug + Send + Sync + 'static {
     /// The delay before `key`'s next attempt; records the attempt.
     fn when(&self, key: &ObjectKey) -> Duration;

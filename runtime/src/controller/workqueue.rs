@@ -1,48 +1,4 @@
 //! The two-lane, rate-limited, delaying work queue behind every controller.
-//!
-//! It has client-go's workqueue semantics, with Knative's two lanes:
-//!
-//! - **Dedupe.** A key waiting in the queue is not queued again; it is
-//!   processed once, with the latest state from the informer cache.
-//! - **One worker per key.** A key being processed is never handed to a second
-//!   worker. Added again meanwhile, it is marked and queued when the first
-//!   worker calls [`done`](WorkQueue::done).
-//! - **Two lanes.** [`add`](WorkQueue::add) uses the fast lane, for changes;
-//!   [`add_slow`](WorkQueue::add_slow) the slow lane, for resyncs and leader
-//!   promotions. Workers drain the fast lane first. A key waiting in the slow
-//!   lane that is added to the fast lane moves to the fast lane, so a real
-//!   change never waits behind a resync of thousands of objects.
-//! - **Delays.** [`add_after`](WorkQueue::add_after) holds a key back; a key
-//!   that is already waiting keeps the earlier of its two times. Due keys go to
-//!   the fast lane.
-//! - **Backoff.** [`add_rate_limited`](WorkQueue::add_rate_limited) asks the
-//!   [`RateLimiter`] for the delay; [`forget`](WorkQueue::forget) resets it.
-//! - **Shutdown.** [`shut_down`](WorkQueue::shut_down) stops intake and drops
-//!   every key not being processed, queued or delayed: keys are level-triggered,
-//!   and the informers' initial list (or the next leader's resync) enqueues every
-//!   object again. Workers finish what they hold; [`get`](WorkQueue::get) then
-//!   returns `None`.
-//!
-//! All times are tokio's, so tests run on a paused clock.
-//!
-//! ```
-//! use runtime::controller::{ObjectKey, WorkQueue, default_controller_rate_limiter};
-//!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() {
-//! let queue = WorkQueue::new("example", default_controller_rate_limiter());
-//! let key = ObjectKey::new("default", "web");
-//! queue.add_slow(key.clone());
-//! queue.add(key.clone()); // moves to the fast lane; still one entry
-//! assert_eq!((queue.len(), queue.slow_len()), (1, 0));
-//!
-//! let got = queue.get().await.unwrap();
-//! assert_eq!(got, key);
-//! queue.done(&got);
-//! queue.shut_down();
-//! assert_eq!(queue.get().await, None);
-//! # }
-//! ```
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -68,8 +24,52 @@ pub enum Lane {
     Slow,
 }
 
-/// The queue of keys a controller's workers reconcile; see the
-/// [module docs](self) for its rules. Cloning is cheap and shares the queue.
+/// The queue of keys a controller's workers reconcile. Cloning is cheap and
+/// shares the queue.
+///
+/// It has client-go's workqueue semantics, with Knative's two lanes:
+///
+/// - **Dedupe.** A key waiting in the queue is not queued again; it is
+///   processed once, with the latest state from the informer cache.
+/// - **One worker per key.** A key being processed is never handed to a second
+///   worker. Added again meanwhile, it is marked and queued when the first
+///   worker calls [`done`](WorkQueue::done).
+/// - **Two lanes.** [`add`](WorkQueue::add) uses the fast lane, for changes;
+///   [`add_slow`](WorkQueue::add_slow) the slow lane, for resyncs and leader
+///   promotions. Workers drain the fast lane first. A key waiting in the slow
+///   lane that is added to the fast lane moves to the fast lane, so a real
+///   change never waits behind a resync of thousands of objects.
+/// - **Delays.** [`add_after`](WorkQueue::add_after) holds a key back; a key
+///   that is already waiting keeps the earlier of its two times. Due keys go to
+///   the fast lane.
+/// - **Backoff.** [`add_rate_limited`](WorkQueue::add_rate_limited) asks the
+///   [`RateLimiter`] for the delay; [`forget`](WorkQueue::forget) resets it.
+/// - **Shutdown.** [`shut_down`](WorkQueue::shut_down) stops intake and drops
+///   every key not being processed, queued or delayed: keys are level-triggered,
+///   and the informers' initial list (or the next leader's resync) enqueues every
+///   object again. Workers finish what they hold; [`get`](WorkQueue::get) then
+///   returns `None`.
+///
+/// All times are tokio's, so tests run on a paused clock.
+///
+/// ```
+/// use runtime::controller::{ObjectKey, WorkQueue, default_controller_rate_limiter};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = WorkQueue::new("example", default_controller_rate_limiter());
+/// let key = ObjectKey::new("default", "web");
+/// queue.add_slow(key.clone());
+/// queue.add(key.clone()); // moves to the fast lane; still one entry
+/// assert_eq!((queue.len(), queue.slow_len()), (1, 0));
+///
+/// let got = queue.get().await.unwrap();
+/// assert_eq!(got, key);
+/// queue.done(&got);
+/// queue.shut_down();
+/// assert_eq!(queue.get().await, None);
+/// # }
+/// ```
 #[derive(Clone)]
 pub struct WorkQueue {
     shared: Arc<Shared>,
@@ -475,7 +475,7 @@ impl Shared {
 impl State {
     fn take_seq(&mut self) -> u64 {
         let seq = self.next_seq;
-        self.next_seq += 1;
+        self.next_seq = self.next_seq.wrapping_add(1);
         seq
     }
 

@@ -1,0 +1,856 @@
+//! The generated reconciler's behaviour, written once and generic over the kind
+//! (Knative's `reconciler.go` template, `reconciler.PreProcessReconcile` and
+//! friends).
+//!
+//! Users write only `reconcile_kind` (and optionally `finalize_kind`,
+//! `observe_kind`, `observe_deletion`) on the per-kind traits the generator
+//! emits. Generated glue turns those into a [`KindReconciler`] and calls
+//! [`new_impl`], which wraps them in Knative's algorithm, for each key:
+//!
+//! 1. an invalid key is logged and dropped;
+//! 2. a replica that neither leads the key nor observes returns a skip-key error;
+//! 3. the object is read from the informer's lister; when it is gone,
+//!    `observe_deletion` runs if implemented;
+//! 4. objects of another class (class annotation) are left alone;
+//! 5. the leader runs `reconcile_kind` (after adding the finalizer for
+//!    finalizers, and with Knative's status pre- and post-processing),
+//!    `finalize_kind` on deletion (then removes the finalizer), or a non-leader
+//!    runs `observe_kind`;
+//! 6. a status that changed semantically (transition times aside) is written by
+//!    the leader through the status subresource, retrying conflicts;
+//! 7. the returned event is recorded, and errors other than skip, requeue and
+//!    conflicts are recorded as `InternalError` events; the result goes back to
+//!    the work queue.
+//!
+//! Deliberate differences from Knative, each a fix:
+//! - the [`ReconcileContext`] carries a cancellation token that fires when the
+//!   controller shuts down (Knative hands reconciles a fresh background context,
+//!   so they cannot notice);
+//! - `observe_kind` receives `&K`, so a non-leader cannot even try to change
+//!   the object (Knative warns after the fact);
+//! - the `concurrency` option is honoured (Knative's generated `NewImpl`
+//!   ignores it).
+
+mod leader;
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::api::{Patch, PatchParams};
+use kube::{Api, Resource};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::apis::{Defaultable, HasStatus, KRShaped, Object, go_quote};
+use crate::client::{ApiScope, scoped_api};
+use crate::controller::{self, ControllerOptions, Error, Impl, ObjectKey};
+use crate::events::object_reference;
+pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
+use crate::injection::Context;
+use crate::lister::Lister;
+pub use leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket};
+
+/// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
+/// done with an event to record (Knative's bare `ReconcilerEvent`), `Err` when it
+/// failed; an error may carry an event with [`Error::with_event`], which is
+/// recorded before the error goes back to the queue.
+pub type ReconcileResult = Result<Option<Event>, Error>;
+
+const NEW_OBSERVED_GEN_FAILURE: &str = "NewObservedGenFailure";
+
+/// Everything a reconcile step receives besides the object.
+pub struct ReconcileContext {
+    key: ObjectKey,
+    recorder: Arc<dyn Recorder>,
+    cancellation: CancellationToken,
+    config: Option<Arc<dyn Any + Send + Sync>>,
+    leader: bool,
+}
+
+impl fmt::Debug for ReconcileContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReconcileContext")
+            .field("key", &self.key)
+            .field("leader", &self.leader)
+            .finish()
+    }
+}
+
+impl ReconcileContext {
+    /// The key being reconciled.
+    pub fn key(&self) -> &ObjectKey {
+        &self.key
+    }
+
+    /// Records an extra event about `obj` (returned events are recorded for you).
+    pub fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, event: &Event) {
+        self.recorder.record(&object_reference(obj), event);
+    }
+
+    /// Fires when the controller is shutting down: long waits should stop.
+    pub fn cancellation(&self) -> &CancellationToken {
+        &self.cancellation
+    }
+
+    /// The configuration snapshot the [`ConfigStore`] took for this reconcile.
+    pub fn config<T: Send + Sync + 'static>(&self) -> Option<&T> {
+        self.config.as_ref()?.downcast_ref::<T>()
+    }
+
+    /// True when this replica leads the key.
+    pub fn is_leader(&self) -> bool {
+        self.leader
+    }
+}
+
+/// Provides the configuration a reconcile sees (Knative's `ConfigStore`), read
+/// once per reconcile so one pass sees one consistent snapshot.
+pub trait ConfigStore: Send + Sync {
+    /// The current configuration.
+    fn snapshot(&self) -> Arc<dyn Any + Send + Sync>;
+}
+
+/// Decides whether an object is re-enqueued when its bucket is promoted.
+pub type PromoteFilter<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
+
+/// Options of a generated reconciler (Knative's `controller.Options`).
+pub struct Options<K> {
+    /// Overrides the default finalizer name (`<plural>.<group>`).
+    pub finalizer_name: Option<String>,
+    /// Overrides the event source component (`<kind>-controller`).
+    pub agent_name: Option<String>,
+    /// Neither pre/post-process status nor write it.
+    pub skip_status_updates: bool,
+    /// On promotion, only objects passing this filter are re-enqueued.
+    pub promote_filter: Option<PromoteFilter<K>>,
+    /// Called when a bucket is promoted, before its keys are re-enqueued.
+    pub promote_func: Option<BucketHook>,
+    /// Called after a bucket is demoted.
+    pub demote_func: Option<BucketHook>,
+    /// Configuration handed to every reconcile.
+    pub config_store: Option<Arc<dyn ConfigStore>>,
+    /// Workers of this controller; defaults to the process default (2).
+    pub concurrency: Option<usize>,
+}
+
+impl<K> Default for Options<K> {
+    fn default() -> Self {
+        Options {
+            finalizer_name: None,
+            agent_name: None,
+            skip_status_updates: false,
+            promote_filter: None,
+            promote_func: None,
+            demote_func: None,
+            config_store: None,
+            concurrency: None,
+        }
+    }
+}
+
+impl<K> fmt::Debug for Options<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Options")
+            .field("finalizer_name", &self.finalizer_name)
+            .field("agent_name", &self.agent_name)
+            .field("skip_status_updates", &self.skip_status_updates)
+            .field("concurrency", &self.concurrency)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Observes keys whose object no longer exists (Knative's
+/// `OnDeletionInterface`); runs on every replica, leader or not.
+pub trait ObserveDeletion: Send + Sync {
+    /// The object `key` names was deleted.
+    fn observe_deletion<'a>(
+        &'a self,
+        ctx: &'a ReconcileContext,
+        key: &'a ObjectKey,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+}
+
+/// The user's reconciler as the generic algorithm sees it. Generated glue
+/// implements it by forwarding to the per-kind traits.
+pub trait KindReconciler<K>: Send + Sync + 'static {
+    /// Converges the object; only called on the leader, never on deleted objects.
+    fn reconcile_kind<'a>(
+        &'a self,
+        ctx: &'a ReconcileContext,
+        resource: &'a mut K,
+    ) -> BoxFuture<'a, ReconcileResult>;
+
+    /// True when the reconciler finalizes: a finalizer is then added before
+    /// `reconcile_kind` and removed after `finalize_kind` succeeds.
+    fn finalizes(&self) -> bool;
+
+    /// Cleans up a deleted object that still carries the finalizer; `None` when
+    /// the reconciler does not finalize.
+    fn finalize_kind<'a>(
+        &'a self,
+        ctx: &'a ReconcileContext,
+        resource: &'a mut K,
+    ) -> Option<BoxFuture<'a, ReconcileResult>>;
+
+    /// True when non-leaders should observe objects.
+    fn observes(&self) -> bool;
+
+    /// Observes an object on a non-leader; `None` when not an observer.
+    fn observe_kind<'a>(
+        &'a self,
+        ctx: &'a ReconcileContext,
+        resource: &'a K,
+    ) -> Option<BoxFuture<'a, ReconcileResult>>;
+
+    /// Observes a deleted key; `None` when not implemented.
+    fn observe_deletion<'a>(
+        &'a self,
+        ctx: &'a ReconcileContext,
+        key: &'a ObjectKey,
+    ) -> Option<BoxFuture<'a, Result<(), Error>>>;
+}
+
+/// Reads and writes the status of a kind that has one.
+pub struct StatusHooks<K> {
+    equal: fn(&K, &K) -> bool,
+    copy: fn(&K, &mut K),
+}
+
+impl<K> Clone for StatusHooks<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for StatusHooks<K> {}
+
+impl<K> fmt::Debug for StatusHooks<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("StatusHooks")
+    }
+}
+
+impl<K: HasStatus> StatusHooks<K> {
+    /// The hooks of `K`; a missing status equals an empty one.
+    pub const fn new() -> Self {
+        StatusHooks {
+            equal: status_equal::<K>,
+            copy: status_copy::<K>,
+        }
+    }
+}
+
+impl<K> StatusHooks<K> {
+    /// True when the statuses are semantically equal (transition times aside).
+    pub fn equal(&self, a: &K, b: &K) -> bool {
+        (self.equal)(a, b)
+    }
+
+    /// Copies `from`'s status onto `to`.
+    pub fn copy(&self, from: &K, to: &mut K) {
+        (self.copy)(from, to)
+    }
+}
+
+impl<K: HasStatus> Default for StatusHooks<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn status_equal<K: HasStatus>(a: &K, b: &K) -> bool {
+    match (a.status(), b.status()) {
+        (Some(a), Some(b)) => a == b,
+        (None, None) => true,
+        (Some(s), None) | (None, Some(s)) => *s == K::Status::default(),
+    }
+}
+
+fn status_copy<K: HasStatus>(from: &K, to: &mut K) {
+    *to.status_mut() = from.status().cloned().unwrap_or_default();
+}
+
+/// Knative's status pre- and post-processing for kinds with
+/// `krshapedlogic` (the default).
+pub struct KRShapedHooks<K> {
+    pre: fn(&mut K),
+    post: fn(&mut K, &K),
+}
+
+impl<K> Clone for KRShapedHooks<K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<K> Copy for KRShapedHooks<K> {}
+
+impl<K> fmt::Debug for KRShapedHooks<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("KRShapedHooks")
+    }
+}
+
+impl<K: KRShaped + Defaultable + Resource> KRShapedHooks<K> {
+    /// The hooks of `K`.
+    pub const fn new() -> Self {
+        KRShapedHooks {
+            pre: pre_process::<K>,
+            post: post_process::<K>,
+        }
+    }
+}
+
+impl<K: KRShaped + Defaultable + Resource> Default for KRShapedHooks<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// Defaults, initialises the conditions, and marks the happy condition Unknown
+/// (`NewObservedGenFailure`) when the generation is new, so a failed reconcile
+/// never leaves an old Ready standing for a new spec.
+pub fn pre_process<K: KRShaped + Defaultable + Resource>(resource: &mut K) {
+    resource.set_defaults();
+    let generation = resource.meta().generation.unwrap_or(0);
+    let set = K::condition_set();
+    let status = resource.duck_status_mut();
+    let observed = status.observed_generation;
+    let mut manager = set.manage(&mut status.conditions);
+    manager.initialize_conditions();
+    if observed != generation {
+        manager.mark_unknown(
+            set.happy(),
+            NEW_OBSERVED_GEN_FAILURE,
+            "unsuccessfully observed a new generation",
+        );
+    }
+}
+
+/// Records the observed generation (even when the reconcile failed) and gives
+/// every condition that changed one shared new transition time, keeping the old
+/// time on the others.
+pub fn post_process<K: KRShaped + Defaultable + Resource>(resource: &mut K, old: &K) {
+    let generation = resource.meta().generation.unwrap_or(0);
+    let happy = K::condition_set().happy().clone();
+    let status = resource.duck_status_mut();
+    status.observed_generation = generation;
+    match status.get_condition(&happy) {
+        None => tracing::warn!("A reconciliation included no top-level condition"),
+        Some(c) if c.reason == NEW_OBSERVED_GEN_FAILURE => {
+            tracing::warn!("A reconciler observed a new generation without updating the resource status")
+        }
+        Some(_) => {}
+    }
+    let now = crate::apis::VolatileTime::now();
+    let old_conditions = old
+        .duck_status()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    for cond in &mut status.conditions {
+        match old_conditions.iter().find(|o| o.type_ == cond.type_) {
+            Some(old_cond) if old_cond == cond => {
+                cond.last_transition_time = old_cond.last_transition_time.clone()
+            }
+            _ => cond.last_transition_time = now.clone(),
+        }
+    }
+}
+
+/// The per-kind constants generated code passes to [`new_impl`].
+pub struct KindConfig<K> {
+    /// Default event source component (`addressableservice-controller`).
+    pub agent_name: &'static str,
+    /// Default finalizer name (`addressableservices.samples.knative.dev`).
+    pub finalizer_name: &'static str,
+    /// Class annotation keys; empty when the kind is not class-filtered.
+    pub class_keys: &'static [&'static str],
+    /// Status access, when the kind has a status.
+    pub status: Option<StatusHooks<K>>,
+    /// Pre/post-processing, unless `krshapedlogic = false`.
+    pub krshaped: Option<KRShapedHooks<K>>,
+}
+
+impl<K> fmt::Debug for KindConfig<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("KindConfig")
+            .field("agent_name", &self.agent_name)
+            .field("finalizer_name", &self.finalizer_name)
+            .field("class_keys", &self.class_keys)
+            .field("status", &self.status.is_some())
+            .field("krshaped", &self.krshaped.is_some())
+            .finish()
+    }
+}
+
+/// A recorder shared through the injection context (tests put a
+/// [`FakeRecorder`] there); without one, each reconciler writes core/v1 Events
+/// under its agent name.
+#[derive(Clone)]
+pub struct SharedRecorder(pub Arc<dyn Recorder>);
+
+impl fmt::Debug for SharedRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SharedRecorder")
+    }
+}
+
+/// The default worker count of the process (`K_THREADS_PER_CONTROLLER`), put in
+/// the injection context by `sharedmain`.
+#[derive(Clone, Copy, Debug)]
+pub struct ThreadsPerController(pub usize);
+
+/// The queue name of a reconciler type, like Knative's (`reconcilers.addressableservice.Reconciler`).
+pub fn queue_name(type_name: &str) -> String {
+    type_name.replace("::", ".")
+}
+
+/// Builds the controller for kind `K` around `reconciler` with Knative's
+/// generated-reconciler behaviour. Generated `new_impl` functions call this;
+/// `class_value` is the reconciler's class when the kind is class-filtered.
+pub fn new_impl<K, R>(
+    ctx: &Context,
+    reconciler: R,
+    queue_name: String,
+    kind: &'static KindConfig<K>,
+    class_value: Option<&str>,
+    options: Options<K>,
+) -> Impl
+where
+    K: Object<Scope: ApiScope>,
+    R: KindReconciler<K>,
+{
+    let informer = ctx.informer::<K>();
+    let lister = informer.lister();
+    let agent_name = options
+        .agent_name
+        .clone()
+        .unwrap_or_else(|| kind.agent_name.to_owned());
+    let recorder: Arc<dyn Recorder> = match ctx.get::<SharedRecorder>() {
+        Some(shared) => shared.0.clone(),
+        None => Arc::new(KubeRecorder::new(
+            ctx.client(),
+            &agent_name,
+            std::env::var("POD_NAME").ok(),
+        )),
+    };
+
+    let promote_lister = lister.clone();
+    let promote_filter = options.promote_filter.clone();
+    let user_promote = options.promote_func.clone();
+    let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
+        if let Some(hook) = &user_promote {
+            hook(bucket);
+        }
+        let Some(enqueue) = enqueue else { return };
+        match promote_lister.list_all() {
+            Ok(objects) => {
+                for obj in objects {
+                    if promote_filter.as_ref().is_none_or(|f| f(&obj)) {
+                        enqueue(bucket, ObjectKey::of(obj.as_ref()));
+                    }
+                }
+            }
+            Err(err) => tracing::error!(error = %err, "could not list objects to enqueue on promotion"),
+        }
+    });
+    let leadership = Arc::new(LeaderAwareFuncs::new(
+        Some(on_promote),
+        options.demote_func.clone(),
+    ));
+
+    let stopping = CancellationToken::new();
+    let core = Core {
+        reconciler,
+        lister,
+        api: scoped_api::<K>(ctx.client(), None),
+        client: ctx.client(),
+        kind,
+        class_value: class_value.map(str::to_owned),
+        finalizer_name: options
+            .finalizer_name
+            .clone()
+            .unwrap_or_else(|| kind.finalizer_name.to_owned()),
+        skip_status_updates: options.skip_status_updates,
+        config_store: options.config_store.clone(),
+        recorder,
+        leadership: leadership.clone(),
+        stopping: stopping.clone(),
+    };
+    let concurrency = options
+        .concurrency
+        .or_else(|| ctx.get::<ThreadsPerController>().map(|t| t.0))
+        .unwrap_or_default();
+    let mut controller_options = ControllerOptions::default()
+        .concurrency(concurrency)
+        .leader_aware(leadership)
+        .shutdown_signal(stopping);
+    if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
+        controller_options = controller_options.metrics((*metrics).clone());
+    }
+    Impl::new(queue_name, core, controller_options)
+}
+
+/// The generic reconciler: Knative's generated `Reconcile` for kind `K`.
+struct Core<K: 'static, R> {
+    reconciler: R,
+    lister: Lister<K>,
+    api: Api<K>,
+    client: kube::Client,
+    kind: &'static KindConfig<K>,
+    class_value: Option<String>,
+    finalizer_name: String,
+    skip_status_updates: bool,
+    config_store: Option<Arc<dyn ConfigStore>>,
+    recorder: Arc<dyn Recorder>,
+    leadership: Arc<LeaderAwareFuncs>,
+    stopping: CancellationToken,
+}
+
+/// Which user method runs for an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Method {
+    Reconcile,
+    Finalize,
+    Observe,
+    Unknown,
+}
+
+impl<K, R> controller::Reconciler for Core<K, R>
+where
+    K: Object<Scope: ApiScope>,
+    R: KindReconciler<K>,
+{
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        let key: ObjectKey = match key.parse() {
+            Ok(key) => key,
+            Err(_) => {
+                tracing::error!("Invalid resource key: {key}");
+                return Ok(());
+            }
+        };
+        let leader = self.leadership.is_leader_for(&key);
+        if !leader && !self.reconciler.observes() {
+            return Err(Error::skip_key(key.to_string()));
+        }
+        let ctx = ReconcileContext {
+            key: key.clone(),
+            recorder: self.recorder.clone(),
+            cancellation: self.stopping.child_token(),
+            config: self.config_store.as_ref().map(|s| s.snapshot()),
+            leader,
+        };
+
+        let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
+            tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
+            return match self.reconciler.observe_deletion(&ctx, &key) {
+                Some(observe) => observe.await,
+                None => Ok(()),
+            };
+        };
+        if !self.class_matches(&original) {
+            tracing::debug!(
+                "Skip reconciling resource, class annotation value does not match reconciler instance value."
+            );
+            return Ok(());
+        }
+
+        let mut resource = (*original).clone();
+        let method = self.method_for(&resource, leader);
+        tracing::debug!(targetMethod = ?method, "reconciling");
+        let result = match method {
+            Method::Reconcile => {
+                if let Err(err) = self.set_finalizer_if_finalizer(&mut resource).await {
+                    return Err(err.context("failed to set finalizers"));
+                }
+                let krshaped = self.kind.krshaped.filter(|_| !self.skip_status_updates);
+                if let Some(hooks) = krshaped {
+                    (hooks.pre)(&mut resource);
+                }
+                let result = self.reconciler.reconcile_kind(&ctx, &mut resource).await;
+                if let Some(hooks) = krshaped {
+                    (hooks.post)(&mut resource, &original);
+                }
+                result
+            }
+            Method::Finalize => {
+                let result = match self.reconciler.finalize_kind(&ctx, &mut resource) {
+                    Some(finalize) => finalize.await,
+                    None => Ok(None),
+                };
+                if let Err(err) = self.clear_finalizer(&mut resource, &result).await {
+                    return Err(err.context("failed to clear finalizers"));
+                }
+                result
+            }
+            Method::Observe => match self.reconciler.observe_kind(&ctx, &resource) {
+                Some(observe) => observe.await,
+                None => Ok(None),
+            },
+            Method::Unknown => Ok(None),
+        };
+
+        if let Some(status) = self.kind.status.filter(|_| !self.skip_status_updates)
+            && !(status.equal)(&original, &resource)
+        {
+            if !leader {
+                tracing::warn!("Saw status changes when we aren't the leader!");
+            } else if let Err(err) = self.update_status(status, &original, &resource).await {
+                tracing::warn!(error = %api_message(&err), "Failed to update resource status");
+                self.record(
+                    &resource,
+                    &Event::warning(
+                        "UpdateFailed",
+                        format!(
+                            "Failed to update status for {}: {}",
+                            go_quote(name_of(&resource)),
+                            api_message(&err)
+                        ),
+                    ),
+                );
+                return Err(err.into());
+            }
+        }
+
+        match result {
+            Ok(None) => Ok(()),
+            Ok(Some(event)) => {
+                tracing::info!(reason = %event.reason, "Returned an event");
+                self.record(&resource, &event);
+                Ok(())
+            }
+            Err(err) => {
+                if let Some(event) = err.event() {
+                    tracing::info!(reason = %event.reason, "Returned an event");
+                    self.record(&resource, event);
+                } else if !(err.is_skip_key() || err.requeue_delay().is_some() || err.is_conflict()) {
+                    tracing::error!(error = %err, "Returned an error");
+                    self.record(&resource, &Event::warning("InternalError", err.to_string()));
+                }
+                Err(err)
+            }
+        }
+    }
+}
+
+impl<K, R> Core<K, R>
+where
+    K: Object<Scope: ApiScope>,
+    R: KindReconciler<K>,
+{
+    fn record(&self, obj: &K, event: &Event) {
+        self.recorder.record(&object_reference(obj), event);
+    }
+
+    fn class_matches(&self, obj: &K) -> bool {
+        let Some(want) = &self.class_value else {
+            return true;
+        };
+        if self.kind.class_keys.is_empty() {
+            return true;
+        }
+        let annotations = obj.meta().annotations.as_ref();
+        // With several keys, the first one present decides.
+        let found = self
+            .kind
+            .class_keys
+            .iter()
+            .find_map(|k| annotations.and_then(|a| a.get(*k)));
+        found.is_some_and(|v| v == want)
+    }
+
+    fn method_for(&self, obj: &K, leader: bool) -> Method {
+        if obj.meta().deletion_timestamp.is_none() {
+            if leader {
+                Method::Reconcile
+            } else if self.reconciler.observes() {
+                Method::Observe
+            } else {
+                Method::Unknown
+            }
+        } else if leader && self.reconciler.finalizes() {
+            Method::Finalize
+        } else {
+            Method::Unknown
+        }
+    }
+
+    /// Adds our finalizer (appended, existing order kept) when the reconciler
+    /// finalizes and the object lacks it; the object becomes the patched one.
+    async fn set_finalizer_if_finalizer(&self, resource: &mut K) -> Result<(), Error> {
+        if !self.reconciler.finalizes() {
+            return Ok(());
+        }
+        let mut finalizers = resource.meta().finalizers.clone().unwrap_or_default();
+        if finalizers.contains(&self.finalizer_name) {
+            return Ok(());
+        }
+        finalizers.push(self.finalizer_name.clone());
+        self.patch_finalizers(resource, finalizers).await
+    }
+
+    /// Removes our finalizer after a successful (or Normal-event) finalize.
+    async fn clear_finalizer(&self, resource: &mut K, result: &ReconcileResult) -> Result<(), Error> {
+        if !self.reconciler.finalizes() || resource.meta().deletion_timestamp.is_none() {
+            return Ok(());
+        }
+        let current = resource.meta().finalizers.clone().unwrap_or_default();
+        if !current.contains(&self.finalizer_name) {
+            return Ok(());
+        }
+        let event = match result {
+            Ok(event) => event.as_ref(),
+            Err(err) => match err.event() {
+                Some(event) => Some(event),
+                None => return Ok(()),
+            },
+        };
+        if event.is_some_and(|e| e.type_ != EventType::Normal) {
+            return Ok(());
+        }
+        let mut remaining: Vec<String> = current
+            .into_iter()
+            .filter(|f| *f != self.finalizer_name)
+            .collect();
+        remaining.sort();
+        remaining.dedup();
+        let name = name_of(resource).to_owned();
+        if let Err(err) = self.patch_finalizers(resource, remaining).await {
+            // The object may be gone already, which is what removing the last
+            // finalizer was for.
+            if let Err(kube::Error::Api(status)) = self.api.get(&name).await
+                && status.code == 404
+            {
+                return Ok(());
+            }
+            return Err(err);
+        }
+        Ok(())
+    }
+
+    async fn patch_finalizers(&self, resource: &mut K, finalizers: Vec<String>) -> Result<(), Error> {
+        let name = name_of(resource).to_owned();
+        let patch = json!({
+            "metadata": {
+                "finalizers": finalizers,
+                "resourceVersion": resource.meta().resource_version.clone().unwrap_or_default(),
+            }
+        });
+        let api = self.namespaced_api(resource);
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(patched) => {
+                self.record(
+                    &patched,
+                    &Event::normal(
+                        "FinalizerUpdate",
+                        format!("Updated {} finalizers", go_quote(&name)),
+                    ),
+                );
+                *resource = patched;
+                Ok(())
+            }
+            Err(err) => {
+                let err = Error::from(err);
+                if !err.is_conflict() {
+                    self.record(
+                        resource,
+                        &Event::warning(
+                            "FinalizerUpdateFailed",
+                            format!("Failed to update finalizers for {}: {}", go_quote(&name), err),
+                        ),
+                    );
+                }
+                Err(err)
+            }
+        }
+    }
+
+    fn namespaced_api(&self, resource: &K) -> Api<K> {
+        scoped_api::<K>(self.client.clone(), resource.meta().namespace.as_deref())
+    }
+
+    /// Writes the desired status through the status subresource, retrying
+    /// conflicts as client-go's `RetryOnConflict` does (5 tries, ~10 ms apart):
+    /// the first try starts from the informer's copy, later ones re-read the
+    /// object from the API server.
+    async fn update_status(
+        &self,
+        status: StatusHooks<K>,
+        original: &K,
+        desired: &K,
+    ) -> Result<(), kube::Error> {
+        const STEPS: u32 = 5;
+        let api = self.namespaced_api(desired);
+        let name = name_of(desired).to_owned();
+        let mut attempt = 0;
+        loop {
+            let mut existing = if attempt == 0 {
+                original.clone()
+            } else {
+                api.get(&name).await?
+            };
+            if (status.equal)(&existing, desired) {
+                return Ok(());
+            }
+            (status.copy)(desired, &mut existing);
+            match api
+                .replace_status(&name, &kube::api::PostParams::default(), &existing)
+                .await
+            {
+                Ok(_) => return Ok(()),
+                Err(kube::Error::Api(s)) if s.code == 409 && attempt + 1 < STEPS => {
+                    attempt += 1;
+                    tokio::time::sleep(retry_delay(attempt)).await;
+                }
+                Err(err) => return Err(err),
+            }
+        }
+    }
+}
+
+/// 10 ms with up to 10% jitter, client-go's `DefaultRetry` step.
+fn retry_delay(attempt: u32) -> Duration {
+    let jitter = u64::from(attempt.wrapping_mul(2_654_435_761) % 1000);
+    Duration::from_millis(10) + Duration::from_micros(jitter)
+}
+
+fn name_of<K: Resource>(obj: &K) -> &str {
+    obj.meta().name.as_deref().unwrap_or_default()
+}
+
+/// An API error's message as the API server wrote it (what client-go's errors
+/// print), other errors as they display.
+pub fn api_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_follow_the_reconciler_type() {
+        assert_eq!(
+            queue_name("reconcilers::addressableservice::Reconciler"),
+            "reconcilers.addressableservice.Reconciler"
+        );
+    }
+
+    #[test]
+    fn retry_delays_are_ten_milliseconds_with_jitter() {
+        for attempt in 1..5 {
+            let d = retry_delay(attempt);
+            assert!(
+                d >= Duration::from_millis(10) && d <= Duration::from_millis(11),
+                "{d:?}"
+            );
+        }
+    }
+}

@@ -1,0 +1,445 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! What the controller does with each reconcile outcome, and where each
+//! enqueue helper puts keys.
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::ObjectMeta;
+use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+type Outcome = Box<dyn FnOnce() -> Result<(), Error> + Send>;
+
+/// Returns scripted outcomes, then `Ok`; records when each call happened.
+struct Scripted {
+    start: Instant,
+    outcomes: Mutex<VecDeque<Outcome>>,
+    calls: Mutex<Vec<Duration>>,
+}
+
+impl Scripted {
+    fn new(outcomes: Vec<Outcome>) -> Arc<Self> {
+        Arc::new(Scripted {
+            start: Instant::now(),
+            outcomes: Mutex::new(outcomes.into()),
+            calls: Mutex::default(),
+        })
+    }
+
+    fn calls(&self) -> Vec<Duration> {
+        self.calls.lock().unwrap().clone()
+    }
+}
+
+impl Reconciler for Scripted {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        assert_eq!(key, "ns/obj");
+        self.calls.lock().unwrap().push(self.start.elapsed());
+        let next = self.outcomes.lock().unwrap().pop_front();
+        match next {
+            Some(outcome) => outcome(),
+            None => Ok(()),
+        }
+    }
+}
+
+fn transient() -> Outcome {
+    Box::new(|| Err(Error::from("boom")))
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+fn conflict() -> kube::Error {
+    kube::Error::Api(Box::new(kube::core::Status {
+        code: 409,
+        reason: "Conflict".into(),
+        message: "the object has been modified; please apply your changes to the latest version".into(),
+        ..kube::core::Status::default()
+    }))
+}
+
+/// Runs a controller over `reconciler` with `ns/obj` enqueued for an hour of
+/// paused time, and returns it (shut down) for inspection.
+async fn run_for_an_hour(reconciler: Arc<Scripted>) -> Impl {
+    let controller = Impl::new("results", reconciler, ControllerOptions::default());
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    controller.enqueue_key(ObjectKey::new("ns", "obj"));
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    shutdown.cancel();
+    run.await.unwrap();
+    controller
+}
+
+fn obj_key() -> ObjectKey {
+    ObjectKey::new("ns", "obj")
+}
+
+#[tokio::test(start_paused = true)]
+async fn success_forgets_the_backoff() {
+    let r = Scripted::new(vec![transient(), transient()]);
+    let c = run_for_an_hour(r.clone()).await;
+    // Two failures back off 5ms then 10ms; the success ends the retries.
+    assert_eq!(r.calls(), [ms(0), ms(5), ms(15)]);
+    assert_eq!(c.work_queue().num_requeues(&obj_key()), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_transient_error_retries_with_growing_backoff() {
+    let r = Scripted::new(vec![transient(), transient(), transient(), transient()]);
+    run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(5), ms(15), ms(35), ms(75)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn skip_key_forgets_without_retrying() {
+    let r = Scripted::new(vec![transient(), Box::new(|| Err(Error::skip_key("ns/obj")))]);
+    let c = run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(5)], "no retry after the skip");
+    assert_eq!(c.work_queue().num_requeues(&obj_key()), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_after_comes_back_after_the_delay_and_resets_the_backoff() {
+    let r = Scripted::new(vec![
+        transient(),
+        Box::new(|| Err(Error::requeue_after(Duration::from_secs(30)))),
+        transient(),
+    ]);
+    run_for_an_hour(r.clone()).await;
+    // After the requeue, the next failure starts again at the base delay.
+    assert_eq!(r.calls(), [ms(0), ms(5), ms(30_005), ms(30_010)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_immediately_comes_back_at_once() {
+    let r = Scripted::new(vec![Box::new(|| Err(Error::requeue_immediately()))]);
+    run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(0)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_conflict_retries_with_backoff() {
+    let r = Scripted::new(vec![
+        Box::new(|| Err(conflict().into())),
+        Box::new(|| Err(conflict().into())),
+    ]);
+    run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(5), ms(15)]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_permanent_error_is_not_retried() {
+    let r = Scripted::new(vec![
+        transient(),
+        Box::new(|| Err(Error::permanent("invalid spec"))),
+    ]);
+    let c = run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(5)]);
+    assert_eq!(c.work_queue().num_requeues(&obj_key()), 0, "forgotten");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_panicking_reconcile_is_retried_and_the_worker_survives() {
+    let r = Scripted::new(vec![Box::new(|| panic!("bug in reconciler"))]);
+    run_for_an_hour(r.clone()).await;
+    assert_eq!(r.calls(), [ms(0), ms(5)]);
+}
+
+// ---- logs -----------------------------------------------------------------
+
+/// Records spans and events as `LEVEL message {field=value, ...}` lines.
+#[derive(Clone, Default)]
+struct Capture {
+    lines: Arc<Mutex<Vec<String>>>,
+    next_id: Arc<std::sync::atomic::AtomicU64>,
+}
+
+#[derive(Default)]
+struct Fields(Vec<String>);
+
+impl tracing::field::Visit for Fields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        self.0.push(format!("{}={value:?}", field.name()));
+    }
+    fn record_str(&mut self, field: &tracing::field::Field, value: &str) {
+        self.0.push(format!("{}={value}", field.name()));
+    }
+}
+
+impl tracing::Subscriber for Capture {
+    fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
+        true
+    }
+    fn new_span(&self, span: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        let mut fields = Fields::default();
+        span.record(&mut fields);
+        self.lines
+            .lock()
+            .unwrap()
+            .push(format!("SPAN {} {}", span.metadata().name(), fields.0.join(" ")));
+        tracing::span::Id::from_u64(self.next_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1)
+    }
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+    fn event(&self, event: &tracing::Event<'_>) {
+        let mut fields = Fields::default();
+        event.record(&mut fields);
+        self.lines
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", event.metadata().level(), fields.0.join(" ")));
+    }
+    fn enter(&self, _: &tracing::span::Id) {}
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+async fn logs_of(outcomes: Vec<Outcome>) -> Vec<String> {
+    let capture = Capture::default();
+    let _guard = tracing::subscriber::set_default(capture.clone());
+    run_for_an_hour(Scripted::new(outcomes)).await;
+    capture.lines.lock().unwrap().clone()
+}
+
+fn has(lines: &[String], prefix: &str) -> bool {
+    lines.iter().any(|l| l.starts_with(prefix))
+}
+
+#[tokio::test(start_paused = true)]
+async fn conflicts_log_at_debug_and_other_failures_at_error() {
+    let conflict_logs = logs_of(vec![Box::new(|| Err(conflict().into()))]).await;
+    assert!(
+        has(&conflict_logs, "DEBUG message=Reconcile conflict"),
+        "{conflict_logs:#?}"
+    );
+    assert!(
+        !conflict_logs.iter().any(|l| l.starts_with("ERROR")),
+        "{conflict_logs:#?}"
+    );
+
+    let error_logs = logs_of(vec![transient()]).await;
+    assert!(
+        has(&error_logs, "ERROR message=Reconcile error"),
+        "{error_logs:#?}"
+    );
+    assert!(
+        error_logs.iter().any(|l| l.contains("error=boom")),
+        "{error_logs:#?}"
+    );
+
+    let permanent_logs = logs_of(vec![Box::new(|| Err(Error::permanent("invalid spec")))]).await;
+    assert!(
+        has(&permanent_logs, "ERROR message=Reconcile error"),
+        "{permanent_logs:#?}"
+    );
+
+    let skip_logs = logs_of(vec![Box::new(|| Err(Error::skip_key("ns/obj")))]).await;
+    assert!(
+        !skip_logs.iter().any(|l| l.starts_with("ERROR")),
+        "{skip_logs:#?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconciles_run_in_a_span_with_the_key_and_the_controller_name() {
+    let logs = logs_of(Vec::new()).await;
+    assert!(
+        has(&logs, "SPAN controller knative.dev/controller=results"),
+        "{logs:#?}"
+    );
+    assert!(has(&logs, "SPAN reconcile knative.dev/key=ns/obj"), "{logs:#?}");
+    assert!(has(&logs, "INFO message=Reconcile succeeded"), "{logs:#?}");
+    assert!(
+        has(
+            &logs,
+            "INFO message=Starting controller and workers threadiness=2"
+        ),
+        "{logs:#?}"
+    );
+}
+
+// ---- enqueue helpers ----------------------------------------------------
+
+struct Noop;
+
+impl Reconciler for Noop {
+    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn controller() -> Impl {
+    Impl::new("enqueue", Noop, ControllerOptions::default())
+}
+
+fn config_map(labels: &[(&str, &str)], owners: Vec<OwnerReference>) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("cm".into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                    .collect(),
+            ),
+            owner_references: Some(owners),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    }
+}
+
+fn owner(name: &str, controller: bool) -> OwnerReference {
+    OwnerReference {
+        api_version: "samples.knative.dev/v1alpha1".into(),
+        kind: "AddressableService".into(),
+        name: name.into(),
+        uid: format!("uid-{name}"),
+        controller: Some(controller),
+        block_owner_deletion: None,
+    }
+}
+
+fn key(namespace: &str, name: &str) -> ObjectKey {
+    ObjectKey::new(namespace, name)
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_and_enqueue_key_use_the_fast_lane() {
+    let c = controller();
+    c.enqueue(&config_map(&[], Vec::new()));
+    c.enqueue_key(key("", "cluster-thing"));
+    let snap = c.work_queue().snapshot();
+    assert_eq!(snap.fast, [key("ns", "cm"), key("", "cluster-thing")]);
+    assert!(snap.slow.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_after_delays_the_key() {
+    let c = controller();
+    c.enqueue_after(&config_map(&[], Vec::new()), Duration::from_secs(10));
+    c.enqueue_key_after(key("ns", "other"), Duration::from_secs(5));
+    let snap = c.work_queue().snapshot();
+    assert!(snap.fast.is_empty());
+    assert_eq!(
+        snap.waiting,
+        [
+            (key("ns", "other"), Duration::from_secs(5)),
+            (key("ns", "cm"), Duration::from_secs(10)),
+        ]
+    );
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert_eq!(
+        c.work_queue().snapshot().fast,
+        [key("ns", "other"), key("ns", "cm")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_slow_uses_the_slow_lane() {
+    let c = controller();
+    c.enqueue_slow(&config_map(&[], Vec::new()));
+    c.enqueue_slow_key(key("ns", "other"));
+    let snap = c.work_queue().snapshot();
+    assert_eq!(snap.slow, [key("ns", "cm"), key("ns", "other")]);
+    assert!(snap.fast.is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_controller_of_enqueues_the_controlling_owner_only() {
+    let c = controller();
+    c.enqueue_controller_of(&config_map(
+        &[],
+        vec![owner("not-me", false), owner("parent", true)],
+    ));
+    c.enqueue_controller_of(&config_map(&[], vec![owner("not-me", false)]));
+    c.enqueue_controller_of(&config_map(&[], Vec::new()));
+    assert_eq!(c.work_queue().snapshot().fast, [key("ns", "parent")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_label_of_namespace_scoped_resource() {
+    let c = controller();
+    let both = c.enqueue_label_of_namespace_scoped_resource::<ConfigMap>("owner-ns", "owner-name");
+    both(&config_map(
+        &[("owner-ns", "elsewhere"), ("owner-name", "parent")],
+        Vec::new(),
+    ));
+    both(&config_map(&[("owner-name", "no-namespace-label")], Vec::new()));
+    both(&config_map(&[("owner-ns", "no-name-label")], Vec::new()));
+    let same_ns = c.enqueue_label_of_namespace_scoped_resource::<ConfigMap>("", "owner-name");
+    same_ns(&config_map(&[("owner-name", "sibling")], Vec::new()));
+    same_ns(&config_map(&[], Vec::new()));
+    assert_eq!(
+        c.work_queue().snapshot().fast,
+        [key("elsewhere", "parent"), key("ns", "sibling")]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_label_of_cluster_scoped_resource() {
+    let c = controller();
+    let handler = c.enqueue_label_of_cluster_scoped_resource::<ConfigMap>("owner-name");
+    handler(&config_map(&[("owner-name", "global")], Vec::new()));
+    handler(&config_map(&[("other", "x")], Vec::new()));
+    assert_eq!(c.work_queue().snapshot().fast, [key("", "global")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_namespace_of_enqueues_the_namespace() {
+    let c = controller();
+    c.enqueue_namespace_of(&config_map(&[], Vec::new()));
+    assert_eq!(c.work_queue().snapshot().fast, [key("", "ns")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_sentinel_always_enqueues_its_key() {
+    let c = controller();
+    let handler = c.enqueue_sentinel::<ConfigMap>(key("system", "config"));
+    handler(&config_map(&[], Vec::new()));
+    handler(&ConfigMap::default());
+    assert_eq!(c.work_queue().snapshot().fast, [key("system", "config")]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn global_resync_uses_the_slow_lane_and_stops_at_shutdown() {
+    let c = controller();
+    c.enqueue_key(key("ns", "changed"));
+    c.global_resync([key("ns", "a"), key("ns", "changed"), key("ns", "b")]);
+    let snap = c.work_queue().snapshot();
+    assert_eq!(
+        snap.fast,
+        [key("ns", "changed")],
+        "a queued change stays in the fast lane"
+    );
+    assert_eq!(snap.slow, [key("ns", "a"), key("ns", "b")]);
+
+    c.work_queue().shut_down();
+    c.global_resync([key("ns", "c")]);
+    assert_eq!(c.work_queue().len(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_controllers_tracker_enqueues_observers() {
+    let c = controller();
+    let tracker = c.tracker(Duration::from_secs(60));
+    let reference = runtime::tracker::Reference::named("v1", "ConfigMap", "ns", "cm");
+    let observer = config_map(&[], Vec::new());
+    tracker.track_reference(&reference, &observer).unwrap();
+    assert_eq!(c.work_queue().snapshot().fast, [key("ns", "cm")]);
+
+    // The tracker does not keep the controller alive.
+    drop(c);
+    tracker.on_changed(&observer);
+}

@@ -1,0 +1,153 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! The work-queue metric families, scraped as Prometheus text.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use prometheus_client::registry::Registry;
+use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler, WorkqueueMetrics};
+use tokio_util::sync::CancellationToken;
+
+/// Fails `ns/fail` once; holds `ns/hold` until released.
+#[derive(Default)]
+struct Mixed {
+    started: tokio::sync::Notify,
+    release: tokio::sync::Notify,
+    failed: std::sync::atomic::AtomicBool,
+}
+
+impl Reconciler for Mixed {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        match key {
+            "ns/fail" if !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) => Err("boom".into()),
+            "ns/hold" => {
+                self.started.notify_one();
+                self.release.notified().await;
+                Ok(())
+            }
+            _ => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                Ok(())
+            }
+        }
+    }
+}
+
+fn scrape(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).unwrap();
+    text
+}
+
+/// The value of the sample line that starts with `series` (name and labels).
+fn value(text: &str, series: &str) -> f64 {
+    let line = text
+        .lines()
+        .find(|l| l.starts_with(&format!("{series} ")))
+        .unwrap_or_else(|| panic!("no {series} in\n{text}"));
+    line.rsplit(' ').next().unwrap().parse().unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn queues_report_client_go_families_under_their_name() {
+    let mut registry = Registry::default();
+    let metrics = WorkqueueMetrics::register(&mut registry);
+    let reconciler = Arc::new(Mixed::default());
+    let controller = Impl::new(
+        "addressableservices",
+        reconciler.clone(),
+        ControllerOptions::default().metrics(metrics.clone()),
+    );
+    // A second controller shares the families under its own name.
+    let other = Impl::new(
+        "simpledeployments",
+        Arc::new(Mixed::default()),
+        ControllerOptions::default().metrics(metrics),
+    );
+
+    controller.enqueue_key(ObjectKey::new("ns", "a"));
+    controller.enqueue_key(ObjectKey::new("ns", "a"));
+    controller.enqueue_slow_key(ObjectKey::new("ns", "b"));
+    controller.enqueue_key(ObjectKey::new("ns", "fail"));
+    other.enqueue_key(ObjectKey::new("ns", "x"));
+
+    let text = scrape(&registry);
+    for family in [
+        "# TYPE workqueue_depth gauge",
+        "# TYPE workqueue_adds counter",
+        "# TYPE workqueue_retries counter",
+        "# TYPE workqueue_queue_duration_seconds histogram",
+        "# TYPE workqueue_work_duration_seconds histogram",
+        "# TYPE workqueue_unfinished_work_seconds gauge",
+        "# TYPE workqueue_longest_running_processor_seconds gauge",
+    ] {
+        assert!(text.contains(family), "missing {family:?} in\n{text}");
+    }
+    let q = r#"{name="addressableservices"}"#;
+    assert_eq!(value(&text, &format!("workqueue_depth{q}")), 3.0);
+    assert_eq!(
+        value(&text, &format!("workqueue_adds_total{q}")),
+        3.0,
+        "the duplicate add is not counted"
+    );
+    assert_eq!(value(&text, r#"workqueue_depth{name="simpledeployments"}"#), 1.0);
+
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let text = scrape(&registry);
+    assert_eq!(value(&text, &format!("workqueue_depth{q}")), 0.0);
+    assert_eq!(
+        value(&text, &format!("workqueue_retries_total{q}")),
+        1.0,
+        "the failure was retried"
+    );
+    assert_eq!(
+        value(&text, &format!("workqueue_adds_total{q}")),
+        4.0,
+        "the retry was added again"
+    );
+    assert_eq!(
+        value(&text, &format!("workqueue_queue_duration_seconds_count{q}")),
+        4.0
+    );
+    assert_eq!(
+        value(&text, &format!("workqueue_work_duration_seconds_count{q}")),
+        4.0
+    );
+    assert!(
+        text.contains(r#"workqueue_work_duration_seconds_bucket{le="0.025",name="addressableservices"} 4"#),
+        "{text}"
+    );
+
+    // In-progress work is measured at scrape time.
+    controller.enqueue_key(ObjectKey::new("ns", "hold"));
+    reconciler.started.notified().await;
+    tokio::time::advance(Duration::from_secs(3)).await;
+    let text = scrape(&registry);
+    assert_eq!(
+        value(&text, &format!("workqueue_unfinished_work_seconds{q}")),
+        3.0
+    );
+    assert_eq!(
+        value(&text, &format!("workqueue_longest_running_processor_seconds{q}")),
+        3.0
+    );
+
+    reconciler.release.notify_one();
+    shutdown.cancel();
+    run.await.unwrap();
+    let text = scrape(&registry);
+    assert_eq!(
+        value(&text, &format!("workqueue_unfinished_work_seconds{q}")),
+        0.0
+    );
+
+    // A dropped queue stops reporting its gauges.
+    drop(other);
+    assert!(!scrape(&registry).contains(r#"workqueue_depth{name="simpledeployments"}"#));
+}
