@@ -299,7 +299,20 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
         docs.extend(k.docs.iter().cloned());
     }
     let ty_path = path(&k.rust_path);
-    let ty = format_ident!("{}", k.kind);
+    let names = imported_names(k);
+    // A kind named like an imported type (or like `Client`) is imported under an alias.
+    let clashes = k.kind == "Client" || names.iter().any(|(name, _)| *name == k.kind);
+    let ty = if clashes {
+        format_ident!("{}Kind", k.kind)
+    } else {
+        format_ident!("{}", k.kind)
+    };
+    let import_kind = if clashes {
+        quote!(use #ty_path as #ty;)
+    } else {
+        quote!(use #ty_path;)
+    };
+    let imports = imports(&names);
     let client = client(k, &ty);
     let informer = informer(k, &ty);
     let reconciler = k
@@ -310,13 +323,73 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
     Module {
         docs,
         items: quote! {
-            use #ty_path;
-            use runtime::injection::Context;
+            #import_kind
+            #imports
             #client
             #informer
             #reconciler
         },
     }
+}
+
+/// The types a kind module names, with their paths: exactly those its verbs and
+/// accessors use, so no import is unused.
+fn imported_names(k: &KindPlan) -> Vec<(&'static str, &'static str)> {
+    let mut names = vec![("Context", "runtime::injection")];
+    let Some(verbs) = &k.verbs else { return names };
+    if !verbs.is_empty() {
+        names.push(("TypedClient", "runtime::client"));
+    }
+    for verb in verbs {
+        let used: &[(&str, &str)] = match verb {
+            Verb::List => &[("ListParams", "kube::api"), ("ObjectList", "kube::core")],
+            Verb::Watch => &[("WatchParams", "kube::api"), ("WatchEvent", "kube::core")],
+            Verb::Patch | Verb::PatchStatus => &[("Patch", "kube::api"), ("PatchParams", "kube::api")],
+            Verb::Delete => &[
+                ("DeleteParams", "kube::api"),
+                ("Status", "kube::core"),
+                ("Either", "either"),
+            ],
+            Verb::DeleteCollection => &[
+                ("DeleteParams", "kube::api"),
+                ("ListParams", "kube::api"),
+                ("ObjectList", "kube::core"),
+                ("Status", "kube::core"),
+                ("Either", "either"),
+            ],
+            Verb::Get | Verb::Create | Verb::Update | Verb::UpdateStatus => &[],
+        };
+        names.extend_from_slice(used);
+    }
+    if verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch) {
+        names.extend([
+            ("Informer", "runtime::informer"),
+            ("Lister", "runtime::lister"),
+            ("Selector", "kube::core"),
+        ]);
+    }
+    names.sort_by_key(|(name, module)| (*module, *name));
+    names.dedup();
+    names
+}
+
+/// `use module::{A, B};` per module, in a stable order.
+fn imports(names: &[(&str, &str)]) -> TokenStream {
+    let mut by_module: BTreeMap<&str, Vec<Ident>> = BTreeMap::new();
+    for (name, module) in names {
+        by_module
+            .entry(module)
+            .or_default()
+            .push(format_ident!("{}", name));
+    }
+    let uses = by_module.into_iter().map(|(module, names)| {
+        let module = path(module);
+        match names.as_slice() {
+            [one] => quote!(use #module::#one;),
+            _ => quote!(use #module::{#(#names),*};),
+        }
+    });
+    quote!(#(#uses)*)
 }
 
 fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
@@ -331,12 +404,12 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
             quote! {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), Some(namespace)))
+                    Client(TypedClient::new(ctx.client(), Some(namespace)))
                 }
 
                 /// A client whose `list`, `watch` and `delete_collection` span every namespace.
                 pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
             },
         ),
@@ -347,7 +420,7 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
             quote! {
                 /// A client over the context's kube client.
                 pub fn new(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
             },
         ),
@@ -355,7 +428,7 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     Some(quote! {
         #doc
         #[derive(Clone, Debug)]
-        pub struct Client(runtime::client::TypedClient<#ty>);
+        pub struct Client(TypedClient<#ty>);
 
         impl Client {
             #constructors
@@ -374,7 +447,7 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
         },
         Verb::List => quote! {
             /// Lists objects from the API server (prefer the lister in controllers).
-            pub async fn list(&self, params: &kube::api::ListParams) -> kube::Result<kube::core::ObjectList<#ty>> {
+            pub async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<#ty>> {
                 self.0.list(params).await
             }
         },
@@ -382,9 +455,9 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
             /// Streams changes after `resource_version` (prefer the informer in controllers).
             pub async fn watch(
                 &self,
-                params: &kube::api::WatchParams,
+                params: &WatchParams,
                 resource_version: &str,
-            ) -> kube::Result<impl futures::Stream<Item = kube::Result<kube::core::WatchEvent<#ty>>> + use<>> {
+            ) -> kube::Result<impl futures::Stream<Item = kube::Result<WatchEvent<#ty>>> + use<>> {
                 self.0.watch(params, resource_version).await
             }
         },
@@ -411,8 +484,8 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
             pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                 &self,
                 name: &str,
-                params: &kube::api::PatchParams,
-                patch: &kube::api::Patch<P>,
+                params: &PatchParams,
+                patch: &Patch<P>,
             ) -> kube::Result<#ty> {
                 self.0.patch(name, params, patch).await
             }
@@ -422,8 +495,8 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
             pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
                 &self,
                 name: &str,
-                params: &kube::api::PatchParams,
-                patch: &kube::api::Patch<P>,
+                params: &PatchParams,
+                patch: &Patch<P>,
             ) -> kube::Result<#ty> {
                 self.0.patch_status(name, params, patch).await
             }
@@ -433,8 +506,8 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
             pub async fn delete(
                 &self,
                 name: &str,
-                params: &kube::api::DeleteParams,
-            ) -> kube::Result<either::Either<#ty, kube::core::Status>> {
+                params: &DeleteParams,
+            ) -> kube::Result<Either<#ty, Status>> {
                 self.0.delete(name, params).await
             }
         },
@@ -442,9 +515,9 @@ fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
             /// Deletes every object `list` matches.
             pub async fn delete_collection(
                 &self,
-                params: &kube::api::DeleteParams,
-                list: &kube::api::ListParams,
-            ) -> kube::Result<either::Either<kube::core::ObjectList<#ty>, kube::core::Status>> {
+                params: &DeleteParams,
+                list: &ListParams,
+            ) -> kube::Result<Either<ObjectList<#ty>, Status>> {
                 self.0.delete_collection(params, list).await
             }
         },
@@ -456,35 +529,32 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     if !(verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch)) {
         return None;
     }
-    let namespaced = (k.scope == Scope::Namespaced).then(|| {
-        quote! {
-            /// The lister of one namespace.
-            pub fn namespaced_lister(ctx: &Context, namespace: &str) -> runtime::lister::NamespaceLister<#ty> {
-                lister(ctx).namespaced(namespace)
-            }
+    let lister_doc = match k.scope {
+        Scope::Namespaced => {
+            "The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace."
         }
-    });
+        Scope::Cluster => "The lister over [`get`]'s cache.",
+    };
+    let lister_doc = docs(lister_doc);
     let get_doc = docs(&format!(
         "The shared informer of `{}` objects in the context's scope; registered with the context on first use, so sharedmain starts it.",
         k.kind
     ));
     Some(quote! {
         #get_doc
-        pub fn get(ctx: &Context) -> runtime::informer::Informer<#ty> {
+        pub fn get(ctx: &Context) -> Informer<#ty> {
             ctx.informer::<#ty>()
         }
 
         /// The shared informer of the objects whose labels match `selector` (one per selector).
-        pub fn get_filtered(ctx: &Context, selector: &kube::core::Selector) -> runtime::informer::Informer<#ty> {
+        pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<#ty> {
             ctx.filtered_informer::<#ty>(selector)
         }
 
-        /// The lister over [`get`]'s cache.
-        pub fn lister(ctx: &Context) -> runtime::lister::Lister<#ty> {
+        #lister_doc
+        pub fn lister(ctx: &Context) -> Lister<#ty> {
             get(ctx).lister()
         }
-
-        #namespaced
     })
 }
 
@@ -592,8 +662,12 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
                 async fn observe_kind(&self, ctx: &ReconcileContext, resource: &#ty) -> ReconcileResult;
             }
 
-            /// Called on every replica when an object is gone from the informer's cache.
-            pub use runtime::reconciler::ObserveDeletion as OnDeletion;
+            /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
+            #[runtime::async_trait]
+            pub trait OnDeletion: Send + Sync {
+                /// The object `key` names was deleted.
+                async fn observe_deletion(&self, ctx: &ReconcileContext, key: &ObjectKey) -> Result<(), runtime::controller::Error>;
+            }
 
             /// Finalizer and agent names, status handling, leader hooks and config store.
             pub type Options = runtime::reconciler::Options<#ty>;
@@ -606,8 +680,16 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
                     self.0.reconcile_kind(ctx, resource)
                 }
 
+                fn finalizes(&self) -> bool {
+                    self.0.as_finalizer().is_some()
+                }
+
                 fn finalize_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a mut #ty) -> Option<BoxFuture<'a, ReconcileResult>> {
                     Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
+                }
+
+                fn observes(&self) -> bool {
+                    self.0.as_read_only().is_some()
                 }
 
                 fn observe_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a #ty) -> Option<BoxFuture<'a, ReconcileResult>> {
@@ -629,7 +711,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
 
             #new_impl_doc
             pub fn new_impl<R: Interface>(ctx: &Context, reconciler: R, #class_param options: Options) -> Impl {
-                let queue_name = std::any::type_name::<R>().replace("::", ".");
+                let queue_name = runtime::reconciler::queue_name(std::any::type_name::<R>());
                 runtime::reconciler::new_impl(ctx, Glue(reconciler), queue_name, &KIND, #class_arg, options)
             }
         }

@@ -52,14 +52,14 @@ fn fixture_covers_every_case() {
     assert!(widget.contains("pub const DEFAULT_FINALIZER_NAME: &str = \"widgets.fixtures.example.dev\";"));
     assert!(widget.contains("status: Some(runtime::reconciler::StatusHooks::new())"));
     assert!(widget.contains("krshaped: Some(runtime::reconciler::KRShapedHooks::new())"));
-    assert!(widget.contains("pub fn namespaced_lister("));
+    assert!(widget.contains("`.namespaced(ns)` narrows it"));
 
     let policy = read("clusterpolicy.rs");
     assert!(
         policy.contains("pub fn new(ctx: &Context) -> Self"),
         "cluster-scoped client takes no namespace"
     );
-    assert!(!policy.contains("namespaced_lister") && !policy.contains("fn delete_collection"));
+    assert!(!policy.contains(".namespaced(ns)") && !policy.contains("fn delete_collection"));
     assert!(!policy.contains("fn update_status"), "no status, no status verbs");
     assert!(policy.contains("status: None") && policy.contains("krshaped: None"));
 

@@ -73,7 +73,8 @@ async fn informers_are_registered_on_first_use_and_shared() {
     let _again = addressableservice::get(&ctx);
     assert!(addressableservice::lister(&ctx).is_empty());
     assert!(
-        addressableservice::namespaced_lister(&ctx, "ns")
+        addressableservice::lister(&ctx)
+            .namespaced("ns")
             .get("x")
             .unwrap()
             .is_none()

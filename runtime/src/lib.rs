@@ -20,6 +20,10 @@ pub mod lister;
 pub mod reconciler;
 pub mod tracker;
 
+/// The attribute generated reconciler traits carry, and that implementations of
+/// them use: `#[runtime::async_trait] impl Interface for Reconciler { async fn ... }`.
+pub use async_trait::async_trait;
+
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
 /// only `runtime` (and `serde` for its own derives).
 #[doc(hidden)]

@@ -15,8 +15,6 @@ fn main() {
             scope: Scope::Namespaced,
             status: true,
         })
-        // The reconciler modules need runtime::reconciler, which is not on main yet.
-        .reconcilers(false)
         .generate();
     if let Err(err) = result {
         eprintln!("{err}");

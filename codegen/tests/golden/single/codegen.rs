@@ -9,17 +9,23 @@ pub mod core {
         /// `v1` `Namespace`, the type `k8s_openapi::api::core::v1::Namespace`, declared in the codegen config.
         pub mod namespace {
             use k8s_openapi::api::core::v1::Namespace;
+            use either::Either;
+            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for the cluster-scoped `Namespace` objects, with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<Namespace>);
+            pub struct Client(TypedClient<Namespace>);
 
             impl Client {
                 /// A client over the context's kube client.
                 pub fn new(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -30,19 +36,19 @@ pub mod core {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<Namespace>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<Namespace>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
                     impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<Namespace>>,
+                        Item = kube::Result<WatchEvent<Namespace>>,
                     > + use<>,
                 > {
                     self.0.watch(params, resource_version).await
@@ -70,8 +76,8 @@ pub mod core {
                 pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Namespace> {
                     self.0.patch(name, params, patch).await
                 }
@@ -80,8 +86,8 @@ pub mod core {
                 pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Namespace> {
                     self.0.patch_status(name, params, patch).await
                 }
@@ -90,39 +96,37 @@ pub mod core {
                 pub async fn delete(
                     &self,
                     name: &str,
-                    params: &kube::api::DeleteParams,
-                ) -> kube::Result<either::Either<Namespace, kube::core::Status>> {
+                    params: &DeleteParams,
+                ) -> kube::Result<Either<Namespace, Status>> {
                     self.0.delete(name, params).await
                 }
 
                 /// Deletes every object `list` matches.
                 pub async fn delete_collection(
                     &self,
-                    params: &kube::api::DeleteParams,
-                    list: &kube::api::ListParams,
-                ) -> kube::Result<
-                    either::Either<kube::core::ObjectList<Namespace>, kube::core::Status>,
-                > {
+                    params: &DeleteParams,
+                    list: &ListParams,
+                ) -> kube::Result<Either<ObjectList<Namespace>, Status>> {
                     self.0.delete_collection(params, list).await
                 }
             }
 
             /// The shared informer of `Namespace` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<Namespace> {
+            pub fn get(ctx: &Context) -> Informer<Namespace> {
                 ctx.informer::<Namespace>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
             pub fn get_filtered(
                 ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<Namespace> {
+                selector: &Selector,
+            ) -> Informer<Namespace> {
                 ctx.filtered_informer::<Namespace>(selector)
             }
 
             /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<Namespace> {
+            pub fn lister(ctx: &Context) -> Lister<Namespace> {
                 get(ctx).lister()
             }
         }
@@ -132,24 +136,28 @@ pub mod core {
         /// `v1` `Pod`, the type `k8s_openapi::api::core::v1::Pod`, declared in the codegen config.
         pub mod pod {
             use k8s_openapi::api::core::v1::Pod;
+            use either::Either;
+            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for `Pod` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<Pod>);
+            pub struct Client(TypedClient<Pod>);
 
             impl Client {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(
-                        runtime::client::TypedClient::new(ctx.client(), Some(namespace)),
-                    )
+                    Client(TypedClient::new(ctx.client(), Some(namespace)))
                 }
 
                 /// A client whose `list`, `watch` and `delete_collection` span every namespace.
                 pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -160,20 +168,18 @@ pub mod core {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<Pod>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<Pod>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<Pod>>,
-                    > + use<>,
+                    impl futures::Stream<Item = kube::Result<WatchEvent<Pod>>> + use<>,
                 > {
                     self.0.watch(params, resource_version).await
                 }
@@ -197,8 +203,8 @@ pub mod core {
                 pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Pod> {
                     self.0.patch(name, params, patch).await
                 }
@@ -207,8 +213,8 @@ pub mod core {
                 pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Pod> {
                     self.0.patch_status(name, params, patch).await
                 }
@@ -217,48 +223,35 @@ pub mod core {
                 pub async fn delete(
                     &self,
                     name: &str,
-                    params: &kube::api::DeleteParams,
-                ) -> kube::Result<either::Either<Pod, kube::core::Status>> {
+                    params: &DeleteParams,
+                ) -> kube::Result<Either<Pod, Status>> {
                     self.0.delete(name, params).await
                 }
 
                 /// Deletes every object `list` matches.
                 pub async fn delete_collection(
                     &self,
-                    params: &kube::api::DeleteParams,
-                    list: &kube::api::ListParams,
-                ) -> kube::Result<
-                    either::Either<kube::core::ObjectList<Pod>, kube::core::Status>,
-                > {
+                    params: &DeleteParams,
+                    list: &ListParams,
+                ) -> kube::Result<Either<ObjectList<Pod>, Status>> {
                     self.0.delete_collection(params, list).await
                 }
             }
 
             /// The shared informer of `Pod` objects in the context's scope; registered with the context
             /// on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<Pod> {
+            pub fn get(ctx: &Context) -> Informer<Pod> {
                 ctx.informer::<Pod>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
-            pub fn get_filtered(
-                ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<Pod> {
+            pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Pod> {
                 ctx.filtered_informer::<Pod>(selector)
             }
 
-            /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<Pod> {
+            /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+            pub fn lister(ctx: &Context) -> Lister<Pod> {
                 get(ctx).lister()
-            }
-
-            /// The lister of one namespace.
-            pub fn namespaced_lister(
-                ctx: &Context,
-                namespace: &str,
-            ) -> runtime::lister::NamespaceLister<Pod> {
-                lister(ctx).namespaced(namespace)
             }
         }
     }
@@ -294,17 +287,23 @@ pub mod fixtures {
         /// the Knative status logic.
         pub mod clusterpolicy {
             use fixture_apis::v1::ClusterPolicy;
+            use either::Either;
+            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for the cluster-scoped `ClusterPolicy` objects, with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<ClusterPolicy>);
+            pub struct Client(TypedClient<ClusterPolicy>);
 
             impl Client {
                 /// A client over the context's kube client.
                 pub fn new(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -315,19 +314,19 @@ pub mod fixtures {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<ClusterPolicy>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<ClusterPolicy>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
                     impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<ClusterPolicy>>,
+                        Item = kube::Result<WatchEvent<ClusterPolicy>>,
                     > + use<>,
                 > {
                     self.0.watch(params, resource_version).await
@@ -353,8 +352,8 @@ pub mod fixtures {
                 pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<ClusterPolicy> {
                     self.0.patch(name, params, patch).await
                 }
@@ -363,28 +362,28 @@ pub mod fixtures {
                 pub async fn delete(
                     &self,
                     name: &str,
-                    params: &kube::api::DeleteParams,
-                ) -> kube::Result<either::Either<ClusterPolicy, kube::core::Status>> {
+                    params: &DeleteParams,
+                ) -> kube::Result<Either<ClusterPolicy, Status>> {
                     self.0.delete(name, params).await
                 }
             }
 
             /// The shared informer of `ClusterPolicy` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<ClusterPolicy> {
+            pub fn get(ctx: &Context) -> Informer<ClusterPolicy> {
                 ctx.informer::<ClusterPolicy>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
             pub fn get_filtered(
                 ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<ClusterPolicy> {
+                selector: &Selector,
+            ) -> Informer<ClusterPolicy> {
                 ctx.filtered_informer::<ClusterPolicy>(selector)
             }
 
             /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<ClusterPolicy> {
+            pub fn lister(ctx: &Context) -> Lister<ClusterPolicy> {
                 get(ctx).lister()
             }
 
@@ -455,8 +454,16 @@ pub mod fixtures {
                     ) -> ReconcileResult;
                 }
 
-                /// Called on every replica when an object is gone from the informer's cache.
-                pub use runtime::reconciler::ObserveDeletion as OnDeletion;
+                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
+                #[runtime::async_trait]
+                pub trait OnDeletion: Send + Sync {
+                    /// The object `key` names was deleted.
+                    async fn observe_deletion(
+                        &self,
+                        ctx: &ReconcileContext,
+                        key: &ObjectKey,
+                    ) -> Result<(), runtime::controller::Error>;
+                }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = runtime::reconciler::Options<ClusterPolicy>;
@@ -474,12 +481,20 @@ pub mod fixtures {
                         self.0.reconcile_kind(ctx, resource)
                     }
 
+                    fn finalizes(&self) -> bool {
+                        self.0.as_finalizer().is_some()
+                    }
+
                     fn finalize_kind<'a>(
                         &'a self,
                         ctx: &'a ReconcileContext,
                         resource: &'a mut ClusterPolicy,
                     ) -> Option<BoxFuture<'a, ReconcileResult>> {
                         Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
+                    }
+
+                    fn observes(&self) -> bool {
+                        self.0.as_read_only().is_some()
                     }
 
                     fn observe_kind<'a>(
@@ -515,7 +530,9 @@ pub mod fixtures {
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = std::any::type_name::<R>().replace("::", ".");
+                    let queue_name = runtime::reconciler::queue_name(
+                        std::any::type_name::<R>(),
+                    );
                     runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),
@@ -533,24 +550,28 @@ pub mod fixtures {
         /// Gateway is reconciled only by the controller of its class.
         pub mod gateway {
             use fixture_apis::v1::inner::Gateway;
+            use either::Either;
+            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for `Gateway` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<Gateway>);
+            pub struct Client(TypedClient<Gateway>);
 
             impl Client {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(
-                        runtime::client::TypedClient::new(ctx.client(), Some(namespace)),
-                    )
+                    Client(TypedClient::new(ctx.client(), Some(namespace)))
                 }
 
                 /// A client whose `list`, `watch` and `delete_collection` span every namespace.
                 pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -561,19 +582,19 @@ pub mod fixtures {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<Gateway>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<Gateway>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
                     impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<Gateway>>,
+                        Item = kube::Result<WatchEvent<Gateway>>,
                     > + use<>,
                 > {
                     self.0.watch(params, resource_version).await
@@ -601,8 +622,8 @@ pub mod fixtures {
                 pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Gateway> {
                     self.0.patch(name, params, patch).await
                 }
@@ -611,8 +632,8 @@ pub mod fixtures {
                 pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Gateway> {
                     self.0.patch_status(name, params, patch).await
                 }
@@ -621,48 +642,38 @@ pub mod fixtures {
                 pub async fn delete(
                     &self,
                     name: &str,
-                    params: &kube::api::DeleteParams,
-                ) -> kube::Result<either::Either<Gateway, kube::core::Status>> {
+                    params: &DeleteParams,
+                ) -> kube::Result<Either<Gateway, Status>> {
                     self.0.delete(name, params).await
                 }
 
                 /// Deletes every object `list` matches.
                 pub async fn delete_collection(
                     &self,
-                    params: &kube::api::DeleteParams,
-                    list: &kube::api::ListParams,
-                ) -> kube::Result<
-                    either::Either<kube::core::ObjectList<Gateway>, kube::core::Status>,
-                > {
+                    params: &DeleteParams,
+                    list: &ListParams,
+                ) -> kube::Result<Either<ObjectList<Gateway>, Status>> {
                     self.0.delete_collection(params, list).await
                 }
             }
 
             /// The shared informer of `Gateway` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<Gateway> {
+            pub fn get(ctx: &Context) -> Informer<Gateway> {
                 ctx.informer::<Gateway>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
             pub fn get_filtered(
                 ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<Gateway> {
+                selector: &Selector,
+            ) -> Informer<Gateway> {
                 ctx.filtered_informer::<Gateway>(selector)
             }
 
-            /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<Gateway> {
+            /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+            pub fn lister(ctx: &Context) -> Lister<Gateway> {
                 get(ctx).lister()
-            }
-
-            /// The lister of one namespace.
-            pub fn namespaced_lister(
-                ctx: &Context,
-                namespace: &str,
-            ) -> runtime::lister::NamespaceLister<Gateway> {
-                lister(ctx).namespaced(namespace)
             }
 
             /// The typed reconciler of `Gateway`: implement [`Interface`] and pass it to [`new_impl`].
@@ -738,8 +749,16 @@ pub mod fixtures {
                     ) -> ReconcileResult;
                 }
 
-                /// Called on every replica when an object is gone from the informer's cache.
-                pub use runtime::reconciler::ObserveDeletion as OnDeletion;
+                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
+                #[runtime::async_trait]
+                pub trait OnDeletion: Send + Sync {
+                    /// The object `key` names was deleted.
+                    async fn observe_deletion(
+                        &self,
+                        ctx: &ReconcileContext,
+                        key: &ObjectKey,
+                    ) -> Result<(), runtime::controller::Error>;
+                }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = runtime::reconciler::Options<Gateway>;
@@ -757,12 +776,20 @@ pub mod fixtures {
                         self.0.reconcile_kind(ctx, resource)
                     }
 
+                    fn finalizes(&self) -> bool {
+                        self.0.as_finalizer().is_some()
+                    }
+
                     fn finalize_kind<'a>(
                         &'a self,
                         ctx: &'a ReconcileContext,
                         resource: &'a mut Gateway,
                     ) -> Option<BoxFuture<'a, ReconcileResult>> {
                         Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
+                    }
+
+                    fn observes(&self) -> bool {
+                        self.0.as_read_only().is_some()
                     }
 
                     fn observe_kind<'a>(
@@ -800,7 +827,9 @@ pub mod fixtures {
                     class_value: &str,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = std::any::type_name::<R>().replace("::", ".");
+                    let queue_name = runtime::reconciler::queue_name(
+                        std::any::type_name::<R>(),
+                    );
                     runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),
@@ -818,24 +847,27 @@ pub mod fixtures {
         /// Snapshot is read-only: a client without writes and no status verbs.
         pub mod snapshot {
             use fixture_apis::v1::Snapshot;
+            use kube::api::{ListParams, WatchParams};
+            use kube::core::{ObjectList, Selector, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for `Snapshot` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<Snapshot>);
+            pub struct Client(TypedClient<Snapshot>);
 
             impl Client {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(
-                        runtime::client::TypedClient::new(ctx.client(), Some(namespace)),
-                    )
+                    Client(TypedClient::new(ctx.client(), Some(namespace)))
                 }
 
                 /// A client whose `list`, `watch` and `delete_collection` span every namespace.
                 pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -846,19 +878,19 @@ pub mod fixtures {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<Snapshot>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<Snapshot>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
                     impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<Snapshot>>,
+                        Item = kube::Result<WatchEvent<Snapshot>>,
                     > + use<>,
                 > {
                     self.0.watch(params, resource_version).await
@@ -867,29 +899,21 @@ pub mod fixtures {
 
             /// The shared informer of `Snapshot` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<Snapshot> {
+            pub fn get(ctx: &Context) -> Informer<Snapshot> {
                 ctx.informer::<Snapshot>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
             pub fn get_filtered(
                 ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<Snapshot> {
+                selector: &Selector,
+            ) -> Informer<Snapshot> {
                 ctx.filtered_informer::<Snapshot>(selector)
             }
 
-            /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<Snapshot> {
+            /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+            pub fn lister(ctx: &Context) -> Lister<Snapshot> {
                 get(ctx).lister()
-            }
-
-            /// The lister of one namespace.
-            pub fn namespaced_lister(
-                ctx: &Context,
-                namespace: &str,
-            ) -> runtime::lister::NamespaceLister<Snapshot> {
-                lister(ctx).namespaced(namespace)
             }
         }
 
@@ -899,24 +923,28 @@ pub mod fixtures {
         /// default finalizer.
         pub mod widget {
             use fixture_apis::v1::Widget;
+            use either::Either;
+            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use runtime::client::TypedClient;
+            use runtime::informer::Informer;
             use runtime::injection::Context;
+            use runtime::lister::Lister;
 
             /// A typed client for `Widget` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
             #[derive(Clone, Debug)]
-            pub struct Client(runtime::client::TypedClient<Widget>);
+            pub struct Client(TypedClient<Widget>);
 
             impl Client {
                 /// A client for the objects in `namespace`, over the context's kube client.
                 pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(
-                        runtime::client::TypedClient::new(ctx.client(), Some(namespace)),
-                    )
+                    Client(TypedClient::new(ctx.client(), Some(namespace)))
                 }
 
                 /// A client whose `list`, `watch` and `delete_collection` span every namespace.
                 pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(runtime::client::TypedClient::new(ctx.client(), None))
+                    Client(TypedClient::new(ctx.client(), None))
                 }
 
                 /// Reads the object called `name` from the API server.
@@ -927,20 +955,18 @@ pub mod fixtures {
                 /// Lists objects from the API server (prefer the lister in controllers).
                 pub async fn list(
                     &self,
-                    params: &kube::api::ListParams,
-                ) -> kube::Result<kube::core::ObjectList<Widget>> {
+                    params: &ListParams,
+                ) -> kube::Result<ObjectList<Widget>> {
                     self.0.list(params).await
                 }
 
                 /// Streams changes after `resource_version` (prefer the informer in controllers).
                 pub async fn watch(
                     &self,
-                    params: &kube::api::WatchParams,
+                    params: &WatchParams,
                     resource_version: &str,
                 ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<kube::core::WatchEvent<Widget>>,
-                    > + use<>,
+                    impl futures::Stream<Item = kube::Result<WatchEvent<Widget>>> + use<>,
                 > {
                     self.0.watch(params, resource_version).await
                 }
@@ -964,8 +990,8 @@ pub mod fixtures {
                 pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Widget> {
                     self.0.patch(name, params, patch).await
                 }
@@ -974,8 +1000,8 @@ pub mod fixtures {
                 pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
                     &self,
                     name: &str,
-                    params: &kube::api::PatchParams,
-                    patch: &kube::api::Patch<P>,
+                    params: &PatchParams,
+                    patch: &Patch<P>,
                 ) -> kube::Result<Widget> {
                     self.0.patch_status(name, params, patch).await
                 }
@@ -984,48 +1010,35 @@ pub mod fixtures {
                 pub async fn delete(
                     &self,
                     name: &str,
-                    params: &kube::api::DeleteParams,
-                ) -> kube::Result<either::Either<Widget, kube::core::Status>> {
+                    params: &DeleteParams,
+                ) -> kube::Result<Either<Widget, Status>> {
                     self.0.delete(name, params).await
                 }
 
                 /// Deletes every object `list` matches.
                 pub async fn delete_collection(
                     &self,
-                    params: &kube::api::DeleteParams,
-                    list: &kube::api::ListParams,
-                ) -> kube::Result<
-                    either::Either<kube::core::ObjectList<Widget>, kube::core::Status>,
-                > {
+                    params: &DeleteParams,
+                    list: &ListParams,
+                ) -> kube::Result<Either<ObjectList<Widget>, Status>> {
                     self.0.delete_collection(params, list).await
                 }
             }
 
             /// The shared informer of `Widget` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
-            pub fn get(ctx: &Context) -> runtime::informer::Informer<Widget> {
+            pub fn get(ctx: &Context) -> Informer<Widget> {
                 ctx.informer::<Widget>()
             }
 
             /// The shared informer of the objects whose labels match `selector` (one per selector).
-            pub fn get_filtered(
-                ctx: &Context,
-                selector: &kube::core::Selector,
-            ) -> runtime::informer::Informer<Widget> {
+            pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Widget> {
                 ctx.filtered_informer::<Widget>(selector)
             }
 
-            /// The lister over [`get`]'s cache.
-            pub fn lister(ctx: &Context) -> runtime::lister::Lister<Widget> {
+            /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+            pub fn lister(ctx: &Context) -> Lister<Widget> {
                 get(ctx).lister()
-            }
-
-            /// The lister of one namespace.
-            pub fn namespaced_lister(
-                ctx: &Context,
-                namespace: &str,
-            ) -> runtime::lister::NamespaceLister<Widget> {
-                lister(ctx).namespaced(namespace)
             }
 
             /// The typed reconciler of `Widget`: implement [`Interface`] and pass it to [`new_impl`].
@@ -1094,8 +1107,16 @@ pub mod fixtures {
                     ) -> ReconcileResult;
                 }
 
-                /// Called on every replica when an object is gone from the informer's cache.
-                pub use runtime::reconciler::ObserveDeletion as OnDeletion;
+                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
+                #[runtime::async_trait]
+                pub trait OnDeletion: Send + Sync {
+                    /// The object `key` names was deleted.
+                    async fn observe_deletion(
+                        &self,
+                        ctx: &ReconcileContext,
+                        key: &ObjectKey,
+                    ) -> Result<(), runtime::controller::Error>;
+                }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = runtime::reconciler::Options<Widget>;
@@ -1113,12 +1134,20 @@ pub mod fixtures {
                         self.0.reconcile_kind(ctx, resource)
                     }
 
+                    fn finalizes(&self) -> bool {
+                        self.0.as_finalizer().is_some()
+                    }
+
                     fn finalize_kind<'a>(
                         &'a self,
                         ctx: &'a ReconcileContext,
                         resource: &'a mut Widget,
                     ) -> Option<BoxFuture<'a, ReconcileResult>> {
                         Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
+                    }
+
+                    fn observes(&self) -> bool {
+                        self.0.as_read_only().is_some()
                     }
 
                     fn observe_kind<'a>(
@@ -1154,7 +1183,9 @@ pub mod fixtures {
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = std::any::type_name::<R>().replace("::", ".");
+                    let queue_name = runtime::reconciler::queue_name(
+                        std::any::type_name::<R>(),
+                    );
                     runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),

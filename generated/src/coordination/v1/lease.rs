@@ -5,22 +5,28 @@
 //! `coordination.k8s.io/v1` `Lease`, the type `k8s_openapi::api::coordination::v1::Lease`, declared in the codegen config.
 
 use k8s_openapi::api::coordination::v1::Lease;
+use either::Either;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+use kube::core::{ObjectList, Selector, Status, WatchEvent};
+use runtime::client::TypedClient;
+use runtime::informer::Informer;
 use runtime::injection::Context;
+use runtime::lister::Lister;
 
 /// A typed client for `Lease` objects in one namespace (or all), with the verbs its
 /// `#[genclient]` allows.
 #[derive(Clone, Debug)]
-pub struct Client(runtime::client::TypedClient<Lease>);
+pub struct Client(TypedClient<Lease>);
 
 impl Client {
     /// A client for the objects in `namespace`, over the context's kube client.
     pub fn new(ctx: &Context, namespace: &str) -> Self {
-        Client(runtime::client::TypedClient::new(ctx.client(), Some(namespace)))
+        Client(TypedClient::new(ctx.client(), Some(namespace)))
     }
 
     /// A client whose `list`, `watch` and `delete_collection` span every namespace.
     pub fn all_namespaces(ctx: &Context) -> Self {
-        Client(runtime::client::TypedClient::new(ctx.client(), None))
+        Client(TypedClient::new(ctx.client(), None))
     }
 
     /// Reads the object called `name` from the API server.
@@ -29,20 +35,17 @@ impl Client {
     }
 
     /// Lists objects from the API server (prefer the lister in controllers).
-    pub async fn list(
-        &self,
-        params: &kube::api::ListParams,
-    ) -> kube::Result<kube::core::ObjectList<Lease>> {
+    pub async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<Lease>> {
         self.0.list(params).await
     }
 
     /// Streams changes after `resource_version` (prefer the informer in controllers).
     pub async fn watch(
         &self,
-        params: &kube::api::WatchParams,
+        params: &WatchParams,
         resource_version: &str,
     ) -> kube::Result<
-        impl futures::Stream<Item = kube::Result<kube::core::WatchEvent<Lease>>> + use<>,
+        impl futures::Stream<Item = kube::Result<WatchEvent<Lease>>> + use<>,
     > {
         self.0.watch(params, resource_version).await
     }
@@ -61,8 +64,8 @@ impl Client {
     pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
         &self,
         name: &str,
-        params: &kube::api::PatchParams,
-        patch: &kube::api::Patch<P>,
+        params: &PatchParams,
+        patch: &Patch<P>,
     ) -> kube::Result<Lease> {
         self.0.patch(name, params, patch).await
     }
@@ -71,46 +74,33 @@ impl Client {
     pub async fn delete(
         &self,
         name: &str,
-        params: &kube::api::DeleteParams,
-    ) -> kube::Result<either::Either<Lease, kube::core::Status>> {
+        params: &DeleteParams,
+    ) -> kube::Result<Either<Lease, Status>> {
         self.0.delete(name, params).await
     }
 
     /// Deletes every object `list` matches.
     pub async fn delete_collection(
         &self,
-        params: &kube::api::DeleteParams,
-        list: &kube::api::ListParams,
-    ) -> kube::Result<
-        either::Either<kube::core::ObjectList<Lease>, kube::core::Status>,
-    > {
+        params: &DeleteParams,
+        list: &ListParams,
+    ) -> kube::Result<Either<ObjectList<Lease>, Status>> {
         self.0.delete_collection(params, list).await
     }
 }
 
 /// The shared informer of `Lease` objects in the context's scope; registered with the context
 /// on first use, so sharedmain starts it.
-pub fn get(ctx: &Context) -> runtime::informer::Informer<Lease> {
+pub fn get(ctx: &Context) -> Informer<Lease> {
     ctx.informer::<Lease>()
 }
 
 /// The shared informer of the objects whose labels match `selector` (one per selector).
-pub fn get_filtered(
-    ctx: &Context,
-    selector: &kube::core::Selector,
-) -> runtime::informer::Informer<Lease> {
+pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Lease> {
     ctx.filtered_informer::<Lease>(selector)
 }
 
-/// The lister over [`get`]'s cache.
-pub fn lister(ctx: &Context) -> runtime::lister::Lister<Lease> {
+/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+pub fn lister(ctx: &Context) -> Lister<Lease> {
     get(ctx).lister()
-}
-
-/// The lister of one namespace.
-pub fn namespaced_lister(
-    ctx: &Context,
-    namespace: &str,
-) -> runtime::lister::NamespaceLister<Lease> {
-    lister(ctx).namespaced(namespace)
 }

@@ -5,17 +5,23 @@
 //! `v1` `Namespace`, the type `k8s_openapi::api::core::v1::Namespace`, declared in the codegen config.
 
 use k8s_openapi::api::core::v1::Namespace;
+use either::Either;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+use kube::core::{ObjectList, Selector, Status, WatchEvent};
+use runtime::client::TypedClient;
+use runtime::informer::Informer;
 use runtime::injection::Context;
+use runtime::lister::Lister;
 
 /// A typed client for the cluster-scoped `Namespace` objects, with the verbs its
 /// `#[genclient]` allows.
 #[derive(Clone, Debug)]
-pub struct Client(runtime::client::TypedClient<Namespace>);
+pub struct Client(TypedClient<Namespace>);
 
 impl Client {
     /// A client over the context's kube client.
     pub fn new(ctx: &Context) -> Self {
-        Client(runtime::client::TypedClient::new(ctx.client(), None))
+        Client(TypedClient::new(ctx.client(), None))
     }
 
     /// Reads the object called `name` from the API server.
@@ -26,20 +32,18 @@ impl Client {
     /// Lists objects from the API server (prefer the lister in controllers).
     pub async fn list(
         &self,
-        params: &kube::api::ListParams,
-    ) -> kube::Result<kube::core::ObjectList<Namespace>> {
+        params: &ListParams,
+    ) -> kube::Result<ObjectList<Namespace>> {
         self.0.list(params).await
     }
 
     /// Streams changes after `resource_version` (prefer the informer in controllers).
     pub async fn watch(
         &self,
-        params: &kube::api::WatchParams,
+        params: &WatchParams,
         resource_version: &str,
     ) -> kube::Result<
-        impl futures::Stream<
-            Item = kube::Result<kube::core::WatchEvent<Namespace>>,
-        > + use<>,
+        impl futures::Stream<Item = kube::Result<WatchEvent<Namespace>>> + use<>,
     > {
         self.0.watch(params, resource_version).await
     }
@@ -63,8 +67,8 @@ impl Client {
     pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
         &self,
         name: &str,
-        params: &kube::api::PatchParams,
-        patch: &kube::api::Patch<P>,
+        params: &PatchParams,
+        patch: &Patch<P>,
     ) -> kube::Result<Namespace> {
         self.0.patch(name, params, patch).await
     }
@@ -73,8 +77,8 @@ impl Client {
     pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
         &self,
         name: &str,
-        params: &kube::api::PatchParams,
-        patch: &kube::api::Patch<P>,
+        params: &PatchParams,
+        patch: &Patch<P>,
     ) -> kube::Result<Namespace> {
         self.0.patch_status(name, params, patch).await
     }
@@ -83,38 +87,33 @@ impl Client {
     pub async fn delete(
         &self,
         name: &str,
-        params: &kube::api::DeleteParams,
-    ) -> kube::Result<either::Either<Namespace, kube::core::Status>> {
+        params: &DeleteParams,
+    ) -> kube::Result<Either<Namespace, Status>> {
         self.0.delete(name, params).await
     }
 
     /// Deletes every object `list` matches.
     pub async fn delete_collection(
         &self,
-        params: &kube::api::DeleteParams,
-        list: &kube::api::ListParams,
-    ) -> kube::Result<
-        either::Either<kube::core::ObjectList<Namespace>, kube::core::Status>,
-    > {
+        params: &DeleteParams,
+        list: &ListParams,
+    ) -> kube::Result<Either<ObjectList<Namespace>, Status>> {
         self.0.delete_collection(params, list).await
     }
 }
 
 /// The shared informer of `Namespace` objects in the context's scope; registered with the
 /// context on first use, so sharedmain starts it.
-pub fn get(ctx: &Context) -> runtime::informer::Informer<Namespace> {
+pub fn get(ctx: &Context) -> Informer<Namespace> {
     ctx.informer::<Namespace>()
 }
 
 /// The shared informer of the objects whose labels match `selector` (one per selector).
-pub fn get_filtered(
-    ctx: &Context,
-    selector: &kube::core::Selector,
-) -> runtime::informer::Informer<Namespace> {
+pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Namespace> {
     ctx.filtered_informer::<Namespace>(selector)
 }
 
 /// The lister over [`get`]'s cache.
-pub fn lister(ctx: &Context) -> runtime::lister::Lister<Namespace> {
+pub fn lister(ctx: &Context) -> Lister<Namespace> {
     get(ctx).lister()
 }

@@ -5,22 +5,28 @@
 //! `v1` `Pod`, the type `k8s_openapi::api::core::v1::Pod`, declared in the codegen config.
 
 use k8s_openapi::api::core::v1::Pod;
+use either::Either;
+use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
+use kube::core::{ObjectList, Selector, Status, WatchEvent};
+use runtime::client::TypedClient;
+use runtime::informer::Informer;
 use runtime::injection::Context;
+use runtime::lister::Lister;
 
 /// A typed client for `Pod` objects in one namespace (or all), with the verbs its
 /// `#[genclient]` allows.
 #[derive(Clone, Debug)]
-pub struct Client(runtime::client::TypedClient<Pod>);
+pub struct Client(TypedClient<Pod>);
 
 impl Client {
     /// A client for the objects in `namespace`, over the context's kube client.
     pub fn new(ctx: &Context, namespace: &str) -> Self {
-        Client(runtime::client::TypedClient::new(ctx.client(), Some(namespace)))
+        Client(TypedClient::new(ctx.client(), Some(namespace)))
     }
 
     /// A client whose `list`, `watch` and `delete_collection` span every namespace.
     pub fn all_namespaces(ctx: &Context) -> Self {
-        Client(runtime::client::TypedClient::new(ctx.client(), None))
+        Client(TypedClient::new(ctx.client(), None))
     }
 
     /// Reads the object called `name` from the API server.
@@ -29,20 +35,17 @@ impl Client {
     }
 
     /// Lists objects from the API server (prefer the lister in controllers).
-    pub async fn list(
-        &self,
-        params: &kube::api::ListParams,
-    ) -> kube::Result<kube::core::ObjectList<Pod>> {
+    pub async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<Pod>> {
         self.0.list(params).await
     }
 
     /// Streams changes after `resource_version` (prefer the informer in controllers).
     pub async fn watch(
         &self,
-        params: &kube::api::WatchParams,
+        params: &WatchParams,
         resource_version: &str,
     ) -> kube::Result<
-        impl futures::Stream<Item = kube::Result<kube::core::WatchEvent<Pod>>> + use<>,
+        impl futures::Stream<Item = kube::Result<WatchEvent<Pod>>> + use<>,
     > {
         self.0.watch(params, resource_version).await
     }
@@ -66,8 +69,8 @@ impl Client {
     pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
         &self,
         name: &str,
-        params: &kube::api::PatchParams,
-        patch: &kube::api::Patch<P>,
+        params: &PatchParams,
+        patch: &Patch<P>,
     ) -> kube::Result<Pod> {
         self.0.patch(name, params, patch).await
     }
@@ -76,8 +79,8 @@ impl Client {
     pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
         &self,
         name: &str,
-        params: &kube::api::PatchParams,
-        patch: &kube::api::Patch<P>,
+        params: &PatchParams,
+        patch: &Patch<P>,
     ) -> kube::Result<Pod> {
         self.0.patch_status(name, params, patch).await
     }
@@ -86,44 +89,33 @@ impl Client {
     pub async fn delete(
         &self,
         name: &str,
-        params: &kube::api::DeleteParams,
-    ) -> kube::Result<either::Either<Pod, kube::core::Status>> {
+        params: &DeleteParams,
+    ) -> kube::Result<Either<Pod, Status>> {
         self.0.delete(name, params).await
     }
 
     /// Deletes every object `list` matches.
     pub async fn delete_collection(
         &self,
-        params: &kube::api::DeleteParams,
-        list: &kube::api::ListParams,
-    ) -> kube::Result<either::Either<kube::core::ObjectList<Pod>, kube::core::Status>> {
+        params: &DeleteParams,
+        list: &ListParams,
+    ) -> kube::Result<Either<ObjectList<Pod>, Status>> {
         self.0.delete_collection(params, list).await
     }
 }
 
 /// The shared informer of `Pod` objects in the context's scope; registered with the context
 /// on first use, so sharedmain starts it.
-pub fn get(ctx: &Context) -> runtime::informer::Informer<Pod> {
+pub fn get(ctx: &Context) -> Informer<Pod> {
     ctx.informer::<Pod>()
 }
 
 /// The shared informer of the objects whose labels match `selector` (one per selector).
-pub fn get_filtered(
-    ctx: &Context,
-    selector: &kube::core::Selector,
-) -> runtime::informer::Informer<Pod> {
+pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Pod> {
     ctx.filtered_informer::<Pod>(selector)
 }
 
-/// The lister over [`get`]'s cache.
-pub fn lister(ctx: &Context) -> runtime::lister::Lister<Pod> {
+/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+pub fn lister(ctx: &Context) -> Lister<Pod> {
     get(ctx).lister()
-}
-
-/// The lister of one namespace.
-pub fn namespaced_lister(
-    ctx: &Context,
-    namespace: &str,
-) -> runtime::lister::NamespaceLister<Pod> {
-    lister(ctx).namespaced(namespace)
 }
