@@ -17,11 +17,11 @@ pub mod informer;
 pub mod injection;
 mod labels;
 pub mod lister;
+pub mod network;
 pub mod reconciler;
 pub mod tracker;
 
-/// The attribute generated reconciler traits carry, and that implementations of
-/// them use: `#[runtime::async_trait] impl Interface for Reconciler { async fn ... }`.
+/// Generated reconciler traits are async; implement them with this attribute.
 pub use async_trait::async_trait;
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
