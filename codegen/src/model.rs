@@ -230,8 +230,20 @@ impl KindModel {
         };
         let genclient = find_single(&input.attrs, "genclient", &mut errors)
             .map(|attr| parse_genclient(attr, kind.as_ref().map(|k| k.scope), &fields, &mut errors));
-        let genreconciler = find_single(&input.attrs, "genreconciler", &mut errors)
-            .map(|attr| parse_genreconciler(attr, &input.ident, &fields, &mut errors));
+        let genreconciler_attr = find_single(&input.attrs, "genreconciler", &mut errors);
+        let genreconciler =
+            genreconciler_attr.map(|attr| parse_genreconciler(attr, &input.ident, &fields, &mut errors));
+        if let Some(attr) = genreconciler_attr {
+            let lacks_informer = match &genclient {
+                None => true,
+                Some(Some(client)) => !client.has_informer(),
+                // A malformed #[genclient] has its own error already.
+                Some(None) => false,
+            };
+            if lacks_informer {
+                errors.push(needs_informer(attr, &input.ident));
+            }
+        }
 
         errors.finish()?;
         let (Some(kind), Some(fields)) = (kind, fields) else {
@@ -257,6 +269,18 @@ impl KindModel {
             genreconciler: genreconciler.flatten(),
         })
     }
+}
+
+/// The generated reconciler reads objects through the informer and lister of
+/// `#[genclient]`, and writes through its client.
+fn needs_informer(attr: &Attribute, ident: &Ident) -> syn::Error {
+    syn::Error::new_spanned(
+        attr,
+        format!(
+            "#[genreconciler] on `{ident}` needs the client, informer and lister of #[genclient] with the \
+             `list` and `watch` verbs; add #[genclient] (or put list and watch back into its verbs)"
+        ),
+    )
 }
 
 /// True when `attrs` contain `#[derive(..., Kind, ...)]` (any path ending in `Kind`).
@@ -899,12 +923,12 @@ mod tests {
     fn default_finalizer_is_plural_dot_group() {
         let model = parse(parse_quote! {
             #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced)]
+            #[genclient]
             #[genreconciler]
             pub struct SimpleDeployment { metadata: ObjectMeta, spec: Spec, status: Option<Status> }
         })
         .unwrap();
         assert_eq!(model.finalizer_name(), "simpledeployments.samples.knative.dev");
-        assert!(model.genclient.is_none());
     }
 
     #[test]
@@ -972,6 +996,20 @@ mod tests {
     }
 
     #[test]
+    fn genreconciler_needs_an_informer() {
+        for input in [
+            parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced)] #[genreconciler] struct T { metadata: M, status: Option<S> } },
+            parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced)] #[genclient(skip_verbs = [watch])] #[genreconciler] struct T { metadata: M, status: Option<S> } },
+        ] {
+            let err = parse(input).unwrap_err();
+            assert!(
+                err.contains("#[genreconciler] on `T` needs the client, informer and lister"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
     fn genreconciler_needs_status_unless_krshapedlogic_is_off() {
         let err = parse(parse_quote! {
             #[kind(group = "x.dev", version = "v1", namespaced)]
@@ -984,6 +1022,7 @@ mod tests {
 
         let model = parse(parse_quote! {
             #[kind(group = "x.dev", version = "v1", namespaced)]
+            #[genclient]
             #[genreconciler(krshapedlogic = false)]
             pub struct Thing { metadata: ObjectMeta, spec: Spec }
         })

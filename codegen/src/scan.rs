@@ -149,10 +149,7 @@ fn collect(
             Item::Struct(s) if model::derives_kind(&s.attrs) => {
                 let input = DeriveInput::from(s.clone());
                 match KindModel::from_derive_input(&input) {
-                    Ok(model) => match kind_plan(&model, &input, module) {
-                        Ok(plan) => kinds.push(plan),
-                        Err(e) => errors.extend(Diagnostic::from_syn(file, e)),
-                    },
+                    Ok(model) => kinds.push(kind_plan(&model, module)),
                     Err(e) => errors.extend(Diagnostic::from_syn(file, e)),
                 }
             }
@@ -197,23 +194,8 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
         .any(|a| a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
 }
 
-fn kind_plan(model: &KindModel, input: &DeriveInput, module: &str) -> syn::Result<KindPlan> {
-    if model.genreconciler.is_some() && !model.genclient.as_ref().is_some_and(|c| c.has_informer()) {
-        let at = input
-            .attrs
-            .iter()
-            .find(|a| a.path().is_ident("genreconciler"))
-            .map_or(input.ident.span(), Spanned::span);
-        return Err(syn::Error::new(
-            at,
-            format!(
-                "#[genreconciler] on `{}` needs the client, informer and lister of #[genclient] with the \
-                 `list` and `watch` verbs; add #[genclient] (or put list and watch back into its verbs)",
-                model.ident
-            ),
-        ));
-    }
-    Ok(KindPlan {
+fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
+    KindPlan {
         rust_path: format!("{module}::{}", model.ident),
         kind: model.kind(),
         group: model.group.clone(),
@@ -229,7 +211,7 @@ fn kind_plan(model: &KindModel, input: &DeriveInput, module: &str) -> syn::Resul
             finalizer: model.finalizer_name(),
         }),
         is_crd: true,
-    })
+    }
 }
 
 fn external_plan(ext: &ExternalKind) -> KindPlan {

@@ -6,6 +6,7 @@ pub struct ThingSpec;
 
 #[derive(Kind)]
 #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced)]
+#[genclient]
 #[genreconciler]
 pub struct Thing {
     pub metadata: ObjectMeta,
