@@ -599,7 +599,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
         (quote!(), quote!(None), "")
     };
     let module_doc = docs(&format!(
-        "The typed reconciler of `{kind}`: implement [`Interface`] and pass it to [`new_impl`]."
+        "The typed reconciler of `{kind}`: implement [`Interface`](reconciler::Interface) and pass it to [`new_impl`](reconciler::new_impl)."
     ));
     let new_impl_doc = docs(&format!(
         "The controller of `{kind}` objects: the generic reconciler of `runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Route the informer's events to the returned `Impl` and hand it to sharedmain."

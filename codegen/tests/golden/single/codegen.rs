@@ -387,8 +387,8 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `ClusterPolicy`: implement [`Interface`] and pass it to
-            /// [`new_impl`].
+            /// The typed reconciler of `ClusterPolicy`: implement [`Interface`](reconciler::Interface)
+            /// and pass it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
                 use runtime::controller::{Impl, ObjectKey};
@@ -676,7 +676,8 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `Gateway`: implement [`Interface`] and pass it to [`new_impl`].
+            /// The typed reconciler of `Gateway`: implement [`Interface`](reconciler::Interface) and pass
+            /// it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
                 use runtime::controller::{Impl, ObjectKey};
@@ -1041,7 +1042,8 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `Widget`: implement [`Interface`] and pass it to [`new_impl`].
+            /// The typed reconciler of `Widget`: implement [`Interface`](reconciler::Interface) and pass
+            /// it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
                 use runtime::controller::{Impl, ObjectKey};

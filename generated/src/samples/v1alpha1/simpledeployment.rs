@@ -133,8 +133,8 @@ pub fn lister(ctx: &Context) -> Lister<SimpleDeployment> {
     get(ctx).lister()
 }
 
-/// The typed reconciler of `SimpleDeployment`: implement [`Interface`] and pass it to
-/// [`new_impl`].
+/// The typed reconciler of `SimpleDeployment`: implement [`Interface`](reconciler::Interface)
+/// and pass it to [`new_impl`](reconciler::new_impl).
 pub mod reconciler {
     use futures::future::BoxFuture;
     use runtime::controller::{Impl, ObjectKey};
