@@ -44,15 +44,22 @@ mod tests {
 
     #[test]
     fn domain_comes_from_env_then_resolv_conf_then_default() {
-        let resolv = "nameserver 10.96.0.10\nsearch ns.svc.example.org svc.example.org example.org\noptions ndots:5\n";
+        let resolv =
+            "nameserver 10.96.0.10\nsearch ns.svc.example.org svc.example.org example.org\noptions ndots:5\n";
         assert_eq!(domain_from(None, resolv), "example.org");
         assert_eq!(domain_from(Some("corp.internal."), resolv), "corp.internal");
-        assert_eq!(domain_from(None, "nameserver 1.1.1.1\nsearch home.lan\n"), "cluster.local");
+        assert_eq!(
+            domain_from(None, "nameserver 1.1.1.1\nsearch home.lan\n"),
+            "cluster.local"
+        );
         assert_eq!(domain_from(Some("  "), ""), "cluster.local");
     }
 
     #[test]
     fn service_hostnames() {
-        assert_eq!(service_hostname("webhook", "ns", "cluster.local"), "webhook.ns.svc.cluster.local");
+        assert_eq!(
+            service_hostname("webhook", "ns", "cluster.local"),
+            "webhook.ns.svc.cluster.local"
+        );
     }
 }

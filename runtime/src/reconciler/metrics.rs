@@ -29,15 +29,28 @@ impl ReconcileMetrics {
     pub fn register(registry: &mut Registry) -> Self {
         let count = Family::<Labels, Counter>::default();
         let latency = Family::<Labels, Histogram>::new_with_constructor(|| {
-            Histogram::new([0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0])
+            Histogram::new([
+                0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+            ])
         });
-        registry.register("reconcile_count", "Reconciles, by kind and result.", count.clone());
-        registry.register("reconcile_latency_seconds", "Time one reconcile took, by kind and result.", latency.clone());
+        registry.register(
+            "reconcile_count",
+            "Reconciles, by kind and result.",
+            count.clone(),
+        );
+        registry.register(
+            "reconcile_latency_seconds",
+            "Time one reconcile took, by kind and result.",
+            latency.clone(),
+        );
         ReconcileMetrics { count, latency }
     }
 
     pub(crate) fn observe(&self, kind: &str, result: &str, took: Duration) {
-        let labels = Labels { kind: kind.to_owned(), result: result.to_owned() };
+        let labels = Labels {
+            kind: kind.to_owned(),
+            result: result.to_owned(),
+        };
         self.count.get_or_create(&labels).inc();
         self.latency.get_or_create(&labels).observe(took.as_secs_f64());
     }

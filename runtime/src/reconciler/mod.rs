@@ -52,8 +52,8 @@ use crate::events::object_reference;
 pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
 use crate::injection::Context;
 use crate::lister::Lister;
-pub use metrics::ReconcileMetrics;
 pub use leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket};
+pub use metrics::ReconcileMetrics;
 
 /// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
 /// done with an event to record (Knative's bare `ReconcilerEvent`), `Err` when it
@@ -480,7 +480,9 @@ where
         leadership: leadership.clone(),
         stopping: stopping.clone(),
         metrics: ctx.get::<ReconcileMetrics>(),
-        kind_label: format!("{}.{}", K::group(&()), K::kind(&())).trim_start_matches('.').to_owned(),
+        kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
+            .trim_start_matches('.')
+            .to_owned(),
     };
     let concurrency = options
         .concurrency
