@@ -241,6 +241,13 @@ fn space_items(text: &str) -> String {
 /// `text` as doc attributes, wrapped at about 90 columns so that generated
 /// files read well in an editor.
 fn docs(text: &str) -> TokenStream {
+    let lines = wrap(text);
+    let lines = lines.iter().map(|l| doc_line(l));
+    quote!(#(#[doc = #lines])*)
+}
+
+/// `text` as lines of at most about 90 columns, split at spaces.
+fn wrap(text: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
@@ -253,8 +260,7 @@ fn docs(text: &str) -> TokenStream {
         line.push_str(word);
     }
     lines.push(line);
-    let lines = lines.iter().map(|l| doc_line(l));
-    quote!(#(#[doc = #lines])*)
+    lines
 }
 
 /// Doc text as rustdoc expects it after `///`: one leading space.
@@ -290,10 +296,10 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
     } else {
         "typed client, informer and lister"
     };
-    let mut docs = vec![format!(
+    let mut docs = wrap(&format!(
         "`{api_version}` `{}` (resource `{}`): {parts}.",
         k.kind, k.plural
-    )];
+    ));
     if !k.docs.is_empty() {
         docs.push(String::new());
         docs.extend(k.docs.iter().cloned());

@@ -281,7 +281,8 @@ pub mod fixtures {
 
     /// `fixtures.example.dev/v1`.
     pub mod v1 {
-        /// `fixtures.example.dev/v1` `ClusterPolicy` (resource `clusterpolicies`): typed client, informer, lister and reconciler.
+        /// `fixtures.example.dev/v1` `ClusterPolicy` (resource `clusterpolicies`): typed client,
+        /// informer, lister and reconciler.
         ///
         /// ClusterPolicy is cluster-scoped, has no status, and is reconciled without
         /// the Knative status logic.
@@ -545,7 +546,8 @@ pub mod fixtures {
             }
         }
 
-        /// `fixtures.example.dev/v1` `Gateway` (resource `gateways`): typed client, informer, lister and reconciler.
+        /// `fixtures.example.dev/v1` `Gateway` (resource `gateways`): typed client, informer, lister
+        /// and reconciler.
         ///
         /// Gateway is reconciled only by the controller of its class.
         pub mod gateway {
@@ -843,7 +845,8 @@ pub mod fixtures {
             }
         }
 
-        /// `fixtures.example.dev/v1` `Snapshot` (resource `snapshotz`): typed client, informer and lister.
+        /// `fixtures.example.dev/v1` `Snapshot` (resource `snapshotz`): typed client, informer and
+        /// lister.
         ///
         /// Snapshot is read-only: a client without writes and no status verbs.
         pub mod snapshot {
@@ -918,7 +921,8 @@ pub mod fixtures {
             }
         }
 
-        /// `fixtures.example.dev/v1` `Widget` (resource `widgets`): typed client, informer, lister and reconciler.
+        /// `fixtures.example.dev/v1` `Widget` (resource `widgets`): typed client, informer, lister
+        /// and reconciler.
         ///
         /// Widget is a namespaced kind with a status and a reconciler that uses the
         /// default finalizer.
