@@ -208,7 +208,9 @@ pub(crate) fn start(
             }
         }
     };
-    let changes = state.store.subscribe();
+    let mut changes = state.store.subscribe();
+    // Writes between `cursor` and now are already in the history; look at them first.
+    changes.mark_changed();
     drop(state);
     let (tx, rx) = mpsc::channel(256);
     let closed = inner.close_watches.subscribe();

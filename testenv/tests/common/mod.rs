@@ -1,4 +1,10 @@
-#![allow(dead_code, unreachable_pub, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
 
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
