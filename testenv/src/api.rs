@@ -434,14 +434,14 @@ fn dispatch(
                 return Err(unsupported_patch_type(def));
             };
             let opts = write_opts(q)?;
-            let w = inner
-                .state()
-                .patch(def, ns, name, ptype, &req.body, status_only, &opts)?;
+            let w = write(inner, |st| {
+                st.patch(def, ns, name, ptype, &req.body, status_only, &opts)
+            })?;
             Ok(written(w, output, def))
         }
         "delete" => {
             let opts = delete_opts(req, q)?;
-            let body = inner.state().delete(def, ns, name, &opts)?;
+            let body = write(inner, |st| st.delete(def, ns, name, &opts))?;
             let body = if body.get("kind").and_then(Value::as_str) == Some("Status") {
                 body
             } else {
@@ -458,6 +458,20 @@ fn dispatch(
         }
         _ => Err(ErrorStatus::method_not_allowed()),
     }
+}
+
+/// Runs a write, then lets the optional controllers react to it before anyone else
+/// sees the store.
+fn write<T>(
+    inner: &Inner,
+    f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>,
+) -> Result<T, ErrorStatus> {
+    let mut st = inner.state();
+    let r = f(&mut st);
+    if r.is_ok() {
+        st.settle();
+    }
+    r
 }
 
 fn selection(def: &ResourceDef, t: &Target, q: &QueryView<'_>) -> Result<Selection, ErrorStatus> {

@@ -40,6 +40,7 @@
 #![allow(clippy::result_large_err)]
 
 mod api;
+mod controllers;
 mod crd;
 mod crds;
 mod discovery;
@@ -150,6 +151,7 @@ pub struct Builder {
     names: NameGenerator,
     latency: Duration,
     namespaces: Vec<String>,
+    controllers: controllers::Controllers,
 }
 
 impl Builder {
@@ -197,6 +199,25 @@ impl Builder {
         self
     }
 
+    /// Runs a garbage collector after every write, as kube-controller-manager's would:
+    /// dependents whose owners are all gone are deleted, and the `orphan` and
+    /// `foregroundDeletion` finalizers are processed. Off by default: a bare
+    /// kube-apiserver leaves dependents in place and those finalizers pending.
+    #[must_use]
+    pub fn garbage_collection(mut self, on: bool) -> Self {
+        self.controllers.garbage_collector = on;
+        self
+    }
+
+    /// Runs a namespace controller after every write: a Terminating namespace has its
+    /// contents deleted and disappears once they are gone. Off by default: a bare
+    /// kube-apiserver leaves it Terminating.
+    #[must_use]
+    pub fn namespace_deletion(mut self, on: bool) -> Self {
+        self.controllers.namespaces = on;
+        self
+    }
+
     /// Extra namespaces that exist from the start.
     #[must_use]
     pub fn namespace(mut self, ns: &str) -> Self {
@@ -209,6 +230,7 @@ impl Builder {
             store: Store::new(self.config.history),
             resources: resource::builtins().into_iter().map(Arc::new).collect(),
             names: self.names,
+            controllers: self.controllers,
         };
         let (close_watches, _) = tokio::sync::watch::channel(0);
         let env = TestEnv {
@@ -267,6 +289,7 @@ impl TestEnv {
             names: NameGenerator::Random,
             latency: Duration::ZERO,
             namespaces: Vec::new(),
+            controllers: controllers::Controllers::default(),
         }
     }
 
@@ -310,12 +333,14 @@ impl TestEnv {
     pub fn create_object(&self, obj: Value) -> Result<Value, Error> {
         let def = self.def_for(&obj)?;
         let ns = Self::ns_of(&obj);
-        let w = self.inner.state().create(
+        let mut state = self.inner.state();
+        let w = state.create(
             &def,
             def.namespaced.then_some(ns.as_str()),
             obj,
             &WriteOpts::default(),
         )?;
+        state.settle();
         Ok(w.object)
     }
 
@@ -360,6 +385,7 @@ impl TestEnv {
             }
         }
         let w = state.update(&def, &ns, &name, obj, status, &WriteOpts::default())?;
+        state.settle();
         Ok(w.object)
     }
 
@@ -382,6 +408,7 @@ impl TestEnv {
             name,
             &Default::default(),
         )?;
+        state.settle();
         Ok(())
     }
 

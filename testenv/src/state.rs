@@ -105,6 +105,7 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) resources: Vec<Arc<ResourceDef>>,
     pub(crate) names: NameGenerator,
+    pub(crate) controllers: crate::controllers::Controllers,
 }
 
 pub(crate) fn now() -> String {

@@ -972,3 +972,85 @@ async fn direct_access_matches_the_http_path() {
         .is_none()
     );
 }
+
+#[tokio::test]
+async fn optional_garbage_collection_and_namespace_deletion() {
+    let env = TestEnv::builder()
+        .garbage_collection(true)
+        .namespace_deletion(true)
+        .build();
+    let client = env.client();
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+        "uid": owner.metadata.uid.clone().unwrap(), "controller": true, "blockOwnerDeletion": true}]);
+    let mut child = cm("child");
+    child.metadata.owner_references = Some(serde_json::from_value(owner_ref.clone()).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+
+    // Foreground: the child goes first, then the owner.
+    owners
+        .delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("child").await.unwrap().is_none());
+    assert!(owners.get_opt("owner").await.unwrap().is_none());
+
+    // Orphan: the owner goes, the child stays without its owner reference.
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let mut child = cm("child");
+    let mut r = owner_ref.clone();
+    r[0]["uid"] = json!(owner.metadata.uid.clone().unwrap());
+    child.metadata.owner_references = Some(serde_json::from_value(r.clone()).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+    owners
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("owner").await.unwrap().is_none());
+    let kept = owners.get("child").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    // Background (the default): the child is collected after the owner.
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner2"))
+        .await
+        .unwrap();
+    let mut child = cm("child2");
+    r[0]["uid"] = json!(owner.metadata.uid.clone().unwrap());
+    r[0]["name"] = json!("owner2");
+    child.metadata.owner_references = Some(serde_json::from_value(r).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+    owners
+        .delete("owner2", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("child2").await.unwrap().is_none());
+
+    // A Terminating namespace is emptied and removed.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "tmp"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let in_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "tmp");
+    in_ns
+        .create(&PostParams::default(), &cm("x"))
+        .await
+        .unwrap();
+    nss.delete("tmp", &DeleteParams::default()).await.unwrap();
+    assert!(nss.get_opt("tmp").await.unwrap().is_none());
+    assert!(
+        env.list_objects("", "v1", "configmaps", Some("tmp"))
+            .is_empty()
+    );
+}
