@@ -348,6 +348,9 @@ fn write_opts(q: &QueryView<'_>) -> Result<WriteOpts, ErrorStatus> {
     Ok(WriteOpts {
         dry_run,
         validation,
+        field_manager: q.get("fieldManager").map(str::to_owned),
+        force: q.flag("force") == Some(true),
+        managed_fields: None,
     })
 }
 

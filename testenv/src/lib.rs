@@ -51,6 +51,7 @@ mod resource;
 mod selector;
 mod server;
 mod service;
+mod ssa;
 mod state;
 mod status;
 mod store;
@@ -416,6 +417,11 @@ impl TestEnv {
     /// resources immediately, as `POST` of the CRD would.
     pub fn install_crd(&self, crd: impl serde::Serialize) -> Result<Value, Error> {
         let mut v = serde_json::to_value(crd).map_err(|e| Error::InvalidObject(e.to_string()))?;
+        if !v.is_object() {
+            return Err(Error::InvalidObject(
+                "a CustomResourceDefinition must be a JSON object".into(),
+            ));
+        }
         if v.get("apiVersion").is_none() {
             v["apiVersion"] = Value::from("apiextensions.k8s.io/v1");
         }

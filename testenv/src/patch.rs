@@ -117,6 +117,15 @@ fn list_strategy(kind: Builtin, path: &str) -> Option<ListStrategy> {
     POD_SPEC.iter().find(|(p, _)| *p == rest).map(|(_, s)| *s)
 }
 
+/// The list semantics server-side apply uses for built-in kinds, from the same table.
+pub(crate) fn list_kind(kind: Builtin, path: &str) -> crate::ssa::ListKind {
+    match list_strategy(kind, path) {
+        Some(ListStrategy::Key(k)) => crate::ssa::ListKind::Map(vec![k.to_owned()]),
+        Some(ListStrategy::Set) => crate::ssa::ListKind::Set,
+        None => crate::ssa::ListKind::Atomic,
+    }
+}
+
 pub(crate) fn strategic_merge_patch(
     kind: Builtin,
     doc: &Value,

@@ -418,17 +418,19 @@ impl FieldSelector {
 }
 
 fn find_unescaped(s: &str, pat: &str) -> Option<usize> {
-    let bytes = s.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'\\' {
-            i += 2;
+    let mut escaped = false;
+    for (i, c) in s.char_indices() {
+        if escaped {
+            escaped = false;
+            continue;
+        }
+        if c == '\\' {
+            escaped = true;
             continue;
         }
         if s[i..].starts_with(pat) {
             return Some(i);
         }
-        i += 1;
     }
     None
 }
@@ -493,6 +495,7 @@ mod tests {
     #[test]
     fn field_escapes() {
         let f = FieldSelector::parse(r"metadata.name=a\,b,metadata.namespace!=x").unwrap();
+        assert!(FieldSelector::parse("metadata.name=é=x,é").is_err());
         assert_eq!(f.terms[0].value, "a,b");
         assert!(f.terms[1].negate);
     }

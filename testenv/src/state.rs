@@ -29,6 +29,12 @@ pub(crate) enum FieldValidation {
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) validation: FieldValidation,
+    /// `fieldManager`.
+    pub(crate) field_manager: Option<String>,
+    /// `force` (server-side apply only).
+    pub(crate) force: bool,
+    /// `managedFields` computed by server-side apply, to store with the object.
+    pub(crate) managed_fields: Option<Value>,
 }
 
 /// A successful write: the object as stored and the `Warning` headers to send.
@@ -428,6 +434,9 @@ impl State {
             ] {
                 meta.remove(k);
             }
+            if let Some(mf) = &opts.managed_fields {
+                meta.insert("managedFields".into(), mf.clone());
+            }
             meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
             meta.insert("creationTimestamp".into(), json!(now()));
             if def.generation {
@@ -590,7 +599,15 @@ impl State {
                         }
                     }
                 }
-                meta.remove("managedFields");
+                // Only server-side apply changes ownership records; other writes keep them.
+                match (&opts.managed_fields, old_meta.get("managedFields")) {
+                    (Some(mf), _) | (None, Some(mf)) => {
+                        meta.insert("managedFields".into(), mf.clone());
+                    }
+                    (None, None) => {
+                        meta.remove("managedFields");
+                    }
+                }
                 meta.remove("selfLink");
                 meta.insert("name".into(), json!(name));
                 meta.insert(
@@ -694,6 +711,9 @@ impl State {
         status_only: bool,
         opts: &WriteOpts,
     ) -> Result<Written, ErrorStatus> {
+        if ptype == PatchType::Apply {
+            return self.apply(def, ns, name, body, status_only, opts);
+        }
         let key = ObjKey::new(ns, name);
         let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
             return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
@@ -706,11 +726,7 @@ impl State {
                 Some(b) => patch::strategic_merge_patch(b, &current, body),
                 None => return Err(unsupported_patch(def)),
             },
-            PatchType::Apply => {
-                return Err(ErrorStatus::unsupported_media_type(
-                    "testenv does not implement server-side apply (application/apply-patch+yaml); use a JSON merge, JSON or strategic merge patch",
-                ));
-            }
+            PatchType::Apply => unreachable_apply(),
         };
         let patched = match patched {
             Ok(p) => p,
@@ -779,6 +795,120 @@ impl State {
             n
         };
         self.finish_update(def, &key, &existing, new, opts)
+    }
+
+    /// Server-side apply: creates the object when missing, else merges and records
+    /// field ownership.
+    fn apply(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        status_only: bool,
+        opts: &WriteOpts,
+    ) -> Result<Written, ErrorStatus> {
+        let Some(manager) = opts.field_manager.clone().filter(|m| !m.is_empty()) else {
+            return Err(ErrorStatus::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        };
+        let mut applied = crate::ssa::parse_body(body)?;
+        if !applied.is_object() {
+            return Err(ErrorStatus::bad_request(
+                "the body of an apply patch must be an object",
+            ));
+        }
+        if applied
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ErrorStatus::bad_request(format!(
+                "Object 'Kind' is missing in '{}'",
+                String::from_utf8_lossy(body)
+            )));
+        }
+        Self::check_type(def, &applied)?;
+        let body_name = meta_str(&applied, "name").to_owned();
+        if !body_name.is_empty() && body_name != name {
+            return Err(ErrorStatus::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let body_ns = meta_str(&applied, "namespace").to_owned();
+        if def.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(ErrorStatus::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        with_meta(&mut applied, |m| {
+            m.insert("name".into(), json!(name));
+            if def.namespaced {
+                m.insert("namespace".into(), json!(ns));
+            }
+        });
+        let key = ObjKey::new(ns, name);
+        let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
+            if status_only {
+                return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
+            }
+            let a = crate::ssa::apply(def, None, &applied, &manager, opts.force, false)?;
+            let opts = WriteOpts {
+                managed_fields: Some(a.managed_fields),
+                ..opts.clone()
+            };
+            return self.create(def, def.namespaced.then_some(ns), a.object, &opts);
+        };
+        let rv = meta_str(&applied, "resourceVersion");
+        if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
+            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
+        }
+        let live = Self::present(def, &existing);
+        let a = crate::ssa::apply(
+            def,
+            Some(&live),
+            &applied,
+            &manager,
+            opts.force,
+            status_only,
+        )?;
+        let new = if status_only {
+            let mut n = (*existing).clone();
+            match a.object.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            n
+        } else {
+            let mut n = a.object;
+            if def.status {
+                match existing.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            n
+        };
+        let opts = WriteOpts {
+            managed_fields: Some(a.managed_fields),
+            ..opts.clone()
+        };
+        self.finish_update(def, &key, &existing, new, &opts)
     }
 
     fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
@@ -981,6 +1111,13 @@ impl State {
             "items": items,
         }))
     }
+}
+
+/// Apply patches are routed to `State::apply` before the patch-type dispatch.
+fn unreachable_apply() -> Result<Value, PatchError> {
+    Err(PatchError::Decode(
+        "apply patches are handled separately".into(),
+    ))
 }
 
 fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {

@@ -1054,3 +1054,113 @@ async fn optional_garbage_collection_and_namespace_deletion() {
             .is_empty()
     );
 }
+
+#[tokio::test]
+async fn server_side_apply() {
+    let env = env_with_crd();
+    let client = env.client();
+    let api = asvc_api(client.clone(), "default");
+    let pp = |m: &str| PatchParams::apply(m);
+    let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut", "labels": {"team": "a"}}, "spec": {"serviceName": "webhook"}});
+    // Apply creates a missing object and records the manager's fields.
+    let o = api
+        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(1));
+    let mf = o.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("ctl"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+
+    // Fields a manager stops applying are removed.
+    let cfg2 = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "webhook"}});
+    let o = api
+        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg2))
+        .await
+        .unwrap();
+    assert!(o.metadata.labels.unwrap_or_default().is_empty());
+
+    // Another manager changing an owned field conflicts unless it forces.
+    let other = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "elsewhere"}});
+    let e = api_err(
+        api.patch("rut", &pp("other"), &Patch::Apply(&other))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message
+            .starts_with("Apply failed with 1 conflict: conflict with \"ctl\""),
+        "{}",
+        e.message
+    );
+    let o = api
+        .patch("rut", &pp("other").force(), &Patch::Apply(&other))
+        .await
+        .unwrap();
+    assert_eq!(o.data["spec"]["serviceName"], json!("elsewhere"));
+    assert_eq!(o.metadata.generation, Some(2));
+
+    // Knative's SSA finalizer: apply [ours], then [] removes only ours.
+    let fin = |f: Value| {
+        json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut", "namespace": "default", "uid": o.metadata.uid.clone(), "finalizers": f}})
+    };
+    api.patch(
+        "rut",
+        &pp("fin-a").force(),
+        &Patch::Apply(&fin(json!(["a.dev/f"]))),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "rut",
+        &pp("fin-b").force(),
+        &Patch::Apply(&fin(json!(["b.dev/f"]))),
+    )
+    .await
+    .unwrap();
+    let o = api
+        .patch("rut", &pp("fin-a").force(), &Patch::Apply(&fin(json!([]))))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.finalizers, Some(vec!["b.dev/f".to_owned()]));
+
+    // Status through the status subresource.
+    let st = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "status": {"observedGeneration": 2}});
+    let o = api
+        .patch_status("rut", &pp("ctl").force(), &Patch::Apply(&st))
+        .await
+        .unwrap();
+    assert_eq!(o.data["status"]["observedGeneration"], json!(2));
+    assert_eq!(o.metadata.generation, Some(2));
+
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/rut",
+        "application/apply-patch+yaml",
+        "apiVersion: samples.knative.dev/v1alpha1\nkind: AddressableService\nmetadata:\n  name: rut\n",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (422, json!("Invalid")),
+        "fieldManager is required"
+    );
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/rut?fieldManager=yaml",
+        "application/apply-patch+yaml",
+        "apiVersion: samples.knative.dev/v1alpha1\nkind: AddressableService\nmetadata:\n  name: rut\n  labels:\n    from: yaml\n",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"]["labels"]["from"], json!("yaml"));
+}
