@@ -1084,11 +1084,12 @@ impl State {
         sel: &Selection,
         opts: &DeleteOpts,
     ) -> Result<Value, ErrorStatus> {
-        let keys: Vec<ObjKey> = self
+        // kube-apiserver answers with the list it selected, as it was before deletion.
+        let selected: Vec<(ObjKey, Arc<Value>)> = self
             .store
             .iter(&def.key())
             .filter(|(_, o)| sel.matches(def, o))
-            .map(|(k, _)| k.clone())
+            .map(|(k, o)| (k.clone(), Arc::clone(o)))
             .collect();
         let per_object = DeleteOpts {
             uid: None,
@@ -1096,10 +1097,9 @@ impl State {
             ..opts.clone()
         };
         let mut items = Vec::new();
-        for k in keys {
+        for (k, obj) in selected {
             match self.delete(def, &k.namespace, &k.name, &per_object) {
-                Ok(v) if v.get("kind").and_then(Value::as_str) == Some("Status") => {}
-                Ok(v) => items.push(v),
+                Ok(_) => items.push(Self::present(def, &obj)),
                 Err(e) if e.code == 404 => {}
                 Err(e) => return Err(e),
             }

@@ -1164,3 +1164,81 @@ async fn server_side_apply() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(body["metadata"]["labels"]["from"], json!("yaml"));
 }
+
+#[tokio::test]
+async fn deletecollection_dry_run_yaml_and_tables() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for n in ["a", "b", "c"] {
+        let mut c = cm(n);
+        c.metadata.labels = Some([("x".to_owned(), n.to_owned())].into());
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    // dryRun=All validates and answers but stores nothing.
+    let rv = env.resource_version();
+    api.create(
+        &PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        &cm("d"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.resource_version(), rv);
+    assert!(api.get_opt("d").await.unwrap().is_none());
+
+    let deleted = api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("x in (a,b)"),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = deleted
+        .left()
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left: Vec<_> = api.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(left.len(), 1);
+
+    // YAML bodies are accepted.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n",
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["data"]["k"], json!("v"));
+
+    // Server-side printing for kubectl.
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(req).await.unwrap();
+    assert_eq!(table["kind"], json!("Table"));
+    let cols: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, ["Name", "Data", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], json!("c"));
+    assert_eq!(
+        table["rows"][0]["object"]["kind"],
+        json!("PartialObjectMetadata")
+    );
+}
