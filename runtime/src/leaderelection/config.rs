@@ -190,7 +190,9 @@ impl Config {
 }
 
 /// Leader-election settings for one component (Knative's
-/// `leaderelection.ComponentConfig`).
+/// `leaderelection.ComponentConfig`): what [`spawn_electors`] runs with.
+///
+/// [`spawn_electors`]: super::spawn_electors
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ComponentConfig {
     /// The component (process) name: the first part of every lease name.
