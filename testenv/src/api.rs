@@ -102,7 +102,7 @@ impl Output {
         match self {
             Self::Full => State::present(def, obj),
             Self::Meta => partial(obj),
-            Self::Table => table::table(def, std::slice::from_ref(obj), None),
+            Self::Table => table::table(def, &[State::present(def, obj)], None),
         }
     }
 }
@@ -723,7 +723,7 @@ fn list(
     }
     let rv = at.to_string();
     if output == Output::Table {
-        let objs: Vec<Value> = items.iter().map(|o| (**o).clone()).collect();
+        let objs: Vec<Value> = items.iter().map(|o| State::present(def, o)).collect();
         let mut t = table::table(def, &objs, Some(&rv));
         if let Some(c) = &next {
             t["metadata"]["continue"] = json!(c);
@@ -734,9 +734,10 @@ fn list(
         .iter()
         .map(|o| match output {
             Output::Meta => partial(o),
+            // Items of built-in lists carry no kind, as kube-apiserver encodes them.
             _ if def.is_custom() => State::present(def, o),
             _ => {
-                let mut v = (**o).clone();
+                let mut v = State::present(def, o);
                 if let Some(m) = v.as_object_mut() {
                     m.remove("apiVersion");
                     m.remove("kind");

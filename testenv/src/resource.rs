@@ -59,8 +59,45 @@ pub(crate) struct ResourceDef {
 }
 
 impl ResourceDef {
+    /// Where objects are stored. events.k8s.io/v1 Events share core/v1's storage: in
+    /// kube-apiserver they are one resource seen through two API versions.
     pub(crate) fn key(&self) -> ResKey {
+        if self.builtin() == Some(Builtin::EventsV1Event) {
+            return ResKey::new("", "events");
+        }
         ResKey::new(&self.group, &self.plural)
+    }
+
+    /// Converts an object of this resource's version into its stored form.
+    pub(crate) fn to_storage(&self, v: Value) -> Value {
+        if self.builtin() == Some(Builtin::EventsV1Event)
+            && v.get("apiVersion").and_then(Value::as_str) != Some("v1")
+        {
+            return convert_event(&v, EVENT_FIELDS, "v1");
+        }
+        v
+    }
+
+    /// Converts a stored object into this resource's version.
+    pub(crate) fn in_version(&self, v: &Value) -> Value {
+        let mut out = match self.builtin() {
+            Some(Builtin::EventsV1Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("v1") =>
+            {
+                let reversed: Vec<(&str, &str)> =
+                    EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)).collect();
+                convert_event(v, &reversed, "events.k8s.io/v1")
+            }
+            Some(Builtin::Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("events.k8s.io/v1") =>
+            {
+                convert_event(v, EVENT_FIELDS, "v1")
+            }
+            _ => v.clone(),
+        };
+        out["apiVersion"] = json!(self.api_version());
+        out["kind"] = json!(self.kind);
+        out
     }
 
     pub(crate) fn api_version(&self) -> String {
@@ -137,6 +174,39 @@ impl ResourceDef {
         };
         table.iter().find(|(l, _)| *l == label).map(|(_, p)| *p)
     }
+}
+
+/// events.k8s.io/v1 field → core/v1 field (apis/events/v1 conversion).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("note", "message"),
+    ("regarding", "involvedObject"),
+    ("related", "related"),
+    ("reportingController", "reportingComponent"),
+    ("reportingInstance", "reportingInstance"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("eventTime", "eventTime"),
+    ("series", "series"),
+    ("action", "action"),
+    ("reason", "reason"),
+    ("type", "type"),
+];
+
+fn convert_event(v: &Value, fields: &[(&str, &str)], api_version: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("apiVersion".into(), json!(api_version));
+    out.insert("kind".into(), json!("Event"));
+    if let Some(m) = v.get("metadata") {
+        out.insert("metadata".into(), m.clone());
+    }
+    for (from, to) in fields {
+        if let Some(x) = v.get(*from).filter(|x| !x.is_null()) {
+            out.insert((*to).to_owned(), x.clone());
+        }
+    }
+    Value::Object(out)
 }
 
 fn def(

@@ -70,8 +70,15 @@ impl Selection {
         {
             return false;
         }
-        (self.labels.is_empty() || self.labels.matches(&labels_of(obj)))
-            && (self.fields.is_empty() || self.fields.matches(|f| read_field(def, obj, f)))
+        if !(self.labels.is_empty() || self.labels.matches(&labels_of(obj))) {
+            return false;
+        }
+        if self.fields.is_empty() {
+            return true;
+        }
+        // Field labels name fields of the requested version.
+        let view = def.in_version(obj);
+        self.fields.matches(|f| read_field(def, &view, f))
     }
 }
 
@@ -214,10 +221,7 @@ impl State {
     /// Stored objects carry the version they were written with; every read is served in
     /// the requested version (CRD versions share storage with `None` conversion).
     pub(crate) fn present(def: &ResourceDef, obj: &Value) -> Value {
-        let mut v = obj.clone();
-        v["apiVersion"] = json!(def.api_version());
-        v["kind"] = json!(def.kind);
-        v
+        def.in_version(obj)
     }
 
     pub(crate) fn get(
@@ -417,6 +421,9 @@ impl State {
             m.remove("status");
         }
         let (mut obj, warnings) = Self::normalize(def, obj, opts, &name)?;
+        if def.builtin() == Some(Builtin::EventsV1Event) {
+            check_event_v1(&obj, &name)?;
+        }
         if let Some(b) = def.builtin() {
             b.default_on_create(&mut obj);
             if b == Builtin::Crd {
@@ -456,7 +463,7 @@ impl State {
                 created: true,
             });
         }
-        let stored = self.store.put(&def.key(), key, obj);
+        let stored = self.store.put(&def.key(), key, def.to_storage(obj));
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
         }
@@ -664,9 +671,15 @@ impl State {
         }
         new["apiVersion"] = json!(def.api_version());
         new["kind"] = json!(def.kind);
-        let mut current = (**existing).clone();
-        current["apiVersion"] = json!(def.api_version());
-        if new == current {
+        let new = def.to_storage(new);
+        let without_version = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("apiVersion");
+            }
+            v
+        };
+        if without_version(&new) == without_version(existing) {
             // kube-apiserver skips writes that change nothing: no new resourceVersion, no event.
             return Ok(Written {
                 object: Self::present(def, existing),
@@ -676,7 +689,7 @@ impl State {
         }
         if opts.dry_run {
             return Ok(Written {
-                object: new,
+                object: Self::present(def, &new),
                 warnings,
                 created: false,
             });
@@ -1110,6 +1123,48 @@ impl State {
             "metadata": {"resourceVersion": self.store.rv().to_string()},
             "items": items,
         }))
+    }
+}
+
+/// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).
+fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    let missing = |f: &str| ev.get(f).and_then(Value::as_str).is_none_or(str::is_empty);
+    if ev.get("eventTime").is_none_or(Value::is_null) {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let ty = ev.get("type").and_then(Value::as_str).unwrap_or_default();
+    if ty != "Normal" && ty != "Warning" {
+        errs.push(FieldError::invalid(
+            "type",
+            json!(""),
+            format!("has invalid value: {ty}"),
+        ));
+    }
+    for f in [
+        "reason",
+        "reportingController",
+        "reportingInstance",
+        "action",
+    ] {
+        if missing(f) {
+            errs.push(FieldError::required(f, ""));
+        }
+    }
+    if ev
+        .get("note")
+        .and_then(Value::as_str)
+        .is_some_and(|n| n.len() > 1024)
+    {
+        errs.push(
+            FieldError::invalid("note", json!(""), "can have at most 1024 characters")
+                .with_kind(crate::status::FieldErrorKind::TooLong),
+        );
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid("events.k8s.io", "Event", name, errs))
     }
 }
 

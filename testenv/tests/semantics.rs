@@ -1242,3 +1242,64 @@ async fn deletecollection_dry_run_yaml_and_tables() {
         json!("PartialObjectMetadata")
     );
 }
+
+#[tokio::test]
+async fn events_are_one_resource_in_two_versions() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as EventV1;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let env = TestEnv::new();
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let c = cms
+        .create(&PostParams::default(), &cm("subject"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "sample-controller".into(),
+            instance: Some("pod-1".into()),
+        },
+    );
+    let reference = kube::Resource::object_ref(&c, &());
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("all good".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    let v1: Api<EventV1> = Api::namespaced(client.clone(), "default");
+    let got = v1.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(got.len(), 1, "the second publish updates the series");
+    assert_eq!(got[0].note.as_deref(), Some("all good"));
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let got = core
+        .list(&ListParams::default().fields("involvedObject.name=subject,reason=Reconciled"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message.as_deref(), Some("all good"));
+    assert_eq!(
+        got[0].reporting_component.as_deref(),
+        Some("sample-controller")
+    );
+    assert_eq!(got[0].involved_object.name.as_deref(), Some("subject"));
+
+    // events.k8s.io/v1 requires what a recorder must set.
+    let bad: EventV1 =
+        serde_json::from_value(json!({"metadata": {"name": "bad"}, "eventTime": null})).unwrap();
+    let e = api_err(v1.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("eventTime: Required value"),
+        "{}",
+        e.message
+    );
+}
