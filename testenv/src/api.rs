@@ -33,6 +33,8 @@ pub(crate) struct Request {
     pub(crate) body: Bytes,
     /// `host:port` the client used, for `/api`'s serverAddressByClientCIDRs.
     pub(crate) host: String,
+    /// `User-Agent`; its part before the first `/` names the field manager by default.
+    pub(crate) user_agent: String,
 }
 
 /// What to send back.
@@ -325,7 +327,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     }
 }
 
-fn write_opts(q: &QueryView<'_>) -> Result<WriteOpts, ErrorStatus> {
+fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
     let validation = match q.get("fieldValidation") {
         None | Some("" | "Warn") => FieldValidation::Warn,
         Some("Strict") => FieldValidation::Strict,
@@ -348,7 +350,15 @@ fn write_opts(q: &QueryView<'_>) -> Result<WriteOpts, ErrorStatus> {
     Ok(WriteOpts {
         dry_run,
         validation,
-        field_manager: q.get("fieldManager").map(str::to_owned),
+        field_manager: Some(
+            q.get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| req.user_agent.split('/').next().unwrap_or_default())
+                .chars()
+                .take(128)
+                .collect(),
+        ),
+        explicit_manager: q.get("fieldManager").is_some_and(|m| !m.is_empty()),
         force: q.flag("force") == Some(true),
         managed_fields: None,
     })
@@ -427,7 +437,7 @@ fn dispatch(
         }
         "create" => {
             let body = json_body(req, def)?;
-            let opts = write_opts(q)?;
+            let opts = write_opts(q, req)?;
             let w = inner
                 .state()
                 .create(def, t.namespace.as_deref(), body, &opts)?;
@@ -435,7 +445,7 @@ fn dispatch(
         }
         "update" => {
             let body = json_body(req, def)?;
-            let opts = write_opts(q)?;
+            let opts = write_opts(q, req)?;
             let w = inner
                 .state()
                 .update(def, ns, name, body, status_only, &opts)?;
@@ -445,7 +455,7 @@ fn dispatch(
             let Some(ptype) = PatchType::from_content_type(&req.content_type) else {
                 return Err(unsupported_patch_type(def));
             };
-            let opts = write_opts(q)?;
+            let opts = write_opts(q, req)?;
             let w = write(inner, |st| {
                 st.patch(def, ns, name, ptype, &req.body, status_only, &opts)
             })?;

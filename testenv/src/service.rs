@@ -127,6 +127,7 @@ where
         content_type: header(header::CONTENT_TYPE),
         body,
         host: header(header::HOST),
+        user_agent: header(header::USER_AGENT),
     };
     respond(api::handle(env, request).await)
 }

@@ -29,8 +29,10 @@ pub(crate) enum FieldValidation {
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) validation: FieldValidation,
-    /// `fieldManager`.
+    /// The field manager: `fieldManager`, else the User-Agent's product name.
     pub(crate) field_manager: Option<String>,
+    /// `fieldManager` was given explicitly (apply requires it).
+    pub(crate) explicit_manager: bool,
     /// `force` (server-side apply only).
     pub(crate) force: bool,
     /// `managedFields` computed by server-side apply, to store with the object.
@@ -452,6 +454,12 @@ impl State {
         });
         obj["apiVersion"] = json!(def.api_version());
         obj["kind"] = json!(def.kind);
+        if opts.managed_fields.is_none() {
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) = crate::ssa::track_update(def, None, &obj, manager, false) {
+                with_meta(&mut obj, |m| m.insert("managedFields".into(), mf));
+            }
+        }
         let key = ObjKey::new(&ns, &name);
         if self.store.get(&def.key(), &key).is_some() {
             return Err(ErrorStatus::already_exists(&def.group, &def.plural, &name));
@@ -569,7 +577,7 @@ impl State {
             }
             n
         };
-        self.finish_update(def, &key, &existing, new, opts)
+        self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
     /// The common tail of update and patch: system metadata, validation, generation,
@@ -581,6 +589,7 @@ impl State {
         existing: &Arc<Value>,
         mut new: Value,
         opts: &WriteOpts,
+        status_only: bool,
     ) -> Result<Written, ErrorStatus> {
         let name = key.name.clone();
         {
@@ -671,6 +680,15 @@ impl State {
         }
         new["apiVersion"] = json!(def.api_version());
         new["kind"] = json!(def.kind);
+        if opts.managed_fields.is_none() {
+            let old_view = Self::present(def, existing);
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) =
+                crate::ssa::track_update(def, Some(&old_view), &new, manager, status_only)
+            {
+                with_meta(&mut new, |m| m.insert("managedFields".into(), mf));
+            }
+        }
         let new = def.to_storage(new);
         let without_version = |v: &Value| {
             let mut v = v.clone();
@@ -807,7 +825,7 @@ impl State {
             }
             n
         };
-        self.finish_update(def, &key, &existing, new, opts)
+        self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
     /// Server-side apply: creates the object when missing, else merges and records
@@ -821,7 +839,11 @@ impl State {
         status_only: bool,
         opts: &WriteOpts,
     ) -> Result<Written, ErrorStatus> {
-        let Some(manager) = opts.field_manager.clone().filter(|m| !m.is_empty()) else {
+        let Some(manager) = opts
+            .field_manager
+            .clone()
+            .filter(|m| opts.explicit_manager && !m.is_empty())
+        else {
             return Err(ErrorStatus::invalid(
                 "meta.k8s.io",
                 "PatchOptions",
@@ -921,7 +943,7 @@ impl State {
             managed_fields: Some(a.managed_fields),
             ..opts.clone()
         };
-        self.finish_update(def, &key, &existing, new, &opts)
+        self.finish_update(def, &key, &existing, new, &opts, status_only)
     }
 
     fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {

@@ -1303,3 +1303,40 @@ async fn events_are_one_resource_in_two_versions() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn updates_record_field_ownership() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let pp = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let o = api.create(&pp, &asvc("rut", "webhook")).await.unwrap();
+    let mf = o.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("creator"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Update"));
+    let fields = serde_json::to_value(&mf[0].fields_v1).unwrap();
+    assert_eq!(fields["f:spec"]["f:serviceName"], json!({}));
+
+    // An applier changing a field another manager set conflicts unless it forces.
+    let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "mine"}});
+    let e = api_err(
+        api.patch("rut", &PatchParams::apply("applier"), &Patch::Apply(&cfg))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("conflict with \"creator\""),
+        "{}",
+        e.message
+    );
+
+    // A write that changes nothing keeps managedFields and the resourceVersion.
+    let again = api.replace("rut", &pp, &o).await.unwrap();
+    assert_eq!(again.metadata.resource_version, o.metadata.resource_version);
+    assert_eq!(again.metadata.managed_fields, o.metadata.managed_fields);
+}
