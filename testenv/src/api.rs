@@ -716,7 +716,7 @@ fn list(
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = None;
-    for (i, (k, obj)) in in_ns.iter().enumerate() {
+    for (i, (_, obj)) in in_ns.iter().enumerate() {
         if limit.is_some_and(|l| items.len() >= l) {
             next = in_ns
                 .get(i.wrapping_sub(1))
@@ -726,7 +726,6 @@ fn list(
             }
             break;
         }
-        let _ = k;
         if sel.matches(def, obj) {
             items.push(Arc::clone(obj));
         }

@@ -397,17 +397,18 @@ impl Builtin {
                 obj["status"] = json!({"phase": "Pending", "qosClass": qos});
             }
             Self::Deployment => {
-                let spec = &mut obj["spec"];
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(
-                    spec,
-                    "strategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
-                );
-                if let Some(pod) = spec.pointer_mut("/template/spec") {
-                    default_pod_spec(pod);
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "replicas", json!(1));
+                    set_default(spec, "revisionHistoryLimit", json!(10));
+                    set_default(spec, "progressDeadlineSeconds", json!(600));
+                    set_default(
+                        spec,
+                        "strategy",
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                    );
+                    if let Some(pod) = spec.pointer_mut("/template/spec") {
+                        default_pod_spec(pod);
+                    }
                 }
                 obj["status"] = json!({});
             }

@@ -429,3 +429,18 @@ async fn controller_reconciles_to_convergence() {
     assert_eq!(env.request_count("patch", "addressableservices"), writes);
     task.abort();
 }
+
+#[tokio::test]
+async fn server_shutdown_ends_open_watches() {
+    let env = env();
+    let server = env.serve().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "default");
+    let stream = api.watch(&WatchParams::default(), "0").await.unwrap();
+    let mut stream = Box::pin(stream);
+    server.shutdown().await;
+    let end = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+    assert!(end.is_ok(), "the watch ended with the server");
+}
