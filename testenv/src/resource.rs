@@ -128,6 +128,20 @@ impl ResourceDef {
         v
     }
 
+    /// Whether the kind converts field labels beyond ObjectMeta's.
+    pub(crate) fn has_field_labels(&self) -> bool {
+        matches!(
+            self.builtin(),
+            Some(
+                Builtin::Pod
+                    | Builtin::Event
+                    | Builtin::EventsV1Event
+                    | Builtin::Secret
+                    | Builtin::Namespace
+            )
+        )
+    }
+
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`, mapped to
     /// the JSON pointer they read.
     pub(crate) fn field_label(&self, label: &str) -> Option<&'static str> {

@@ -101,13 +101,15 @@ pub(crate) fn check_fields(def: &ResourceDef, fields: &FieldSelector) -> Result<
         let known = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
             || def.field_label(&t.field).is_some();
         if !known {
-            let msg = if def.is_custom() {
+            // Kinds with their own field-label conversion word it differently from the
+            // default ObjectMeta-only conversion.
+            let msg = if def.has_field_labels() {
+                format!("field label not supported: {}", t.field)
+            } else {
                 format!(
                     "\"{}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
                     t.field
                 )
-            } else {
-                format!("field label not supported: {}", t.field)
             };
             return Err(ErrorStatus::bad_request(msg));
         }
@@ -390,7 +392,10 @@ impl State {
             self.check_namespace(def, &ns, &given_name)?;
         }
         if !meta_str(&obj, "resourceVersion").is_empty() {
-            return Err(ErrorStatus::internal(
+            // etcd3's storage error, which kube-apiserver passes on as an untyped 500.
+            return Err(ErrorStatus::new(
+                500,
+                "",
                 "resourceVersion should not be set on objects to be created",
             ));
         }

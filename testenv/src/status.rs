@@ -348,6 +348,7 @@ pub(crate) fn qualified(group: &str, resource: &str) -> String {
 pub(crate) enum FieldErrorKind {
     Required,
     Invalid,
+    TypeInvalid,
     Forbidden,
     NotSupported,
     TooLong,
@@ -359,6 +360,7 @@ impl FieldErrorKind {
         match self {
             Self::Required => "FieldValueRequired",
             Self::Invalid => "FieldValueInvalid",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
             Self::Forbidden => "FieldValueForbidden",
             Self::NotSupported => "FieldValueNotSupported",
             Self::TooLong => "FieldValueTooLong",
@@ -434,7 +436,7 @@ impl FieldError {
     fn type_text(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Required => "Required value",
-            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => "Invalid value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::TooLong => "Too long",
@@ -444,7 +446,12 @@ impl FieldError {
 
     fn message_without_field(&self) -> String {
         let mut s = self.type_text().to_owned();
-        if let Some(v) = &self.value {
+        // apimachinery leaves the value out of these error types.
+        let shows_value = !matches!(
+            self.kind,
+            FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong
+        );
+        if let Some(v) = self.value.as_ref().filter(|_| shows_value) {
             s.push_str(": ");
             s.push_str(&render_value(v));
         }

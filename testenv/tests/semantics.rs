@@ -583,8 +583,21 @@ async fn label_and_field_selectors() {
     );
     assert_eq!(
         (e.code, e.message.as_str()),
-        (400, "field label not supported: data.k")
+        (
+            400,
+            "\"data.k\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
     );
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let e = api_err(
+        pods.list(&ListParams::default().fields("spec.bogus=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.message, "field label not supported: spec.bogus");
+    pods.list(&ListParams::default().fields("status.phase=Running,spec.nodeName="))
+        .await
+        .unwrap();
     let env2 = env_with_crd();
     let e = api_err(
         asvc_api(env2.client(), "default")
