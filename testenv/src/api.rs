@@ -49,6 +49,11 @@ pub(crate) enum Reply {
         code: u16,
         text: String,
     },
+    /// A 200 JSON body with its own media type (aggregated discovery).
+    JsonAs {
+        content_type: &'static str,
+        body: Value,
+    },
     /// A watch: newline-delimited JSON events, streamed.
     Stream(tokio::sync::mpsc::Receiver<Bytes>),
 }
@@ -273,6 +278,10 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     };
     let target = match route {
         Route::Version => return Reply::ok(discovery::version()),
+        Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
+            let core = matches!(route, Route::ApiVersions);
+            return discovery::aggregated(&env.inner.state(), core);
+        }
         Route::ApiVersions => return Reply::ok(discovery::api_versions(&req.host)),
         Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.state())),
         Route::Group(g) => return discovery::group(&env.inner.state(), &g),

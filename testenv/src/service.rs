@@ -150,6 +150,12 @@ fn respond(reply: Reply) -> Response<Body> {
             }
             Body::full(body.to_string())
         }
+        Reply::JsonAs { content_type, body } => {
+            builder = builder
+                .status(200)
+                .header(header::CONTENT_TYPE, content_type);
+            Body::full(body.to_string())
+        }
         Reply::Text { code, text } => {
             builder = builder
                 .status(code)

@@ -830,6 +830,22 @@ async fn discovery_serves_builtins_and_crds() {
     );
     assert!(d.has_group("apps"));
     assert!(d.has_group("coordination.k8s.io"));
+    // Aggregated discovery (apidiscovery.k8s.io/v2) finds the same.
+    let agg = kube::Discovery::new(env.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let (ar2, caps2) = agg
+        .resolve_gvk(&kube::core::GroupVersionKind::gvk(
+            "samples.knative.dev",
+            "v1alpha1",
+            "AddressableService",
+        ))
+        .unwrap();
+    assert_eq!(ar2.plural, "addressableservices");
+    assert_eq!(caps2.scope, kube::discovery::Scope::Namespaced);
+    assert!(agg.has_group(""));
+    assert!(agg.has_group("apiextensions.k8s.io"));
     let v = env.client().apiserver_version().await.unwrap();
     assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", "33"));
     let list = env
