@@ -48,6 +48,7 @@ mod hooks;
 mod names;
 mod patch;
 mod resource;
+mod rules;
 mod selector;
 mod server;
 mod service;

@@ -433,6 +433,10 @@ impl State {
         }
         if let Some(b) = def.builtin() {
             b.default_on_create(&mut obj);
+            let errs = crate::rules::check(b, &obj, None);
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
             if b == Builtin::Crd {
                 crate::crds::validate(&obj, &name)?;
                 crate::crds::accept(&mut obj);
@@ -530,13 +534,12 @@ impl State {
                     &def.group,
                     &def.kind,
                     name,
-                    vec![FieldError::invalid(
+                    vec![FieldError::invalid_raw(
                         "metadata.resourceVersion",
-                        json!("0x0"),
+                        "0x0",
                         "must be specified for an update",
                     )],
-                )
-                .with_raw_value());
+                ));
             }
         } else if rv != meta_str(&existing, "resourceVersion") {
             return Err(ErrorStatus::stale(&def.group, &def.plural, name));
@@ -675,6 +678,12 @@ impl State {
         let (mut new, warnings) = Self::normalize(def, new, opts, &name)?;
         if def.builtin() == Some(Builtin::Crd) {
             crate::crds::validate(&new, &name)?;
+        }
+        if let Some(b) = def.builtin() {
+            let errs = crate::rules::check(b, &new, Some(existing));
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
         }
         if def.generation && generation_view(def, &new) != generation_view(def, existing) {
             let g = existing
@@ -1219,15 +1228,4 @@ fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {
 
 pub(crate) fn unsupported_patch_type(def: &ResourceDef) -> ErrorStatus {
     unsupported_patch(def)
-}
-
-impl ErrorStatus {
-    /// kube-apiserver prints the resourceVersion's zero value as `0x0` without quotes.
-    fn with_raw_value(mut self) -> Self {
-        self.message = self.message.replace("\"0x0\"", "0x0");
-        for c in &mut self.causes {
-            c.message = c.message.replace("\"0x0\"", "0x0");
-        }
-        self
-    }
 }

@@ -375,6 +375,8 @@ pub(crate) struct FieldError {
     pub(crate) kind: FieldErrorKind,
     pub(crate) field: String,
     pub(crate) value: Option<Value>,
+    /// The value as Go's `%#v` prints it, when that is not JSON-like.
+    pub(crate) raw: Option<String>,
     pub(crate) detail: String,
 }
 
@@ -384,6 +386,7 @@ impl FieldError {
             kind: FieldErrorKind::Required,
             field: field.into(),
             value: None,
+            raw: None,
             detail: detail.into(),
         }
     }
@@ -397,6 +400,22 @@ impl FieldError {
             kind: FieldErrorKind::Invalid,
             field: field.into(),
             value: Some(value),
+            raw: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// An invalid value printed verbatim (`0x0`, `map[string]string{...}`).
+    pub(crate) fn invalid_raw(
+        field: impl Into<String>,
+        raw: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            value: None,
+            raw: Some(raw.into()),
             detail: detail.into(),
         }
     }
@@ -406,6 +425,7 @@ impl FieldError {
             kind: FieldErrorKind::Forbidden,
             field: field.into(),
             value: None,
+            raw: None,
             detail: detail.into(),
         }
     }
@@ -424,6 +444,7 @@ impl FieldError {
             kind: FieldErrorKind::NotSupported,
             field: field.into(),
             value: Some(value),
+            raw: None,
             detail: format!("supported values: {quoted}"),
         }
     }
@@ -451,9 +472,14 @@ impl FieldError {
             self.kind,
             FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong
         );
-        if let Some(v) = self.value.as_ref().filter(|_| shows_value) {
-            s.push_str(": ");
-            s.push_str(&render_value(v));
+        if shows_value {
+            if let Some(raw) = &self.raw {
+                s.push_str(": ");
+                s.push_str(raw);
+            } else if let Some(v) = &self.value {
+                s.push_str(": ");
+                s.push_str(&render_value(v));
+            }
         }
         if !self.detail.is_empty() {
             s.push_str(": ");

@@ -1369,3 +1369,56 @@ async fn updates_record_field_ownership() {
     assert_eq!(again.metadata.resource_version, o.metadata.resource_version);
     assert_eq!(again.metadata.managed_fields, o.metadata.managed_fields);
 }
+
+#[tokio::test]
+async fn built_in_kind_rules() {
+    let env = TestEnv::new();
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let empty: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+            .unwrap();
+    let e = api_err(
+        pods.create(&PostParams::default(), &empty)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Pod \"p\" is invalid: spec.containers: Required value"
+    );
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "img:1"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The image may change; most of the spec may not.
+    let p = json!({"spec": {"containers": [{"name": "c", "image": "img:2"}]}});
+    pods.patch("p", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"restartPolicy": "Never"}});
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.starts_with(
+            "Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than"
+        ),
+        "{}",
+        e.message
+    );
+
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}},
+                 "template": {"metadata": {"labels": {"app": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    let e = api_err(deps.create(&PostParams::default(), &d).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "Deployment.apps \"d\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"
+    );
+}
