@@ -444,3 +444,52 @@ async fn server_shutdown_ends_open_watches() {
     .await;
     assert!(end.is_ok(), "the watch ended with the server");
 }
+
+type FinalizerCtx = (Api<ConfigMap>, Arc<Mutex<Vec<String>>>);
+
+#[tokio::test]
+async fn kube_runtime_finalizer_helper_adds_and_removes() {
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{Event as Fin, finalizer};
+
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let cleaned = Arc::new(Mutex::new(Vec::<String>::new()));
+    let ctx = Arc::new((api.clone(), Arc::clone(&cleaned)));
+    let controller = Controller::new(api.clone(), watcher::Config::default())
+        .run(
+            |obj: Arc<ConfigMap>, ctx: Arc<FinalizerCtx>| async move {
+                let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
+                finalizer(api, "testenv.dev/cleanup", obj, |ev| async move {
+                    if let Fin::Cleanup(o) = ev {
+                        cleaned
+                            .lock()
+                            .unwrap()
+                            .push(o.metadata.name.clone().unwrap_or_default());
+                    }
+                    Ok::<_, kube::Error>(Action::await_change())
+                })
+                .await
+            },
+            |_, _, _| Action::requeue(Duration::from_millis(20)),
+            ctx,
+        )
+        .for_each(|_| std::future::ready(()));
+    let task = tokio::spawn(controller);
+    api.create(&PostParams::default(), &cm("f", "1"))
+        .await
+        .unwrap();
+    let has_finalizer = || {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_some_and(|o| o["metadata"]["finalizers"] == json!(["testenv.dev/cleanup"]))
+    };
+    eventually(has_finalizer).await;
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    eventually(|| {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_none()
+    })
+    .await;
+    assert_eq!(*cleaned.lock().unwrap(), ["f"]);
+    task.abort();
+}
