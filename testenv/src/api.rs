@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::discovery;
 use crate::hooks::Action;
 use crate::patch::PatchType;
-use crate::resource::ResourceDef;
+use crate::resource::{Builtin, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{
     DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
@@ -397,6 +397,18 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
             .map_err(|e| e.to_string())
             .and_then(|t| serde_saphyr::from_str::<Value>(t).map_err(|e| e.to_string()))
             .map_err(cannot),
+        "application/vnd.kubernetes.protobuf" => match def.builtin() {
+            Some(
+                b @ (Builtin::Namespace
+                | Builtin::ConfigMap
+                | Builtin::Secret
+                | Builtin::ServiceAccount),
+            ) => crate::proto::decode(b, &req.body).map_err(cannot),
+            _ => Err(ErrorStatus::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv decodes protobuf only for namespaces, configmaps, secrets and serviceaccounts, not {})",
+                def.plural
+            ))),
+        },
         _ => Err(ErrorStatus::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv does not decode {ct})"
         ))),

@@ -47,6 +47,7 @@ mod discovery;
 mod hooks;
 mod names;
 mod patch;
+mod proto;
 mod resource;
 mod rules;
 mod selector;

@@ -690,7 +690,9 @@ impl State {
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            with_meta(&mut new, |m| m.insert("generation".into(), json!(g + 1)));
+            with_meta(&mut new, |m| {
+                m.insert("generation".into(), json!(g.saturating_add(1)))
+            });
         }
         new["apiVersion"] = json!(def.api_version());
         new["kind"] = json!(def.kind);
@@ -1037,7 +1039,7 @@ impl State {
                     if let Some(g) = meta.get("generation").and_then(Value::as_i64)
                         && g > 0
                     {
-                        meta.insert("generation".into(), json!(g + 1));
+                        meta.insert("generation".into(), json!(g.saturating_add(1)));
                     }
                 }
                 meta.insert("finalizers".into(), json!(fins));

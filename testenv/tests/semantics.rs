@@ -798,7 +798,19 @@ async fn error_statuses_for_paths_and_methods() {
         "x",
     )
     .await;
-    assert_eq!(code, 415);
+    assert_eq!(code, 400, "malformed protobuf");
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
     let (code, body) = raw(
         &client,
         "GET",
