@@ -459,17 +459,17 @@ fn dispatch(
         "create" => {
             let body = json_body(req, def)?;
             let opts = write_opts(q, req)?;
-            let w = inner
-                .state()
-                .create(def, t.namespace.as_deref(), body, &opts)?;
+            let w = write(inner, |st| {
+                st.create(def, t.namespace.as_deref(), body, &opts)
+            })?;
             Ok(written(w, output, def))
         }
         "update" => {
             let body = json_body(req, def)?;
             let opts = write_opts(q, req)?;
-            let w = inner
-                .state()
-                .update(def, ns, name, body, status_only, &opts)?;
+            let w = write(inner, |st| {
+                st.update(def, ns, name, body, status_only, &opts)
+            })?;
             Ok(written(w, output, def))
         }
         "patch" => {
@@ -495,9 +495,9 @@ fn dispatch(
         "deletecollection" => {
             let opts = delete_opts(req, q)?;
             let sel = selection(def, t, q)?;
-            Ok(Reply::ok(
-                inner.state().delete_collection(def, &sel, &opts)?,
-            ))
+            Ok(Reply::ok(write(inner, |st| {
+                st.delete_collection(def, &sel, &opts)
+            })?))
         }
         _ => Err(ErrorStatus::method_not_allowed()),
     }

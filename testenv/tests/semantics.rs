@@ -1434,3 +1434,20 @@ async fn built_in_kind_rules() {
         "Deployment.apps \"d\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"
     );
 }
+
+#[tokio::test]
+async fn garbage_collector_runs_after_creates_too() {
+    let env = TestEnv::builder().garbage_collection(true).build();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut orphan = cm("orphan");
+    orphan.metadata.owner_references = Some(
+        serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "gone", "uid": "00000000-0000-0000-0000-000000000000"}]))
+        .unwrap(),
+    );
+    api.create(&PostParams::default(), &orphan).await.unwrap();
+    assert!(
+        api.get_opt("orphan").await.unwrap().is_none(),
+        "its owner does not exist"
+    );
+}
