@@ -325,9 +325,13 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);
     }
-    if let Some(sub) = &target.subresource
-        && (sub != "status" || !def.status)
-    {
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => def.status,
+        Some("scale") => def.scale.is_some(),
+        Some(_) => false,
+    };
+    if !served {
         return Reply::error(&ErrorStatus::unknown_path());
     }
     match dispatch(&env.inner, verb, &target, &req, &q) {
@@ -434,7 +438,10 @@ fn dispatch(
     let output = Output::from_accept(&req.accept);
     let ns = t.namespace.as_deref().unwrap_or_default();
     let name = t.name.as_deref().unwrap_or_default();
-    let status_only = t.subresource.is_some();
+    let status_only = t.subresource.as_deref() == Some("status");
+    if t.subresource.as_deref() == Some("scale") {
+        return scale(inner, verb, t, req, q);
+    }
     match verb {
         "get" => {
             let obj = inner.state().get(def, ns, name)?;
@@ -501,6 +508,56 @@ fn dispatch(
         }
         _ => Err(ErrorStatus::method_not_allowed()),
     }
+}
+
+/// `get`, `update` and `patch` of the scale subresource.
+fn scale(
+    inner: &Arc<Inner>,
+    verb: &str,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let ns = t.namespace.as_deref().unwrap_or_default();
+    let name = t.name.as_deref().unwrap_or_default();
+    let opts = write_opts(q, req)?;
+    let body = match verb {
+        "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
+        "update" => serde_json::from_slice::<Value>(&req.body).map_err(|e| {
+            ErrorStatus::bad_request(format!(
+                "Scale in version \"v1\" cannot be handled as a Scale: {e}"
+            ))
+        })?,
+        "patch" => {
+            let current = inner.state().scale_get(def, ns, name)?;
+            let patched = match PatchType::from_content_type(&req.content_type) {
+                Some(PatchType::Json) => crate::patch::json_patch(&current, &req.body),
+                // Scale has no lists, so a strategic merge patch is a merge patch.
+                Some(PatchType::Merge | PatchType::Strategic) => {
+                    crate::patch::merge_patch(&current, &req.body)
+                }
+                _ => return Err(unsupported_patch_type(def)),
+            };
+            match patched {
+                Ok(p) => p,
+                Err(crate::patch::PatchError::Decode(e)) => {
+                    return Err(ErrorStatus::bad_request(e));
+                }
+                Err(crate::patch::PatchError::Apply(e)) => {
+                    return Err(ErrorStatus::unprocessable(
+                        &def.group,
+                        &def.plural,
+                        name,
+                        &e,
+                    ));
+                }
+            }
+        }
+        _ => return Err(ErrorStatus::method_not_allowed()),
+    };
+    let scale = write(inner, |st| st.scale_write(def, ns, name, &body, &opts))?;
+    Ok(Reply::ok(scale))
 }
 
 /// Runs a write, then lets the optional controllers react to it before anyone else

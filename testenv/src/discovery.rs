@@ -124,12 +124,23 @@ pub(crate) fn aggregated(state: &State, core: bool) -> Reply {
                         if !d.categories.is_empty() {
                             r["categories"] = json!(d.categories);
                         }
+                        let mut subs = Vec::new();
                         if d.status {
-                            r["subresources"] = json!([{
+                            subs.push(json!({
                                 "subresource": "status",
                                 "responseKind": gvk(&g, v, &d.kind),
                                 "verbs": ["get", "patch", "update"],
-                            }]);
+                            }));
+                        }
+                        if d.scale.is_some() {
+                            subs.push(json!({
+                                "subresource": "scale",
+                                "responseKind": gvk("autoscaling", "v1", "Scale"),
+                                "verbs": ["get", "patch", "update"],
+                            }));
+                        }
+                        if !subs.is_empty() {
+                            r["subresources"] = json!(subs);
                         }
                         r
                     })
@@ -177,6 +188,17 @@ pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Value 
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if d.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }

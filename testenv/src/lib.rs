@@ -50,6 +50,7 @@ mod patch;
 mod proto;
 mod resource;
 mod rules;
+mod scale;
 mod selector;
 mod server;
 mod service;

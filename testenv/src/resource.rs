@@ -56,6 +56,24 @@ pub(crate) struct ResourceDef {
     pub(crate) imp: KindImpl,
     /// Extra printer columns for `kubectl get` (name, type, JSON path), CRDs only.
     pub(crate) columns: Vec<(String, String, String)>,
+    /// The `scale` subresource, when served.
+    pub(crate) scale: Option<ScalePaths>,
+}
+
+/// Where a resource keeps what its `scale` subresource shows, as JSON pointers.
+#[derive(Clone, Debug)]
+pub(crate) struct ScalePaths {
+    pub(crate) spec_replicas: String,
+    pub(crate) status_replicas: String,
+    /// A string label selector, or (for Deployments) a LabelSelector object.
+    pub(crate) label_selector: Option<String>,
+}
+
+/// `.spec.replicas` → `/spec/replicas` (the simple JSON paths scale subresources use).
+pub(crate) fn json_path_pointer(path: &str) -> String {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
 }
 
 impl ResourceDef {
@@ -249,6 +267,7 @@ fn def(
         deletecollection: true,
         imp: KindImpl::Builtin(b),
         columns: Vec::new(),
+        scale: None,
     }
 }
 
@@ -308,6 +327,11 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
             status: true,
             generation: true,
             categories: all,
+            scale: Some(ScalePaths {
+                spec_replicas: "/spec/replicas".into(),
+                status_replicas: "/status/replicas".into(),
+                label_selector: Some("/spec/selector".into()),
+            }),
             ..def(
                 "apps",
                 "deployments",

@@ -590,7 +590,7 @@ impl State {
 
     /// The common tail of update and patch: system metadata, validation, generation,
     /// no-op detection, the write, and deletion once the last finalizer is gone.
-    fn finish_update(
+    pub(crate) fn finish_update(
         &mut self,
         def: &ResourceDef,
         key: &ObjKey,

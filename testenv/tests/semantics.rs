@@ -1451,3 +1451,51 @@ async fn garbage_collector_runs_after_creates_too() {
         "its owner does not exist"
     );
 }
+
+#[tokio::test]
+async fn scale_subresource() {
+    let env = env_with_crd();
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    deps.create(&PostParams::default(), &d).await.unwrap();
+    let s = deps.get_scale("d").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(1));
+    assert_eq!(s.status.unwrap().selector.as_deref(), Some("app=d"));
+    let p = json!({"spec": {"replicas": 4}});
+    let s = deps
+        .patch_scale("d", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(4));
+    let d = deps.get("d").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(4));
+    assert_eq!(d.metadata.generation, Some(2));
+
+    let api = asvc_api(env.client(), "default");
+    api.create(&PostParams::default(), &asvc("rut", "w"))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"replicas": 3}});
+    api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.get("rut").await.unwrap().data["spec"]["replicas"],
+        json!(3)
+    );
+    let p = json!({"spec": {"replicas": -1}});
+    let e = api_err(
+        api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &cm("c")).await.unwrap();
+    let e = api_err(cms.get_scale("c").await.unwrap_err());
+    assert_eq!(e.code, 404, "ConfigMaps have no scale subresource");
+}
