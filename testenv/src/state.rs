@@ -408,7 +408,19 @@ impl State {
         });
         let generate = meta_str(&obj, "generateName").to_owned();
         if given_name.is_empty() && !generate.is_empty() {
-            let name = self.names.generate(&generate);
+            // kube-apiserver (RetryGenerateName, GA in 1.32) tries up to 8 names before
+            // answering AlreadyExists.
+            let mut name = self.names.generate(&generate);
+            for _ in 0..7 {
+                if self
+                    .store
+                    .get(&def.key(), &ObjKey::new(&ns, &name))
+                    .is_none()
+                {
+                    break;
+                }
+                name = self.names.generate(&generate);
+            }
             with_meta(&mut obj, |m| m.insert("name".into(), json!(name)));
         }
         let name = meta_str(&obj, "name").to_owned();
