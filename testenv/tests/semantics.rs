@@ -501,6 +501,18 @@ async fn namespaces_and_names() {
         .await
         .unwrap();
     assert_eq!(g.metadata.name.as_deref(), Some("sd-00001"));
+    api.create(&PostParams::default(), &cm("sd-00002"))
+        .await
+        .unwrap();
+    let g = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    assert_eq!(
+        g.metadata.name.as_deref(),
+        Some("sd-00003"),
+        "a taken generated name is retried"
+    );
 
     // Namespace deletion as on a bare kube-apiserver: Terminating, and no new content.
     let nss: Api<Namespace> = Api::all(client.clone());
