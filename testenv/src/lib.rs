@@ -72,7 +72,7 @@ use serde_json::Value;
 pub use hooks::{Action, Reactor};
 pub use names::NameGenerator;
 pub use server::Server;
-pub use service::{Body, TestEnvService};
+pub use service::{ResponseBody, TestEnvService};
 pub use status::{ErrorStatus, StatusCause};
 
 use crate::hooks::Hooks;
