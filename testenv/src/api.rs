@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::discovery;
 use crate::hooks::Action;
 use crate::patch::PatchType;
-use crate::resource::ResourceDef;
+use crate::resource::{Builtin, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{
     DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
@@ -33,6 +33,8 @@ pub(crate) struct Request {
     pub(crate) body: Bytes,
     /// `host:port` the client used, for `/api`'s serverAddressByClientCIDRs.
     pub(crate) host: String,
+    /// `User-Agent`; its part before the first `/` names the field manager by default.
+    pub(crate) user_agent: String,
 }
 
 /// What to send back.
@@ -46,6 +48,11 @@ pub(crate) enum Reply {
     Text {
         code: u16,
         text: String,
+    },
+    /// A 200 JSON body with its own media type (aggregated discovery).
+    JsonAs {
+        content_type: &'static str,
+        body: Value,
     },
     /// A watch: newline-delimited JSON events, streamed.
     Stream(tokio::sync::mpsc::Receiver<Bytes>),
@@ -102,7 +109,7 @@ impl Output {
         match self {
             Self::Full => State::present(def, obj),
             Self::Meta => partial(obj),
-            Self::Table => table::table(def, std::slice::from_ref(obj), None),
+            Self::Table => table::table(def, &[State::present(def, obj)], None),
         }
     }
 }
@@ -271,6 +278,10 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     };
     let target = match route {
         Route::Version => return Reply::ok(discovery::version()),
+        Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
+            let core = matches!(route, Route::ApiVersions);
+            return discovery::aggregated(&env.inner.state(), core);
+        }
         Route::ApiVersions => return Reply::ok(discovery::api_versions(&req.host)),
         Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.state())),
         Route::Group(g) => return discovery::group(&env.inner.state(), &g),
@@ -314,9 +325,13 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);
     }
-    if let Some(sub) = &target.subresource
-        && (sub != "status" || !def.status)
-    {
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => def.status,
+        Some("scale") => def.scale.is_some(),
+        Some(_) => false,
+    };
+    if !served {
         return Reply::error(&ErrorStatus::unknown_path());
     }
     match dispatch(&env.inner, verb, &target, &req, &q) {
@@ -325,7 +340,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     }
 }
 
-fn write_opts(q: &QueryView<'_>) -> Result<WriteOpts, ErrorStatus> {
+fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
     let validation = match q.get("fieldValidation") {
         None | Some("" | "Warn") => FieldValidation::Warn,
         Some("Strict") => FieldValidation::Strict,
@@ -348,7 +363,15 @@ fn write_opts(q: &QueryView<'_>) -> Result<WriteOpts, ErrorStatus> {
     Ok(WriteOpts {
         dry_run,
         validation,
-        field_manager: q.get("fieldManager").map(str::to_owned),
+        field_manager: Some(
+            q.get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| req.user_agent.split('/').next().unwrap_or_default())
+                .chars()
+                .take(128)
+                .collect(),
+        ),
+        explicit_manager: q.get("fieldManager").is_some_and(|m| !m.is_empty()),
         force: q.flag("force") == Some(true),
         managed_fields: None,
     })
@@ -378,6 +401,18 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
             .map_err(|e| e.to_string())
             .and_then(|t| serde_saphyr::from_str::<Value>(t).map_err(|e| e.to_string()))
             .map_err(cannot),
+        "application/vnd.kubernetes.protobuf" => match def.builtin() {
+            Some(
+                b @ (Builtin::Namespace
+                | Builtin::ConfigMap
+                | Builtin::Secret
+                | Builtin::ServiceAccount),
+            ) => crate::proto::decode(b, &req.body).map_err(cannot),
+            _ => Err(ErrorStatus::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv decodes protobuf only for namespaces, configmaps, secrets and serviceaccounts, not {})",
+                def.plural
+            ))),
+        },
         _ => Err(ErrorStatus::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv does not decode {ct})"
         ))),
@@ -403,7 +438,10 @@ fn dispatch(
     let output = Output::from_accept(&req.accept);
     let ns = t.namespace.as_deref().unwrap_or_default();
     let name = t.name.as_deref().unwrap_or_default();
-    let status_only = t.subresource.is_some();
+    let status_only = t.subresource.as_deref() == Some("status");
+    if t.subresource.as_deref() == Some("scale") {
+        return scale(inner, verb, t, req, q);
+    }
     match verb {
         "get" => {
             let obj = inner.state().get(def, ns, name)?;
@@ -427,25 +465,25 @@ fn dispatch(
         }
         "create" => {
             let body = json_body(req, def)?;
-            let opts = write_opts(q)?;
-            let w = inner
-                .state()
-                .create(def, t.namespace.as_deref(), body, &opts)?;
+            let opts = write_opts(q, req)?;
+            let w = write(inner, |st| {
+                st.create(def, t.namespace.as_deref(), body, &opts)
+            })?;
             Ok(written(w, output, def))
         }
         "update" => {
             let body = json_body(req, def)?;
-            let opts = write_opts(q)?;
-            let w = inner
-                .state()
-                .update(def, ns, name, body, status_only, &opts)?;
+            let opts = write_opts(q, req)?;
+            let w = write(inner, |st| {
+                st.update(def, ns, name, body, status_only, &opts)
+            })?;
             Ok(written(w, output, def))
         }
         "patch" => {
             let Some(ptype) = PatchType::from_content_type(&req.content_type) else {
                 return Err(unsupported_patch_type(def));
             };
-            let opts = write_opts(q)?;
+            let opts = write_opts(q, req)?;
             let w = write(inner, |st| {
                 st.patch(def, ns, name, ptype, &req.body, status_only, &opts)
             })?;
@@ -464,12 +502,62 @@ fn dispatch(
         "deletecollection" => {
             let opts = delete_opts(req, q)?;
             let sel = selection(def, t, q)?;
-            Ok(Reply::ok(
-                inner.state().delete_collection(def, &sel, &opts)?,
-            ))
+            Ok(Reply::ok(write(inner, |st| {
+                st.delete_collection(def, &sel, &opts)
+            })?))
         }
         _ => Err(ErrorStatus::method_not_allowed()),
     }
+}
+
+/// `get`, `update` and `patch` of the scale subresource.
+fn scale(
+    inner: &Arc<Inner>,
+    verb: &str,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let ns = t.namespace.as_deref().unwrap_or_default();
+    let name = t.name.as_deref().unwrap_or_default();
+    let opts = write_opts(q, req)?;
+    let body = match verb {
+        "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
+        "update" => serde_json::from_slice::<Value>(&req.body).map_err(|e| {
+            ErrorStatus::bad_request(format!(
+                "Scale in version \"v1\" cannot be handled as a Scale: {e}"
+            ))
+        })?,
+        "patch" => {
+            let current = inner.state().scale_get(def, ns, name)?;
+            let patched = match PatchType::from_content_type(&req.content_type) {
+                Some(PatchType::Json) => crate::patch::json_patch(&current, &req.body),
+                // Scale has no lists, so a strategic merge patch is a merge patch.
+                Some(PatchType::Merge | PatchType::Strategic) => {
+                    crate::patch::merge_patch(&current, &req.body)
+                }
+                _ => return Err(unsupported_patch_type(def)),
+            };
+            match patched {
+                Ok(p) => p,
+                Err(crate::patch::PatchError::Decode(e)) => {
+                    return Err(ErrorStatus::bad_request(e));
+                }
+                Err(crate::patch::PatchError::Apply(e)) => {
+                    return Err(ErrorStatus::unprocessable(
+                        &def.group,
+                        &def.plural,
+                        name,
+                        &e,
+                    ));
+                }
+            }
+        }
+        _ => return Err(ErrorStatus::method_not_allowed()),
+    };
+    let scale = write(inner, |st| st.scale_write(def, ns, name, &body, &opts))?;
+    Ok(Reply::ok(scale))
 }
 
 /// Runs a write, then lets the optional controllers react to it before anyone else
@@ -706,7 +794,7 @@ fn list(
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = None;
-    for (i, (k, obj)) in in_ns.iter().enumerate() {
+    for (i, (_, obj)) in in_ns.iter().enumerate() {
         if limit.is_some_and(|l| items.len() >= l) {
             next = in_ns
                 .get(i.wrapping_sub(1))
@@ -716,14 +804,13 @@ fn list(
             }
             break;
         }
-        let _ = k;
         if sel.matches(def, obj) {
             items.push(Arc::clone(obj));
         }
     }
     let rv = at.to_string();
     if output == Output::Table {
-        let objs: Vec<Value> = items.iter().map(|o| (**o).clone()).collect();
+        let objs: Vec<Value> = items.iter().map(|o| State::present(def, o)).collect();
         let mut t = table::table(def, &objs, Some(&rv));
         if let Some(c) = &next {
             t["metadata"]["continue"] = json!(c);
@@ -734,9 +821,10 @@ fn list(
         .iter()
         .map(|o| match output {
             Output::Meta => partial(o),
+            // Items of built-in lists carry no kind, as kube-apiserver encodes them.
             _ if def.is_custom() => State::present(def, o),
             _ => {
-                let mut v = (**o).clone();
+                let mut v = State::present(def, o);
                 if let Some(m) = v.as_object_mut() {
                     m.remove("apiVersion");
                     m.remove("kind");

@@ -116,19 +116,25 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
     let actual = type_name(v);
     if int_or_string {
         if !matches!(actual, "integer" | "string") {
-            out.errors.push(FieldError::invalid(
-                path,
-                Value::String(actual.to_owned()),
-                format!("{path} in body must be of type integer,string: \"{actual}\""),
-            ));
+            out.errors.push(
+                FieldError::invalid(
+                    path,
+                    Value::String(actual.to_owned()),
+                    format!("{path} in body must be of type integer,string: \"{actual}\""),
+                )
+                .with_kind(FieldErrorKind::TypeInvalid),
+            );
             return;
         }
     } else if !ty.is_empty() && ty != actual && !(ty == "number" && actual == "integer") {
-        out.errors.push(FieldError::invalid(
-            path,
-            Value::String(actual.to_owned()),
-            format!("{path} in body must be of type {ty}: \"{actual}\""),
-        ));
+        out.errors.push(
+            FieldError::invalid(
+                path,
+                Value::String(actual.to_owned()),
+                format!("{path} in body must be of type {ty}: \"{actual}\""),
+            )
+            .with_kind(FieldErrorKind::TypeInvalid),
+        );
         return;
     }
     if let Some(allowed) = s.get("enum").and_then(Value::as_array)

@@ -193,6 +193,13 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                         .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})),
                 })),
                 columns,
+                scale: v.pointer("/subresources/scale").map(|sc| crate::resource::ScalePaths {
+                    spec_replicas: crate::resource::json_path_pointer(s(sc, "/specReplicasPath")),
+                    status_replicas: crate::resource::json_path_pointer(s(sc, "/statusReplicasPath")),
+                    label_selector: Some(s(sc, "/labelSelectorPath"))
+                        .filter(|p| !p.is_empty())
+                        .map(crate::resource::json_path_pointer),
+                }),
             }
         })
         .collect()

@@ -80,6 +80,87 @@ pub(crate) fn group(state: &State, name: &str) -> Reply {
     }
 }
 
+const AGGREGATED_V2: &str = "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether the client asked for aggregated discovery (apidiscovery.k8s.io/v2) first.
+pub(crate) fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').next().is_some_and(|first| {
+        let params: Vec<&str> = first.split(';').map(str::trim).collect();
+        params.contains(&"as=APIGroupDiscoveryList")
+            && params.contains(&"g=apidiscovery.k8s.io")
+            && params.contains(&"v=v2")
+    })
+}
+
+/// `/api` or `/apis` as one APIGroupDiscoveryList, as kube-apiserver answers clients
+/// that ask for aggregated discovery.
+pub(crate) fn aggregated(state: &State, core: bool) -> Reply {
+    let gvk = |g: &str, v: &str, k: &str| json!({"group": g, "version": v, "kind": k});
+    let mut items = Vec::new();
+    let names: Vec<(String, Vec<String>)> = if core {
+        vec![(String::new(), vec!["v1".to_owned()])]
+    } else {
+        groups(state)
+    };
+    for (g, versions) in names {
+        let vs: Vec<Value> = versions
+            .iter()
+            .map(|v| {
+                let resources: Vec<Value> = state
+                    .resources
+                    .iter()
+                    .filter(|d| d.group == g && &d.version == v)
+                    .map(|d| {
+                        let mut r = json!({
+                            "resource": d.plural,
+                            "responseKind": gvk(&g, v, &d.kind),
+                            "scope": if d.namespaced { "Namespaced" } else { "Cluster" },
+                            "singularResource": d.singular,
+                            "verbs": d.verbs(),
+                        });
+                        if !d.short_names.is_empty() {
+                            r["shortNames"] = json!(d.short_names);
+                        }
+                        if !d.categories.is_empty() {
+                            r["categories"] = json!(d.categories);
+                        }
+                        let mut subs = Vec::new();
+                        if d.status {
+                            subs.push(json!({
+                                "subresource": "status",
+                                "responseKind": gvk(&g, v, &d.kind),
+                                "verbs": ["get", "patch", "update"],
+                            }));
+                        }
+                        if d.scale.is_some() {
+                            subs.push(json!({
+                                "subresource": "scale",
+                                "responseKind": gvk("autoscaling", "v1", "Scale"),
+                                "verbs": ["get", "patch", "update"],
+                            }));
+                        }
+                        if !subs.is_empty() {
+                            r["subresources"] = json!(subs);
+                        }
+                        r
+                    })
+                    .collect();
+                json!({"version": v, "resources": resources, "freshness": "Current"})
+            })
+            .collect();
+        items.push(json!({"metadata": {"name": g}, "versions": vs}));
+    }
+    Reply::JsonAs {
+        content_type: AGGREGATED_V2,
+        body: json!({
+            "kind": "APIGroupDiscoveryList",
+            "apiVersion": "apidiscovery.k8s.io/v2",
+            "metadata": {},
+            "items": items,
+        }),
+    }
+}
+
 pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
     for d in state
@@ -107,6 +188,17 @@ pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Value 
                 "singularName": "",
                 "namespaced": d.namespaced,
                 "kind": d.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if d.scale.is_some() {
+            resources.push(json!({
+                "name": format!("{}/scale", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "group": "autoscaling",
+                "version": "v1",
+                "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
             }));
         }

@@ -39,7 +39,24 @@ pub(crate) fn json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError>
     let ops: json_patch::Patch =
         serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
     let mut out = doc.clone();
-    json_patch::patch(&mut out, &ops).map_err(|e| PatchError::Apply(e.to_string()))?;
+    for op in ops.0 {
+        // kube-apiserver's JSON patch (evanphx/json-patch) lets `test` of a missing
+        // path against `null` pass; kube-runtime's finalizer helper relies on that.
+        if let json_patch::PatchOperation::Test(t) = &op
+            && t.value.is_null()
+            && out.pointer(t.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| {
+            PatchError::Apply(match &op {
+                json_patch::PatchOperation::Test(t) => {
+                    format!("testing value {} failed: test failed", t.path)
+                }
+                _ => e.to_string(),
+            })
+        })?;
+    }
     Ok(out)
 }
 
@@ -335,6 +352,19 @@ fn reorder(list: &mut Vec<Value>, wanted: &[Value], strategy: Option<ListStrateg
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn json_patch_test_of_missing_path_against_null_passes() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let p = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+                     {"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
+        let out = json_patch(&doc, p).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        let bad = br#"[{"op":"test","path":"/metadata/name","value":"y"}]"#;
+        assert!(
+            matches!(json_patch(&doc, bad), Err(PatchError::Apply(m)) if m == "testing value /metadata/name failed: test failed")
+        );
+    }
 
     #[test]
     fn strategic_merges_containers_by_name() {

@@ -56,11 +56,66 @@ pub(crate) struct ResourceDef {
     pub(crate) imp: KindImpl,
     /// Extra printer columns for `kubectl get` (name, type, JSON path), CRDs only.
     pub(crate) columns: Vec<(String, String, String)>,
+    /// The `scale` subresource, when served.
+    pub(crate) scale: Option<ScalePaths>,
+}
+
+/// Where a resource keeps what its `scale` subresource shows, as JSON pointers.
+#[derive(Clone, Debug)]
+pub(crate) struct ScalePaths {
+    pub(crate) spec_replicas: String,
+    pub(crate) status_replicas: String,
+    /// A string label selector, or (for Deployments) a LabelSelector object.
+    pub(crate) label_selector: Option<String>,
+}
+
+/// `.spec.replicas` → `/spec/replicas` (the simple JSON paths scale subresources use).
+pub(crate) fn json_path_pointer(path: &str) -> String {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
 }
 
 impl ResourceDef {
+    /// Where objects are stored. events.k8s.io/v1 Events share core/v1's storage: in
+    /// kube-apiserver they are one resource seen through two API versions.
     pub(crate) fn key(&self) -> ResKey {
+        if self.builtin() == Some(Builtin::EventsV1Event) {
+            return ResKey::new("", "events");
+        }
         ResKey::new(&self.group, &self.plural)
+    }
+
+    /// Converts an object of this resource's version into its stored form.
+    pub(crate) fn to_storage(&self, v: Value) -> Value {
+        if self.builtin() == Some(Builtin::EventsV1Event)
+            && v.get("apiVersion").and_then(Value::as_str) != Some("v1")
+        {
+            return convert_event(&v, EVENT_FIELDS, "v1");
+        }
+        v
+    }
+
+    /// Converts a stored object into this resource's version.
+    pub(crate) fn in_version(&self, v: &Value) -> Value {
+        let mut out = match self.builtin() {
+            Some(Builtin::EventsV1Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("v1") =>
+            {
+                let reversed: Vec<(&str, &str)> =
+                    EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)).collect();
+                convert_event(v, &reversed, "events.k8s.io/v1")
+            }
+            Some(Builtin::Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("events.k8s.io/v1") =>
+            {
+                convert_event(v, EVENT_FIELDS, "v1")
+            }
+            _ => v.clone(),
+        };
+        out["apiVersion"] = json!(self.api_version());
+        out["kind"] = json!(self.kind);
+        out
     }
 
     pub(crate) fn api_version(&self) -> String {
@@ -89,6 +144,20 @@ impl ResourceDef {
         }
         v.extend(["get", "list", "patch", "update", "watch"]);
         v
+    }
+
+    /// Whether the kind converts field labels beyond ObjectMeta's.
+    pub(crate) fn has_field_labels(&self) -> bool {
+        matches!(
+            self.builtin(),
+            Some(
+                Builtin::Pod
+                    | Builtin::Event
+                    | Builtin::EventsV1Event
+                    | Builtin::Secret
+                    | Builtin::Namespace
+            )
+        )
     }
 
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`, mapped to
@@ -139,6 +208,39 @@ impl ResourceDef {
     }
 }
 
+/// events.k8s.io/v1 field → core/v1 field (apis/events/v1 conversion).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("note", "message"),
+    ("regarding", "involvedObject"),
+    ("related", "related"),
+    ("reportingController", "reportingComponent"),
+    ("reportingInstance", "reportingInstance"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("eventTime", "eventTime"),
+    ("series", "series"),
+    ("action", "action"),
+    ("reason", "reason"),
+    ("type", "type"),
+];
+
+fn convert_event(v: &Value, fields: &[(&str, &str)], api_version: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("apiVersion".into(), json!(api_version));
+    out.insert("kind".into(), json!("Event"));
+    if let Some(m) = v.get("metadata") {
+        out.insert("metadata".into(), m.clone());
+    }
+    for (from, to) in fields {
+        if let Some(x) = v.get(*from).filter(|x| !x.is_null()) {
+            out.insert((*to).to_owned(), x.clone());
+        }
+    }
+    Value::Object(out)
+}
+
 fn def(
     group: &str,
     plural: &str,
@@ -165,6 +267,7 @@ fn def(
         deletecollection: true,
         imp: KindImpl::Builtin(b),
         columns: Vec::new(),
+        scale: None,
     }
 }
 
@@ -224,6 +327,11 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
             status: true,
             generation: true,
             categories: all,
+            scale: Some(ScalePaths {
+                spec_replicas: "/spec/replicas".into(),
+                status_replicas: "/status/replicas".into(),
+                label_selector: Some("/spec/selector".into()),
+            }),
             ..def(
                 "apps",
                 "deployments",
@@ -327,17 +435,18 @@ impl Builtin {
                 obj["status"] = json!({"phase": "Pending", "qosClass": qos});
             }
             Self::Deployment => {
-                let spec = &mut obj["spec"];
-                set_default(spec, "replicas", json!(1));
-                set_default(spec, "revisionHistoryLimit", json!(10));
-                set_default(spec, "progressDeadlineSeconds", json!(600));
-                set_default(
-                    spec,
-                    "strategy",
-                    json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
-                );
-                if let Some(pod) = spec.pointer_mut("/template/spec") {
-                    default_pod_spec(pod);
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "replicas", json!(1));
+                    set_default(spec, "revisionHistoryLimit", json!(10));
+                    set_default(spec, "progressDeadlineSeconds", json!(600));
+                    set_default(
+                        spec,
+                        "strategy",
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                    );
+                    if let Some(pod) = spec.pointer_mut("/template/spec") {
+                        default_pod_spec(pod);
+                    }
                 }
                 obj["status"] = json!({});
             }

@@ -147,6 +147,8 @@ impl Parser {
         t
     }
 
+    /// One requirement; errors are apimachinery's, without the "unable to parse
+    /// requirement" prefix the caller adds.
     fn requirement(&mut self) -> Result<Requirement, String> {
         let negated = if self.peek() == &Tok::Not {
             self.pos += 1;
@@ -156,39 +158,24 @@ impl Parser {
         };
         let key = match self.next() {
             Tok::Ident(k) => k,
-            t => {
-                return Err(
-                    format!("found '{}', expected: identifier after '!'", t.text())
-                        .replace(" after '!'", if negated { " after '!'" } else { "" }),
-                );
-            }
+            t => return Err(format!("found '{}', expected: identifier", t.text())),
         };
         if let Err(e) = check_qualified_name(&key) {
-            return Err(format!(
-                "unable to parse requirement: key: Invalid value: \"{key}\": {e}"
-            ));
+            return Err(format!("key: Invalid value: \"{key}\": {e}"));
         }
-        if negated {
-            return match self.peek() {
-                Tok::Comma | Tok::End => Ok(Requirement {
-                    key,
-                    op: Op::DoesNotExist,
-                    values: Vec::new(),
-                }),
-                t => Err(format!(
-                    "found '{}', expected: ',' or 'end of string'",
-                    t.text()
-                )),
+        if negated || matches!(self.peek(), Tok::Comma | Tok::End) {
+            let op = if negated {
+                Op::DoesNotExist
+            } else {
+                Op::Exists
             };
+            return Ok(Requirement {
+                key,
+                op,
+                values: Vec::new(),
+            });
         }
-        let op = match self.peek() {
-            Tok::Comma | Tok::End => {
-                return Ok(Requirement {
-                    key,
-                    op: Op::Exists,
-                    values: Vec::new(),
-                });
-            }
+        let op = match self.next() {
             Tok::Eq | Tok::DoubleEq => Op::Equals,
             Tok::NotEq => Op::NotEquals,
             Tok::In => Op::In,
@@ -202,62 +189,77 @@ impl Parser {
                 ));
             }
         };
-        self.pos += 1;
         let values = if matches!(op, Op::In | Op::NotIn) {
-            if self.next() != Tok::Open {
-                return Err("found '', expected: '('".to_owned());
-            }
-            let mut vals = Vec::new();
-            loop {
-                match self.next() {
-                    Tok::Ident(v) => {
-                        vals.push(v);
-                        match self.next() {
-                            Tok::Comma => {}
-                            Tok::Close => break,
-                            t => {
-                                return Err(format!("found '{}', expected: ',' or ')'", t.text()));
-                            }
-                        }
-                    }
-                    Tok::Close if vals.is_empty() => {
-                        vals.push(String::new());
-                        break;
-                    }
-                    Tok::Comma => vals.push(String::new()),
-                    t => {
-                        return Err(format!(
-                            "found '{}', expected: ',', or identifier",
-                            t.text()
-                        ));
-                    }
-                }
-            }
-            vals
+            self.value_set()?
         } else {
             match self.peek().clone() {
+                Tok::Comma | Tok::End => vec![String::new()],
                 Tok::Ident(v) => {
                     self.pos += 1;
                     vec![v]
                 }
-                Tok::Comma | Tok::End => vec![String::new()],
                 t => return Err(format!("found '{}', expected: identifier", t.text())),
             }
         };
-        for v in &values {
+        for (i, v) in values.iter().enumerate() {
             if matches!(op, Op::Gt | Op::Lt) {
                 if v.parse::<i64>().is_err() {
                     return Err(format!(
-                        "unable to parse requirement: values[0]: Invalid value: \"{v}\": for 'Gt', 'Lt' operators, the value must be an integer"
+                        "values[{i}]: Invalid value: \"{v}\": for 'Gt', 'Lt' operators, the value must be an integer"
                     ));
                 }
             } else if let Err(e) = check_label_value(v) {
-                return Err(format!(
-                    "unable to parse requirement: values[0][{key}]: Invalid value: \"{v}\": {e}"
-                ));
+                return Err(format!("values[{i}][{key}]: Invalid value: \"{v}\": {e}"));
             }
         }
         Ok(Requirement { key, op, values })
+    }
+
+    /// `( v1, v2 )`.
+    fn value_set(&mut self) -> Result<Vec<String>, String> {
+        let open = self.next();
+        if open != Tok::Open {
+            return Err(format!("found '{}' expected: '('", open.text()));
+        }
+        match self.peek().clone() {
+            Tok::Close => {
+                self.pos += 1;
+                return Ok(vec![String::new()]);
+            }
+            Tok::Ident(_) | Tok::Comma => {}
+            t => {
+                return Err(format!(
+                    "found '{}', expected: ',', ')' or identifier",
+                    t.text()
+                ));
+            }
+        }
+        let mut vals = Vec::new();
+        let mut expect_value = true;
+        loop {
+            match self.peek().clone() {
+                Tok::Ident(v) if expect_value => {
+                    self.pos += 1;
+                    vals.push(v);
+                    expect_value = false;
+                }
+                Tok::Comma => {
+                    self.pos += 1;
+                    if expect_value {
+                        vals.push(String::new());
+                    }
+                    expect_value = true;
+                }
+                Tok::Close => {
+                    self.pos += 1;
+                    if expect_value {
+                        vals.push(String::new());
+                    }
+                    return Ok(vals);
+                }
+                t => return Err(format!("found '{}', expected: ',' or ')'", t.text())),
+            }
+        }
     }
 }
 
@@ -273,14 +275,30 @@ impl LabelSelector {
             return Ok(Self { reqs });
         }
         loop {
-            reqs.push(p.requirement()?);
+            match p.peek() {
+                Tok::Ident(_) | Tok::Not => {}
+                t => {
+                    return Err(format!(
+                        "found '{}', expected: !, identifier, or 'end of string'",
+                        t.text()
+                    ));
+                }
+            }
+            let r = p
+                .requirement()
+                .map_err(|e| format!("unable to parse requirement: {e}"))?;
+            reqs.push(r);
             match p.next() {
                 Tok::End => break,
-                Tok::Comma => {
-                    if p.peek() == &Tok::End {
-                        return Err("found '', expected: identifier after ','".to_owned());
+                Tok::Comma => match p.peek() {
+                    Tok::Ident(_) | Tok::Not => {}
+                    t => {
+                        return Err(format!(
+                            "found '{}', expected: identifier after ','",
+                            t.text()
+                        ));
                     }
-                }
+                },
                 t => {
                     return Err(format!(
                         "found '{}', expected: ',' or 'end of string'",
@@ -481,6 +499,30 @@ mod tests {
         let g = LabelSelector::parse("replicas>2").unwrap();
         assert!(g.matches(&labels(&[("replicas", "3")])));
         assert!(!g.matches(&labels(&[("replicas", "2")])));
+    }
+
+    #[test]
+    fn parse_error_messages() {
+        let e = |s: &str| LabelSelector::parse(s).unwrap_err();
+        assert_eq!(e("a=b,"), "found '', expected: identifier after ','");
+        assert_eq!(
+            e("a in b"),
+            "unable to parse requirement: found 'b' expected: '('"
+        );
+        assert_eq!(
+            e("=b"),
+            "found '=', expected: !, identifier, or 'end of string'"
+        );
+        assert_eq!(
+            e("a b"),
+            "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"
+        );
+        assert_eq!(e("!a=b"), "found '=', expected: ',' or 'end of string'");
+        assert!(e("a=-b").starts_with(
+            "unable to parse requirement: values[0][a]: Invalid value: \"-b\": a valid label must be"
+        ));
+        let sel = LabelSelector::parse("a in (x,,y)").unwrap();
+        assert_eq!(sel.reqs[0].values, ["x", "", "y"]);
     }
 
     #[test]

@@ -52,8 +52,14 @@ impl Server {
                             tokio::select! {
                                 _ = &mut conn => {}
                                 _ = conn_stop.changed() => {
+                                    // Let a request in flight finish briefly; a watch would
+                                    // never finish, so the connection is then dropped.
                                     conn.as_mut().graceful_shutdown();
-                                    let _ = conn.await;
+                                    let _ = tokio::time::timeout(
+                                        std::time::Duration::from_millis(200),
+                                        conn,
+                                    )
+                                    .await;
                                 }
                             }
                         });

@@ -17,7 +17,7 @@ use crate::status::ErrorStatus;
 
 /// A response body: whole, or a watch stream.
 #[derive(Debug)]
-pub struct Body {
+pub struct ResponseBody {
     kind: Kind,
 }
 
@@ -27,7 +27,7 @@ enum Kind {
     Stream(mpsc::Receiver<Bytes>),
 }
 
-impl Body {
+impl ResponseBody {
     fn full(b: impl Into<Bytes>) -> Self {
         Self {
             kind: Kind::Full(Some(b.into())),
@@ -35,7 +35,7 @@ impl Body {
     }
 }
 
-impl http_body::Body for Body {
+impl http_body::Body for ResponseBody {
     type Data = Bytes;
     type Error = Infallible;
 
@@ -72,9 +72,9 @@ where
     B::Data: Send,
     B::Error: std::fmt::Display,
 {
-    type Response = Response<Body>;
+    type Response = Response<ResponseBody>;
     type Error = Infallible;
-    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<ResponseBody>, Infallible>> + Send>>;
 
     fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         Poll::Ready(Ok(()))
@@ -87,7 +87,7 @@ where
 }
 
 /// Handles one HTTP request, whichever face it came through.
-pub(crate) async fn serve<B>(env: &TestEnv, req: Request<B>) -> Response<Body>
+pub(crate) async fn serve<B>(env: &TestEnv, req: Request<B>) -> Response<ResponseBody>
 where
     B: http_body::Body,
     B::Error: std::fmt::Display,
@@ -127,11 +127,12 @@ where
         content_type: header(header::CONTENT_TYPE),
         body,
         host: header(header::HOST),
+        user_agent: header(header::USER_AGENT),
     };
     respond(api::handle(env, request).await)
 }
 
-fn respond(reply: Reply) -> Response<Body> {
+fn respond(reply: Reply) -> Response<ResponseBody> {
     let mut builder = Response::builder();
     let body = match reply {
         Reply::Json {
@@ -147,25 +148,33 @@ fn respond(reply: Reply) -> Response<Body> {
                     builder = builder.header(header::WARNING, v);
                 }
             }
-            Body::full(body.to_string())
+            ResponseBody::full(body.to_string())
+        }
+        Reply::JsonAs { content_type, body } => {
+            builder = builder
+                .status(200)
+                .header(header::CONTENT_TYPE, content_type);
+            ResponseBody::full(body.to_string())
         }
         Reply::Text { code, text } => {
             builder = builder
                 .status(code)
                 .header(header::CONTENT_TYPE, "text/plain; charset=utf-8");
-            Body::full(text)
+            ResponseBody::full(text)
         }
         Reply::Stream(rx) => {
             builder = builder
                 .status(200)
                 .header(header::CONTENT_TYPE, "application/json");
-            Body {
+            ResponseBody {
                 kind: Kind::Stream(rx),
             }
         }
     };
     builder.body(body).unwrap_or_else(|e| {
-        let mut r = Response::new(Body::full(ErrorStatus::internal(e).to_json().to_string()));
+        let mut r = Response::new(ResponseBody::full(
+            ErrorStatus::internal(e).to_json().to_string(),
+        ));
         *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })

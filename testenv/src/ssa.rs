@@ -421,6 +421,98 @@ pub(crate) fn apply(
     })
 }
 
+/// Field ownership for a write that is not an apply (create, update, non-apply patch):
+/// the writer takes over every field it changed, other managers lose those fields, and
+/// removed fields leave every set, as kube-apiserver's field manager records `Update`
+/// operations. A write that changes no field leaves `managedFields` as they were.
+pub(crate) fn track_update(
+    def: &ResourceDef,
+    old: Option<&Value>,
+    new: &Value,
+    manager: &str,
+    status_only: bool,
+) -> Option<Value> {
+    let subresource = if status_only { "status" } else { "" };
+    let in_scope = |p: &Path| {
+        let status = p.first() == Some(&Elem::Field("status".into()));
+        if status_only {
+            status
+        } else {
+            !(def.status && status)
+        }
+    };
+    let paths = |v: &Value| {
+        let mut out = Vec::new();
+        fields_of(def, v, &mut Vec::new(), &mut out);
+        out.retain(in_scope);
+        out
+    };
+    let now_fields = paths(new);
+    let mut changed: Vec<Path> = match old {
+        None => now_fields.clone(),
+        Some(o) => now_fields
+            .iter()
+            .filter(|p| get(o, p) != get(new, p))
+            .cloned()
+            .collect(),
+    };
+    if let Some(o) = old {
+        changed.extend(paths(o).into_iter().filter(|p| get(new, p).is_none()));
+    }
+    if changed.is_empty() {
+        return None;
+    }
+    let entries: Vec<Value> = old
+        .and_then(|l| l.pointer("/metadata/managedFields"))
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let mut mine: Vec<Path> = Vec::new();
+    let mut managed = Vec::new();
+    for mut e in entries {
+        let mut owned = Vec::new();
+        if let Some(f) = e.get("fieldsV1") {
+            from_fields_v1(f, &mut Vec::new(), &mut owned);
+        }
+        let same = e.get("manager").and_then(Value::as_str) == Some(manager)
+            && e.get("operation").and_then(Value::as_str) == Some("Update")
+            && e.get("subresource")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                == subresource;
+        if same {
+            mine = owned;
+            continue;
+        }
+        owned.retain(|p| !changed.contains(p) && get(new, p).is_some());
+        if !owned.is_empty() {
+            e["fieldsV1"] = to_fields_v1(&owned);
+            managed.push(e);
+        }
+    }
+    for p in changed {
+        if get(new, &p).is_some() && !mine.contains(&p) {
+            mine.push(p);
+        }
+    }
+    mine.retain(|p| get(new, p).is_some());
+    if !mine.is_empty() {
+        let mut entry = json!({
+            "manager": manager,
+            "operation": "Update",
+            "apiVersion": def.api_version(),
+            "time": now(),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": to_fields_v1(&mine),
+        });
+        if status_only {
+            entry["subresource"] = json!("status");
+        }
+        managed.push(entry);
+    }
+    Some(Value::Array(managed))
+}
+
 fn render(p: &Path) -> String {
     p.iter()
         .map(|e| match e {

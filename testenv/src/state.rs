@@ -29,8 +29,10 @@ pub(crate) enum FieldValidation {
 pub(crate) struct WriteOpts {
     pub(crate) dry_run: bool,
     pub(crate) validation: FieldValidation,
-    /// `fieldManager`.
+    /// The field manager: `fieldManager`, else the User-Agent's product name.
     pub(crate) field_manager: Option<String>,
+    /// `fieldManager` was given explicitly (apply requires it).
+    pub(crate) explicit_manager: bool,
     /// `force` (server-side apply only).
     pub(crate) force: bool,
     /// `managedFields` computed by server-side apply, to store with the object.
@@ -70,8 +72,15 @@ impl Selection {
         {
             return false;
         }
-        (self.labels.is_empty() || self.labels.matches(&labels_of(obj)))
-            && (self.fields.is_empty() || self.fields.matches(|f| read_field(def, obj, f)))
+        if !(self.labels.is_empty() || self.labels.matches(&labels_of(obj))) {
+            return false;
+        }
+        if self.fields.is_empty() {
+            return true;
+        }
+        // Field labels name fields of the requested version.
+        let view = def.in_version(obj);
+        self.fields.matches(|f| read_field(def, &view, f))
     }
 }
 
@@ -92,13 +101,15 @@ pub(crate) fn check_fields(def: &ResourceDef, fields: &FieldSelector) -> Result<
         let known = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
             || def.field_label(&t.field).is_some();
         if !known {
-            let msg = if def.is_custom() {
+            // Kinds with their own field-label conversion word it differently from the
+            // default ObjectMeta-only conversion.
+            let msg = if def.has_field_labels() {
+                format!("field label not supported: {}", t.field)
+            } else {
                 format!(
                     "\"{}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
                     t.field
                 )
-            } else {
-                format!("field label not supported: {}", t.field)
             };
             return Err(ErrorStatus::bad_request(msg));
         }
@@ -214,10 +225,7 @@ impl State {
     /// Stored objects carry the version they were written with; every read is served in
     /// the requested version (CRD versions share storage with `None` conversion).
     pub(crate) fn present(def: &ResourceDef, obj: &Value) -> Value {
-        let mut v = obj.clone();
-        v["apiVersion"] = json!(def.api_version());
-        v["kind"] = json!(def.kind);
-        v
+        def.in_version(obj)
     }
 
     pub(crate) fn get(
@@ -384,7 +392,10 @@ impl State {
             self.check_namespace(def, &ns, &given_name)?;
         }
         if !meta_str(&obj, "resourceVersion").is_empty() {
-            return Err(ErrorStatus::internal(
+            // etcd3's storage error, which kube-apiserver passes on as an untyped 500.
+            return Err(ErrorStatus::new(
+                500,
+                "",
                 "resourceVersion should not be set on objects to be created",
             ));
         }
@@ -397,7 +408,19 @@ impl State {
         });
         let generate = meta_str(&obj, "generateName").to_owned();
         if given_name.is_empty() && !generate.is_empty() {
-            let name = self.names.generate(&generate);
+            // kube-apiserver (RetryGenerateName, GA in 1.32) tries up to 8 names before
+            // answering AlreadyExists.
+            let mut name = self.names.generate(&generate);
+            for _ in 0..7 {
+                if self
+                    .store
+                    .get(&def.key(), &ObjKey::new(&ns, &name))
+                    .is_none()
+                {
+                    break;
+                }
+                name = self.names.generate(&generate);
+            }
             with_meta(&mut obj, |m| m.insert("name".into(), json!(name)));
         }
         let name = meta_str(&obj, "name").to_owned();
@@ -417,8 +440,15 @@ impl State {
             m.remove("status");
         }
         let (mut obj, warnings) = Self::normalize(def, obj, opts, &name)?;
+        if def.builtin() == Some(Builtin::EventsV1Event) {
+            check_event_v1(&obj, &name)?;
+        }
         if let Some(b) = def.builtin() {
             b.default_on_create(&mut obj);
+            let errs = crate::rules::check(b, &obj, None);
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
             if b == Builtin::Crd {
                 crate::crds::validate(&obj, &name)?;
                 crate::crds::accept(&mut obj);
@@ -445,6 +475,12 @@ impl State {
         });
         obj["apiVersion"] = json!(def.api_version());
         obj["kind"] = json!(def.kind);
+        if opts.managed_fields.is_none() {
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) = crate::ssa::track_update(def, None, &obj, manager, false) {
+                with_meta(&mut obj, |m| m.insert("managedFields".into(), mf));
+            }
+        }
         let key = ObjKey::new(&ns, &name);
         if self.store.get(&def.key(), &key).is_some() {
             return Err(ErrorStatus::already_exists(&def.group, &def.plural, &name));
@@ -456,7 +492,7 @@ impl State {
                 created: true,
             });
         }
-        let stored = self.store.put(&def.key(), key, obj);
+        let stored = self.store.put(&def.key(), key, def.to_storage(obj));
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
         }
@@ -510,13 +546,12 @@ impl State {
                     &def.group,
                     &def.kind,
                     name,
-                    vec![FieldError::invalid(
+                    vec![FieldError::invalid_raw(
                         "metadata.resourceVersion",
-                        json!("0x0"),
+                        "0x0",
                         "must be specified for an update",
                     )],
-                )
-                .with_raw_value());
+                ));
             }
         } else if rv != meta_str(&existing, "resourceVersion") {
             return Err(ErrorStatus::stale(&def.group, &def.plural, name));
@@ -562,18 +597,19 @@ impl State {
             }
             n
         };
-        self.finish_update(def, &key, &existing, new, opts)
+        self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
     /// The common tail of update and patch: system metadata, validation, generation,
     /// no-op detection, the write, and deletion once the last finalizer is gone.
-    fn finish_update(
+    pub(crate) fn finish_update(
         &mut self,
         def: &ResourceDef,
         key: &ObjKey,
         existing: &Arc<Value>,
         mut new: Value,
         opts: &WriteOpts,
+        status_only: bool,
     ) -> Result<Written, ErrorStatus> {
         let name = key.name.clone();
         {
@@ -655,18 +691,41 @@ impl State {
         if def.builtin() == Some(Builtin::Crd) {
             crate::crds::validate(&new, &name)?;
         }
+        if let Some(b) = def.builtin() {
+            let errs = crate::rules::check(b, &new, Some(existing));
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
+        }
         if def.generation && generation_view(def, &new) != generation_view(def, existing) {
             let g = existing
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
                 .unwrap_or(0);
-            with_meta(&mut new, |m| m.insert("generation".into(), json!(g + 1)));
+            with_meta(&mut new, |m| {
+                m.insert("generation".into(), json!(g.saturating_add(1)))
+            });
         }
         new["apiVersion"] = json!(def.api_version());
         new["kind"] = json!(def.kind);
-        let mut current = (**existing).clone();
-        current["apiVersion"] = json!(def.api_version());
-        if new == current {
+        if opts.managed_fields.is_none() {
+            let old_view = Self::present(def, existing);
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) =
+                crate::ssa::track_update(def, Some(&old_view), &new, manager, status_only)
+            {
+                with_meta(&mut new, |m| m.insert("managedFields".into(), mf));
+            }
+        }
+        let new = def.to_storage(new);
+        let without_version = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("apiVersion");
+            }
+            v
+        };
+        if without_version(&new) == without_version(existing) {
             // kube-apiserver skips writes that change nothing: no new resourceVersion, no event.
             return Ok(Written {
                 object: Self::present(def, existing),
@@ -676,7 +735,7 @@ impl State {
         }
         if opts.dry_run {
             return Ok(Written {
-                object: new,
+                object: Self::present(def, &new),
                 warnings,
                 created: false,
             });
@@ -794,7 +853,7 @@ impl State {
             }
             n
         };
-        self.finish_update(def, &key, &existing, new, opts)
+        self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
     /// Server-side apply: creates the object when missing, else merges and records
@@ -808,7 +867,11 @@ impl State {
         status_only: bool,
         opts: &WriteOpts,
     ) -> Result<Written, ErrorStatus> {
-        let Some(manager) = opts.field_manager.clone().filter(|m| !m.is_empty()) else {
+        let Some(manager) = opts
+            .field_manager
+            .clone()
+            .filter(|m| opts.explicit_manager && !m.is_empty())
+        else {
             return Err(ErrorStatus::invalid(
                 "meta.k8s.io",
                 "PatchOptions",
@@ -908,7 +971,7 @@ impl State {
             managed_fields: Some(a.managed_fields),
             ..opts.clone()
         };
-        self.finish_update(def, &key, &existing, new, &opts)
+        self.finish_update(def, &key, &existing, new, &opts, status_only)
     }
 
     fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
@@ -988,7 +1051,7 @@ impl State {
                     if let Some(g) = meta.get("generation").and_then(Value::as_i64)
                         && g > 0
                     {
-                        meta.insert("generation".into(), json!(g + 1));
+                        meta.insert("generation".into(), json!(g.saturating_add(1)));
                     }
                 }
                 meta.insert("finalizers".into(), json!(fins));
@@ -1113,6 +1176,48 @@ impl State {
     }
 }
 
+/// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).
+fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    let missing = |f: &str| ev.get(f).and_then(Value::as_str).is_none_or(str::is_empty);
+    if ev.get("eventTime").is_none_or(Value::is_null) {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let ty = ev.get("type").and_then(Value::as_str).unwrap_or_default();
+    if ty != "Normal" && ty != "Warning" {
+        errs.push(FieldError::invalid(
+            "type",
+            json!(""),
+            format!("has invalid value: {ty}"),
+        ));
+    }
+    for f in [
+        "reason",
+        "reportingController",
+        "reportingInstance",
+        "action",
+    ] {
+        if missing(f) {
+            errs.push(FieldError::required(f, ""));
+        }
+    }
+    if ev
+        .get("note")
+        .and_then(Value::as_str)
+        .is_some_and(|n| n.len() > 1024)
+    {
+        errs.push(
+            FieldError::invalid("note", json!(""), "can have at most 1024 characters")
+                .with_kind(crate::status::FieldErrorKind::TooLong),
+        );
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid("events.k8s.io", "Event", name, errs))
+    }
+}
+
 /// Apply patches are routed to `State::apply` before the patch-type dispatch.
 fn unreachable_apply() -> Result<Value, PatchError> {
     Err(PatchError::Decode(
@@ -1137,15 +1242,4 @@ fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {
 
 pub(crate) fn unsupported_patch_type(def: &ResourceDef) -> ErrorStatus {
     unsupported_patch(def)
-}
-
-impl ErrorStatus {
-    /// kube-apiserver prints the resourceVersion's zero value as `0x0` without quotes.
-    fn with_raw_value(mut self) -> Self {
-        self.message = self.message.replace("\"0x0\"", "0x0");
-        for c in &mut self.causes {
-            c.message = c.message.replace("\"0x0\"", "0x0");
-        }
-        self
-    }
 }

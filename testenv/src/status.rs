@@ -348,6 +348,7 @@ pub(crate) fn qualified(group: &str, resource: &str) -> String {
 pub(crate) enum FieldErrorKind {
     Required,
     Invalid,
+    TypeInvalid,
     Forbidden,
     NotSupported,
     TooLong,
@@ -359,6 +360,7 @@ impl FieldErrorKind {
         match self {
             Self::Required => "FieldValueRequired",
             Self::Invalid => "FieldValueInvalid",
+            Self::TypeInvalid => "FieldValueTypeInvalid",
             Self::Forbidden => "FieldValueForbidden",
             Self::NotSupported => "FieldValueNotSupported",
             Self::TooLong => "FieldValueTooLong",
@@ -373,6 +375,8 @@ pub(crate) struct FieldError {
     pub(crate) kind: FieldErrorKind,
     pub(crate) field: String,
     pub(crate) value: Option<Value>,
+    /// The value as Go's `%#v` prints it, when that is not JSON-like.
+    pub(crate) raw: Option<String>,
     pub(crate) detail: String,
 }
 
@@ -382,6 +386,7 @@ impl FieldError {
             kind: FieldErrorKind::Required,
             field: field.into(),
             value: None,
+            raw: None,
             detail: detail.into(),
         }
     }
@@ -395,6 +400,22 @@ impl FieldError {
             kind: FieldErrorKind::Invalid,
             field: field.into(),
             value: Some(value),
+            raw: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// An invalid value printed verbatim (`0x0`, `map[string]string{...}`).
+    pub(crate) fn invalid_raw(
+        field: impl Into<String>,
+        raw: impl Into<String>,
+        detail: impl Into<String>,
+    ) -> Self {
+        Self {
+            kind: FieldErrorKind::Invalid,
+            field: field.into(),
+            value: None,
+            raw: Some(raw.into()),
             detail: detail.into(),
         }
     }
@@ -404,6 +425,7 @@ impl FieldError {
             kind: FieldErrorKind::Forbidden,
             field: field.into(),
             value: None,
+            raw: None,
             detail: detail.into(),
         }
     }
@@ -422,6 +444,7 @@ impl FieldError {
             kind: FieldErrorKind::NotSupported,
             field: field.into(),
             value: Some(value),
+            raw: None,
             detail: format!("supported values: {quoted}"),
         }
     }
@@ -434,7 +457,7 @@ impl FieldError {
     fn type_text(&self) -> &'static str {
         match self.kind {
             FieldErrorKind::Required => "Required value",
-            FieldErrorKind::Invalid => "Invalid value",
+            FieldErrorKind::Invalid | FieldErrorKind::TypeInvalid => "Invalid value",
             FieldErrorKind::Forbidden => "Forbidden",
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::TooLong => "Too long",
@@ -444,9 +467,19 @@ impl FieldError {
 
     fn message_without_field(&self) -> String {
         let mut s = self.type_text().to_owned();
-        if let Some(v) = &self.value {
-            s.push_str(": ");
-            s.push_str(&render_value(v));
+        // apimachinery leaves the value out of these error types.
+        let shows_value = !matches!(
+            self.kind,
+            FieldErrorKind::Required | FieldErrorKind::Forbidden | FieldErrorKind::TooLong
+        );
+        if shows_value {
+            if let Some(raw) = &self.raw {
+                s.push_str(": ");
+                s.push_str(raw);
+            } else if let Some(v) = &self.value {
+                s.push_str(": ");
+                s.push_str(&render_value(v));
+            }
         }
         if !self.detail.is_empty() {
             s.push_str(": ");

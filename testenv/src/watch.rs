@@ -227,6 +227,22 @@ pub(crate) fn start(
     Ok(Reply::Stream(rx))
 }
 
+/// Sends one line unless the watch ends first (forced close or timeout, even while the
+/// client is not reading); `false` means stop.
+async fn deliver(
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    tokio::select! {
+        biased;
+        _ = closed.changed() => false,
+        () = deadline => false,
+        sent = tx.send(line) => sent.is_ok(),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn pump(
     inner: Arc<Inner>,
@@ -238,13 +254,14 @@ async fn pump(
     mut closed: tokio::sync::watch::Receiver<u64>,
     timeout: std::time::Duration,
 ) {
+    // timeoutSeconds counts from the request, initial events included.
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
     for l in initial {
-        if tx.send(l).await.is_err() {
+        if !deliver(&tx, l, &mut closed, deadline.as_mut()).await {
             return;
         }
     }
-    let deadline = tokio::time::sleep(timeout);
-    tokio::pin!(deadline);
     let period = inner.config.bookmark_interval;
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -264,9 +281,10 @@ async fn pump(
                         for ev in evs {
                             cursor = ev.rv;
                             if let Some(l) = spec.event(&ev)
-                                && tx.send(l).await.is_err() {
-                                    return;
-                                }
+                                && !deliver(&tx, l, &mut closed, deadline.as_mut()).await
+                            {
+                                return;
+                            }
                         }
                     }
                     Err(c) => {
@@ -275,13 +293,14 @@ async fn pump(
                             "too old resource version: {cursor} ({})",
                             c.oldest
                         ));
-                        let _ = tx.send(error_line(&e)).await;
+                        deliver(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
                         return;
                     }
                 }
             }
             _ = ticks.tick(), if spec.bookmarks => {
-                if tx.send(spec.bookmark(cursor, false)).await.is_err() {
+                let bm = spec.bookmark(cursor, false);
+                if !deliver(&tx, bm, &mut closed, deadline.as_mut()).await {
                     return;
                 }
             }

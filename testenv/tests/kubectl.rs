@@ -107,6 +107,17 @@ async fn kubectl_apply_get_watch_delete() {
         let _ = watch.wait();
         assert!(seen.contains("webhook\n") && seen.contains("webhook2"), "watch saw: {seen:?}");
 
+        let out = k.run(&["scale", "addressableservice", "rut", "--replicas=3"]);
+        assert!(out.contains("scaled"), "{out}");
+        let out = k.run(&["get", "asvc", "rut", "-o", "jsonpath={.spec.replicas}"]);
+        assert_eq!(out, "3");
+
+        // Generator subcommands send protobuf bodies.
+        k.run(&["create", "namespace", "team-a"]);
+        k.run(&["create", "configmap", "cfg", "-n", "team-a", "--from-literal=k=v"]);
+        let out = k.run(&["get", "configmap", "cfg", "-n", "team-a", "-o", "jsonpath={.data.k}"]);
+        assert_eq!(out, "v");
+
         let out = k.run(&["delete", "-f", &as2]);
         assert!(out.contains("deleted"), "{out}");
         let out = k.run(&["get", "addressableservices", "-o", "name"]);

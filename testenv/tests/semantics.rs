@@ -501,6 +501,18 @@ async fn namespaces_and_names() {
         .await
         .unwrap();
     assert_eq!(g.metadata.name.as_deref(), Some("sd-00001"));
+    api.create(&PostParams::default(), &cm("sd-00002"))
+        .await
+        .unwrap();
+    let g = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    assert_eq!(
+        g.metadata.name.as_deref(),
+        Some("sd-00003"),
+        "a taken generated name is retried"
+    );
 
     // Namespace deletion as on a bare kube-apiserver: Terminating, and no new content.
     let nss: Api<Namespace> = Api::all(client.clone());
@@ -583,8 +595,21 @@ async fn label_and_field_selectors() {
     );
     assert_eq!(
         (e.code, e.message.as_str()),
-        (400, "field label not supported: data.k")
+        (
+            400,
+            "\"data.k\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
     );
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let e = api_err(
+        pods.list(&ListParams::default().fields("spec.bogus=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.message, "field label not supported: spec.bogus");
+    pods.list(&ListParams::default().fields("status.phase=Running,spec.nodeName="))
+        .await
+        .unwrap();
     let env2 = env_with_crd();
     let e = api_err(
         asvc_api(env2.client(), "default")
@@ -785,7 +810,19 @@ async fn error_statuses_for_paths_and_methods() {
         "x",
     )
     .await;
-    assert_eq!(code, 415);
+    assert_eq!(code, 400, "malformed protobuf");
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
     let (code, body) = raw(
         &client,
         "GET",
@@ -817,6 +854,22 @@ async fn discovery_serves_builtins_and_crds() {
     );
     assert!(d.has_group("apps"));
     assert!(d.has_group("coordination.k8s.io"));
+    // Aggregated discovery (apidiscovery.k8s.io/v2) finds the same.
+    let agg = kube::Discovery::new(env.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let (ar2, caps2) = agg
+        .resolve_gvk(&kube::core::GroupVersionKind::gvk(
+            "samples.knative.dev",
+            "v1alpha1",
+            "AddressableService",
+        ))
+        .unwrap();
+    assert_eq!(ar2.plural, "addressableservices");
+    assert_eq!(caps2.scope, kube::discovery::Scope::Namespaced);
+    assert!(agg.has_group(""));
+    assert!(agg.has_group("apiextensions.k8s.io"));
     let v = env.client().apiserver_version().await.unwrap();
     assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", "33"));
     let list = env
@@ -1241,4 +1294,220 @@ async fn deletecollection_dry_run_yaml_and_tables() {
         table["rows"][0]["object"]["kind"],
         json!("PartialObjectMetadata")
     );
+}
+
+#[tokio::test]
+async fn events_are_one_resource_in_two_versions() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as EventV1;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let env = TestEnv::new();
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let c = cms
+        .create(&PostParams::default(), &cm("subject"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "sample-controller".into(),
+            instance: Some("pod-1".into()),
+        },
+    );
+    let reference = kube::Resource::object_ref(&c, &());
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("all good".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    let v1: Api<EventV1> = Api::namespaced(client.clone(), "default");
+    let got = v1.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(got.len(), 1, "the second publish updates the series");
+    assert_eq!(got[0].note.as_deref(), Some("all good"));
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let got = core
+        .list(&ListParams::default().fields("involvedObject.name=subject,reason=Reconciled"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message.as_deref(), Some("all good"));
+    assert_eq!(
+        got[0].reporting_component.as_deref(),
+        Some("sample-controller")
+    );
+    assert_eq!(got[0].involved_object.name.as_deref(), Some("subject"));
+
+    // events.k8s.io/v1 requires what a recorder must set.
+    let bad: EventV1 =
+        serde_json::from_value(json!({"metadata": {"name": "bad"}, "eventTime": null})).unwrap();
+    let e = api_err(v1.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("eventTime: Required value"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn updates_record_field_ownership() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let pp = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let o = api.create(&pp, &asvc("rut", "webhook")).await.unwrap();
+    let mf = o.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("creator"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Update"));
+    let fields = serde_json::to_value(&mf[0].fields_v1).unwrap();
+    assert_eq!(fields["f:spec"]["f:serviceName"], json!({}));
+
+    // An applier changing a field another manager set conflicts unless it forces.
+    let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "mine"}});
+    let e = api_err(
+        api.patch("rut", &PatchParams::apply("applier"), &Patch::Apply(&cfg))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("conflict with \"creator\""),
+        "{}",
+        e.message
+    );
+
+    // A write that changes nothing keeps managedFields and the resourceVersion.
+    let again = api.replace("rut", &pp, &o).await.unwrap();
+    assert_eq!(again.metadata.resource_version, o.metadata.resource_version);
+    assert_eq!(again.metadata.managed_fields, o.metadata.managed_fields);
+}
+
+#[tokio::test]
+async fn built_in_kind_rules() {
+    let env = TestEnv::new();
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let empty: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+            .unwrap();
+    let e = api_err(
+        pods.create(&PostParams::default(), &empty)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Pod \"p\" is invalid: spec.containers: Required value"
+    );
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "img:1"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The image may change; most of the spec may not.
+    let p = json!({"spec": {"containers": [{"name": "c", "image": "img:2"}]}});
+    pods.patch("p", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"restartPolicy": "Never"}});
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.starts_with(
+            "Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than"
+        ),
+        "{}",
+        e.message
+    );
+
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}},
+                 "template": {"metadata": {"labels": {"app": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    let e = api_err(deps.create(&PostParams::default(), &d).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "Deployment.apps \"d\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"
+    );
+}
+
+#[tokio::test]
+async fn garbage_collector_runs_after_creates_too() {
+    let env = TestEnv::builder().garbage_collection(true).build();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut orphan = cm("orphan");
+    orphan.metadata.owner_references = Some(
+        serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "gone", "uid": "00000000-0000-0000-0000-000000000000"}]))
+        .unwrap(),
+    );
+    api.create(&PostParams::default(), &orphan).await.unwrap();
+    assert!(
+        api.get_opt("orphan").await.unwrap().is_none(),
+        "its owner does not exist"
+    );
+}
+
+#[tokio::test]
+async fn scale_subresource() {
+    let env = env_with_crd();
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    deps.create(&PostParams::default(), &d).await.unwrap();
+    let s = deps.get_scale("d").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(1));
+    assert_eq!(s.status.unwrap().selector.as_deref(), Some("app=d"));
+    let p = json!({"spec": {"replicas": 4}});
+    let s = deps
+        .patch_scale("d", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(4));
+    let d = deps.get("d").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(4));
+    assert_eq!(d.metadata.generation, Some(2));
+
+    let api = asvc_api(env.client(), "default");
+    api.create(&PostParams::default(), &asvc("rut", "w"))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"replicas": 3}});
+    api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.get("rut").await.unwrap().data["spec"]["replicas"],
+        json!(3)
+    );
+    let p = json!({"spec": {"replicas": -1}});
+    let e = api_err(
+        api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &cm("c")).await.unwrap();
+    let e = api_err(cms.get_scale("c").await.unwrap_err());
+    assert_eq!(e.code, 404, "ConfigMaps have no scale subresource");
 }

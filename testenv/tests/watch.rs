@@ -369,3 +369,127 @@ async fn watch_timeout_and_selector_transitions() {
     // Entering the selector is ADDED, leaving it DELETED; the stream ends at timeoutSeconds.
     assert_eq!(kinds, ["ADDED", "DELETED"]);
 }
+
+#[tokio::test]
+async fn controller_reconciles_to_convergence() {
+    use kube::api::DynamicObject;
+    use kube::runtime::controller::{Action, Controller};
+
+    let env = common::env_with_crd();
+    let client = env.client();
+    let api = common::asvc_api(client.clone(), "default");
+    let owned: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..5 {
+        api.create(
+            &PostParams::default(),
+            &common::asvc(&format!("as-{i}"), "svc"),
+        )
+        .await
+        .unwrap();
+    }
+    let ctx = Arc::new(api.clone());
+    let controller = Controller::new_with(api.clone(), watcher::Config::default(), common::ar())
+        .owns(owned, watcher::Config::default())
+        .run(
+            |obj: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>| async move {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let generation = obj.metadata.generation.unwrap_or_default();
+                if obj.data["status"]["observedGeneration"] != json!(generation) {
+                    let p = json!({"status": {"observedGeneration": generation}});
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&p))
+                        .await?;
+                }
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _, _| Action::requeue(Duration::from_millis(50)),
+            ctx,
+        )
+        .for_each(|_| std::future::ready(()));
+    let task = tokio::spawn(controller);
+    let converged = || {
+        env.list_objects(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some("default"),
+        )
+        .iter()
+        .all(|o| o["status"]["observedGeneration"] == o["metadata"]["generation"])
+    };
+    eventually(converged).await;
+    // A spec change bumps the generation; the controller observes it.
+    let p = json!({"spec": {"serviceName": "other"}});
+    api.patch("as-3", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    eventually(converged).await;
+    // Converged objects cause no further writes.
+    let writes = env.request_count("patch", "addressableservices");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(env.request_count("patch", "addressableservices"), writes);
+    task.abort();
+}
+
+#[tokio::test]
+async fn server_shutdown_ends_open_watches() {
+    let env = env();
+    let server = env.serve().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "default");
+    let stream = api.watch(&WatchParams::default(), "0").await.unwrap();
+    let mut stream = Box::pin(stream);
+    server.shutdown().await;
+    let end = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+    assert!(end.is_ok(), "the watch ended with the server");
+}
+
+type FinalizerCtx = (Api<ConfigMap>, Arc<Mutex<Vec<String>>>);
+
+#[tokio::test]
+async fn kube_runtime_finalizer_helper_adds_and_removes() {
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{Event as Fin, finalizer};
+
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let cleaned = Arc::new(Mutex::new(Vec::<String>::new()));
+    let ctx = Arc::new((api.clone(), Arc::clone(&cleaned)));
+    let controller = Controller::new(api.clone(), watcher::Config::default())
+        .run(
+            |obj: Arc<ConfigMap>, ctx: Arc<FinalizerCtx>| async move {
+                let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
+                finalizer(api, "testenv.dev/cleanup", obj, |ev| async move {
+                    if let Fin::Cleanup(o) = ev {
+                        cleaned
+                            .lock()
+                            .unwrap()
+                            .push(o.metadata.name.clone().unwrap_or_default());
+                    }
+                    Ok::<_, kube::Error>(Action::await_change())
+                })
+                .await
+            },
+            |_, _, _| Action::requeue(Duration::from_millis(20)),
+            ctx,
+        )
+        .for_each(|_| std::future::ready(()));
+    let task = tokio::spawn(controller);
+    api.create(&PostParams::default(), &cm("f", "1"))
+        .await
+        .unwrap();
+    let has_finalizer = || {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_some_and(|o| o["metadata"]["finalizers"] == json!(["testenv.dev/cleanup"]))
+    };
+    eventually(has_finalizer).await;
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    eventually(|| {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_none()
+    })
+    .await;
+    assert_eq!(*cleaned.lock().unwrap(), ["f"]);
+    task.abort();
+}

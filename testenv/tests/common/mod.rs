@@ -23,7 +23,9 @@ pub fn crd() -> Value {
                       "categories": ["all", "knative"]},
             "versions": [{
                 "name": "v1alpha1", "served": true, "storage": true,
-                "subresources": {"status": {}},
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas"}},
                 "schema": {"openAPIV3Schema": {
                     "type": "object",
                     "properties": {
@@ -35,6 +37,7 @@ pub fn crd() -> Value {
                         }},
                         "status": {"type": "object", "properties": {
                             "observedGeneration": {"type": "integer"},
+                            "replicas": {"type": "integer"},
                             "address": {"type": "object", "properties": {"url": {"type": "string"}}},
                             "conditions": {"type": "array", "items": {"type": "object",
                                 "properties": {"type": {"type": "string"}, "status": {"type": "string"},
