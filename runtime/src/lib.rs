@@ -19,8 +19,12 @@ pub mod injection;
 mod labels;
 pub mod leaderelection;
 pub mod lister;
+pub mod network;
 pub mod reconciler;
 pub mod tracker;
+
+/// Generated reconciler traits are async; implement them with this attribute.
+pub use async_trait::async_trait;
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
 /// only `runtime` (and `serde` for its own derives).

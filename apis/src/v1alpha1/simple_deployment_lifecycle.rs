@@ -32,6 +32,16 @@ impl SimpleDeploymentStatus {
         );
     }
 
+    /// Ready=False, `InvalidSpec`, with the validation error: the spec cannot be
+    /// acted on until it is fixed.
+    pub fn mark_invalid_spec(&mut self, message: &str) {
+        CONDITION_SET.manage(&mut self.status.conditions).mark_false(
+            &SIMPLE_DEPLOYMENT_CONDITION_READY,
+            "InvalidSpec",
+            message,
+        );
+    }
+
     /// Ready=True.
     pub fn mark_pods_ready(&mut self) {
         CONDITION_SET

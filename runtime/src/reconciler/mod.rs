@@ -32,6 +32,7 @@
 //!   ignores it).
 
 mod leader;
+mod metrics;
 
 use std::any::Any;
 use std::fmt;
@@ -52,6 +53,7 @@ pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
 use crate::injection::Context;
 use crate::lister::Lister;
 pub use leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket};
+pub use metrics::ReconcileMetrics;
 
 /// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
 /// done with an event to record (Knative's bare `ReconcilerEvent`), `Err` when it
@@ -477,6 +479,10 @@ where
         recorder,
         leadership: leadership.clone(),
         stopping: stopping.clone(),
+        metrics: ctx.get::<ReconcileMetrics>(),
+        kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
+            .trim_start_matches('.')
+            .to_owned(),
     };
     let concurrency = options
         .concurrency
@@ -506,6 +512,9 @@ struct Core<K: 'static, R> {
     recorder: Arc<dyn Recorder>,
     leadership: Arc<LeaderAwareFuncs>,
     stopping: CancellationToken,
+    metrics: Option<Arc<ReconcileMetrics>>,
+    /// `<group>.<Kind>`, the kind label of logs and metrics.
+    kind_label: String,
 }
 
 /// Which user method runs for an object.
@@ -523,11 +532,40 @@ where
     R: KindReconciler<K>,
 {
     async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        let started = tokio::time::Instant::now();
+        let outcome = self.reconcile_key(key).await;
+        if let Some(metrics) = &self.metrics {
+            let result = match &outcome {
+                Ok(Outcome::Done) => "success",
+                Ok(Outcome::Event) => "event",
+                Err(e) if e.is_skip_key() => "skip",
+                Err(e) if e.requeue_delay().is_some() => "requeue",
+                Err(e) if e.is_conflict() => "conflict",
+                Err(_) => "error",
+            };
+            metrics.observe(&self.kind_label, result, started.elapsed());
+        }
+        outcome.map(|_| ())
+    }
+}
+
+/// How a successful reconcile ended, for metrics.
+enum Outcome {
+    Done,
+    Event,
+}
+
+impl<K, R> Core<K, R>
+where
+    K: Object<Scope: ApiScope>,
+    R: KindReconciler<K>,
+{
+    async fn reconcile_key(&self, key: &str) -> Result<Outcome, Error> {
         let key: ObjectKey = match key.parse() {
             Ok(key) => key,
             Err(_) => {
                 tracing::error!("Invalid resource key: {key}");
-                return Ok(());
+                return Ok(Outcome::Done);
             }
         };
         let leader = self.leadership.is_leader_for(&key);
@@ -545,15 +583,15 @@ where
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
             tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
             return match self.reconciler.observe_deletion(&ctx, &key) {
-                Some(observe) => observe.await,
-                None => Ok(()),
+                Some(observe) => observe.await.map(|()| Outcome::Done),
+                None => Ok(Outcome::Done),
             };
         };
         if !self.class_matches(&original) {
             tracing::debug!(
                 "Skip reconciling resource, class annotation value does not match reconciler instance value."
             );
-            return Ok(());
+            return Ok(Outcome::Done);
         }
 
         let mut resource = (*original).clone();
@@ -614,11 +652,11 @@ where
         }
 
         match result {
-            Ok(None) => Ok(()),
+            Ok(None) => Ok(Outcome::Done),
             Ok(Some(event)) => {
                 tracing::info!(reason = %event.reason, "Returned an event");
                 self.record(&resource, &event);
-                Ok(())
+                Ok(Outcome::Event)
             }
             Err(err) => {
                 if let Some(event) = err.event() {

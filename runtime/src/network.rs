@@ -1,0 +1,65 @@
+//! Cluster networking facts controllers need: the cluster's DNS domain.
+
+use std::sync::OnceLock;
+
+/// The cluster domain when nothing says otherwise.
+pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
+
+/// The cluster's DNS domain (`cluster.local`): `CLUSTER_DOMAIN` if set, else
+/// the domain of the first `search` entry of `/etc/resolv.conf` that starts with
+/// `svc.`, else `cluster.local`. Read once per process.
+///
+/// Knative honours `CLUSTER_DOMAIN` only when `/etc/resolv.conf` can be opened;
+/// here it always wins, so it also works outside a cluster.
+pub fn cluster_domain() -> &'static str {
+    static DOMAIN: OnceLock<String> = OnceLock::new();
+    DOMAIN.get_or_init(|| {
+        let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+        domain_from(std::env::var("CLUSTER_DOMAIN").ok().as_deref(), &resolv)
+    })
+}
+
+/// The rule of [`cluster_domain`], for explicit inputs.
+pub fn domain_from(env: Option<&str>, resolv_conf: &str) -> String {
+    if let Some(domain) = env.map(str::trim).filter(|d| !d.is_empty()) {
+        return domain.trim_end_matches('.').to_owned();
+    }
+    resolv_conf
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("search"))
+        .flat_map(str::split_whitespace)
+        .find_map(|entry| entry.strip_prefix("svc."))
+        .map(|domain| domain.trim_end_matches('.').to_owned())
+        .unwrap_or_else(|| DEFAULT_CLUSTER_DOMAIN.to_owned())
+}
+
+/// `<name>.<namespace>.svc.<cluster domain>`.
+pub fn service_hostname(name: &str, namespace: &str, domain: &str) -> String {
+    format!("{name}.{namespace}.svc.{domain}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn domain_comes_from_env_then_resolv_conf_then_default() {
+        let resolv =
+            "nameserver 10.96.0.10\nsearch ns.svc.example.org svc.example.org example.org\noptions ndots:5\n";
+        assert_eq!(domain_from(None, resolv), "example.org");
+        assert_eq!(domain_from(Some("corp.internal."), resolv), "corp.internal");
+        assert_eq!(
+            domain_from(None, "nameserver 1.1.1.1\nsearch home.lan\n"),
+            "cluster.local"
+        );
+        assert_eq!(domain_from(Some("  "), ""), "cluster.local");
+    }
+
+    #[test]
+    fn service_hostnames() {
+        assert_eq!(
+            service_hostname("webhook", "ns", "cluster.local"),
+            "webhook.ns.svc.cluster.local"
+        );
+    }
+}
