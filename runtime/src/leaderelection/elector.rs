@@ -220,7 +220,8 @@ impl LeaseElector {
                     self.set_observed(desired);
                     return Attempt::Held;
                 }
-                Err(err) => self.log_failure("update optimistically (falling back to the slow path)", &err),
+                // Read the lease again (the slow path below).
+                Err(err) => self.log_failure("renew", &err),
             }
         }
 
@@ -386,21 +387,29 @@ impl LeaseElector {
     /// Logs a failed API call: what, where, and how to fix it. Conflicts are
     /// the normal outcome of a lost race and go to debug.
     fn log_failure(&self, action: &str, err: &kube::Error) {
+        let message = error_message(err);
         match status_code(err) {
             Some(409) => tracing::debug!(
-                lease = %self.describe,
-                "Could not {action} lease {}: another replica wrote it first ({err})",
+                "Could not {action} lease {}, another replica wrote it first: {message}",
                 self.describe
             ),
             code => tracing::error!(
-                lease = %self.describe,
                 identity = %self.identity,
-                error = %err,
-                "Failed to {action} lease {}: {err}; {}",
+                "Failed to {action} lease {}: {message}; {}",
                 self.describe,
                 hint(&self.namespace, &self.name, self.timing.retry_period, action, code)
             ),
         }
+    }
+}
+
+/// The API server's message with its code and reason, or the client error.
+fn error_message(err: &kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) if !status.message.is_empty() => {
+            format!("{} ({} {})", status.message, status.code, status.reason)
+        }
+        other => other.to_string(),
     }
 }
 
@@ -485,6 +494,20 @@ mod tests {
         assert_eq!(
             hint("get", None),
             "check that the API server is reachable; retrying every 10s"
+        );
+    }
+
+    #[test]
+    fn error_messages_are_the_api_servers() {
+        let err = kube::Error::Api(Box::new(kube::core::Status {
+            code: 404,
+            reason: "NotFound".to_owned(),
+            message: "namespaces \"late\" not found".to_owned(),
+            ..kube::core::Status::default()
+        }));
+        assert_eq!(
+            error_message(&err),
+            "namespaces \"late\" not found (404 NotFound)"
         );
     }
 
