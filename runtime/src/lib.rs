@@ -7,6 +7,7 @@
 //! | [`informer`], [`lister`] | client-go shared informers and listers, over kube-runtime's watcher |
 //! | [`client`] | typed clients over `kube::Api` for either scope |
 //! | [`controller`] | `knative.dev/pkg/controller`: the workqueue, `Impl`, enqueue helpers, filters |
+//! | [`leaderelection`] | `knative.dev/pkg/leaderelection` and `hash`: bucketed leader election over Leases |
 //! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
 
 pub mod apis;
@@ -16,6 +17,7 @@ pub mod events;
 pub mod informer;
 pub mod injection;
 mod labels;
+pub mod leaderelection;
 pub mod lister;
 pub mod network;
 pub mod reconciler;

@@ -72,7 +72,7 @@ pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
 
 use crate::reconciler::{Bucket, Enqueue, LeaderAware};
 use crate::tracker::Tracker;
-use error::go_duration;
+pub(crate) use error::go_duration;
 
 /// Workers per controller when [`ControllerOptions::concurrency`] is zero
 /// (Knative's `DefaultThreadsPerController`). A process that wants another

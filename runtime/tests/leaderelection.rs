@@ -1,0 +1,750 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Leader election against the in-memory API server: acquisition, sharing
+//! between replicas, hand-over on shutdown and on crash, respect for a lease
+//! held by someone else, self-demotion when renewals fail.
+//!
+//! Leases last 1s, the renew deadline is 600ms and the retry period 100ms
+//! (candidates wait 100–220ms between attempts), so every test finishes in a
+//! few seconds. Bounds that depend on scheduling are generous; bounds that
+//! only a bug could break (never two leaders, never taken before expiry) are
+//! exact.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
+use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+use runtime::leaderelection::{
+    ComponentConfig, Config, ElectorError, promote_unopposed, spawn_electors, unique_id,
+};
+use runtime::reconciler::{Bucket, Enqueue, LeaderAware, LeaderAwareFuncs};
+use testenv::{ErrorStatus, Reactor, TestEnv};
+use tokio::task::JoinHandle;
+use tokio::time::{Instant, sleep};
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "knative-samples";
+const QUEUE: &str = "addressableservice";
+const LEASE: Duration = Duration::from_secs(1);
+
+struct Noop;
+
+impl Reconciler for Noop {
+    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+fn config(buckets: u32) -> ComponentConfig {
+    let data: BTreeMap<String, String> = [
+        ("buckets", buckets.to_string()),
+        ("lease-duration", "1s".to_owned()),
+        ("renew-deadline", "600ms".to_owned()),
+        ("retry-period", "100ms".to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    Config::from_map(&data).unwrap().component_config("controller")
+}
+
+fn lease_name(ordinal: u32, buckets: u32) -> String {
+    format!("controller.{QUEUE}.{ordinal:02}-of-{buckets:02}")
+}
+
+fn env() -> TestEnv {
+    TestEnv::builder().namespace(NS).build()
+}
+
+fn leases(env: &TestEnv) -> Api<Lease> {
+    Api::namespaced(env.client(), NS)
+}
+
+async fn spec(env: &TestEnv, name: &str) -> LeaseSpec {
+    leases(env).get(name).await.unwrap().spec.unwrap()
+}
+
+/// One controller process: a leader-aware controller and its electors.
+struct Replica {
+    identity: String,
+    leadership: Arc<LeaderAwareFuncs>,
+    /// "promote <bucket>" / "demote <bucket>", in order.
+    events: Arc<Mutex<Vec<String>>>,
+    shutdown: CancellationToken,
+    electors: JoinHandle<()>,
+}
+
+impl Replica {
+    fn start(env: &TestEnv, identity: &str, buckets: u32) -> Replica {
+        Self::start_in(env, NS, identity, buckets)
+    }
+
+    fn start_in(env: &TestEnv, namespace: &str, identity: &str, buckets: u32) -> Replica {
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let (promoted, demoted) = (events.clone(), events.clone());
+        let leadership = Arc::new(LeaderAwareFuncs::new(
+            Some(Arc::new(move |b: &dyn Bucket, _: Option<&Enqueue>| {
+                promoted.lock().unwrap().push(format!("promote {}", b.name()));
+            })),
+            Some(Arc::new(move |b: &dyn Bucket| {
+                demoted.lock().unwrap().push(format!("demote {}", b.name()));
+            })),
+        ));
+        let controller = Impl::new(
+            QUEUE,
+            Noop,
+            ControllerOptions::default().leader_aware(leadership.clone()),
+        );
+        let shutdown = CancellationToken::new();
+        let electors = spawn_electors(
+            env.client(),
+            namespace,
+            &controller,
+            &config(buckets),
+            identity,
+            shutdown.clone(),
+        )
+        .unwrap();
+        Replica {
+            identity: identity.to_owned(),
+            leadership,
+            events,
+            shutdown,
+            electors,
+        }
+    }
+
+    fn led(&self) -> Vec<String> {
+        self.leadership.led_buckets()
+    }
+
+    fn events(&self) -> Vec<String> {
+        self.events.lock().unwrap().clone()
+    }
+
+    /// Cancels and waits for the electors to finish (bounded).
+    async fn stop(self) -> Duration {
+        let start = Instant::now();
+        self.shutdown.cancel();
+        tokio::time::timeout(Duration::from_secs(5), self.electors)
+            .await
+            .expect("electors stop within 5s")
+            .unwrap();
+        start.elapsed()
+    }
+}
+
+/// Polls `cond` every 5ms until it holds (returning how long that took) or
+/// `limit` passes.
+async fn wait_until(limit: Duration, mut cond: impl FnMut() -> bool) -> Option<Duration> {
+    let start = Instant::now();
+    while start.elapsed() < limit {
+        if cond() {
+            return Some(start.elapsed());
+        }
+        sleep(Duration::from_millis(5)).await;
+    }
+    cond().then(|| start.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_replica_leads_every_bucket_and_releases_on_shutdown() {
+    let env = env();
+    let replica = Replica::start(&env, "pod-a_1", 3);
+    let names: Vec<String> = (0..3).map(|i| lease_name(i, 3)).collect();
+
+    let took = wait_until(Duration::from_secs(5), || replica.led() == names)
+        .await
+        .expect("leads all three buckets");
+    eprintln!("one replica: led 3 buckets after {took:?}");
+    let mut promoted = replica.events();
+    promoted.sort();
+    assert_eq!(
+        promoted,
+        names.iter().map(|n| format!("promote {n}")).collect::<Vec<_>>(),
+        "each bucket promoted once, with the enqueue function"
+    );
+
+    for name in &names {
+        let spec = spec(&env, name).await;
+        assert_eq!(spec.holder_identity.as_deref(), Some("pod-a_1"));
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+        assert_eq!(spec.lease_transitions, Some(0), "created, not taken over");
+        assert!(spec.acquire_time.is_some() && spec.renew_time.is_some());
+    }
+    // Renewals move renewTime every retry period and keep acquireTime.
+    let before = spec(&env, &names[0]).await;
+    sleep(Duration::from_millis(350)).await;
+    let after = spec(&env, &names[0]).await;
+    assert_eq!(after.acquire_time, before.acquire_time);
+    assert!(after.renew_time.unwrap().0 > before.renew_time.unwrap().0);
+    assert_eq!(after.lease_transitions, Some(0));
+
+    let events = replica.events.clone();
+    let leadership = replica.leadership.clone();
+    let stopped = replica.stop().await;
+    eprintln!("one replica: shutdown (demote + release of 3 leases) took {stopped:?}");
+    assert!(leadership.led_buckets().is_empty());
+    let demoted: Vec<String> = events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|e| e.starts_with("demote"))
+        .cloned()
+        .collect();
+    assert_eq!(demoted.len(), 3, "{demoted:?}");
+    for name in &names {
+        let spec = spec(&env, name).await;
+        assert_eq!(
+            spec.holder_identity.as_deref(),
+            Some(""),
+            "released: holder cleared"
+        );
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+        assert_eq!(spec.lease_transitions, Some(0), "a release is no transition");
+    }
+}
+
+/// Two replicas start together and contend for two buckets, then one shuts
+/// down and the other takes over: at no sampled moment do both lead the same
+/// bucket, and each bucket has a leader that matches the lease's holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_never_lead_the_same_bucket() {
+    let env = env();
+    let a = Replica::start(&env, "pod-a_1", 2);
+    let b = Replica::start(&env, "pod-b_2", 2);
+    let names = [lease_name(0, 2), lease_name(1, 2)];
+
+    // Leadership is read A, B, A, B: a bucket is led by both at once if A
+    // leads it on both sides of a read where B leads it, or B on both sides
+    // of one where A does. (One read of each could see A before it demoted
+    // and B after it promoted.)
+    let both = |a: &Replica, b: &Replica| {
+        let (a1, b1, a2, b2) = (a.led(), b.led(), a.led(), b.led());
+        names
+            .iter()
+            .filter(|n| {
+                (a1.contains(n) && b1.contains(n) && a2.contains(n))
+                    || (b1.contains(n) && a2.contains(n) && b2.contains(n))
+            })
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let start = Instant::now();
+    let mut all_led_after = None;
+    let mut samples = 0;
+    while start.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(
+            both(&a, &b),
+            Vec::<String>::new(),
+            "led by both at {:?}",
+            start.elapsed()
+        );
+        if all_led_after.is_none() && a.led().len() + b.led().len() == 2 {
+            all_led_after = Some(start.elapsed());
+        }
+        samples += 1;
+        sleep(Duration::from_millis(2)).await;
+    }
+    let all_led_after = all_led_after.expect("both buckets get a leader");
+    let (led_a, led_b) = (a.led(), b.led());
+    eprintln!(
+        "two replicas: both buckets led after {all_led_after:?}; A leads {led_a:?}, B leads {led_b:?} \
+         ({samples} samples)"
+    );
+    for name in &names {
+        let holder = spec(&env, name).await.holder_identity.unwrap();
+        let leader = if led_a.contains(name) { &a } else { &b };
+        assert_eq!(holder, leader.identity, "{name}: the lease holder is the leader");
+    }
+
+    // The leader of bucket 0 shuts down while the sampling goes on; the other
+    // replica ends up leading both buckets.
+    let (first, second) = if led_a.contains(&names[0]) { (a, b) } else { (b, a) };
+    first.shutdown.cancel();
+    let handover = Instant::now();
+    let mut second_leads_both_after = None;
+    while handover.elapsed() < Duration::from_millis(1500) {
+        assert_eq!(
+            both(&first, &second),
+            Vec::<String>::new(),
+            "led by both during the hand-over"
+        );
+        if second_leads_both_after.is_none() && second.led().len() == 2 {
+            second_leads_both_after = Some(handover.elapsed());
+        }
+        sleep(Duration::from_millis(2)).await;
+    }
+    let took = second_leads_both_after.expect("the other replica takes over");
+    eprintln!(
+        "two replicas: after {}'s shutdown, {} led both buckets within {took:?}",
+        first.identity, second.identity
+    );
+    assert!(first.led().is_empty());
+    first.stop().await;
+    second.stop().await;
+}
+
+/// Replicas that each hold one of two buckets split the keys between them as
+/// the consistent hashing assigns them; each stays with its bucket while the
+/// other renews.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_split_the_keys_by_bucket() {
+    let env = env();
+    // B wrote lease 01 a moment ago (say, before a restart under the same
+    // identity); A, started first, finds it valid and leaves it to B.
+    leases(&env)
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: ObjectMeta {
+                    name: Some(lease_name(1, 2)),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some("pod-b_2".to_owned()),
+                    lease_duration_seconds: Some(1),
+                    acquire_time: Some(MicroTime(Timestamp::now())),
+                    renew_time: Some(MicroTime(Timestamp::now())),
+                    lease_transitions: Some(0),
+                    ..LeaseSpec::default()
+                }),
+            },
+        )
+        .await
+        .unwrap();
+    let a = Replica::start(&env, "pod-a_1", 2);
+    let b = Replica::start(&env, "pod-b_2", 2);
+    wait_until(Duration::from_secs(5), || {
+        a.led().len() == 1 && b.led().len() == 1
+    })
+    .await
+    .expect("one bucket each");
+    assert_eq!(a.led(), [lease_name(0, 2)]);
+    assert_eq!(b.led(), [lease_name(1, 2)]);
+
+    // Keys whose buckets were worked out by hand (see the hash module's tests).
+    let (web, hello) = (
+        ObjectKey::new("knative-samples", "web"),
+        ObjectKey::new("default", "hello"),
+    );
+    assert!(a.leadership.is_leader_for(&web) && !b.leadership.is_leader_for(&web));
+    assert!(b.leadership.is_leader_for(&hello) && !a.leadership.is_leader_for(&hello));
+    for i in 0..200 {
+        let key = ObjectKey::new("ns", format!("obj-{i}"));
+        assert!(
+            a.leadership.is_leader_for(&key) != b.leadership.is_leader_for(&key),
+            "{key} has exactly one leader"
+        );
+    }
+
+    // Both keep their bucket over two lease durations of renewals.
+    let start = Instant::now();
+    while start.elapsed() < 2 * LEASE {
+        assert_eq!(a.led(), [lease_name(0, 2)]);
+        assert_eq!(b.led(), [lease_name(1, 2)]);
+        sleep(Duration::from_millis(5)).await;
+    }
+    a.stop().await;
+    b.stop().await;
+}
+
+/// A leads both buckets; B, started later, gets none while A renews. When A
+/// shuts down it releases its leases and B takes them over at its next
+/// attempt, well within one lease duration.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_shuts_down_hands_over_its_buckets() {
+    let env = env();
+    let a = Replica::start(&env, "pod-a_1", 2);
+    wait_until(Duration::from_secs(5), || a.led().len() == 2)
+        .await
+        .expect("A leads both buckets");
+    let b = Replica::start(&env, "pod-b_2", 2);
+
+    // Two lease durations: B never leads a bucket A keeps renewing.
+    let start = Instant::now();
+    while start.elapsed() < 2 * LEASE {
+        assert!(b.led().is_empty(), "B took a bucket from a live leader");
+        assert_eq!(a.led().len(), 2);
+        sleep(Duration::from_millis(5)).await;
+    }
+
+    let a_events = a.events.clone();
+    let a_stop = a.stop().await;
+    let handed_over = wait_until(Duration::from_secs(5), || b.led().len() == 2)
+        .await
+        .expect("B takes over");
+    eprintln!("hand-over: A stopped in {a_stop:?}; B led both buckets {handed_over:?} later");
+    assert!(
+        handed_over < LEASE,
+        "a released lease is taken without waiting for it to expire ({handed_over:?})"
+    );
+    assert!(
+        a_events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|e| e.starts_with("demote"))
+            .count()
+            == 2
+    );
+    for i in 0..2 {
+        let spec = spec(&env, &lease_name(i, 2)).await;
+        assert_eq!(spec.holder_identity.as_deref(), Some("pod-b_2"));
+        assert_eq!(spec.lease_transitions, Some(1), "one takeover");
+        assert_eq!(spec.lease_duration_seconds, Some(1));
+    }
+    b.stop().await;
+}
+
+/// A leader that dies without releasing (its task aborted) is replaced once
+/// its lease expires: not before about one lease duration, not much after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_leader_is_replaced_after_its_lease_expires() {
+    let env = env();
+    let a = Replica::start(&env, "pod-a_1", 1);
+    wait_until(Duration::from_secs(5), || a.led().len() == 1)
+        .await
+        .expect("A leads");
+    let b = Replica::start(&env, "pod-b_2", 1);
+    sleep(Duration::from_millis(300)).await;
+    assert!(b.led().is_empty());
+
+    a.electors.abort();
+    let crashed = Instant::now();
+    let took = wait_until(Duration::from_secs(5), || b.led().len() == 1)
+        .await
+        .expect("B takes over the expired lease");
+    eprintln!("crash: B led the bucket {took:?} after A's electors were aborted (lease 1s)");
+    // B last saw the lease change at most one renewal interval (100ms) plus
+    // one of its own polls (220ms) before the crash, and waits 1s from then.
+    assert!(
+        took >= Duration::from_millis(650),
+        "taken before expiry: {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    assert!(crashed.elapsed() >= took);
+    let spec = spec(&env, &lease_name(0, 1)).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some("pod-b_2"));
+    assert_eq!(spec.lease_transitions, Some(1));
+    b.stop().await;
+}
+
+/// A lease someone else holds and renews is left alone for as long as they
+/// renew it; once they stop, it is taken one lease duration after its last
+/// change was seen, with `leaseTransitions` incremented and a new
+/// `acquireTime`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_held_by_someone_else_is_not_stolen_before_it_expires() {
+    let env = env();
+    let name = lease_name(0, 1);
+    let api = leases(&env);
+    let long_ago = MicroTime(Timestamp::from_second(1_600_000_000).unwrap());
+    let foreign = |renewed: Timestamp| LeaseSpec {
+        holder_identity: Some("other-controller_9".to_owned()),
+        lease_duration_seconds: Some(1),
+        acquire_time: Some(long_ago.clone()),
+        renew_time: Some(MicroTime(renewed)),
+        lease_transitions: Some(4),
+        ..LeaseSpec::default()
+    };
+    api.create(
+        &PostParams::default(),
+        &Lease {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            spec: Some(foreign(Timestamp::now())),
+        },
+    )
+    .await
+    .unwrap();
+
+    let replica = Replica::start(&env, "pod-a_1", 1);
+    // The other holder renews every 300ms for 2.5s (2.5 lease durations).
+    let start = Instant::now();
+    let mut last_renewal = Instant::now();
+    while start.elapsed() < Duration::from_millis(2500) {
+        if last_renewal.elapsed() >= Duration::from_millis(300) {
+            let mut lease = api.get(&name).await.unwrap();
+            lease.spec = Some(foreign(Timestamp::now()));
+            api.replace(&name, &PostParams::default(), &lease).await.unwrap();
+            last_renewal = Instant::now();
+        }
+        assert!(replica.led().is_empty(), "stole a lease that is being renewed");
+        sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        spec(&env, &name).await.holder_identity.as_deref(),
+        Some("other-controller_9")
+    );
+
+    // The other holder stops renewing.
+    let stopped_renewing = last_renewal;
+    let last_renew_time = spec(&env, &name).await.renew_time.unwrap().0;
+    wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("takes the expired lease");
+    let took = stopped_renewing.elapsed();
+    eprintln!("foreign lease: taken {took:?} after its holder's last renewal (lease 1s)");
+    assert!(took >= LEASE, "taken before it expired: {took:?}");
+    assert!(took < Duration::from_secs(3), "{took:?}");
+    let spec = spec(&env, &name).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some("pod-a_1"));
+    assert_eq!(
+        spec.lease_transitions,
+        Some(5),
+        "a takeover increments leaseTransitions"
+    );
+    assert!(
+        spec.acquire_time.unwrap().0 > last_renew_time,
+        "acquireTime is the takeover's"
+    );
+    replica.stop().await;
+}
+
+/// When every lease update fails, the leader demotes itself once no renewal
+/// succeeded within the renew deadline (600ms), before the lease (1s) could
+/// expire for others; when the API server recovers it leads again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_that_cannot_renew_demotes_itself() {
+    let env = env();
+    let replica = Replica::start(&env, "pod-a_1", 1);
+    wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("leads");
+
+    env.react(Reactor::on("update", "leases").respond(ErrorStatus::new(
+        500,
+        "InternalError",
+        "etcdserver: request timed out",
+    )));
+    let demoted = wait_until(Duration::from_secs(5), || replica.led().is_empty())
+        .await
+        .expect("demotes itself");
+    eprintln!("failing renewals: demoted {demoted:?} after updates started failing (renew deadline 600ms)");
+    assert!(demoted >= Duration::from_millis(550), "{demoted:?}");
+    assert!(demoted < Duration::from_secs(2), "{demoted:?}");
+
+    env.clear_reactors();
+    let again = wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("leads again once updates succeed");
+    eprintln!("failing renewals: led again {again:?} after the API server recovered");
+    assert_eq!(
+        replica.events(),
+        [
+            format!("promote {}", lease_name(0, 1)),
+            format!("demote {}", lease_name(0, 1)),
+            format!("promote {}", lease_name(0, 1)),
+        ]
+    );
+    replica.stop().await;
+}
+
+/// Someone else writes the lease (a takeover this leader did not see coming,
+/// say after it was paused): its next renewal conflicts, it reads the lease,
+/// finds another holder and demotes at once rather than at the renew
+/// deadline; once the other holder's lease expires, it takes the lease back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_leader_whose_lease_is_taken_demotes_at_once() {
+    let env = env();
+    let replica = Replica::start(&env, "pod-a_1", 1);
+    wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("leads");
+
+    let (api, name) = (leases(&env), lease_name(0, 1));
+    let taken = loop {
+        let mut lease = api.get(&name).await.unwrap();
+        let spec = lease.spec.as_mut().unwrap();
+        spec.holder_identity = Some("intruder_3".to_owned());
+        spec.renew_time = Some(MicroTime(Timestamp::now()));
+        spec.lease_transitions = Some(1);
+        // The leader renews every 100ms; retry when it wrote in between.
+        match api.replace(&name, &PostParams::default(), &lease).await {
+            Ok(_) => break Instant::now(),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(err) => panic!("{err}"),
+        }
+    };
+    let demoted = wait_until(Duration::from_secs(5), || replica.led().is_empty())
+        .await
+        .expect("demotes");
+    eprintln!("taken lease: demoted {demoted:?} after another holder wrote it (retry period 100ms)");
+    assert!(
+        demoted < Duration::from_millis(550),
+        "before the renew deadline: {demoted:?}"
+    );
+
+    wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("takes it back once it expires");
+    let back = taken.elapsed();
+    eprintln!("taken lease: led again {back:?} after the takeover (lease 1s)");
+    assert!(back >= LEASE, "taken back before it expired: {back:?}");
+    let spec = spec(&env, &name).await;
+    assert_eq!(spec.holder_identity.as_deref(), Some("pod-a_1"));
+    assert_eq!(spec.lease_transitions, Some(2));
+    assert_eq!(
+        replica.events(),
+        [
+            format!("promote {name}"),
+            format!("demote {name}"),
+            format!("promote {name}"),
+        ]
+    );
+    replica.stop().await;
+}
+
+/// Electors keep trying: leases in a namespace that does not exist yet are
+/// acquired once it does.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn electors_keep_trying_until_the_namespace_exists() {
+    let env = TestEnv::new();
+    let replica = Replica::start_in(&env, "late", "pod-a_1", 1);
+    sleep(Duration::from_millis(400)).await;
+    assert!(replica.led().is_empty());
+    let creates = env.request_count("create", "leases");
+    assert!(creates >= 2, "retried: {creates} creates");
+
+    env.create_object(serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": {"name": "late"},
+    }))
+    .unwrap();
+    let took = wait_until(Duration::from_secs(5), || replica.led().len() == 1)
+        .await
+        .expect("leads once the namespace exists");
+    eprintln!("missing namespace: led {took:?} after it was created");
+    replica.stop().await;
+}
+
+#[tokio::test]
+async fn spawn_refuses_what_cannot_work() {
+    let env = env();
+    let leader_aware = |name: &str| {
+        Impl::new(
+            name,
+            Noop,
+            ControllerOptions::default().leader_aware(Arc::new(LeaderAwareFuncs::default())),
+        )
+    };
+    let spawn = |controller: &Impl, namespace: &str, config: &ComponentConfig, identity: &str| {
+        spawn_electors(
+            env.client(),
+            namespace,
+            controller,
+            config,
+            identity,
+            CancellationToken::new(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+    };
+
+    let plain = Impl::new("plain", Noop, ControllerOptions::default());
+    let err = spawn(&plain, NS, &config(1), "id");
+    assert_eq!(
+        err.to_string(),
+        "plain is not leader-aware, all reconcilers must be leader-aware to enable fine-grained leader \
+         election."
+    );
+    assert!(format!("{err:#}").contains("ControllerOptions::leader_aware"));
+
+    let err = spawn(&leader_aware("my_queue"), NS, &config(1), "id");
+    assert!(
+        matches!(&err, ElectorError::InvalidLeaseName { name, .. } if name == "controller.my_queue.00-of-01")
+    );
+    assert!(
+        format!("{err:#}").contains("map-lease-prefix.controller.my_queue"),
+        "{err:#}"
+    );
+
+    let mut bad = config(1);
+    bad.buckets = 11;
+    let err = spawn(&leader_aware(QUEUE), NS, &bad, "id");
+    assert_eq!(err.to_string(), "buckets: value must be between 1 <= 11 <= 10");
+
+    let mut bad = config(1);
+    bad.renew_deadline = bad.lease_duration;
+    let err = spawn(&leader_aware(QUEUE), NS, &bad, "id");
+    assert_eq!(
+        err.to_string(),
+        "leaseDuration must be greater than renewDeadline"
+    );
+
+    assert_eq!(
+        spawn(&leader_aware(QUEUE), "", &config(1), "id"),
+        ElectorError::MissingNamespace
+    );
+    assert_eq!(
+        spawn(&leader_aware(QUEUE), NS, &config(1), ""),
+        ElectorError::EmptyIdentity
+    );
+    assert!(env.actions().is_empty(), "nothing was sent");
+}
+
+#[test]
+fn spawn_outside_a_runtime_is_an_error() {
+    let controller = Impl::new(
+        QUEUE,
+        Noop,
+        ControllerOptions::default().leader_aware(Arc::new(LeaderAwareFuncs::default())),
+    );
+    let client = tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(async { env().client() });
+    let err = spawn_electors(
+        client,
+        NS,
+        &controller,
+        &config(1),
+        "id",
+        CancellationToken::new(),
+    )
+    .map(|_| ())
+    .unwrap_err();
+    assert_eq!(err, ElectorError::NoRuntime);
+}
+
+#[test]
+fn unopposed_leads_every_key_without_enqueuing() {
+    let calls = Arc::new(Mutex::new(0));
+    let counted = calls.clone();
+    let leadership = Arc::new(LeaderAwareFuncs::new(
+        Some(Arc::new(move |_: &dyn Bucket, _: Option<&Enqueue>| {
+            *counted.lock().unwrap() += 1;
+        })),
+        None,
+    ));
+    let controller = Impl::new(
+        QUEUE,
+        Noop,
+        ControllerOptions::default().leader_aware(leadership.clone()),
+    );
+    assert!(!leadership.is_leader_for(&ObjectKey::new("ns", "a")));
+    promote_unopposed(&controller);
+    assert!(leadership.is_leader_for(&ObjectKey::new("ns", "a")));
+    assert!(leadership.is_leader_for(&ObjectKey::new("", "cluster-scoped")));
+    assert_eq!(leadership.led_buckets(), [""]);
+    assert_eq!(*calls.lock().unwrap(), 0, "no re-enqueue hook");
+    assert!(controller.work_queue().is_empty());
+}
+
+#[test]
+fn unique_ids_are_hostname_and_uuid() {
+    let (a, b) = (unique_id().unwrap(), unique_id().unwrap());
+    assert_ne!(a, b);
+    let (host, uuid) = a.rsplit_once('_').unwrap();
+    assert!(!host.is_empty());
+    assert_eq!(uuid.len(), 36);
+    assert_eq!(uuid.matches('-').count(), 4);
+}

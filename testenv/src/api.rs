@@ -1,0 +1,864 @@
+//! Routing of API requests to verbs, request options, lists, and response shapes.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use base64::Engine as _;
+use bytes::Bytes;
+use http::Method;
+use serde_json::{Value, json};
+
+use crate::discovery;
+use crate::hooks::Action;
+use crate::patch::PatchType;
+use crate::resource::{Builtin, ResourceDef};
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::state::{
+    DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
+};
+use crate::status::ErrorStatus;
+use crate::store::ObjKey;
+use crate::table;
+use crate::watch;
+use crate::{Inner, TestEnv};
+
+/// A request as the server sees it, whichever face it came through.
+#[derive(Debug)]
+pub(crate) struct Request {
+    pub(crate) method: Method,
+    pub(crate) path: String,
+    pub(crate) query: Vec<(String, String)>,
+    pub(crate) accept: String,
+    pub(crate) content_type: String,
+    pub(crate) body: Bytes,
+    /// `host:port` the client used, for `/api`'s serverAddressByClientCIDRs.
+    pub(crate) host: String,
+    /// `User-Agent`; its part before the first `/` names the field manager by default.
+    pub(crate) user_agent: String,
+}
+
+/// What to send back.
+#[derive(Debug)]
+pub(crate) enum Reply {
+    Json {
+        code: u16,
+        body: Value,
+        warnings: Vec<String>,
+    },
+    Text {
+        code: u16,
+        text: String,
+    },
+    /// A 200 JSON body with its own media type (aggregated discovery).
+    JsonAs {
+        content_type: &'static str,
+        body: Value,
+    },
+    /// A watch: newline-delimited JSON events, streamed.
+    Stream(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl Reply {
+    pub(crate) fn ok(body: Value) -> Self {
+        Self::Json {
+            code: 200,
+            body,
+            warnings: Vec::new(),
+        }
+    }
+
+    pub(crate) fn error(e: &ErrorStatus) -> Self {
+        Self::Json {
+            code: e.code,
+            body: e.to_json(),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// How objects are rendered, from the `Accept` header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Output {
+    Full,
+    Meta,
+    Table,
+}
+
+impl Output {
+    fn from_accept(accept: &str) -> Self {
+        for media in accept.split(',') {
+            let mut parts = media.split(';').map(str::trim);
+            let base = parts.next().unwrap_or_default();
+            let as_ = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| *k == "as")
+                .map(|(_, v)| v);
+            match as_ {
+                Some("Table") => return Self::Table,
+                Some("PartialObjectMetadata" | "PartialObjectMetadataList") => return Self::Meta,
+                Some(_) => {}
+                None if base.contains("json") || base == "*/*" => return Self::Full,
+                None => {}
+            }
+        }
+        Self::Full
+    }
+
+    /// One object in this output.
+    pub(crate) fn object(self, def: &ResourceDef, obj: &Value) -> Value {
+        match self {
+            Self::Full => State::present(def, obj),
+            Self::Meta => partial(obj),
+            Self::Table => table::table(def, &[State::present(def, obj)], None),
+        }
+    }
+}
+
+pub(crate) fn partial(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
+
+/// The target of a resource request.
+#[derive(Debug)]
+pub(crate) struct Target {
+    pub(crate) def: Arc<ResourceDef>,
+    pub(crate) namespace: Option<String>,
+    pub(crate) name: Option<String>,
+    pub(crate) subresource: Option<String>,
+    pub(crate) legacy_watch: bool,
+}
+
+enum Route {
+    Version,
+    ApiVersions,
+    GroupList,
+    Group(String),
+    ResourceList(String, String),
+    OpenApi,
+    Health,
+    Resource(Target),
+    Missing(ErrorStatus),
+    NotFoundText,
+}
+
+fn route(state: &State, path: &str) -> Route {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    match segs.as_slice() {
+        ["version"] => Route::Version,
+        ["api"] => Route::ApiVersions,
+        ["apis"] => Route::GroupList,
+        ["healthz" | "livez" | "readyz", ..] => Route::Health,
+        ["openapi", ..] => Route::OpenApi,
+        ["api", "v1", rest @ ..] => resource_route(state, "", "v1", rest),
+        ["api", ..] => Route::Missing(ErrorStatus::unknown_path()),
+        ["apis", g] => {
+            if state.resources.iter().any(|d| d.group == *g) {
+                Route::Group((*g).to_owned())
+            } else {
+                Route::Missing(ErrorStatus::unknown_path())
+            }
+        }
+        ["apis", g, v, rest @ ..] => resource_route(state, g, v, rest),
+        _ => Route::NotFoundText,
+    }
+}
+
+fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> Route {
+    let served = state
+        .resources
+        .iter()
+        .any(|d| d.group == group && d.version == version);
+    if !served {
+        return Route::Missing(ErrorStatus::unknown_path());
+    }
+    if rest.is_empty() {
+        return Route::ResourceList(group.to_owned(), version.to_owned());
+    }
+    let (legacy_watch, rest) = match rest {
+        ["watch", tail @ ..] => (true, tail),
+        _ => (false, rest),
+    };
+    let find = |plural: &str| state.find(group, version, plural);
+    let target =
+        |def: Arc<ResourceDef>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
+            Route::Resource(Target {
+                def,
+                namespace: ns.map(str::to_owned),
+                name: name.map(str::to_owned),
+                subresource: sub.map(str::to_owned),
+                legacy_watch,
+            })
+        };
+    let missing = Route::Missing(ErrorStatus::unknown_path());
+    let namespaced = |plural: &str| find(plural).filter(|d| d.namespaced);
+    match rest {
+        [plural] => match find(plural) {
+            Some(d) => target(d, None, None, None),
+            None => missing,
+        },
+        ["namespaces", ns, plural] if namespaced(plural).is_some() => match namespaced(plural) {
+            Some(d) => target(d, Some(ns), None, None),
+            None => missing,
+        },
+        ["namespaces", ns, plural, name] => match namespaced(plural) {
+            Some(d) => target(d, Some(ns), Some(name), None),
+            None => missing,
+        },
+        ["namespaces", ns, plural, name, sub] => match namespaced(plural) {
+            Some(d) => target(d, Some(ns), Some(name), Some(sub)),
+            None => missing,
+        },
+        [plural, name] => match find(plural).filter(|d| !d.namespaced) {
+            Some(d) => target(d, None, Some(name), None),
+            None => missing,
+        },
+        [plural, name, sub] => match find(plural).filter(|d| !d.namespaced) {
+            Some(d) => target(d, None, Some(name), Some(sub)),
+            None => missing,
+        },
+        _ => missing,
+    }
+}
+
+/// The request's query, with lookups.
+pub(crate) struct QueryView<'a>(pub(crate) &'a [(String, String)]);
+
+impl QueryView<'_> {
+    pub(crate) fn get(&self, k: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(key, _)| key == k)
+            .map(|(_, v)| v.as_str())
+    }
+
+    pub(crate) fn flag(&self, k: &str) -> Option<bool> {
+        self.get(k).map(|v| v == "true" || v == "1")
+    }
+}
+
+fn verb_of(method: &Method, t: &Target, q: &QueryView<'_>) -> Result<&'static str, ErrorStatus> {
+    let watch = t.legacy_watch || q.flag("watch") == Some(true);
+    let item = t.name.is_some();
+    let v = match (method.as_str(), item) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "get",
+        ("GET", false) => "list",
+        ("POST", false) => "create",
+        ("PUT", true) => "update",
+        ("PATCH", true) => "patch",
+        ("DELETE", true) => "delete",
+        ("DELETE", false) if t.def.deletecollection => "deletecollection",
+        _ => return Err(ErrorStatus::method_not_allowed()),
+    };
+    if t.subresource.is_some() && !matches!(v, "get" | "update" | "patch") {
+        return Err(ErrorStatus::method_not_allowed());
+    }
+    if v == "create" && t.def.namespaced && t.namespace.is_none() {
+        return Err(ErrorStatus::method_not_allowed());
+    }
+    Ok(v)
+}
+
+pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
+    let latency = *env
+        .inner
+        .latency
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    let route = {
+        let state = env.inner.state();
+        route(&state, &req.path)
+    };
+    let target = match route {
+        Route::Version => return Reply::ok(discovery::version()),
+        Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
+            let core = matches!(route, Route::ApiVersions);
+            return discovery::aggregated(&env.inner.state(), core);
+        }
+        Route::ApiVersions => return Reply::ok(discovery::api_versions(&req.host)),
+        Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.state())),
+        Route::Group(g) => return discovery::group(&env.inner.state(), &g),
+        Route::ResourceList(g, v) => {
+            return Reply::ok(discovery::resource_list(&env.inner.state(), &g, &v));
+        }
+        Route::OpenApi => return discovery::openapi(&env.inner.state(), &req.path),
+        Route::Health => {
+            return Reply::Text {
+                code: 200,
+                text: "ok".into(),
+            };
+        }
+        Route::Missing(e) => return Reply::error(&e),
+        Route::NotFoundText => {
+            return Reply::Text {
+                code: 404,
+                text: "404 page not found\n".into(),
+            };
+        }
+        Route::Resource(t) => t,
+    };
+    let q = QueryView(&req.query);
+    let verb = match verb_of(&req.method, &target, &q) {
+        Ok(v) => v,
+        Err(e) => return Reply::error(&e),
+    };
+    let def = Arc::clone(&target.def);
+    let action = Action {
+        verb: verb.to_owned(),
+        group: def.group.clone(),
+        version: def.version.clone(),
+        resource: def.plural.clone(),
+        subresource: target.subresource.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+        content_type: req.content_type.clone(),
+        body: (!req.body.is_empty()).then(|| req.body.clone()),
+        query: req.query.clone(),
+    };
+    if let Some(e) = env.inner.hooks().record(action) {
+        return Reply::error(&e);
+    }
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => def.status,
+        Some("scale") => def.scale.is_some(),
+        Some(_) => false,
+    };
+    if !served {
+        return Reply::error(&ErrorStatus::unknown_path());
+    }
+    match dispatch(&env.inner, verb, &target, &req, &q) {
+        Ok(r) => r,
+        Err(e) => Reply::error(&e),
+    }
+}
+
+fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
+    let validation = match q.get("fieldValidation") {
+        None | Some("" | "Warn") => FieldValidation::Warn,
+        Some("Strict") => FieldValidation::Strict,
+        Some("Ignore") => FieldValidation::Ignore,
+        Some(other) => {
+            return Err(ErrorStatus::bad_request(format!(
+                "fieldValidation must be one of Ignore, Warn, or Strict, got {other}"
+            )));
+        }
+    };
+    let dry_run = match q.get("dryRun") {
+        None | Some("") => false,
+        Some("All") => true,
+        Some(other) => {
+            return Err(ErrorStatus::bad_request(format!(
+                "dryRun: Unsupported value: \"{other}\": supported values: \"All\""
+            )));
+        }
+    };
+    Ok(WriteOpts {
+        dry_run,
+        validation,
+        field_manager: Some(
+            q.get("fieldManager")
+                .filter(|m| !m.is_empty())
+                .unwrap_or_else(|| req.user_agent.split('/').next().unwrap_or_default())
+                .chars()
+                .take(128)
+                .collect(),
+        ),
+        explicit_manager: q.get("fieldManager").is_some_and(|m| !m.is_empty()),
+        force: q.flag("force") == Some(true),
+        managed_fields: None,
+    })
+}
+
+/// Decodes a create/update body: JSON or YAML, as kube-apiserver accepts (protobuf and
+/// CBOR are not implemented here).
+fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
+    let ct = req
+        .content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim();
+    let cannot = |e: String| {
+        ErrorStatus::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+            kind = def.kind,
+            v = def.version
+        ))
+    };
+    match ct {
+        "" | "application/json" | "*/*" => {
+            serde_json::from_slice(&req.body).map_err(|e| cannot(e.to_string()))
+        }
+        "application/yaml" => std::str::from_utf8(&req.body)
+            .map_err(|e| e.to_string())
+            .and_then(|t| serde_saphyr::from_str::<Value>(t).map_err(|e| e.to_string()))
+            .map_err(cannot),
+        "application/vnd.kubernetes.protobuf" => match def.builtin() {
+            Some(
+                b @ (Builtin::Namespace
+                | Builtin::ConfigMap
+                | Builtin::Secret
+                | Builtin::ServiceAccount),
+            ) => crate::proto::decode(b, &req.body).map_err(cannot),
+            _ => Err(ErrorStatus::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv decodes protobuf only for namespaces, configmaps, secrets and serviceaccounts, not {})",
+                def.plural
+            ))),
+        },
+        _ => Err(ErrorStatus::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv does not decode {ct})"
+        ))),
+    }
+}
+
+fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
+    Reply::Json {
+        code: if w.created { 201 } else { 200 },
+        body: output.object(def, &w.object),
+        warnings: w.warnings,
+    }
+}
+
+fn dispatch(
+    inner: &Arc<Inner>,
+    verb: &str,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let output = Output::from_accept(&req.accept);
+    let ns = t.namespace.as_deref().unwrap_or_default();
+    let name = t.name.as_deref().unwrap_or_default();
+    let status_only = t.subresource.as_deref() == Some("status");
+    if t.subresource.as_deref() == Some("scale") {
+        return scale(inner, verb, t, req, q);
+    }
+    match verb {
+        "get" => {
+            let obj = inner.state().get(def, ns, name)?;
+            Ok(Reply::ok(output.object(def, &obj)))
+        }
+        "list" => {
+            let sel = selection(def, t, q)?;
+            let state = inner.state();
+            list(&state, def, &sel, q, output)
+        }
+        "watch" => {
+            let mut sel = selection(def, t, q)?;
+            if let Some(n) = &t.name {
+                sel.fields.terms.push(crate::selector::FieldTerm {
+                    field: "metadata.name".into(),
+                    value: n.clone(),
+                    negate: false,
+                });
+            }
+            watch::start(inner, def, sel, q, output)
+        }
+        "create" => {
+            let body = json_body(req, def)?;
+            let opts = write_opts(q, req)?;
+            let w = write(inner, |st| {
+                st.create(def, t.namespace.as_deref(), body, &opts)
+            })?;
+            Ok(written(w, output, def))
+        }
+        "update" => {
+            let body = json_body(req, def)?;
+            let opts = write_opts(q, req)?;
+            let w = write(inner, |st| {
+                st.update(def, ns, name, body, status_only, &opts)
+            })?;
+            Ok(written(w, output, def))
+        }
+        "patch" => {
+            let Some(ptype) = PatchType::from_content_type(&req.content_type) else {
+                return Err(unsupported_patch_type(def));
+            };
+            let opts = write_opts(q, req)?;
+            let w = write(inner, |st| {
+                st.patch(def, ns, name, ptype, &req.body, status_only, &opts)
+            })?;
+            Ok(written(w, output, def))
+        }
+        "delete" => {
+            let opts = delete_opts(req, q)?;
+            let body = write(inner, |st| st.delete(def, ns, name, &opts))?;
+            let body = if body.get("kind").and_then(Value::as_str) == Some("Status") {
+                body
+            } else {
+                output.object(def, &body)
+            };
+            Ok(Reply::ok(body))
+        }
+        "deletecollection" => {
+            let opts = delete_opts(req, q)?;
+            let sel = selection(def, t, q)?;
+            Ok(Reply::ok(write(inner, |st| {
+                st.delete_collection(def, &sel, &opts)
+            })?))
+        }
+        _ => Err(ErrorStatus::method_not_allowed()),
+    }
+}
+
+/// `get`, `update` and `patch` of the scale subresource.
+fn scale(
+    inner: &Arc<Inner>,
+    verb: &str,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let ns = t.namespace.as_deref().unwrap_or_default();
+    let name = t.name.as_deref().unwrap_or_default();
+    let opts = write_opts(q, req)?;
+    let body = match verb {
+        "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
+        "update" => serde_json::from_slice::<Value>(&req.body).map_err(|e| {
+            ErrorStatus::bad_request(format!(
+                "Scale in version \"v1\" cannot be handled as a Scale: {e}"
+            ))
+        })?,
+        "patch" => {
+            let current = inner.state().scale_get(def, ns, name)?;
+            let patched = match PatchType::from_content_type(&req.content_type) {
+                Some(PatchType::Json) => crate::patch::json_patch(&current, &req.body),
+                // Scale has no lists, so a strategic merge patch is a merge patch.
+                Some(PatchType::Merge | PatchType::Strategic) => {
+                    crate::patch::merge_patch(&current, &req.body)
+                }
+                _ => return Err(unsupported_patch_type(def)),
+            };
+            match patched {
+                Ok(p) => p,
+                Err(crate::patch::PatchError::Decode(e)) => {
+                    return Err(ErrorStatus::bad_request(e));
+                }
+                Err(crate::patch::PatchError::Apply(e)) => {
+                    return Err(ErrorStatus::unprocessable(
+                        &def.group,
+                        &def.plural,
+                        name,
+                        &e,
+                    ));
+                }
+            }
+        }
+        _ => return Err(ErrorStatus::method_not_allowed()),
+    };
+    let scale = write(inner, |st| st.scale_write(def, ns, name, &body, &opts))?;
+    Ok(Reply::ok(scale))
+}
+
+/// Runs a write, then lets the optional controllers react to it before anyone else
+/// sees the store.
+fn write<T>(
+    inner: &Inner,
+    f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>,
+) -> Result<T, ErrorStatus> {
+    let mut st = inner.state();
+    let r = f(&mut st);
+    if r.is_ok() {
+        st.settle();
+    }
+    r
+}
+
+fn selection(def: &ResourceDef, t: &Target, q: &QueryView<'_>) -> Result<Selection, ErrorStatus> {
+    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())
+        .map_err(ErrorStatus::bad_request)?;
+    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())
+        .map_err(ErrorStatus::bad_request)?;
+    check_fields(def, &fields)?;
+    Ok(Selection {
+        namespace: t.namespace.clone(),
+        labels,
+        fields,
+    })
+}
+
+fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts, ErrorStatus> {
+    let mut opts = DeleteOpts::default();
+    if !req.body.is_empty() {
+        let body: Value = serde_json::from_slice(&req.body).map_err(|e| {
+            ErrorStatus::bad_request(format!(
+                "DeleteOptions in version \"v1\" cannot be handled as a DeleteOptions: {e}"
+            ))
+        })?;
+        let s = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_owned);
+        opts.uid = s("/preconditions/uid");
+        opts.resource_version = s("/preconditions/resourceVersion");
+        opts.propagation = s("/propagationPolicy");
+        if opts.propagation.is_none() {
+            opts.propagation = match body.get("orphanDependents").and_then(Value::as_bool) {
+                Some(true) => Some("Orphan".into()),
+                Some(false) => Some("Background".into()),
+                None => None,
+            };
+        }
+        opts.dry_run = body
+            .get("dryRun")
+            .and_then(Value::as_array)
+            .is_some_and(|a| a.iter().any(|v| v == "All"));
+    }
+    if let Some(p) = q.get("propagationPolicy") {
+        opts.propagation = Some(p.to_owned());
+    }
+    if q.get("dryRun") == Some("All") {
+        opts.dry_run = true;
+    }
+    if let Some(p) = &opts.propagation
+        && !matches!(p.as_str(), "Orphan" | "Background" | "Foreground")
+    {
+        return Err(ErrorStatus::invalid(
+            "meta.k8s.io",
+            "DeleteOptions",
+            "",
+            vec![crate::status::FieldError::not_supported(
+                "propagationPolicy",
+                json!(p),
+                &[
+                    "Foreground".into(),
+                    "Background".into(),
+                    "Orphan".into(),
+                    "nil".into(),
+                ],
+            )],
+        ));
+    }
+    Ok(opts)
+}
+
+/// A `continue` token: base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`,
+/// the shape kube-apiserver uses.
+fn encode_continue(rv: u64, key: &ObjKey) -> String {
+    let start = if key.namespace.is_empty() {
+        format!("{}\u{0}", key.name)
+    } else {
+        format!("{}/{}\u{0}", key.namespace, key.name)
+    };
+    let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string();
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
+}
+
+fn decode_continue(token: &str) -> Result<(u64, ObjKey), ErrorStatus> {
+    let bad = |why: &str| ErrorStatus::bad_request(format!("continue key is not valid: {why}"));
+    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(token.trim_end_matches('='))
+        .map_err(|e| bad(&e.to_string()))?;
+    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(&e.to_string()))?;
+    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
+        return Err(bad(
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ));
+    }
+    let rv = v
+        .get("rv")
+        .and_then(Value::as_u64)
+        .ok_or_else(|| bad("missing rv"))?;
+    let start = v
+        .get("start")
+        .and_then(Value::as_str)
+        .ok_or_else(|| bad("missing start"))?
+        .trim_end_matches('\u{0}');
+    let key = match start.split_once('/') {
+        Some((ns, name)) => ObjKey::new(ns, name),
+        None => ObjKey::new("", start),
+    };
+    Ok((rv, key))
+}
+
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+pub(crate) fn parse_rv(s: &str) -> Result<u64, ErrorStatus> {
+    s.parse::<u64>().map_err(|_| {
+        ErrorStatus::bad_request(format!("invalid resource version: \"{s}\"")).with_cause(
+            "",
+            "",
+            "resourceVersion",
+        )
+    })
+}
+
+pub(crate) fn too_large(rv: u64, current: u64) -> ErrorStatus {
+    let mut e = ErrorStatus::new(
+        504,
+        "Timeout",
+        format!("Timeout: Too large resource version: {rv}, current: {current}"),
+    )
+    .with_cause("ResourceVersionTooLarge", "Too large resource version", "");
+    e.retry_after_seconds = Some(1);
+    e
+}
+
+fn list(
+    state: &State,
+    def: &ResourceDef,
+    sel: &Selection,
+    q: &QueryView<'_>,
+    output: Output,
+) -> Result<Reply, ErrorStatus> {
+    let current = state.store.rv();
+    let limit = match q.get("limit") {
+        None | Some("") => None,
+        Some(l) => match l.parse::<i64>() {
+            Ok(n) if n > 0 => Some(usize::try_from(n).unwrap_or(usize::MAX)),
+            Ok(_) => None,
+            Err(_) => {
+                return Err(ErrorStatus::bad_request(format!(
+                    "limit: Invalid value: \"{l}\": must be an integer"
+                )));
+            }
+        },
+    };
+    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let (at, after, continuing) = match q.get("continue").filter(|s| !s.is_empty()) {
+        Some(token) => {
+            if rv_param.is_some_and(|r| r != "0") {
+                return Err(ErrorStatus::bad_request(
+                    "specifying resource version is not allowed when using continue",
+                ));
+            }
+            let (rv, key) = decode_continue(token)?;
+            (rv, Some(key), true)
+        }
+        None => {
+            let at = match (rv_param, rvm) {
+                (None, Some(_)) => {
+                    return Err(ErrorStatus::invalid(
+                        "meta.k8s.io",
+                        "ListOptions",
+                        "",
+                        vec![crate::status::FieldError::forbidden(
+                            "resourceVersionMatch",
+                            "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                        )],
+                    ));
+                }
+                (None, None) | (Some("0"), _) => current,
+                (Some(r), Some("Exact")) => {
+                    let rv = parse_rv(r)?;
+                    if rv > current {
+                        return Err(too_large(rv, current));
+                    }
+                    rv
+                }
+                (Some(r), None | Some("NotOlderThan")) => {
+                    let rv = parse_rv(r)?;
+                    if rv > current {
+                        return Err(too_large(rv, current));
+                    }
+                    current
+                }
+                (Some(_), Some(other)) => {
+                    return Err(ErrorStatus::invalid(
+                        "meta.k8s.io",
+                        "ListOptions",
+                        "",
+                        vec![crate::status::FieldError::not_supported(
+                            "resourceVersionMatch",
+                            json!(other),
+                            &["Exact".into(), "NotOlderThan".into(), String::new()],
+                        )],
+                    ));
+                }
+            };
+            (at, None, false)
+        }
+    };
+    let snapshot = state
+        .store
+        .snapshot(&def.key(), at, after.as_ref())
+        .map_err(|c| {
+            if continuing {
+                ErrorStatus::expired(CONTINUE_EXPIRED)
+            } else {
+                ErrorStatus::expired(format!("too old resource version: {at} ({})", c.oldest))
+            }
+        })?;
+    let in_ns: Vec<_> = snapshot
+        .into_iter()
+        .filter(|(k, _)| sel.namespace.as_ref().is_none_or(|ns| &k.namespace == ns))
+        .collect();
+    let mut items = Vec::new();
+    let mut next = None;
+    let mut remaining = None;
+    for (i, (_, obj)) in in_ns.iter().enumerate() {
+        if limit.is_some_and(|l| items.len() >= l) {
+            next = in_ns
+                .get(i.wrapping_sub(1))
+                .map(|(k, _)| encode_continue(at, k));
+            if sel.labels.is_empty() && sel.fields.is_empty() {
+                remaining = Some(in_ns.len() - i);
+            }
+            break;
+        }
+        if sel.matches(def, obj) {
+            items.push(Arc::clone(obj));
+        }
+    }
+    let rv = at.to_string();
+    if output == Output::Table {
+        let objs: Vec<Value> = items.iter().map(|o| State::present(def, o)).collect();
+        let mut t = table::table(def, &objs, Some(&rv));
+        if let Some(c) = &next {
+            t["metadata"]["continue"] = json!(c);
+        }
+        return Ok(Reply::ok(t));
+    }
+    let rendered: Vec<Value> = items
+        .iter()
+        .map(|o| match output {
+            Output::Meta => partial(o),
+            // Items of built-in lists carry no kind, as kube-apiserver encodes them.
+            _ if def.is_custom() => State::present(def, o),
+            _ => {
+                let mut v = State::present(def, o);
+                if let Some(m) = v.as_object_mut() {
+                    m.remove("apiVersion");
+                    m.remove("kind");
+                }
+                v
+            }
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": rv});
+    if let Some(c) = next {
+        meta["continue"] = json!(c);
+    }
+    if let Some(r) = remaining {
+        meta["remainingItemCount"] = json!(r);
+    }
+    let (kind, api_version) = match output {
+        Output::Meta => (
+            "PartialObjectMetadataList".to_owned(),
+            "meta.k8s.io/v1".to_owned(),
+        ),
+        _ => (def.list_kind.clone(), def.api_version()),
+    };
+    Ok(Reply::ok(json!({
+        "kind": kind,
+        "apiVersion": api_version,
+        "metadata": meta,
+        "items": rendered,
+    })))
+}
+
+/// Whether the next watch request must be answered with `410 Gone`.
+pub(crate) fn take_forced_expiry(inner: &Inner) -> bool {
+    inner
+        .expire_watches
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok()
+}

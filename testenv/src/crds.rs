@@ -1,0 +1,231 @@
+//! CustomResourceDefinitions: validation, the status the apiextensions controllers set,
+//! and serving (or no longer serving) their resources.
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use crate::crd::Schema;
+use crate::resource::{KindImpl, ResourceDef};
+use crate::state::{State, now};
+use crate::status::{ErrorStatus, FieldError};
+use crate::store::{ObjKey, ResKey};
+
+fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
+    v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
+}
+
+/// The checks of apiextensions' CRD validation that decide whether it can be served.
+pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    let group = s(crd, "/spec/group");
+    let plural = s(crd, "/spec/names/plural");
+    if group.is_empty() {
+        errs.push(FieldError::required("spec.group", ""));
+    }
+    if plural.is_empty() {
+        errs.push(FieldError::required("spec.names.plural", ""));
+    }
+    if s(crd, "/spec/names/kind").is_empty() {
+        errs.push(FieldError::required("spec.names.kind", ""));
+    }
+    if name != format!("{plural}.{group}") {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            json!(name),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    let scope = s(crd, "/spec/scope");
+    if scope != "Namespaced" && scope != "Cluster" {
+        errs.push(FieldError::not_supported(
+            "spec.scope",
+            json!(scope),
+            &["Cluster".to_owned(), "Namespaced".to_owned()],
+        ));
+    }
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if versions.is_empty() {
+        errs.push(FieldError::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
+    } else {
+        let storage = versions
+            .iter()
+            .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+            .count();
+        if storage != 1 {
+            errs.push(FieldError::invalid(
+                "spec.versions",
+                Value::Null,
+                "must have exactly one version marked as storage version",
+            ));
+        }
+        for (i, v) in versions.iter().enumerate() {
+            if v.pointer("/schema/openAPIV3Schema").is_none() {
+                errs.push(FieldError::required(
+                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    "schemas are required",
+                ));
+            }
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            errs,
+        ))
+    }
+}
+
+/// Sets the status the apiextensions controllers would: names accepted, established.
+pub(crate) fn accept(crd: &mut Value) {
+    let mut names = crd
+        .pointer("/spec/names")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let kind = s(crd, "/spec/names/kind").to_owned();
+    if s(&names, "/singular").is_empty() {
+        names["singular"] = json!(kind.to_lowercase());
+    }
+    if s(&names, "/listKind").is_empty() {
+        names["listKind"] = json!(format!("{kind}List"));
+    }
+    let storage: Vec<Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|vs| {
+            vs.iter()
+                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+                .filter_map(|v| v.get("name").cloned())
+                .collect()
+        })
+        .unwrap_or_default();
+    let t = now();
+    crd["status"] = json!({
+        "acceptedNames": names,
+        "conditions": [
+            {"type": "NamesAccepted", "status": "True", "lastTransitionTime": t,
+             "reason": "NoConflicts", "message": "no conflicts found"},
+            {"type": "Established", "status": "True", "lastTransitionTime": t,
+             "reason": "InitialNamesAccepted", "message": "the initial names have been accepted"},
+        ],
+        "storedVersions": storage,
+    });
+}
+
+/// The resource definitions a CRD serves, one per served version.
+pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
+    let group = s(crd, "/spec/group");
+    let kind = s(crd, "/spec/names/kind");
+    let plural = s(crd, "/spec/names/plural");
+    let singular = match s(crd, "/spec/names/singular") {
+        "" => kind.to_lowercase(),
+        x => x.to_owned(),
+    };
+    let list_kind = match s(crd, "/spec/names/listKind") {
+        "" => format!("{kind}List"),
+        x => x.to_owned(),
+    };
+    let strings = |ptr: &str| -> Vec<String> {
+        crd.pointer(ptr)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    versions
+        .iter()
+        .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
+        .map(|v| {
+            let columns = v
+                .get("additionalPrinterColumns")
+                .and_then(Value::as_array)
+                .map(|cols| {
+                    cols.iter()
+                        .map(|c| {
+                            (
+                                s(c, "/name").to_owned(),
+                                s(c, "/type").to_owned(),
+                                s(c, "/jsonPath").to_owned(),
+                            )
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            ResourceDef {
+                group: group.to_owned(),
+                version: s(v, "/name").to_owned(),
+                plural: plural.to_owned(),
+                singular: singular.clone(),
+                kind: kind.to_owned(),
+                list_kind: list_kind.clone(),
+                namespaced: s(crd, "/spec/scope") == "Namespaced",
+                short_names: strings("/spec/names/shortNames"),
+                categories: strings("/spec/names/categories"),
+                status: v.pointer("/subresources/status").is_some(),
+                generation: true,
+                allow_create_on_update: false,
+                allow_unconditional_update: false,
+                return_deleted_object: false,
+                deletecollection: true,
+                imp: KindImpl::Custom(Arc::new(Schema {
+                    root: v
+                        .pointer("/schema/openAPIV3Schema")
+                        .cloned()
+                        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})),
+                })),
+                columns,
+                scale: v.pointer("/subresources/scale").map(|sc| crate::resource::ScalePaths {
+                    spec_replicas: crate::resource::json_path_pointer(s(sc, "/specReplicasPath")),
+                    status_replicas: crate::resource::json_path_pointer(s(sc, "/statusReplicasPath")),
+                    label_selector: Some(s(sc, "/labelSelectorPath"))
+                        .filter(|p| !p.is_empty())
+                        .map(crate::resource::json_path_pointer),
+                }),
+            }
+        })
+        .collect()
+}
+
+impl State {
+    /// Serves what a stored CRD defines, replacing what it defined before.
+    pub(crate) fn sync_crd(&mut self, crd: &Value) {
+        let group = s(crd, "/spec/group").to_owned();
+        let plural = s(crd, "/spec/names/plural").to_owned();
+        self.resources
+            .retain(|d| !(d.is_custom() && d.group == group && d.plural == plural));
+        self.resources.extend(defs(crd).into_iter().map(Arc::new));
+    }
+
+    /// Deletes every instance of a CRD's resource and stops serving it.
+    pub(crate) fn drop_crd(&mut self, crd: &Value) {
+        let group = s(crd, "/spec/group").to_owned();
+        let plural = s(crd, "/spec/names/plural").to_owned();
+        let res = ResKey::new(&group, &plural);
+        let keys: Vec<ObjKey> = self.store.iter(&res).map(|(k, _)| k.clone()).collect();
+        for k in keys {
+            self.store.remove(&res, &k);
+        }
+        self.store.drop_resource(&res);
+        self.resources
+            .retain(|d| !(d.is_custom() && d.group == group && d.plural == plural));
+    }
+}

@@ -1,0 +1,534 @@
+//! An in-memory Kubernetes API server for testing controllers without a cluster.
+//!
+//! [`TestEnv`] keeps objects with kube-apiserver's semantics (one global
+//! `resourceVersion`, `uid`, `generation`, optimistic concurrency, the `status`
+//! subresource, finalizers, label/field selectors, pagination, watches with bookmarks and
+//! `410 Gone`) and serves them two ways: as an in-process `tower::Service` behind a real
+//! [`kube::Client`] ([`TestEnv::client`]), and as a loopback HTTP server for `kubectl` and
+//! out-of-process controllers ([`TestEnv::serve`]).
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let env = testenv::TestEnv::new();
+//! let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("settings".into());
+//! let created = cms.create(&PostParams::default(), &cm).await?;
+//! assert!(created.metadata.uid.is_some());
+//! assert_eq!(env.request_count("create", "configmaps"), 1);
+//!
+//! // Stale writes conflict, as on a real API server.
+//! let mut first = created.clone();
+//! first.data = Some([("mode".to_owned(), "fast".to_owned())].into());
+//! cms.replace("settings", &PostParams::default(), &first).await?;
+//! let mut stale = created.clone();
+//! stale.data = Some([("mode".to_owned(), "slow".to_owned())].into());
+//! let err = cms.replace("settings", &PostParams::default(), &stale).await.unwrap_err();
+//! assert!(matches!(err, kube::Error::Api(s) if s.code == 409));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! See the crate README for what is implemented and where it differs from kube-apiserver.
+
+// Every failure here is a complete kube-apiserver `Status` handed back to the client;
+// boxing it would only add indirection to a test server's error path.
+#![allow(clippy::result_large_err)]
+
+mod api;
+mod controllers;
+mod crd;
+mod crds;
+mod discovery;
+mod hooks;
+mod names;
+mod patch;
+mod proto;
+mod resource;
+mod rules;
+mod scale;
+mod selector;
+mod server;
+mod service;
+mod ssa;
+mod state;
+mod status;
+mod store;
+mod table;
+mod validation;
+mod watch;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub use hooks::{Action, Reactor};
+pub use names::NameGenerator;
+pub use server::Server;
+pub use service::{ResponseBody, TestEnvService};
+pub use status::{ErrorStatus, StatusCause};
+
+use crate::hooks::Hooks;
+use crate::state::{State, WriteOpts};
+use crate::store::{ObjKey, Store};
+
+/// Errors of the public API.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The API server answered with a failure `Status`, as it would over HTTP.
+    #[error("{0}")]
+    Api(#[from] ErrorStatus),
+    /// The object handed to a direct-access method is unusable.
+    #[error("invalid object: {0}")]
+    InvalidObject(String),
+    /// Binding the loopback listener failed.
+    #[error("failed to listen on 127.0.0.1:{port}: {source}")]
+    Bind {
+        port: u16,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing a kubeconfig failed.
+    #[error("failed to write kubeconfig to {path}: {source}")]
+    WriteKubeconfig {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Tunables, set through [`TestEnv::builder`].
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) history: usize,
+    pub(crate) default_watch_timeout: Duration,
+    pub(crate) port: u16,
+}
+
+pub(crate) struct Inner {
+    pub(crate) state: Mutex<State>,
+    pub(crate) hooks: Mutex<Hooks>,
+    pub(crate) config: Config,
+    pub(crate) latency: Mutex<Duration>,
+    /// Bumped by `close_watches`; every open watch ends when it changes.
+    pub(crate) close_watches: tokio::sync::watch::Sender<u64>,
+    /// How many upcoming watch requests get `410 Gone`.
+    pub(crate) expire_watches: AtomicU64,
+}
+
+impl std::fmt::Debug for Inner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Inner")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Inner {
+    /// The lock is never held across an await and nothing panics while holding it, so a
+    /// poisoned lock still holds consistent data.
+    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn hooks(&self) -> MutexGuard<'_, Hooks> {
+        self.hooks
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+/// Configures a [`TestEnv`].
+#[derive(Debug, Clone)]
+pub struct Builder {
+    config: Config,
+    names: NameGenerator,
+    latency: Duration,
+    namespaces: Vec<String>,
+    controllers: controllers::Controllers,
+}
+
+impl Builder {
+    /// How often an idle watch that asked for bookmarks gets one (default 1 s; kube-apiserver
+    /// sends them about once a minute).
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.config.bookmark_interval = d;
+        self
+    }
+
+    /// How many writes the watch history keeps (default 10,000). Watches and `continue`
+    /// tokens from before the window get `410 Gone`, as after an etcd compaction.
+    #[must_use]
+    pub fn watch_history(mut self, events: usize) -> Self {
+        self.config.history = events;
+        self
+    }
+
+    /// The watch timeout when a request sets no `timeoutSeconds` (default 30 min).
+    #[must_use]
+    pub fn default_watch_timeout(mut self, d: Duration) -> Self {
+        self.config.default_watch_timeout = d;
+        self
+    }
+
+    /// How `generateName` is completed (default: random 5-char suffix).
+    #[must_use]
+    pub fn name_generator(mut self, g: NameGenerator) -> Self {
+        self.names = g;
+        self
+    }
+
+    /// Latency added before every request is handled.
+    #[must_use]
+    pub fn latency(mut self, d: Duration) -> Self {
+        self.latency = d;
+        self
+    }
+
+    /// The port [`TestEnv::serve`] binds on 127.0.0.1 (default 0: any free port).
+    #[must_use]
+    pub fn port(mut self, port: u16) -> Self {
+        self.config.port = port;
+        self
+    }
+
+    /// Runs a garbage collector after every write, as kube-controller-manager's would:
+    /// dependents whose owners are all gone are deleted, and the `orphan` and
+    /// `foregroundDeletion` finalizers are processed. Off by default: a bare
+    /// kube-apiserver leaves dependents in place and those finalizers pending.
+    #[must_use]
+    pub fn garbage_collection(mut self, on: bool) -> Self {
+        self.controllers.garbage_collector = on;
+        self
+    }
+
+    /// Runs a namespace controller after every write: a Terminating namespace has its
+    /// contents deleted and disappears once they are gone. Off by default: a bare
+    /// kube-apiserver leaves it Terminating.
+    #[must_use]
+    pub fn namespace_deletion(mut self, on: bool) -> Self {
+        self.controllers.namespaces = on;
+        self
+    }
+
+    /// Extra namespaces that exist from the start.
+    #[must_use]
+    pub fn namespace(mut self, ns: &str) -> Self {
+        self.namespaces.push(ns.to_owned());
+        self
+    }
+
+    pub fn build(self) -> TestEnv {
+        let state = State {
+            store: Store::new(self.config.history),
+            resources: resource::builtins().into_iter().map(Arc::new).collect(),
+            names: self.names,
+            controllers: self.controllers,
+        };
+        let (close_watches, _) = tokio::sync::watch::channel(0);
+        let env = TestEnv {
+            inner: Arc::new(Inner {
+                state: Mutex::new(state),
+                hooks: Mutex::new(Hooks::default()),
+                config: self.config,
+                latency: Mutex::new(self.latency),
+                close_watches,
+                expire_watches: AtomicU64::new(0),
+            }),
+        };
+        let system = ["default", "kube-system", "kube-public", "kube-node-lease"];
+        for ns in system
+            .iter()
+            .copied()
+            .chain(self.namespaces.iter().map(String::as_str))
+        {
+            // Creating a well-formed namespace in a fresh store cannot fail; an invalid
+            // extra name is reported when it is used.
+            let _ = env.create_object(serde_json::json!({
+                "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
+            }));
+        }
+        env
+    }
+}
+
+/// One in-memory API server. Cheap to clone; clones share the server.
+#[derive(Clone, Debug)]
+pub struct TestEnv {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Default for TestEnv {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl TestEnv {
+    /// A server with the built-in kinds and the namespaces `default`, `kube-system`,
+    /// `kube-public` and `kube-node-lease`.
+    pub fn new() -> Self {
+        Self::builder().build()
+    }
+
+    pub fn builder() -> Builder {
+        Builder {
+            config: Config {
+                bookmark_interval: Duration::from_secs(1),
+                history: 10_000,
+                default_watch_timeout: Duration::from_secs(1800),
+                port: 0,
+            },
+            names: NameGenerator::Random,
+            latency: Duration::ZERO,
+            namespaces: Vec::new(),
+            controllers: controllers::Controllers::default(),
+        }
+    }
+
+    /// The in-process `tower::Service`.
+    pub fn service(&self) -> TestEnvService {
+        TestEnvService::new(self.clone())
+    }
+
+    /// A real `kube::Client` over the in-process service (default namespace `default`).
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
+
+    /// Serves HTTP on 127.0.0.1 until [`Server::shutdown`] or drop.
+    pub async fn serve(&self) -> Result<Server, Error> {
+        Server::start(self.clone(), self.inner.config.port).await
+    }
+
+    fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {
+        let av = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+        self.inner
+            .state()
+            .find_kind(av, kind)
+            .ok_or_else(|| Error::InvalidObject(format!("no resource serves {av} {kind}")))
+    }
+
+    fn ns_of(obj: &Value) -> String {
+        obj.pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_owned()
+    }
+
+    /// Creates an object as `POST` would (same RV, uid, generation, events). `apiVersion`
+    /// and `kind` choose the resource; a namespaced object without a namespace goes to
+    /// `default`. Not recorded in the action log.
+    pub fn create_object(&self, obj: Value) -> Result<Value, Error> {
+        let def = self.def_for(&obj)?;
+        let ns = Self::ns_of(&obj);
+        let mut state = self.inner.state();
+        let w = state.create(
+            &def,
+            def.namespaced.then_some(ns.as_str()),
+            obj,
+            &WriteOpts::default(),
+        )?;
+        state.settle();
+        Ok(w.object)
+    }
+
+    /// Replaces an object as `PUT` would (an empty `resourceVersion` means "whatever is
+    /// current", for setup convenience).
+    pub fn update_object(&self, obj: Value) -> Result<Value, Error> {
+        self.put(obj, false)
+    }
+
+    /// Replaces an object's status as `PUT .../status` would.
+    pub fn update_status(&self, obj: Value) -> Result<Value, Error> {
+        self.put(obj, true)
+    }
+
+    fn put(&self, mut obj: Value, status: bool) -> Result<Value, Error> {
+        let def = self.def_for(&obj)?;
+        let ns = if def.namespaced {
+            Self::ns_of(&obj)
+        } else {
+            String::new()
+        };
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let mut state = self.inner.state();
+        let rv_missing = obj
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty);
+        if rv_missing {
+            let current = state
+                .store
+                .get(&def.key(), &ObjKey::new(&ns, &name))
+                .and_then(|cur| cur.pointer("/metadata/resourceVersion").cloned());
+            if let (Some(rv), Some(meta)) = (
+                current,
+                obj.get_mut("metadata").and_then(Value::as_object_mut),
+            ) {
+                meta.insert("resourceVersion".into(), rv);
+            }
+        }
+        let w = state.update(&def, &ns, &name, obj, status, &WriteOpts::default())?;
+        state.settle();
+        Ok(w.object)
+    }
+
+    /// Deletes an object as `DELETE` would (finalizers keep it, with a deletionTimestamp).
+    pub fn delete_object(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<(), Error> {
+        let mut state = self.inner.state();
+        let def = state
+            .find(group, version, plural)
+            .ok_or_else(|| Error::Api(ErrorStatus::unknown_path()))?;
+        state.delete(
+            &def,
+            namespace.unwrap_or_default(),
+            name,
+            &Default::default(),
+        )?;
+        state.settle();
+        Ok(())
+    }
+
+    /// Installs a CRD (JSON, or a serialized `CustomResourceDefinition`) and serves its
+    /// resources immediately, as `POST` of the CRD would.
+    pub fn install_crd(&self, crd: impl serde::Serialize) -> Result<Value, Error> {
+        let mut v = serde_json::to_value(crd).map_err(|e| Error::InvalidObject(e.to_string()))?;
+        if !v.is_object() {
+            return Err(Error::InvalidObject(
+                "a CustomResourceDefinition must be a JSON object".into(),
+            ));
+        }
+        if v.get("apiVersion").is_none() {
+            v["apiVersion"] = Value::from("apiextensions.k8s.io/v1");
+        }
+        if v.get("kind").is_none() {
+            v["kind"] = Value::from("CustomResourceDefinition");
+        }
+        self.create_object(v)
+    }
+
+    /// Reads an object (served in `version`), or `None`.
+    pub fn get_object(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Value> {
+        let state = self.inner.state();
+        let def = state.find(group, version, plural)?;
+        state.get(&def, namespace.unwrap_or_default(), name).ok()
+    }
+
+    /// All objects of a resource (optionally one namespace), in key order.
+    pub fn list_objects(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+        namespace: Option<&str>,
+    ) -> Vec<Value> {
+        let state = self.inner.state();
+        let Some(def) = state.find(group, version, plural) else {
+            return Vec::new();
+        };
+        state
+            .store
+            .iter(&def.key())
+            .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
+            .map(|(_, o)| State::present(&def, o))
+            .collect()
+    }
+
+    /// Every request received so far, in order (direct-access calls are not included).
+    pub fn actions(&self) -> Vec<Action> {
+        self.inner.hooks().actions.clone()
+    }
+
+    pub fn clear_actions(&self) {
+        self.inner.hooks().actions.clear();
+    }
+
+    /// Adds a reactor; reactors are asked in the order they were added, first match wins.
+    pub fn react(&self, reactor: Reactor) {
+        self.inner.hooks().reactors.push(reactor);
+    }
+
+    pub fn clear_reactors(&self) {
+        self.inner.hooks().reactors.clear();
+    }
+
+    /// Latency added before each request is handled.
+    pub fn set_latency(&self, d: Duration) {
+        *self
+            .inner
+            .latency
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = d;
+    }
+
+    /// Ends every open watch stream (clients see a clean end of stream and re-watch).
+    pub fn close_watches(&self) {
+        self.inner.close_watches.send_modify(|n| *n += 1);
+    }
+
+    /// The next watch request gets `410 Gone` (an `ERROR` event carrying an `Expired`
+    /// Status in a `200` stream, as the watch cache sends it).
+    pub fn expire_next_watch(&self) {
+        self.inner.expire_watches.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// Forgets the watch history: watches and `continue` tokens from any earlier
+    /// `resourceVersion` get `410 Gone`.
+    pub fn compact(&self) {
+        self.inner.state().store.compact();
+    }
+
+    /// Requests received with `verb` on `resource` (plural).
+    pub fn request_count(&self, verb: &str, resource: &str) -> u64 {
+        self.inner
+            .hooks()
+            .counts
+            .get(&(verb.to_owned(), resource.to_owned()))
+            .copied()
+            .unwrap_or(0)
+    }
+
+    /// All counters: (verb, resource) → requests.
+    pub fn request_counts(&self) -> BTreeMap<(String, String), u64> {
+        self.inner.hooks().counts.clone()
+    }
+
+    /// The current (latest) resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.inner.state().store.rv()
+    }
+}

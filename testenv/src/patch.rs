@@ -1,0 +1,391 @@
+//! JSON merge patch (RFC 7386), JSON patch (RFC 6902) and strategic merge patch.
+
+use serde_json::{Map, Value};
+
+use crate::resource::Builtin;
+
+/// The patch types kube-apiserver accepts, by `Content-Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PatchType {
+    Json,
+    Merge,
+    Strategic,
+    Apply,
+}
+
+impl PatchType {
+    pub(crate) fn from_content_type(ct: &str) -> Option<Self> {
+        let base = ct.split(';').next().unwrap_or_default().trim();
+        match base {
+            "application/json-patch+json" => Some(Self::Json),
+            "application/merge-patch+json" => Some(Self::Merge),
+            "application/strategic-merge-patch+json" => Some(Self::Strategic),
+            "application/apply-patch+yaml" | "application/apply-patch+cbor" => Some(Self::Apply),
+            _ => None,
+        }
+    }
+}
+
+/// Why a patch could not be applied.
+#[derive(Debug)]
+pub(crate) enum PatchError {
+    /// The patch document itself is malformed (400).
+    Decode(String),
+    /// The patch is well-formed but cannot be applied (422).
+    Apply(String),
+}
+
+pub(crate) fn json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
+    let ops: json_patch::Patch =
+        serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+    let mut out = doc.clone();
+    for op in ops.0 {
+        // kube-apiserver's JSON patch (evanphx/json-patch) lets `test` of a missing
+        // path against `null` pass; kube-runtime's finalizer helper relies on that.
+        if let json_patch::PatchOperation::Test(t) = &op
+            && t.value.is_null()
+            && out.pointer(t.path.as_str()).is_none()
+        {
+            continue;
+        }
+        json_patch::patch(&mut out, std::slice::from_ref(&op)).map_err(|e| {
+            PatchError::Apply(match &op {
+                json_patch::PatchOperation::Test(t) => {
+                    format!("testing value {} failed: test failed", t.path)
+                }
+                _ => e.to_string(),
+            })
+        })?;
+    }
+    Ok(out)
+}
+
+pub(crate) fn merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
+    let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+    if !p.is_object() {
+        return Err(PatchError::Decode(
+            "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
+                .into(),
+        ));
+    }
+    let mut out = doc.clone();
+    json_patch::merge(&mut out, &p);
+    Ok(out)
+}
+
+/// How a list field merges under strategic merge patch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ListStrategy {
+    /// Elements are matched by this key and merged.
+    Key(&'static str),
+    /// A list of scalars merged as a set.
+    Set,
+}
+
+const POD_SPEC: &[(&str, ListStrategy)] = &[
+    ("containers", ListStrategy::Key("name")),
+    ("initContainers", ListStrategy::Key("name")),
+    ("ephemeralContainers", ListStrategy::Key("name")),
+    ("volumes", ListStrategy::Key("name")),
+    ("imagePullSecrets", ListStrategy::Key("name")),
+    ("hostAliases", ListStrategy::Key("ip")),
+    (
+        "topologySpreadConstraints",
+        ListStrategy::Key("topologyKey"),
+    ),
+    ("schedulingGates", ListStrategy::Key("name")),
+    ("resourceClaims", ListStrategy::Key("name")),
+    ("containers.ports", ListStrategy::Key("containerPort")),
+    ("containers.env", ListStrategy::Key("name")),
+    ("containers.volumeMounts", ListStrategy::Key("mountPath")),
+    ("containers.volumeDevices", ListStrategy::Key("devicePath")),
+    ("initContainers.ports", ListStrategy::Key("containerPort")),
+    ("initContainers.env", ListStrategy::Key("name")),
+    (
+        "initContainers.volumeMounts",
+        ListStrategy::Key("mountPath"),
+    ),
+];
+
+/// The patch strategy of a list at `path` (dotted, without indices) in a built-in kind.
+fn list_strategy(kind: Builtin, path: &str) -> Option<ListStrategy> {
+    match path {
+        "metadata.finalizers" => return Some(ListStrategy::Set),
+        "metadata.ownerReferences" => return Some(ListStrategy::Key("uid")),
+        "status.conditions" => return Some(ListStrategy::Key("type")),
+        _ => {}
+    }
+    let pod_prefix = match kind {
+        Builtin::Pod => "spec.",
+        Builtin::Deployment => "spec.template.spec.",
+        Builtin::Service => {
+            return (path == "spec.ports").then_some(ListStrategy::Key("port"));
+        }
+        Builtin::ServiceAccount => {
+            return matches!(path, "secrets" | "imagePullSecrets")
+                .then_some(ListStrategy::Key("name"));
+        }
+        _ => return None,
+    };
+    if kind == Builtin::Pod && matches!(path, "status.podIPs" | "status.hostIPs") {
+        return Some(ListStrategy::Key("ip"));
+    }
+    let rest = path.strip_prefix(pod_prefix)?;
+    POD_SPEC.iter().find(|(p, _)| *p == rest).map(|(_, s)| *s)
+}
+
+/// The list semantics server-side apply uses for built-in kinds, from the same table.
+pub(crate) fn list_kind(kind: Builtin, path: &str) -> crate::ssa::ListKind {
+    match list_strategy(kind, path) {
+        Some(ListStrategy::Key(k)) => crate::ssa::ListKind::Map(vec![k.to_owned()]),
+        Some(ListStrategy::Set) => crate::ssa::ListKind::Set,
+        None => crate::ssa::ListKind::Atomic,
+    }
+}
+
+pub(crate) fn strategic_merge_patch(
+    kind: Builtin,
+    doc: &Value,
+    patch: &[u8],
+) -> Result<Value, PatchError> {
+    let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+    let Value::Object(pm) = p else {
+        return Err(PatchError::Decode(
+            "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
+                .into(),
+        ));
+    };
+    let mut out = doc.clone();
+    match &mut out {
+        Value::Object(m) => merge_map(kind, m, &pm, "")?,
+        other => *other = Value::Object(strip_directives(&pm)),
+    }
+    Ok(out)
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
+    m.iter()
+        .filter(|(k, _)| !k.starts_with('$'))
+        .map(|(k, v)| {
+            let v = match v {
+                Value::Object(inner) => Value::Object(strip_directives(inner)),
+                other => other.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+fn merge_map(
+    kind: Builtin,
+    orig: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    path: &str,
+) -> Result<(), PatchError> {
+    match patch.get("$patch").and_then(Value::as_str) {
+        Some("replace") => {
+            *orig = strip_directives(patch);
+            return Ok(());
+        }
+        Some("delete") => {
+            orig.clear();
+            return Ok(());
+        }
+        Some(other) => {
+            return Err(PatchError::Apply(format!("Unknown patch type: {other}")));
+        }
+        None => {}
+    }
+    let mut order: Vec<(String, Vec<Value>)> = Vec::new();
+    for (key, pv) in patch {
+        if let Some(field) = key.strip_prefix("$setElementOrder/") {
+            if let Some(list) = pv.as_array() {
+                order.push((field.to_owned(), list.clone()));
+            }
+            continue;
+        }
+        if let Some(field) = key.strip_prefix("$deleteFromPrimitiveList/") {
+            if let (Some(Value::Array(list)), Some(remove)) = (orig.get_mut(field), pv.as_array()) {
+                list.retain(|v| !remove.contains(v));
+            }
+            continue;
+        }
+        if key == "$retainKeys" || key.starts_with('$') {
+            continue;
+        }
+        let child_path = join(path, key);
+        if pv.is_null() {
+            orig.remove(key);
+            continue;
+        }
+        match (orig.get_mut(key), pv) {
+            (Some(Value::Object(om)), Value::Object(inner)) => {
+                merge_map(kind, om, inner, &child_path)?;
+            }
+            (Some(Value::Array(ol)), Value::Array(pl)) => {
+                merge_list(kind, ol, pl, &child_path)?;
+            }
+            (_, Value::Object(inner)) => {
+                let mut fresh = Map::new();
+                merge_map(kind, &mut fresh, inner, &child_path)?;
+                orig.insert(key.clone(), Value::Object(fresh));
+            }
+            (_, Value::Array(pl)) => {
+                let mut fresh = Vec::new();
+                merge_list(kind, &mut fresh, pl, &child_path)?;
+                orig.insert(key.clone(), Value::Array(fresh));
+            }
+            (_, other) => {
+                orig.insert(key.clone(), other.clone());
+            }
+        }
+    }
+    if let Some(keep) = patch.get("$retainKeys").and_then(Value::as_array) {
+        orig.retain(|k, _| keep.iter().any(|r| r.as_str() == Some(k)));
+    }
+    for (field, wanted) in order {
+        let strategy = list_strategy(kind, &join(path, &field));
+        if let Some(Value::Array(list)) = orig.get_mut(&field) {
+            reorder(list, &wanted, strategy);
+        }
+    }
+    Ok(())
+}
+
+fn merge_list(
+    kind: Builtin,
+    orig: &mut Vec<Value>,
+    patch: &[Value],
+    path: &str,
+) -> Result<(), PatchError> {
+    match list_strategy(kind, path) {
+        None => {
+            *orig = patch
+                .iter()
+                .map(|v| match v {
+                    Value::Object(m) => Value::Object(strip_directives(m)),
+                    other => other.clone(),
+                })
+                .collect();
+        }
+        Some(ListStrategy::Set) => {
+            for v in patch {
+                if !orig.contains(v) {
+                    orig.push(v.clone());
+                }
+            }
+        }
+        Some(ListStrategy::Key(key)) => {
+            if patch
+                .iter()
+                .any(|p| p.get("$patch").and_then(Value::as_str) == Some("replace"))
+            {
+                *orig = patch
+                    .iter()
+                    .filter(|p| p.get("$patch").is_none())
+                    .cloned()
+                    .collect();
+                return Ok(());
+            }
+            for p in patch {
+                let Value::Object(pm) = p else {
+                    return Err(PatchError::Apply(format!(
+                        "map: {p} does not contain declared merge key: {key}"
+                    )));
+                };
+                let Some(kv) = pm.get(key) else {
+                    return Err(PatchError::Apply(format!(
+                        "map: {p} does not contain declared merge key: {key}"
+                    )));
+                };
+                let pos = orig.iter().position(|o| o.get(key) == Some(kv));
+                let delete = pm.get("$patch").and_then(Value::as_str) == Some("delete");
+                match (pos, delete) {
+                    (Some(i), true) => {
+                        orig.remove(i);
+                    }
+                    (None, true) => {}
+                    (Some(i), false) => {
+                        if let Some(Value::Object(om)) = orig.get_mut(i) {
+                            merge_map(kind, om, pm, path)?;
+                        }
+                    }
+                    (None, false) => {
+                        let mut fresh = Map::new();
+                        merge_map(kind, &mut fresh, pm, path)?;
+                        orig.push(Value::Object(fresh));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Applies `$setElementOrder`: listed elements first, in the given order; the rest after.
+fn reorder(list: &mut Vec<Value>, wanted: &[Value], strategy: Option<ListStrategy>) {
+    let ident = |v: &Value| -> Value {
+        match strategy {
+            Some(ListStrategy::Key(k)) => v.get(k).cloned().unwrap_or(Value::Null),
+            _ => v.clone(),
+        }
+    };
+    let mut rest = std::mem::take(list);
+    for w in wanted {
+        let id = ident(w);
+        if let Some(i) = rest.iter().position(|v| ident(v) == id) {
+            list.push(rest.remove(i));
+        }
+    }
+    list.append(&mut rest);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn json_patch_test_of_missing_path_against_null_passes() {
+        let doc = json!({"metadata": {"name": "x"}});
+        let p = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+                     {"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
+        let out = json_patch(&doc, p).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
+        let bad = br#"[{"op":"test","path":"/metadata/name","value":"y"}]"#;
+        assert!(
+            matches!(json_patch(&doc, bad), Err(PatchError::Apply(m)) if m == "testing value /metadata/name failed: test failed")
+        );
+    }
+
+    #[test]
+    fn strategic_merges_containers_by_name() {
+        let doc = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]},
+                         "metadata": {"finalizers": ["f1"]}});
+        let patch = br#"{"spec":{"containers":[{"name":"b","image":"z"},{"name":"c","image":"w"}]},"metadata":{"finalizers":["f2"]}}"#;
+        let out = strategic_merge_patch(Builtin::Pod, &doc, patch).unwrap();
+        assert_eq!(out["spec"]["containers"][0]["image"], "x");
+        assert_eq!(out["spec"]["containers"][1]["image"], "z");
+        assert_eq!(out["spec"]["containers"][2]["name"], "c");
+        assert_eq!(out["metadata"]["finalizers"], json!(["f1", "f2"]));
+        let del = br#"{"spec":{"containers":[{"name":"a","$patch":"delete"}]},"$deleteFromPrimitiveList/metadata":null}"#;
+        let out = strategic_merge_patch(Builtin::Pod, &out, del).unwrap();
+        assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
+    }
+
+    #[test]
+    fn strategic_delete_from_primitive_list_and_order() {
+        let doc = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
+        let patch = br#"{"metadata":{"$deleteFromPrimitiveList/finalizers":["b"],"$setElementOrder/finalizers":["c","a"]}}"#;
+        let out = strategic_merge_patch(Builtin::ConfigMap, &doc, patch).unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["c", "a"]));
+    }
+}

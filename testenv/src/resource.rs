@@ -1,0 +1,575 @@
+//! The resources the server serves: built-in kinds and those of installed CRDs.
+
+use std::sync::Arc;
+
+use serde::{Serialize, de::DeserializeOwned};
+use serde_json::{Value, json};
+
+use crate::crd::Schema;
+use crate::store::ResKey;
+
+/// A built-in kind, whose bodies are checked by a round trip through k8s-openapi.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    Namespace,
+    ConfigMap,
+    Secret,
+    Service,
+    Pod,
+    ServiceAccount,
+    Event,
+    Deployment,
+    Lease,
+    EventsV1Event,
+    Crd,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) enum KindImpl {
+    Builtin(Builtin),
+    Custom(Arc<Schema>),
+}
+
+/// One served group/version/resource.
+#[derive(Clone, Debug)]
+pub(crate) struct ResourceDef {
+    pub(crate) group: String,
+    pub(crate) version: String,
+    pub(crate) plural: String,
+    pub(crate) singular: String,
+    pub(crate) kind: String,
+    pub(crate) list_kind: String,
+    pub(crate) namespaced: bool,
+    pub(crate) short_names: Vec<String>,
+    pub(crate) categories: Vec<String>,
+    /// The `status` subresource is enabled.
+    pub(crate) status: bool,
+    /// `metadata.generation` is maintained.
+    pub(crate) generation: bool,
+    /// `PUT` of a missing object creates it (leases, events).
+    pub(crate) allow_create_on_update: bool,
+    /// `PUT` without `metadata.resourceVersion` is allowed.
+    pub(crate) allow_unconditional_update: bool,
+    /// `DELETE` answers with the deleted object rather than a success `Status`.
+    pub(crate) return_deleted_object: bool,
+    pub(crate) deletecollection: bool,
+    pub(crate) imp: KindImpl,
+    /// Extra printer columns for `kubectl get` (name, type, JSON path), CRDs only.
+    pub(crate) columns: Vec<(String, String, String)>,
+    /// The `scale` subresource, when served.
+    pub(crate) scale: Option<ScalePaths>,
+}
+
+/// Where a resource keeps what its `scale` subresource shows, as JSON pointers.
+#[derive(Clone, Debug)]
+pub(crate) struct ScalePaths {
+    pub(crate) spec_replicas: String,
+    pub(crate) status_replicas: String,
+    /// A string label selector, or (for Deployments) a LabelSelector object.
+    pub(crate) label_selector: Option<String>,
+}
+
+/// `.spec.replicas` → `/spec/replicas` (the simple JSON paths scale subresources use).
+pub(crate) fn json_path_pointer(path: &str) -> String {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(String::new(), |acc, seg| format!("{acc}/{seg}"))
+}
+
+impl ResourceDef {
+    /// Where objects are stored. events.k8s.io/v1 Events share core/v1's storage: in
+    /// kube-apiserver they are one resource seen through two API versions.
+    pub(crate) fn key(&self) -> ResKey {
+        if self.builtin() == Some(Builtin::EventsV1Event) {
+            return ResKey::new("", "events");
+        }
+        ResKey::new(&self.group, &self.plural)
+    }
+
+    /// Converts an object of this resource's version into its stored form.
+    pub(crate) fn to_storage(&self, v: Value) -> Value {
+        if self.builtin() == Some(Builtin::EventsV1Event)
+            && v.get("apiVersion").and_then(Value::as_str) != Some("v1")
+        {
+            return convert_event(&v, EVENT_FIELDS, "v1");
+        }
+        v
+    }
+
+    /// Converts a stored object into this resource's version.
+    pub(crate) fn in_version(&self, v: &Value) -> Value {
+        let mut out = match self.builtin() {
+            Some(Builtin::EventsV1Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("v1") =>
+            {
+                let reversed: Vec<(&str, &str)> =
+                    EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)).collect();
+                convert_event(v, &reversed, "events.k8s.io/v1")
+            }
+            Some(Builtin::Event)
+                if v.get("apiVersion").and_then(Value::as_str) == Some("events.k8s.io/v1") =>
+            {
+                convert_event(v, EVENT_FIELDS, "v1")
+            }
+            _ => v.clone(),
+        };
+        out["apiVersion"] = json!(self.api_version());
+        out["kind"] = json!(self.kind);
+        out
+    }
+
+    pub(crate) fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    pub(crate) fn is_custom(&self) -> bool {
+        matches!(self.imp, KindImpl::Custom(_))
+    }
+
+    pub(crate) fn builtin(&self) -> Option<Builtin> {
+        match self.imp {
+            KindImpl::Builtin(b) => Some(b),
+            KindImpl::Custom(_) => None,
+        }
+    }
+
+    pub(crate) fn verbs(&self) -> Vec<&'static str> {
+        let mut v = vec!["create", "delete"];
+        if self.deletecollection {
+            v.push("deletecollection");
+        }
+        v.extend(["get", "list", "patch", "update", "watch"]);
+        v
+    }
+
+    /// Whether the kind converts field labels beyond ObjectMeta's.
+    pub(crate) fn has_field_labels(&self) -> bool {
+        matches!(
+            self.builtin(),
+            Some(
+                Builtin::Pod
+                    | Builtin::Event
+                    | Builtin::EventsV1Event
+                    | Builtin::Secret
+                    | Builtin::Namespace
+            )
+        )
+    }
+
+    /// Field selector labels beyond `metadata.name` and `metadata.namespace`, mapped to
+    /// the JSON pointer they read.
+    pub(crate) fn field_label(&self, label: &str) -> Option<&'static str> {
+        let b = self.builtin()?;
+        let table: &[(&str, &'static str)] = match b {
+            Builtin::Pod => &[
+                ("spec.nodeName", "/spec/nodeName"),
+                ("spec.restartPolicy", "/spec/restartPolicy"),
+                ("spec.schedulerName", "/spec/schedulerName"),
+                ("spec.serviceAccountName", "/spec/serviceAccountName"),
+                ("spec.hostNetwork", "/spec/hostNetwork"),
+                ("status.phase", "/status/phase"),
+                ("status.podIP", "/status/podIP"),
+                ("status.nominatedNodeName", "/status/nominatedNodeName"),
+            ],
+            Builtin::Event => &[
+                ("involvedObject.kind", "/involvedObject/kind"),
+                ("involvedObject.namespace", "/involvedObject/namespace"),
+                ("involvedObject.name", "/involvedObject/name"),
+                ("involvedObject.uid", "/involvedObject/uid"),
+                ("involvedObject.apiVersion", "/involvedObject/apiVersion"),
+                (
+                    "involvedObject.resourceVersion",
+                    "/involvedObject/resourceVersion",
+                ),
+                ("involvedObject.fieldPath", "/involvedObject/fieldPath"),
+                ("reason", "/reason"),
+                ("reportingComponent", "/reportingComponent"),
+                ("source", "/source/component"),
+                ("type", "/type"),
+            ],
+            Builtin::EventsV1Event => &[
+                ("regarding.kind", "/regarding/kind"),
+                ("regarding.namespace", "/regarding/namespace"),
+                ("regarding.name", "/regarding/name"),
+                ("regarding.uid", "/regarding/uid"),
+                ("reason", "/reason"),
+                ("reportingController", "/reportingController"),
+                ("type", "/type"),
+            ],
+            Builtin::Secret => &[("type", "/type")],
+            Builtin::Namespace => &[("status.phase", "/status/phase")],
+            _ => &[],
+        };
+        table.iter().find(|(l, _)| *l == label).map(|(_, p)| *p)
+    }
+}
+
+/// events.k8s.io/v1 field → core/v1 field (apis/events/v1 conversion).
+const EVENT_FIELDS: &[(&str, &str)] = &[
+    ("note", "message"),
+    ("regarding", "involvedObject"),
+    ("related", "related"),
+    ("reportingController", "reportingComponent"),
+    ("reportingInstance", "reportingInstance"),
+    ("deprecatedSource", "source"),
+    ("deprecatedFirstTimestamp", "firstTimestamp"),
+    ("deprecatedLastTimestamp", "lastTimestamp"),
+    ("deprecatedCount", "count"),
+    ("eventTime", "eventTime"),
+    ("series", "series"),
+    ("action", "action"),
+    ("reason", "reason"),
+    ("type", "type"),
+];
+
+fn convert_event(v: &Value, fields: &[(&str, &str)], api_version: &str) -> Value {
+    let mut out = serde_json::Map::new();
+    out.insert("apiVersion".into(), json!(api_version));
+    out.insert("kind".into(), json!("Event"));
+    if let Some(m) = v.get("metadata") {
+        out.insert("metadata".into(), m.clone());
+    }
+    for (from, to) in fields {
+        if let Some(x) = v.get(*from).filter(|x| !x.is_null()) {
+            out.insert((*to).to_owned(), x.clone());
+        }
+    }
+    Value::Object(out)
+}
+
+fn def(
+    group: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    short: &[&str],
+    b: Builtin,
+) -> ResourceDef {
+    ResourceDef {
+        group: group.to_owned(),
+        version: "v1".to_owned(),
+        plural: plural.to_owned(),
+        singular: kind.to_lowercase(),
+        kind: kind.to_owned(),
+        list_kind: format!("{kind}List"),
+        namespaced,
+        short_names: short.iter().map(|s| (*s).to_owned()).collect(),
+        categories: Vec::new(),
+        status: false,
+        generation: false,
+        allow_create_on_update: false,
+        allow_unconditional_update: true,
+        return_deleted_object: false,
+        deletecollection: true,
+        imp: KindImpl::Builtin(b),
+        columns: Vec::new(),
+        scale: None,
+    }
+}
+
+/// The built-in resources, as a kube-apiserver without optional groups serves them.
+pub(crate) fn builtins() -> Vec<ResourceDef> {
+    let all = vec!["all".to_owned()];
+    vec![
+        ResourceDef {
+            status: true,
+            return_deleted_object: true,
+            deletecollection: false,
+            ..def(
+                "",
+                "namespaces",
+                "Namespace",
+                false,
+                &["ns"],
+                Builtin::Namespace,
+            )
+        },
+        def(
+            "",
+            "configmaps",
+            "ConfigMap",
+            true,
+            &["cm"],
+            Builtin::ConfigMap,
+        ),
+        def("", "secrets", "Secret", true, &[], Builtin::Secret),
+        ResourceDef {
+            status: true,
+            return_deleted_object: true,
+            categories: all.clone(),
+            deletecollection: false,
+            ..def("", "services", "Service", true, &["svc"], Builtin::Service)
+        },
+        ResourceDef {
+            status: true,
+            generation: true,
+            return_deleted_object: true,
+            categories: all.clone(),
+            ..def("", "pods", "Pod", true, &["po"], Builtin::Pod)
+        },
+        def(
+            "",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            Builtin::ServiceAccount,
+        ),
+        ResourceDef {
+            allow_create_on_update: true,
+            ..def("", "events", "Event", true, &["ev"], Builtin::Event)
+        },
+        ResourceDef {
+            status: true,
+            generation: true,
+            categories: all,
+            scale: Some(ScalePaths {
+                spec_replicas: "/spec/replicas".into(),
+                status_replicas: "/status/replicas".into(),
+                label_selector: Some("/spec/selector".into()),
+            }),
+            ..def(
+                "apps",
+                "deployments",
+                "Deployment",
+                true,
+                &["deploy"],
+                Builtin::Deployment,
+            )
+        },
+        ResourceDef {
+            allow_create_on_update: true,
+            ..def(
+                "coordination.k8s.io",
+                "leases",
+                "Lease",
+                true,
+                &[],
+                Builtin::Lease,
+            )
+        },
+        ResourceDef {
+            allow_create_on_update: true,
+            ..def(
+                "events.k8s.io",
+                "events",
+                "Event",
+                true,
+                &["ev"],
+                Builtin::EventsV1Event,
+            )
+        },
+        ResourceDef {
+            status: true,
+            generation: true,
+            allow_unconditional_update: false,
+            categories: vec!["api-extensions".to_owned()],
+            ..def(
+                "apiextensions.k8s.io",
+                "customresourcedefinitions",
+                "CustomResourceDefinition",
+                false,
+                &["crd", "crds"],
+                Builtin::Crd,
+            )
+        },
+    ]
+}
+
+/// Decodes a body into the k8s-openapi type and encodes it again, which checks field
+/// types and drops unknown fields as kube-apiserver's decoder does.
+fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(typed).map_err(|e| e.to_string())
+}
+
+impl Builtin {
+    /// The typed round trip; the error is the decoder's message.
+    pub(crate) fn normalize(self, v: &Value) -> Result<Value, String> {
+        use k8s_openapi::api::{apps, coordination, core, events};
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+        match self {
+            Self::Namespace => roundtrip::<core::v1::Namespace>(v),
+            Self::ConfigMap => roundtrip::<core::v1::ConfigMap>(v),
+            Self::Secret => roundtrip::<core::v1::Secret>(v),
+            Self::Service => roundtrip::<core::v1::Service>(v),
+            Self::Pod => roundtrip::<core::v1::Pod>(v),
+            Self::ServiceAccount => roundtrip::<core::v1::ServiceAccount>(v),
+            Self::Event => roundtrip::<core::v1::Event>(v),
+            Self::Deployment => roundtrip::<apps::v1::Deployment>(v),
+            Self::Lease => roundtrip::<coordination::v1::Lease>(v),
+            Self::EventsV1Event => roundtrip::<events::v1::Event>(v),
+            Self::Crd => roundtrip::<apiext::CustomResourceDefinition>(v),
+        }
+    }
+
+    /// Defaults kube-apiserver fills in on create (a subset: the fields controllers
+    /// commonly compare against).
+    pub(crate) fn default_on_create(self, obj: &mut Value) {
+        match self {
+            Self::Namespace => {
+                let name = obj
+                    .pointer("/metadata/name")
+                    .cloned()
+                    .unwrap_or(Value::Null);
+                obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+                obj["spec"] = json!({"finalizers": ["kubernetes"]});
+                obj["status"] = json!({"phase": "Active"});
+            }
+            Self::Secret if obj.get("type").is_none_or(Value::is_null) => {
+                obj["type"] = json!("Opaque");
+            }
+            Self::Service => {
+                default_service(obj);
+                obj["status"] = json!({"loadBalancer": {}});
+            }
+            Self::Pod => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    default_pod_spec(spec);
+                }
+                let qos = pod_qos(obj);
+                obj["status"] = json!({"phase": "Pending", "qosClass": qos});
+            }
+            Self::Deployment => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "replicas", json!(1));
+                    set_default(spec, "revisionHistoryLimit", json!(10));
+                    set_default(spec, "progressDeadlineSeconds", json!(600));
+                    set_default(
+                        spec,
+                        "strategy",
+                        json!({"type": "RollingUpdate", "rollingUpdate": {"maxSurge": "25%", "maxUnavailable": "25%"}}),
+                    );
+                    if let Some(pod) = spec.pointer_mut("/template/spec") {
+                        default_pod_spec(pod);
+                    }
+                }
+                obj["status"] = json!({});
+            }
+            _ => {}
+        }
+    }
+}
+
+fn set_default(obj: &mut Value, key: &str, value: Value) {
+    if let Some(m) = obj.as_object_mut()
+        && m.get(key).is_none_or(Value::is_null)
+    {
+        m.insert(key.to_owned(), value);
+    }
+}
+
+fn default_pod_spec(spec: &mut Value) {
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "enableServiceLinks", json!(true));
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    set_default(spec, "priority", json!(0));
+    set_default(spec, "serviceAccountName", json!("default"));
+    let sa = spec.get("serviceAccountName").cloned();
+    if let Some(sa) = sa {
+        set_default(spec, "serviceAccount", sa);
+    }
+    for list in ["initContainers", "containers"] {
+        if let Some(cs) = spec.get_mut(list).and_then(Value::as_array_mut) {
+            for c in cs {
+                set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+                set_default(c, "terminationMessagePolicy", json!("File"));
+                let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
+                let last = image.rsplit('/').next().unwrap_or_default();
+                let policy =
+                    if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
+                        "IfNotPresent"
+                    } else {
+                        "Always"
+                    };
+                set_default(c, "imagePullPolicy", json!(policy));
+                set_default(c, "resources", json!({}));
+                if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
+                    for p in ports {
+                        set_default(p, "protocol", json!("TCP"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn pod_qos(pod: &Value) -> &'static str {
+    let containers = pod
+        .pointer("/spec/containers")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let has = |c: &Value, what: &str| {
+        c.pointer(&format!("/resources/{what}"))
+            .and_then(Value::as_object)
+            .is_some_and(|m| !m.is_empty())
+    };
+    if containers
+        .iter()
+        .all(|c| !has(c, "requests") && !has(c, "limits"))
+    {
+        return "BestEffort";
+    }
+    let guaranteed = containers.iter().all(|c| {
+        let lim = c.pointer("/resources/limits").and_then(Value::as_object);
+        let req = c.pointer("/resources/requests").and_then(Value::as_object);
+        match lim {
+            Some(l) if l.contains_key("cpu") && l.contains_key("memory") => {
+                req.is_none_or(|r| r.iter().all(|(k, v)| l.get(k) == Some(v)))
+            }
+            _ => false,
+        }
+    });
+    if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn default_service(obj: &mut Value) {
+    let name = obj
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    set_default(spec, "type", json!("ClusterIP"));
+    set_default(spec, "sessionAffinity", json!("None"));
+    let external = spec.get("type").and_then(Value::as_str) == Some("ExternalName");
+    if !external {
+        // A stable address derived from the name keeps tests deterministic.
+        let h = name
+            .bytes()
+            .fold(7u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let ip = format!("10.96.{}.{}", (h >> 8) % 256, h % 254 + 1);
+        set_default(spec, "clusterIP", json!(ip));
+        let cip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+        if cip.as_str() != Some("None") {
+            set_default(spec, "clusterIPs", json!([cip]));
+        } else {
+            set_default(spec, "clusterIPs", json!(["None"]));
+        }
+        set_default(spec, "ipFamilies", json!(["IPv4"]));
+        set_default(spec, "ipFamilyPolicy", json!("SingleStack"));
+        set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for p in ports {
+            set_default(p, "protocol", json!("TCP"));
+            let port = p.get("port").cloned().unwrap_or(Value::Null);
+            set_default(p, "targetPort", port);
+        }
+    }
+}

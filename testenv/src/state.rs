@@ -1,0 +1,1245 @@
+//! The object semantics of kube-apiserver's generic registry: create, update (main
+//! resource and `status`), patch, delete with finalizers, lists and reads at a revision.
+//! Everything here runs under one lock and never awaits.
+
+use std::sync::Arc;
+
+use serde_json::{Map, Value, json};
+
+use crate::crd::Schema;
+use crate::names::NameGenerator;
+use crate::patch::{self, PatchError, PatchType};
+use crate::resource::{Builtin, KindImpl, ResourceDef};
+use crate::selector::{FieldSelector, LabelSelector, field_value, labels_of};
+use crate::status::{ErrorStatus, FieldError};
+use crate::store::{ObjKey, ResKey, Store};
+use crate::validation::{NameRule, check_meta};
+
+/// `fieldValidation`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum FieldValidation {
+    Ignore,
+    #[default]
+    Warn,
+    Strict,
+}
+
+/// Options every write takes.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteOpts {
+    pub(crate) dry_run: bool,
+    pub(crate) validation: FieldValidation,
+    /// The field manager: `fieldManager`, else the User-Agent's product name.
+    pub(crate) field_manager: Option<String>,
+    /// `fieldManager` was given explicitly (apply requires it).
+    pub(crate) explicit_manager: bool,
+    /// `force` (server-side apply only).
+    pub(crate) force: bool,
+    /// `managedFields` computed by server-side apply, to store with the object.
+    pub(crate) managed_fields: Option<Value>,
+}
+
+/// A successful write: the object as stored and the `Warning` headers to send.
+#[derive(Debug)]
+pub(crate) struct Written {
+    pub(crate) object: Value,
+    pub(crate) warnings: Vec<String>,
+    /// `201 Created` rather than `200 OK`.
+    pub(crate) created: bool,
+}
+
+/// `DeleteOptions` as far as the registry uses them.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct DeleteOpts {
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+    pub(crate) propagation: Option<String>,
+    pub(crate) dry_run: bool,
+}
+
+/// A list request's selection.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Selection {
+    pub(crate) namespace: Option<String>,
+    pub(crate) labels: LabelSelector,
+    pub(crate) fields: FieldSelector,
+}
+
+impl Selection {
+    pub(crate) fn matches(&self, def: &ResourceDef, obj: &Value) -> bool {
+        if let Some(ns) = &self.namespace
+            && obj.pointer("/metadata/namespace").and_then(Value::as_str) != Some(ns)
+        {
+            return false;
+        }
+        if !(self.labels.is_empty() || self.labels.matches(&labels_of(obj))) {
+            return false;
+        }
+        if self.fields.is_empty() {
+            return true;
+        }
+        // Field labels name fields of the requested version.
+        let view = def.in_version(obj);
+        self.fields.matches(|f| read_field(def, &view, f))
+    }
+}
+
+fn read_field(def: &ResourceDef, obj: &Value, field: &str) -> String {
+    match field {
+        "metadata.name" => field_value(obj, "/metadata/name"),
+        "metadata.namespace" => field_value(obj, "/metadata/namespace"),
+        other => def
+            .field_label(other)
+            .map(|p| field_value(obj, p))
+            .unwrap_or_default(),
+    }
+}
+
+/// Rejects field selectors the resource does not support, with kube-apiserver's words.
+pub(crate) fn check_fields(def: &ResourceDef, fields: &FieldSelector) -> Result<(), ErrorStatus> {
+    for t in &fields.terms {
+        let known = matches!(t.field.as_str(), "metadata.name" | "metadata.namespace")
+            || def.field_label(&t.field).is_some();
+        if !known {
+            // Kinds with their own field-label conversion word it differently from the
+            // default ObjectMeta-only conversion.
+            let msg = if def.has_field_labels() {
+                format!("field label not supported: {}", t.field)
+            } else {
+                format!(
+                    "\"{}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"",
+                    t.field
+                )
+            };
+            return Err(ErrorStatus::bad_request(msg));
+        }
+    }
+    Ok(())
+}
+
+#[derive(Debug)]
+pub(crate) struct State {
+    pub(crate) store: Store,
+    pub(crate) resources: Vec<Arc<ResourceDef>>,
+    pub(crate) names: NameGenerator,
+    pub(crate) controllers: crate::controllers::Controllers,
+}
+
+pub(crate) fn now() -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", jiff::Timestamp::now()).unwrap_or_default()
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj.get("metadata")
+        .and_then(|m| m.get(field))
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// Runs `f` on the object's metadata map, creating it when absent.
+fn with_meta<R>(obj: &mut Value, f: impl FnOnce(&mut Map<String, Value>) -> R) -> R {
+    let mut meta = match obj.get_mut("metadata").map(Value::take) {
+        Some(Value::Object(m)) => m,
+        _ => Map::new(),
+    };
+    let r = f(&mut meta);
+    if let Some(o) = obj.as_object_mut() {
+        o.insert("metadata".into(), Value::Object(meta));
+    }
+    r
+}
+
+fn finalizers(obj: &Value) -> Vec<String> {
+    obj.pointer("/metadata/finalizers")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The object without metadata (and status when it is a subresource): what
+/// `metadata.generation` tracks.
+fn generation_view(def: &ResourceDef, obj: &Value) -> Value {
+    let mut v = obj.clone();
+    if let Some(m) = v.as_object_mut() {
+        m.remove("metadata");
+        m.remove("apiVersion");
+        m.remove("kind");
+        if def.status {
+            m.remove("status");
+        }
+    }
+    v
+}
+
+/// Keys present in `input` but dropped by the typed round trip: unknown fields.
+fn unknown_fields(input: &Value, output: &Value, path: &str, out: &mut Vec<String>) {
+    match (input, output) {
+        (Value::Object(i), Value::Object(o)) => {
+            for (k, v) in i {
+                let p = if path.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{path}.{k}")
+                };
+                match o.get(k) {
+                    Some(ov) => unknown_fields(v, ov, &p, out),
+                    None if !v.is_null() => out.push(p),
+                    None => {}
+                }
+            }
+        }
+        (Value::Array(i), Value::Array(o)) => {
+            for (n, (iv, ov)) in i.iter().zip(o).enumerate() {
+                unknown_fields(iv, ov, &format!("{path}[{n}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+impl State {
+    pub(crate) fn find(
+        &self,
+        group: &str,
+        version: &str,
+        plural: &str,
+    ) -> Option<Arc<ResourceDef>> {
+        self.resources
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.plural == plural)
+            .cloned()
+    }
+
+    pub(crate) fn find_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceDef>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.resources
+            .iter()
+            .find(|d| d.group == group && d.version == version && d.kind == kind)
+            .cloned()
+    }
+
+    /// Stored objects carry the version they were written with; every read is served in
+    /// the requested version (CRD versions share storage with `None` conversion).
+    pub(crate) fn present(def: &ResourceDef, obj: &Value) -> Value {
+        def.in_version(obj)
+    }
+
+    pub(crate) fn get(
+        &self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+    ) -> Result<Value, ErrorStatus> {
+        self.store
+            .get(&def.key(), &ObjKey::new(ns, name))
+            .map(|o| Self::present(def, o))
+            .ok_or_else(|| ErrorStatus::not_found(&def.group, &def.plural, name))
+    }
+
+    /// Checks that the namespace of a create exists and is not terminating
+    /// (kube-apiserver's NamespaceLifecycle admission).
+    fn check_namespace(&self, def: &ResourceDef, ns: &str, name: &str) -> Result<(), ErrorStatus> {
+        let Some(nsobj) = self
+            .store
+            .get(&ResKey::new("", "namespaces"), &ObjKey::new("", ns))
+        else {
+            return Err(ErrorStatus::not_found("", "namespaces", ns));
+        };
+        if nsobj
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
+        {
+            return Err(ErrorStatus::forbidden(format!(
+                "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                crate::status::qualified(&def.group, &def.plural)
+            ))
+            .with_details(&def.group, &def.plural, name)
+            .with_cause(
+                "NamespaceTerminating",
+                &format!("namespace {ns} is being terminated"),
+                "metadata.namespace",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks `apiVersion`/`kind` in a body against the endpoint.
+    fn check_type(def: &ResourceDef, body: &Value) -> Result<(), ErrorStatus> {
+        let av = body
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = body.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if !av.is_empty() && av != def.api_version() {
+            return Err(ErrorStatus::bad_request(format!(
+                "the API version in the data ({av}) does not match the expected API version ({})",
+                def.api_version()
+            )));
+        }
+        if !kind.is_empty() && kind != def.kind {
+            return Err(ErrorStatus::bad_request(format!(
+                "the kind in the data ({kind}) does not match the expected kind ({})",
+                def.kind
+            )));
+        }
+        if !body.is_object() {
+            return Err(ErrorStatus::bad_request(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (expected a {} object)",
+                def.kind
+            )));
+        }
+        Ok(())
+    }
+
+    /// Decodes like kube-apiserver: typed round trip for built-ins, structural schema for
+    /// custom resources; unknown fields warn, fail (Strict) or vanish (Ignore).
+    fn normalize(
+        def: &ResourceDef,
+        obj: Value,
+        opts: &WriteOpts,
+        name: &str,
+    ) -> Result<(Value, Vec<String>), ErrorStatus> {
+        let (out, unknown, errors) = match &def.imp {
+            KindImpl::Builtin(b) => {
+                let out = b.normalize(&obj).map_err(|e| {
+                    ErrorStatus::bad_request(format!(
+                        "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+                        kind = def.kind,
+                        v = def.version
+                    ))
+                })?;
+                let mut unknown = Vec::new();
+                unknown_fields(&obj, &out, "", &mut unknown);
+                (out, unknown, Vec::new())
+            }
+            KindImpl::Custom(schema) => Self::normalize_custom(def, schema, obj)?,
+        };
+        if !errors.is_empty() {
+            return Err(ErrorStatus::invalid(&def.group, &def.kind, name, errors));
+        }
+        let msgs: Vec<String> = unknown
+            .iter()
+            .map(|u| format!("unknown field \"{u}\""))
+            .collect();
+        match opts.validation {
+            FieldValidation::Strict if !msgs.is_empty() => Err(ErrorStatus::bad_request(format!(
+                "strict decoding error: {}",
+                msgs.join(", ")
+            ))),
+            FieldValidation::Warn => Ok((out, msgs)),
+            _ => Ok((out, Vec::new())),
+        }
+    }
+
+    fn normalize_custom(
+        def: &ResourceDef,
+        schema: &Schema,
+        mut obj: Value,
+    ) -> Result<(Value, Vec<String>, Vec<FieldError>), ErrorStatus> {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        let meta_in = obj.get("metadata").cloned().unwrap_or_else(|| json!({}));
+        let meta: ObjectMeta = serde_json::from_value(meta_in.clone()).map_err(|e| {
+            ErrorStatus::bad_request(format!(
+                "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+                kind = def.kind,
+                v = def.version
+            ))
+        })?;
+        let meta_out = serde_json::to_value(meta).unwrap_or_else(|_| json!({}));
+        let mut unknown = Vec::new();
+        unknown_fields(&meta_in, &meta_out, "metadata", &mut unknown);
+        obj["metadata"] = meta_out;
+        let checked = schema.apply(&mut obj);
+        unknown.extend(checked.unknown);
+        Ok((obj, unknown, checked.errors))
+    }
+
+    fn name_rule(def: &ResourceDef) -> NameRule {
+        match def.builtin() {
+            Some(Builtin::Namespace) => NameRule::Label,
+            Some(Builtin::Service) => NameRule::Dns1035,
+            _ => NameRule::Subdomain,
+        }
+    }
+
+    /// `POST` to a collection.
+    pub(crate) fn create(
+        &mut self,
+        def: &ResourceDef,
+        url_ns: Option<&str>,
+        mut obj: Value,
+        opts: &WriteOpts,
+    ) -> Result<Written, ErrorStatus> {
+        Self::check_type(def, &obj)?;
+        let body_ns = meta_str(&obj, "namespace").to_owned();
+        let ns = if def.namespaced {
+            let url_ns = url_ns.unwrap_or_default();
+            if !body_ns.is_empty() && body_ns != url_ns {
+                return Err(ErrorStatus::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            url_ns.to_owned()
+        } else {
+            String::new()
+        };
+        let given_name = meta_str(&obj, "name").to_owned();
+        if def.namespaced {
+            self.check_namespace(def, &ns, &given_name)?;
+        }
+        if !meta_str(&obj, "resourceVersion").is_empty() {
+            // etcd3's storage error, which kube-apiserver passes on as an untyped 500.
+            return Err(ErrorStatus::new(
+                500,
+                "",
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        with_meta(&mut obj, |meta| {
+            if def.namespaced {
+                meta.insert("namespace".into(), json!(ns));
+            } else {
+                meta.remove("namespace");
+            }
+        });
+        let generate = meta_str(&obj, "generateName").to_owned();
+        if given_name.is_empty() && !generate.is_empty() {
+            // kube-apiserver (RetryGenerateName, GA in 1.32) tries up to 8 names before
+            // answering AlreadyExists.
+            let mut name = self.names.generate(&generate);
+            for _ in 0..7 {
+                if self
+                    .store
+                    .get(&def.key(), &ObjKey::new(&ns, &name))
+                    .is_none()
+                {
+                    break;
+                }
+                name = self.names.generate(&generate);
+            }
+            with_meta(&mut obj, |m| m.insert("name".into(), json!(name)));
+        }
+        let name = meta_str(&obj, "name").to_owned();
+        let mut errs = Vec::new();
+        check_meta(
+            obj.get("metadata").unwrap_or(&Value::Null),
+            Self::name_rule(def),
+            &mut errs,
+        );
+        if !errs.is_empty() {
+            return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+        }
+        if def.status
+            && def.is_custom()
+            && let Some(m) = obj.as_object_mut()
+        {
+            m.remove("status");
+        }
+        let (mut obj, warnings) = Self::normalize(def, obj, opts, &name)?;
+        if def.builtin() == Some(Builtin::EventsV1Event) {
+            check_event_v1(&obj, &name)?;
+        }
+        if let Some(b) = def.builtin() {
+            b.default_on_create(&mut obj);
+            let errs = crate::rules::check(b, &obj, None);
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
+            if b == Builtin::Crd {
+                crate::crds::validate(&obj, &name)?;
+                crate::crds::accept(&mut obj);
+            }
+        }
+        with_meta(&mut obj, |meta| {
+            for k in [
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "selfLink",
+                "managedFields",
+                "generation",
+            ] {
+                meta.remove(k);
+            }
+            if let Some(mf) = &opts.managed_fields {
+                meta.insert("managedFields".into(), mf.clone());
+            }
+            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("creationTimestamp".into(), json!(now()));
+            if def.generation {
+                meta.insert("generation".into(), json!(1));
+            }
+        });
+        obj["apiVersion"] = json!(def.api_version());
+        obj["kind"] = json!(def.kind);
+        if opts.managed_fields.is_none() {
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) = crate::ssa::track_update(def, None, &obj, manager, false) {
+                with_meta(&mut obj, |m| m.insert("managedFields".into(), mf));
+            }
+        }
+        let key = ObjKey::new(&ns, &name);
+        if self.store.get(&def.key(), &key).is_some() {
+            return Err(ErrorStatus::already_exists(&def.group, &def.plural, &name));
+        }
+        if opts.dry_run {
+            return Ok(Written {
+                object: obj,
+                warnings,
+                created: true,
+            });
+        }
+        let stored = self.store.put(&def.key(), key, def.to_storage(obj));
+        if def.builtin() == Some(Builtin::Crd) {
+            self.sync_crd(&stored);
+        }
+        Ok(Written {
+            object: Self::present(def, &stored),
+            warnings,
+            created: true,
+        })
+    }
+
+    /// `PUT` of an object or its `status`.
+    pub(crate) fn update(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        mut obj: Value,
+        status_only: bool,
+        opts: &WriteOpts,
+    ) -> Result<Written, ErrorStatus> {
+        Self::check_type(def, &obj)?;
+        let body_name = meta_str(&obj, "name").to_owned();
+        if body_name != name {
+            return Err(ErrorStatus::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        if def.namespaced {
+            let body_ns = meta_str(&obj, "namespace");
+            if !body_ns.is_empty() && body_ns != ns {
+                return Err(ErrorStatus::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            with_meta(&mut obj, |m| m.insert("namespace".into(), json!(ns)));
+        } else {
+            with_meta(&mut obj, |m| m.remove("namespace"));
+        }
+        let key = ObjKey::new(ns, name);
+        let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
+            if def.allow_create_on_update && !status_only {
+                with_meta(&mut obj, |m| m.remove("resourceVersion"));
+                return self.create(def, Some(ns), obj, opts);
+            }
+            return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
+        };
+        let rv = meta_str(&obj, "resourceVersion").to_owned();
+        if rv.is_empty() {
+            if !def.allow_unconditional_update {
+                return Err(ErrorStatus::invalid(
+                    &def.group,
+                    &def.kind,
+                    name,
+                    vec![FieldError::invalid_raw(
+                        "metadata.resourceVersion",
+                        "0x0",
+                        "must be specified for an update",
+                    )],
+                ));
+            }
+        } else if rv != meta_str(&existing, "resourceVersion") {
+            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
+        }
+        let uid = meta_str(&obj, "uid");
+        if !uid.is_empty() && uid != meta_str(&existing, "uid") {
+            return Err(ErrorStatus::conflict_on(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&existing, "uid")
+                ),
+            ));
+        }
+        let new = if status_only {
+            // A status write changes status only (ResetObjectMetaForStatus and friends).
+            let mut n = (*existing).clone();
+            match obj.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            n
+        } else {
+            let mut n = obj;
+            if def.status {
+                match existing.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            if def.builtin() == Some(Builtin::Namespace) {
+                n["spec"] = existing.get("spec").cloned().unwrap_or_else(|| json!({}));
+            }
+            n
+        };
+        self.finish_update(def, &key, &existing, new, opts, status_only)
+    }
+
+    /// The common tail of update and patch: system metadata, validation, generation,
+    /// no-op detection, the write, and deletion once the last finalizer is gone.
+    pub(crate) fn finish_update(
+        &mut self,
+        def: &ResourceDef,
+        key: &ObjKey,
+        existing: &Arc<Value>,
+        mut new: Value,
+        opts: &WriteOpts,
+        status_only: bool,
+    ) -> Result<Written, ErrorStatus> {
+        let name = key.name.clone();
+        {
+            let old_meta = existing
+                .get("metadata")
+                .cloned()
+                .unwrap_or_else(|| json!({}));
+            with_meta(&mut new, |meta| {
+                for k in [
+                    "uid",
+                    "creationTimestamp",
+                    "deletionTimestamp",
+                    "deletionGracePeriodSeconds",
+                    "generation",
+                    "generateName",
+                ] {
+                    match old_meta.get(k) {
+                        Some(v) => {
+                            meta.insert(k.into(), v.clone());
+                        }
+                        None => {
+                            meta.remove(k);
+                        }
+                    }
+                }
+                // Only server-side apply changes ownership records; other writes keep them.
+                match (&opts.managed_fields, old_meta.get("managedFields")) {
+                    (Some(mf), _) | (None, Some(mf)) => {
+                        meta.insert("managedFields".into(), mf.clone());
+                    }
+                    (None, None) => {
+                        meta.remove("managedFields");
+                    }
+                }
+                meta.remove("selfLink");
+                meta.insert("name".into(), json!(name));
+                meta.insert(
+                    "resourceVersion".into(),
+                    old_meta
+                        .get("resourceVersion")
+                        .cloned()
+                        .unwrap_or(Value::Null),
+                );
+            });
+        }
+        let mut errs = Vec::new();
+        check_meta(
+            new.get("metadata").unwrap_or(&Value::Null),
+            Self::name_rule(def),
+            &mut errs,
+        );
+        if existing
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
+        {
+            let old = finalizers(existing);
+            let added: Vec<String> = finalizers(&new)
+                .into_iter()
+                .filter(|f| !old.contains(f))
+                .collect();
+            if !added.is_empty() {
+                errs.push(FieldError::forbidden(
+                    "metadata.finalizers",
+                    format!(
+                        "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
+                        added
+                            .iter()
+                            .map(|f| format!("\"{f}\""))
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ),
+                ));
+            }
+        }
+        if !errs.is_empty() {
+            return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+        }
+        let (mut new, warnings) = Self::normalize(def, new, opts, &name)?;
+        if def.builtin() == Some(Builtin::Crd) {
+            crate::crds::validate(&new, &name)?;
+        }
+        if let Some(b) = def.builtin() {
+            let errs = crate::rules::check(b, &new, Some(existing));
+            if !errs.is_empty() {
+                return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
+            }
+        }
+        if def.generation && generation_view(def, &new) != generation_view(def, existing) {
+            let g = existing
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64)
+                .unwrap_or(0);
+            with_meta(&mut new, |m| {
+                m.insert("generation".into(), json!(g.saturating_add(1)))
+            });
+        }
+        new["apiVersion"] = json!(def.api_version());
+        new["kind"] = json!(def.kind);
+        if opts.managed_fields.is_none() {
+            let old_view = Self::present(def, existing);
+            let manager = opts.field_manager.as_deref().unwrap_or_default();
+            if let Some(mf) =
+                crate::ssa::track_update(def, Some(&old_view), &new, manager, status_only)
+            {
+                with_meta(&mut new, |m| m.insert("managedFields".into(), mf));
+            }
+        }
+        let new = def.to_storage(new);
+        let without_version = |v: &Value| {
+            let mut v = v.clone();
+            if let Some(m) = v.as_object_mut() {
+                m.remove("apiVersion");
+            }
+            v
+        };
+        if without_version(&new) == without_version(existing) {
+            // kube-apiserver skips writes that change nothing: no new resourceVersion, no event.
+            return Ok(Written {
+                object: Self::present(def, existing),
+                warnings,
+                created: false,
+            });
+        }
+        if opts.dry_run {
+            return Ok(Written {
+                object: Self::present(def, &new),
+                warnings,
+                created: false,
+            });
+        }
+        let deleting = new
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
+            && finalizers(&new).is_empty();
+        let stored = self.store.put(&def.key(), key.clone(), new);
+        if def.builtin() == Some(Builtin::Crd) {
+            self.sync_crd(&stored);
+        }
+        if deleting {
+            self.remove(def, key);
+        }
+        Ok(Written {
+            object: Self::present(def, &stored),
+            warnings,
+            created: false,
+        })
+    }
+
+    /// `PATCH` of an object or its `status`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn patch(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        ptype: PatchType,
+        body: &[u8],
+        status_only: bool,
+        opts: &WriteOpts,
+    ) -> Result<Written, ErrorStatus> {
+        if ptype == PatchType::Apply {
+            return self.apply(def, ns, name, body, status_only, opts);
+        }
+        let key = ObjKey::new(ns, name);
+        let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
+            return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
+        };
+        let current = Self::present(def, &existing);
+        let patched = match ptype {
+            PatchType::Json => patch::json_patch(&current, body),
+            PatchType::Merge => patch::merge_patch(&current, body),
+            PatchType::Strategic => match def.builtin() {
+                Some(b) => patch::strategic_merge_patch(b, &current, body),
+                None => return Err(unsupported_patch(def)),
+            },
+            PatchType::Apply => unreachable_apply(),
+        };
+        let patched = match patched {
+            Ok(p) => p,
+            Err(PatchError::Decode(e)) => return Err(ErrorStatus::bad_request(e)),
+            Err(PatchError::Apply(e)) => {
+                return Err(ErrorStatus::unprocessable(
+                    &def.group,
+                    &def.plural,
+                    name,
+                    &e,
+                ));
+            }
+        };
+        if meta_str(&patched, "name") != name {
+            return Err(ErrorStatus::bad_request(format!(
+                "the name of the object ({}) does not match the name on the URL ({name})",
+                meta_str(&patched, "name")
+            )));
+        }
+        if def.namespaced && meta_str(&patched, "namespace") != ns {
+            return Err(ErrorStatus::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        Self::check_type(def, &patched)?;
+        let rv = meta_str(&patched, "resourceVersion");
+        if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
+            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
+        }
+        let uid = meta_str(&patched, "uid");
+        if uid != meta_str(&existing, "uid") {
+            return Err(ErrorStatus::invalid(
+                &def.group,
+                &def.kind,
+                name,
+                vec![FieldError::invalid(
+                    "metadata.uid",
+                    json!(uid),
+                    "field is immutable",
+                )],
+            ));
+        }
+        let new = if status_only {
+            let mut n = (*existing).clone();
+            match patched.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            n
+        } else {
+            let mut n = patched;
+            if def.status {
+                match existing.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            n
+        };
+        self.finish_update(def, &key, &existing, new, opts, status_only)
+    }
+
+    /// Server-side apply: creates the object when missing, else merges and records
+    /// field ownership.
+    fn apply(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        body: &[u8],
+        status_only: bool,
+        opts: &WriteOpts,
+    ) -> Result<Written, ErrorStatus> {
+        let Some(manager) = opts
+            .field_manager
+            .clone()
+            .filter(|m| opts.explicit_manager && !m.is_empty())
+        else {
+            return Err(ErrorStatus::invalid(
+                "meta.k8s.io",
+                "PatchOptions",
+                "",
+                vec![FieldError::required(
+                    "fieldManager",
+                    "is required for apply patch",
+                )],
+            ));
+        };
+        let mut applied = crate::ssa::parse_body(body)?;
+        if !applied.is_object() {
+            return Err(ErrorStatus::bad_request(
+                "the body of an apply patch must be an object",
+            ));
+        }
+        if applied
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_none_or(str::is_empty)
+        {
+            return Err(ErrorStatus::bad_request(format!(
+                "Object 'Kind' is missing in '{}'",
+                String::from_utf8_lossy(body)
+            )));
+        }
+        Self::check_type(def, &applied)?;
+        let body_name = meta_str(&applied, "name").to_owned();
+        if !body_name.is_empty() && body_name != name {
+            return Err(ErrorStatus::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let body_ns = meta_str(&applied, "namespace").to_owned();
+        if def.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(ErrorStatus::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        with_meta(&mut applied, |m| {
+            m.insert("name".into(), json!(name));
+            if def.namespaced {
+                m.insert("namespace".into(), json!(ns));
+            }
+        });
+        let key = ObjKey::new(ns, name);
+        let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
+            if status_only {
+                return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
+            }
+            let a = crate::ssa::apply(def, None, &applied, &manager, opts.force, false)?;
+            let opts = WriteOpts {
+                managed_fields: Some(a.managed_fields),
+                ..opts.clone()
+            };
+            return self.create(def, def.namespaced.then_some(ns), a.object, &opts);
+        };
+        let rv = meta_str(&applied, "resourceVersion");
+        if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
+            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
+        }
+        let live = Self::present(def, &existing);
+        let a = crate::ssa::apply(
+            def,
+            Some(&live),
+            &applied,
+            &manager,
+            opts.force,
+            status_only,
+        )?;
+        let new = if status_only {
+            let mut n = (*existing).clone();
+            match a.object.get("status") {
+                Some(s) => n["status"] = s.clone(),
+                None => {
+                    if let Some(m) = n.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            n
+        } else {
+            let mut n = a.object;
+            if def.status {
+                match existing.get("status") {
+                    Some(s) => n["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = n.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            n
+        };
+        let opts = WriteOpts {
+            managed_fields: Some(a.managed_fields),
+            ..opts.clone()
+        };
+        self.finish_update(def, &key, &existing, new, &opts, status_only)
+    }
+
+    fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
+        if def.builtin() == Some(Builtin::Crd) {
+            // Instances go first, as the CRD finalizer controller deletes them before the CRD.
+            if let Some(crd) = self.store.get(&def.key(), key).cloned() {
+                self.drop_crd(&crd);
+            }
+        }
+        self.store.remove(&def.key(), key)
+    }
+
+    /// `DELETE` of one object: immediate, or `deletionTimestamp` while finalizers remain.
+    pub(crate) fn delete(
+        &mut self,
+        def: &ResourceDef,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOpts,
+    ) -> Result<Value, ErrorStatus> {
+        let key = ObjKey::new(ns, name);
+        let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
+            return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
+        };
+        if let Some(uid) = &opts.uid
+            && uid != meta_str(&existing, "uid")
+        {
+            return Err(ErrorStatus::conflict_on(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&existing, "uid")
+                ),
+            ));
+        }
+        if let Some(rv) = &opts.resource_version
+            && rv != meta_str(&existing, "resourceVersion")
+        {
+            return Err(ErrorStatus::conflict_on(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    meta_str(&existing, "resourceVersion")
+                ),
+            ));
+        }
+        if def.builtin() == Some(Builtin::Namespace) {
+            return self.delete_namespace(def, &key, &existing, opts);
+        }
+        let mut fins = finalizers(&existing);
+        let extra = match opts.propagation.as_deref() {
+            Some("Orphan") => Some("orphan"),
+            Some("Foreground") => Some("foregroundDeletion"),
+            _ => None,
+        };
+        if let Some(f) = extra
+            && !fins.iter().any(|x| x == f)
+        {
+            fins.push(f.to_owned());
+        }
+        let being_deleted = existing
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null());
+        if being_deleted || !fins.is_empty() {
+            if being_deleted && fins == finalizers(&existing) {
+                return Ok(Self::present(def, &existing));
+            }
+            let mut obj = (*existing).clone();
+            with_meta(&mut obj, |meta| {
+                if !being_deleted {
+                    meta.insert("deletionTimestamp".into(), json!(now()));
+                    meta.insert("deletionGracePeriodSeconds".into(), json!(0));
+                    if let Some(g) = meta.get("generation").and_then(Value::as_i64)
+                        && g > 0
+                    {
+                        meta.insert("generation".into(), json!(g.saturating_add(1)));
+                    }
+                }
+                meta.insert("finalizers".into(), json!(fins));
+            });
+            if opts.dry_run {
+                return Ok(Self::present(def, &obj));
+            }
+            let stored = self.store.put(&def.key(), key, obj);
+            return Ok(Self::present(def, &stored));
+        }
+        if opts.dry_run {
+            return Ok(Self::deleted_reply(def, &existing));
+        }
+        let gone = self.remove(def, &key).unwrap_or(existing);
+        Ok(Self::deleted_reply(def, &gone))
+    }
+
+    fn deleted_reply(def: &ResourceDef, gone: &Value) -> Value {
+        if def.return_deleted_object {
+            return Self::present(def, gone);
+        }
+        let mut details = json!({
+            "name": meta_str(gone, "name"),
+            "kind": def.plural,
+            "uid": meta_str(gone, "uid"),
+        });
+        if !def.group.is_empty() {
+            details["group"] = json!(def.group);
+        }
+        json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Success",
+            "details": details,
+        })
+    }
+
+    /// A bare kube-apiserver marks the namespace Terminating; the namespace controller
+    /// (part of kube-controller-manager, absent here) would empty and remove it.
+    fn delete_namespace(
+        &mut self,
+        def: &ResourceDef,
+        key: &ObjKey,
+        existing: &Arc<Value>,
+        opts: &DeleteOpts,
+    ) -> Result<Value, ErrorStatus> {
+        if matches!(key.name.as_str(), "default" | "kube-system" | "kube-public") {
+            return Err(ErrorStatus::forbidden(format!(
+                "namespaces \"{}\" is forbidden: this namespace may not be deleted",
+                key.name
+            ))
+            .with_details("", "namespaces", &key.name));
+        }
+        let spec_fins = existing
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|a| !a.is_empty());
+        if !spec_fins && finalizers(existing).is_empty() {
+            if opts.dry_run {
+                return Ok(Self::present(def, existing));
+            }
+            let gone = self
+                .remove(def, key)
+                .unwrap_or_else(|| Arc::clone(existing));
+            return Ok(Self::present(def, &gone));
+        }
+        if existing
+            .pointer("/metadata/deletionTimestamp")
+            .is_some_and(|v| !v.is_null())
+        {
+            return Ok(Self::present(def, existing));
+        }
+        let mut obj = (**existing).clone();
+        with_meta(&mut obj, |m| {
+            m.insert("deletionTimestamp".into(), json!(now()))
+        });
+        with_meta(&mut obj, |m| {
+            m.insert("deletionGracePeriodSeconds".into(), json!(0))
+        });
+        obj["status"]["phase"] = json!("Terminating");
+        if opts.dry_run {
+            return Ok(Self::present(def, &obj));
+        }
+        let stored = self.store.put(&def.key(), key.clone(), obj);
+        Ok(Self::present(def, &stored))
+    }
+
+    /// `DELETE` of a collection: each selected object as by `delete`.
+    pub(crate) fn delete_collection(
+        &mut self,
+        def: &ResourceDef,
+        sel: &Selection,
+        opts: &DeleteOpts,
+    ) -> Result<Value, ErrorStatus> {
+        // kube-apiserver answers with the list it selected, as it was before deletion.
+        let selected: Vec<(ObjKey, Arc<Value>)> = self
+            .store
+            .iter(&def.key())
+            .filter(|(_, o)| sel.matches(def, o))
+            .map(|(k, o)| (k.clone(), Arc::clone(o)))
+            .collect();
+        let per_object = DeleteOpts {
+            uid: None,
+            resource_version: None,
+            ..opts.clone()
+        };
+        let mut items = Vec::new();
+        for (k, obj) in selected {
+            match self.delete(def, &k.namespace, &k.name, &per_object) {
+                Ok(_) => items.push(Self::present(def, &obj)),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({
+            "kind": def.list_kind,
+            "apiVersion": def.api_version(),
+            "metadata": {"resourceVersion": self.store.rv().to_string()},
+            "items": items,
+        }))
+    }
+}
+
+/// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).
+fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    let missing = |f: &str| ev.get(f).and_then(Value::as_str).is_none_or(str::is_empty);
+    if ev.get("eventTime").is_none_or(Value::is_null) {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let ty = ev.get("type").and_then(Value::as_str).unwrap_or_default();
+    if ty != "Normal" && ty != "Warning" {
+        errs.push(FieldError::invalid(
+            "type",
+            json!(""),
+            format!("has invalid value: {ty}"),
+        ));
+    }
+    for f in [
+        "reason",
+        "reportingController",
+        "reportingInstance",
+        "action",
+    ] {
+        if missing(f) {
+            errs.push(FieldError::required(f, ""));
+        }
+    }
+    if ev
+        .get("note")
+        .and_then(Value::as_str)
+        .is_some_and(|n| n.len() > 1024)
+    {
+        errs.push(
+            FieldError::invalid("note", json!(""), "can have at most 1024 characters")
+                .with_kind(crate::status::FieldErrorKind::TooLong),
+        );
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid("events.k8s.io", "Event", name, errs))
+    }
+}
+
+/// Apply patches are routed to `State::apply` before the patch-type dispatch.
+fn unreachable_apply() -> Result<Value, PatchError> {
+    Err(PatchError::Decode(
+        "apply patches are handled separately".into(),
+    ))
+}
+
+fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {
+    let mut types = vec![
+        "application/json-patch+json",
+        "application/merge-patch+json",
+        "application/apply-patch+yaml",
+    ];
+    if !def.is_custom() {
+        types.push("application/strategic-merge-patch+json");
+    }
+    ErrorStatus::unsupported_media_type(format!(
+        "the body of the request was in an unknown format - accepted media types include: {}",
+        types.join(", ")
+    ))
+}
+
+pub(crate) fn unsupported_patch_type(def: &ResourceDef) -> ErrorStatus {
+    unsupported_patch(def)
+}

@@ -1,0 +1,309 @@
+//! Watches: initial events, ordered events from the history, bookmarks, timeouts, and
+//! errors delivered in-stream as the watch cache delivers them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::Inner;
+use crate::api::{Output, Reply, parse_rv, take_forced_expiry, too_large};
+use crate::resource::ResourceDef;
+use crate::state::Selection;
+use crate::status::ErrorStatus;
+use crate::store::{EventType, StoredEvent};
+
+/// Per-watch settings from the query.
+#[derive(Debug)]
+struct Spec {
+    def: Arc<ResourceDef>,
+    sel: Selection,
+    output: Output,
+    bookmarks: bool,
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut s = json!({"type": kind, "object": object}).to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn error_line(e: &ErrorStatus) -> Bytes {
+    line("ERROR", &e.to_json())
+}
+
+impl Spec {
+    fn render(&self, obj: &Value) -> Value {
+        self.output.object(&self.def, obj)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let (kind, av) = match self.output {
+            Output::Meta => (
+                "PartialObjectMetadata".to_owned(),
+                "meta.k8s.io/v1".to_owned(),
+            ),
+            _ => (self.def.kind.clone(), self.def.api_version()),
+        };
+        line(
+            "BOOKMARK",
+            &json!({"kind": kind, "apiVersion": av, "metadata": meta}),
+        )
+    }
+
+    /// The event this watcher sees for a write, if any: objects moving in or out of the
+    /// selection appear as ADDED or DELETED, as the watch cache reports them.
+    fn event(&self, ev: &StoredEvent) -> Option<Bytes> {
+        if ev.res != self.def.key() {
+            return None;
+        }
+        let now = self.sel.matches(&self.def, &ev.object);
+        let before = ev
+            .prev
+            .as_ref()
+            .is_some_and(|p| self.sel.matches(&self.def, p));
+        let kind = match ev.kind {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if now => EventType::Deleted,
+            _ => return None,
+        };
+        Some(line(kind.as_str(), &self.render(&ev.object)))
+    }
+}
+
+fn one_shot(lines: Vec<Bytes>) -> Reply {
+    let (tx, rx) = mpsc::channel(lines.len().max(1));
+    for l in lines {
+        // The channel has room for every line.
+        let _ = tx.try_send(l);
+    }
+    Reply::Stream(rx)
+}
+
+/// Validates the watch options and starts streaming.
+pub(crate) fn start(
+    inner: &Arc<Inner>,
+    def: &Arc<ResourceDef>,
+    sel: Selection,
+    q: &crate::api::QueryView<'_>,
+    output: Output,
+) -> Result<Reply, ErrorStatus> {
+    let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
+    let send_initial = q.flag("sendInitialEvents");
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let mut errs = Vec::new();
+    if let Some(m) = rvm {
+        if send_initial.is_none() {
+            errs.push(crate::status::FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if m != "NotOlderThan" {
+            errs.push(crate::status::FieldError::not_supported(
+                "resourceVersionMatch",
+                json!(m),
+                &["NotOlderThan".into()],
+            ));
+        }
+    }
+    if send_initial.is_some() {
+        if rvm != Some("NotOlderThan") {
+            errs.push(crate::status::FieldError::forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !bookmarks {
+            errs.push(crate::status::FieldError::forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
+        }
+    }
+    if !errs.is_empty() {
+        return Err(ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", errs));
+    }
+    let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(t) => {
+            let secs = t.parse::<u64>().map_err(|_| {
+                ErrorStatus::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\""))
+            })?;
+            std::time::Duration::from_secs(secs)
+        }
+        None => inner.config.default_watch_timeout,
+    };
+    let spec = Spec {
+        def: Arc::clone(def),
+        sel,
+        output,
+        bookmarks,
+    };
+    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let state = inner.state();
+    let current = state.store.rv();
+    if take_forced_expiry(inner) {
+        let from = rv_param.unwrap_or("0");
+        let e = ErrorStatus::expired(format!(
+            "too old resource version: {from} ({})",
+            current + 1
+        ));
+        return Ok(one_shot(vec![error_line(&e)]));
+    }
+    let mut initial = Vec::new();
+    let cursor = match rv_param {
+        None | Some("0") => {
+            // "Start at most recent" / "start at any": the current state as ADDED events,
+            // unless the client opted out with sendInitialEvents=false.
+            if send_initial != Some(false) {
+                let snapshot = state
+                    .store
+                    .snapshot(&def.key(), current, None)
+                    .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
+                for (_, obj) in snapshot {
+                    if spec.sel.matches(def, &obj) {
+                        initial.push(line("ADDED", &spec.render(&obj)));
+                    }
+                }
+            }
+            if send_initial == Some(true) {
+                initial.push(spec.bookmark(current, true));
+            }
+            current
+        }
+        Some(r) => {
+            let rv = parse_rv(r)?;
+            if rv > current {
+                return Err(too_large(rv, current));
+            }
+            if rv < state.store.compacted() {
+                let e = ErrorStatus::expired(format!(
+                    "too old resource version: {rv} ({})",
+                    state.store.compacted() + 1
+                ));
+                return Ok(one_shot(vec![error_line(&e)]));
+            }
+            if send_initial == Some(true) {
+                let snapshot = state
+                    .store
+                    .snapshot(&def.key(), current, None)
+                    .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
+                for (_, obj) in snapshot {
+                    if spec.sel.matches(def, &obj) {
+                        initial.push(line("ADDED", &spec.render(&obj)));
+                    }
+                }
+                initial.push(spec.bookmark(current, true));
+                current
+            } else {
+                rv
+            }
+        }
+    };
+    let mut changes = state.store.subscribe();
+    // Writes between `cursor` and now are already in the history; look at them first.
+    changes.mark_changed();
+    drop(state);
+    let (tx, rx) = mpsc::channel(256);
+    let closed = inner.close_watches.subscribe();
+    tokio::spawn(pump(
+        Arc::clone(inner),
+        spec,
+        cursor,
+        initial,
+        tx,
+        changes,
+        closed,
+        timeout,
+    ));
+    Ok(Reply::Stream(rx))
+}
+
+/// Sends one line unless the watch ends first (forced close or timeout, even while the
+/// client is not reading); `false` means stop.
+async fn deliver(
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    tokio::select! {
+        biased;
+        _ = closed.changed() => false,
+        () = deadline => false,
+        sent = tx.send(line) => sent.is_ok(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    inner: Arc<Inner>,
+    spec: Spec,
+    mut cursor: u64,
+    initial: Vec<Bytes>,
+    tx: mpsc::Sender<Bytes>,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    mut closed: tokio::sync::watch::Receiver<u64>,
+    timeout: std::time::Duration,
+) {
+    // timeoutSeconds counts from the request, initial events included.
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    for l in initial {
+        if !deliver(&tx, l, &mut closed, deadline.as_mut()).await {
+            return;
+        }
+    }
+    let period = inner.config.bookmark_interval;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = closed.changed() => return,
+            () = &mut deadline => return,
+            () = tx.closed() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let events = inner.state().store.events_after(cursor);
+                match events {
+                    Ok(evs) => {
+                        for ev in evs {
+                            cursor = ev.rv;
+                            if let Some(l) = spec.event(&ev)
+                                && !deliver(&tx, l, &mut closed, deadline.as_mut()).await
+                            {
+                                return;
+                            }
+                        }
+                    }
+                    Err(c) => {
+                        // This watcher fell behind the history window.
+                        let e = ErrorStatus::expired(format!(
+                            "too old resource version: {cursor} ({})",
+                            c.oldest
+                        ));
+                        deliver(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
+                        return;
+                    }
+                }
+            }
+            _ = ticks.tick(), if spec.bookmarks => {
+                let bm = spec.bookmark(cursor, false);
+                if !deliver(&tx, bm, &mut closed, deadline.as_mut()).await {
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,86 @@
+#![allow(
+    dead_code,
+    unreachable_pub,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::panic
+)]
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+
+pub fn crd() -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "addressableservices.samples.knative.dev"},
+        "spec": {
+            "group": "samples.knative.dev",
+            "scope": "Namespaced",
+            "names": {"kind": "AddressableService", "plural": "addressableservices",
+                      "singular": "addressableservice", "shortNames": ["asvc"],
+                      "categories": ["all", "knative"]},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "subresources": {"status": {}, "scale": {
+                    "specReplicasPath": ".spec.replicas",
+                    "statusReplicasPath": ".status.replicas"}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {"type": "object", "required": ["serviceName"], "properties": {
+                            "serviceName": {"type": "string"},
+                            "replicas": {"type": "integer", "minimum": 0, "default": 1},
+                            "mode": {"type": "string", "enum": ["a", "b"]},
+                            "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+                        }},
+                        "status": {"type": "object", "properties": {
+                            "observedGeneration": {"type": "integer"},
+                            "replicas": {"type": "integer"},
+                            "address": {"type": "object", "properties": {"url": {"type": "string"}}},
+                            "conditions": {"type": "array", "items": {"type": "object",
+                                "properties": {"type": {"type": "string"}, "status": {"type": "string"},
+                                               "reason": {"type": "string"}, "message": {"type": "string"},
+                                               "lastTransitionTime": {"type": "string"}}}}
+                        }}
+                    }
+                }}
+            }]
+        }
+    })
+}
+
+pub fn ar() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "AddressableService"),
+        "addressableservices",
+    )
+}
+
+pub fn env_with_crd() -> testenv::TestEnv {
+    let env = testenv::TestEnv::new();
+    env.install_crd(crd()).expect("CRD installs");
+    env
+}
+
+pub fn asvc_api(client: kube::Client, ns: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client, ns, &ar())
+}
+
+pub fn asvc(name: &str, service: &str) -> DynamicObject {
+    serde_json::from_value(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1",
+        "kind": "AddressableService",
+        "metadata": {"name": name},
+        "spec": {"serviceName": service}
+    }))
+    .expect("valid object")
+}
+
+pub fn api_err(e: kube::Error) -> Box<kube::core::Status> {
+    match e {
+        kube::Error::Api(s) => s,
+        other => panic!("expected an API error, got {other:?}"),
+    }
+}

@@ -1,0 +1,141 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! kubectl against the loopback server: apply a CRD and an instance, get (table and
+//! YAML), watch a change, delete. Skips with a notice when kubectl is not installed.
+
+mod common;
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+fn kubectl_available() -> bool {
+    Command::new("kubectl")
+        .arg("version")
+        .arg("--client")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+struct Kubectl {
+    kubeconfig: PathBuf,
+    cache: PathBuf,
+}
+
+impl Kubectl {
+    fn cmd(&self, args: &[&str]) -> Command {
+        let mut c = Command::new("kubectl");
+        c.arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .args(args);
+        c
+    }
+
+    fn run(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed:\n{stdout}\n{stderr}"
+        );
+        stdout
+    }
+}
+
+fn write(dir: &Path, name: &str, content: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, content).unwrap();
+    p.to_string_lossy().into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_apply_get_watch_delete() {
+    if !kubectl_available() {
+        println!("kubectl not found on PATH: skipping the kubectl test");
+        return;
+    }
+    let env = testenv::TestEnv::new();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+    let k = Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache: dir.join("cache"),
+    };
+    let crd = write(&dir, "crd.json", &common::crd().to_string());
+    let instance = |svc: &str| {
+        format!(
+            "apiVersion: samples.knative.dev/v1alpha1\nkind: AddressableService\nmetadata:\n  name: rut\nspec:\n  serviceName: {svc}\n"
+        )
+    };
+    let as1 = write(&dir, "as1.yaml", &instance("webhook"));
+    let as2 = write(&dir, "as2.yaml", &instance("webhook2"));
+
+    let dir2 = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let out = k.run(&["apply", "-f", &crd]);
+        assert!(out.contains("customresourcedefinition.apiextensions.k8s.io/addressableservices.samples.knative.dev created"), "{out}");
+        let out = k.run(&["apply", "-f", &as1]);
+        assert!(out.contains("addressableservice.samples.knative.dev/rut created"), "{out}");
+
+        let out = k.run(&["get", "addressableservices"]);
+        assert!(out.starts_with("NAME"), "{out}");
+        assert!(out.lines().nth(1).is_some_and(|l| l.starts_with("rut ")), "{out}");
+        let out = k.run(&["get", "asvc", "rut", "-o", "yaml"]);
+        assert!(out.contains("serviceName: webhook"), "{out}");
+        assert!(out.contains("generation: 1"), "{out}");
+
+        let mut watch = k
+            .cmd(&["get", "addressableservices", "-w", "-o", "jsonpath={.spec.serviceName}{\"\\n\"}"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(700));
+        let out = k.run(&["apply", "-f", &as2]);
+        assert!(out.contains("configured"), "{out}");
+        std::thread::sleep(Duration::from_millis(700));
+        let _ = watch.kill();
+        let mut seen = String::new();
+        watch.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
+        let _ = watch.wait();
+        assert!(seen.contains("webhook\n") && seen.contains("webhook2"), "watch saw: {seen:?}");
+
+        let out = k.run(&["scale", "addressableservice", "rut", "--replicas=3"]);
+        assert!(out.contains("scaled"), "{out}");
+        let out = k.run(&["get", "asvc", "rut", "-o", "jsonpath={.spec.replicas}"]);
+        assert_eq!(out, "3");
+
+        // Generator subcommands send protobuf bodies.
+        k.run(&["create", "namespace", "team-a"]);
+        k.run(&["create", "configmap", "cfg", "-n", "team-a", "--from-literal=k=v"]);
+        let out = k.run(&["get", "configmap", "cfg", "-n", "team-a", "-o", "jsonpath={.data.k}"]);
+        assert_eq!(out, "v");
+
+        let out = k.run(&["delete", "-f", &as2]);
+        assert!(out.contains("deleted"), "{out}");
+        let out = k.run(&["get", "addressableservices", "-o", "name"]);
+        assert!(out.trim().is_empty(), "{out}");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir2);
+    server.shutdown().await;
+}
+
+fn uuid_like() -> String {
+    format!(
+        "{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default()
+    )
+}

@@ -1,0 +1,1513 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Storage and verb semantics, driven through a real `kube::Client`.
+
+mod common;
+
+use common::{api_err, asvc, asvc_api, env_with_crd};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+use testenv::TestEnv;
+
+fn cm(name: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
+}
+
+async fn raw(
+    client: &kube::Client,
+    method: &str,
+    uri: &str,
+    content_type: &str,
+    body: &str,
+) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(uri)
+        .header("content-type", content_type)
+        .body(kube::client::Body::from(body.as_bytes().to_vec()))
+        .unwrap();
+    let res = client.send(req).await.unwrap();
+    let code = res.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn create_get_update_delete_with_system_metadata() {
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let rv0 = env.resource_version();
+    let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let meta = &created.metadata;
+    assert!(meta.uid.as_deref().is_some_and(|u| u.len() == 36));
+    assert!(meta.creation_timestamp.is_some());
+    assert_eq!(meta.namespace.as_deref(), Some("default"));
+    let rv1: u64 = meta.resource_version.as_deref().unwrap().parse().unwrap();
+    assert_eq!(rv1, rv0 + 1);
+    assert_eq!(meta.generation, None, "ConfigMaps have no generation");
+
+    let got = api.get("a").await.unwrap();
+    assert_eq!(got, created);
+
+    let mut changed = got.clone();
+    changed.data = Some([("k".to_owned(), "w".to_owned())].into());
+    let updated = api
+        .replace("a", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    let rv2: u64 = updated
+        .metadata
+        .resource_version
+        .as_deref()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rv2 > rv1);
+    assert_eq!(updated.metadata.uid, created.metadata.uid);
+    assert_eq!(
+        updated.metadata.creation_timestamp,
+        created.metadata.creation_timestamp
+    );
+
+    // An update that changes nothing is not a write.
+    let same = api
+        .replace("a", &PostParams::default(), &updated)
+        .await
+        .unwrap();
+    assert_eq!(
+        same.metadata.resource_version,
+        updated.metadata.resource_version
+    );
+    assert_eq!(env.resource_version(), rv2);
+
+    let deleted = api.delete("a", &DeleteParams::default()).await.unwrap();
+    let status = deleted
+        .right()
+        .expect("ConfigMap deletion answers a Status");
+    assert_eq!(
+        status.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
+    let details = status.details.unwrap();
+    assert_eq!(details.name, "a");
+    assert_eq!(details.kind, "configmaps");
+    assert_eq!(env.resource_version(), rv2 + 1, "deletion takes a revision");
+
+    let e = api_err(api.get("a").await.unwrap_err());
+    assert_eq!(e.code, 404);
+    assert_eq!(e.reason, "NotFound");
+    assert_eq!(e.message, "configmaps \"a\" not found");
+    let d = e.details.unwrap();
+    assert_eq!(
+        (d.name.as_str(), d.kind.as_str(), d.group.as_str()),
+        ("a", "configmaps", "")
+    );
+}
+
+#[tokio::test]
+async fn conflicts_and_already_exists() {
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let e = api_err(
+        api.create(&PostParams::default(), &cm("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
+    assert_eq!(e.message, "configmaps \"a\" already exists");
+
+    let mut newer = created.clone();
+    newer.data = Some([("k".to_owned(), "newer".to_owned())].into());
+    api.replace("a", &PostParams::default(), &newer)
+        .await
+        .unwrap();
+    let mut stale = created.clone();
+    stale.data = Some([("x".to_owned(), "y".to_owned())].into());
+    let e = api_err(
+        api.replace("a", &PostParams::default(), &stale)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+
+    // A merge patch carrying a stale resourceVersion is a precondition.
+    let patch = json!({"metadata": {"resourceVersion": created.metadata.resource_version}, "data": {"z": "1"}});
+    let e = api_err(
+        api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+}
+
+#[tokio::test]
+async fn custom_resources_need_resource_version_and_track_generation() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let created = api
+        .create(&PostParams::default(), &asvc("rut", "webhook"))
+        .await
+        .unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    // Schema defaults apply.
+    assert_eq!(created.data["spec"]["replicas"], json!(1));
+
+    let mut no_rv = created.clone();
+    no_rv.metadata.resource_version = None;
+    let e = api_err(
+        api.replace("rut", &PostParams::default(), &no_rv)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(
+        e.message,
+        "AddressableService.samples.knative.dev \"rut\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+    );
+
+    // Metadata-only change: no generation bump.
+    let p = json!({"metadata": {"labels": {"a": "b"}}});
+    let o = api
+        .patch("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(1));
+    // Spec change: +1.
+    let p = json!({"spec": {"serviceName": "other"}});
+    let o = api
+        .patch("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(2));
+    // Status change through the status subresource: no bump.
+    let p = json!({"status": {"observedGeneration": 2}});
+    let o = api
+        .patch_status("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(2));
+    assert_eq!(o.data["status"]["observedGeneration"], json!(2));
+}
+
+#[tokio::test]
+async fn status_subresource_rules() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let mut obj = asvc("rut", "webhook");
+    obj.data["status"] = json!({"observedGeneration": 7});
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    assert!(
+        created.data.get("status").is_none(),
+        "status is dropped on create"
+    );
+
+    // Status written on the main resource is ignored.
+    let mut with_status = created.clone();
+    with_status.data["status"] = json!({"observedGeneration": 3});
+    with_status.data["spec"]["serviceName"] = json!("x");
+    let o = api
+        .replace("rut", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert!(o.data.get("status").is_none());
+    assert_eq!(o.data["spec"]["serviceName"], json!("x"));
+
+    // Only status changes apply on the status subresource.
+    let mut via_status = o.clone();
+    via_status.data["status"] = json!({"observedGeneration": 3});
+    via_status.data["spec"]["serviceName"] = json!("ignored");
+    via_status.metadata.labels = Some([("ignored".to_owned(), "yes".to_owned())].into());
+    let o2 = api
+        .replace_status("rut", &PostParams::default(), &via_status)
+        .await
+        .unwrap();
+    assert_eq!(o2.data["status"]["observedGeneration"], json!(3));
+    assert_eq!(o2.data["spec"]["serviceName"], json!("x"));
+    assert!(o2.metadata.labels.is_none());
+
+    // Stale status updates conflict.
+    let e = api_err(
+        api.replace_status("rut", &PostParams::default(), &via_status)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+
+    // Built-in kinds follow the same rules.
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "img:1"}]}}},
+        "status": {"replicas": 5}
+    }))
+    .unwrap();
+    let d = deps.create(&PostParams::default(), &d).await.unwrap();
+    assert_eq!(d.metadata.generation, Some(1));
+    assert_eq!(d.spec.as_ref().unwrap().replicas, Some(1), "defaulted");
+    assert_eq!(d.status.as_ref().and_then(|s| s.replicas), None);
+    let p = json!({"status": {"replicas": 2}});
+    let d2 = deps
+        .patch_status("d", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(d2.status.unwrap().replicas, Some(2));
+    assert_eq!(d2.metadata.generation, Some(1));
+}
+
+#[tokio::test]
+async fn schema_validation_and_pruning() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let mut bad = asvc("bad", "svc");
+    bad.data["spec"] = json!({"replicas": "three", "mode": "c"});
+    let e = api_err(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert!(
+        e.message
+            .starts_with("AddressableService.samples.knative.dev \"bad\" is invalid: ["),
+        "{}",
+        e.message
+    );
+    assert!(e.message.contains("spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""));
+    assert!(
+        e.message
+            .contains("spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\"")
+    );
+    assert!(e.message.contains("spec.serviceName: Required value"));
+    let causes = e.details.unwrap().causes;
+    assert!(
+        causes
+            .iter()
+            .any(|c| c.field == "spec.serviceName" && c.reason == "FieldValueRequired")
+    );
+
+    let mut extra = asvc("extra", "svc");
+    extra.data["spec"]["unknown"] = json!(1);
+    extra.data["spec"]["free"] = json!({"anything": {"goes": true}});
+    extra.data["topLevel"] = json!("x");
+    let o = api.create(&PostParams::default(), &extra).await.unwrap();
+    assert!(o.data["spec"].get("unknown").is_none());
+    assert!(o.data.get("topLevel").is_none());
+    assert_eq!(o.data["spec"]["free"]["anything"]["goes"], json!(true));
+
+    // fieldValidation=Strict rejects unknown fields instead.
+    let mut strict = asvc("strict", "svc");
+    strict.data["spec"]["unknown"] = json!(1);
+    let (code, body) = raw(
+        &env.client(),
+        "POST",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices?fieldValidation=Strict",
+        "application/json",
+        &serde_json::to_string(&strict).unwrap(),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        json!("strict decoding error: unknown field \"spec.unknown\"")
+    );
+}
+
+#[tokio::test]
+async fn finalizers_keep_objects_until_removed() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let mut obj = asvc("rut", "webhook");
+    obj.metadata.finalizers = Some(vec!["addressableservices.samples.knative.dev".into()]);
+    api.create(&PostParams::default(), &obj).await.unwrap();
+
+    let pending = api.delete("rut", &DeleteParams::default()).await.unwrap();
+    let pending = pending.left().expect("pending deletion answers the object");
+    assert!(pending.metadata.deletion_timestamp.is_some());
+    assert_eq!(
+        pending.metadata.generation,
+        Some(2),
+        "graceful deletion bumps generation"
+    );
+    // Deleting again changes nothing.
+    let again = api
+        .delete("rut", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        pending.metadata.resource_version
+    );
+
+    // No new finalizers while deleting.
+    let p = json!({"metadata": {"finalizers": ["addressableservices.samples.knative.dev", "other.dev/x"]}});
+    let e = api_err(
+        api.patch("rut", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message
+            .contains("no new finalizers can be added if the object is being deleted")
+    );
+
+    // Knative's exact finalizer-removal patch deletes the object.
+    let body = format!(
+        r#"{{"metadata":{{"finalizers":[],"resourceVersion":"{}"}}}}"#,
+        pending.metadata.resource_version.unwrap()
+    );
+    let (code, _) = raw(
+        &env.client(),
+        "PATCH",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/rut",
+        "application/merge-patch+json",
+        &body,
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert!(api.get_opt("rut").await.unwrap().is_none());
+    let last = env
+        .actions()
+        .into_iter()
+        .rfind(|a| a.verb == "patch")
+        .unwrap();
+    assert_eq!(last.content_type, "application/merge-patch+json");
+    assert_eq!(
+        last.body.as_deref(),
+        Some(body.as_bytes()),
+        "patch bytes logged as received"
+    );
+}
+
+#[tokio::test]
+async fn delete_preconditions_and_propagation() {
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let c = api.create(&PostParams::default(), &cm("a")).await.unwrap();
+    let e = api_err(
+        api.delete(
+            "a",
+            &DeleteParams::default().preconditions(kube::api::Preconditions {
+                uid: Some("nope".into()),
+                resource_version: None,
+            }),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert_eq!(
+        e.message,
+        format!(
+            "Operation cannot be fulfilled on configmaps \"a\": Precondition failed: UID in precondition: nope, UID in object meta: {}",
+            c.metadata.uid.clone().unwrap()
+        )
+    );
+    // Orphan adds the `orphan` finalizer; with no garbage collector it stays.
+    let o = api
+        .delete("a", &DeleteParams::orphan())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(o.metadata.finalizers, Some(vec!["orphan".into()]));
+    // Pods answer with the deleted object.
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}}))
+    .unwrap();
+    let p = pods.create(&PostParams::default(), &pod).await.unwrap();
+    let spec = p.spec.as_ref().unwrap();
+    assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
+    assert_eq!(
+        spec.containers[0].image_pull_policy.as_deref(),
+        Some("Always")
+    );
+    assert!(
+        pods.delete("p", &DeleteParams::default())
+            .await
+            .unwrap()
+            .is_left()
+    );
+}
+
+#[tokio::test]
+async fn namespaces_and_names() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "missing");
+    let e = api_err(
+        api.create(&PostParams::default(), &cm("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (404, "namespaces \"missing\" not found")
+    );
+
+    let mut other = cm("a");
+    other.metadata.namespace = Some("kube-system".into());
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let e = api_err(
+        api.create(&PostParams::default(), &other)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
+    assert_eq!(
+        e.message,
+        "the namespace of the provided object does not match the namespace sent on the request"
+    );
+
+    let e = api_err(
+        api.create(&PostParams::default(), &cm("Bad_Name"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(e.message.starts_with("ConfigMap \"Bad_Name\" is invalid: metadata.name: Invalid value: \"Bad_Name\": a lowercase RFC 1123 subdomain"));
+
+    let mut generated = cm("");
+    generated.metadata.name = None;
+    generated.metadata.generate_name = Some("sd-".into());
+    let g = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    let name = g.metadata.name.unwrap();
+    assert_eq!(name.len(), 8);
+    assert!(
+        name[3..]
+            .bytes()
+            .all(|b| b"bcdfghjklmnpqrstvwxz2456789".contains(&b))
+    );
+
+    let seq = TestEnv::builder()
+        .name_generator(testenv::NameGenerator::sequential())
+        .build();
+    let api: Api<ConfigMap> = Api::namespaced(seq.client(), "default");
+    let g = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    assert_eq!(g.metadata.name.as_deref(), Some("sd-00001"));
+    api.create(&PostParams::default(), &cm("sd-00002"))
+        .await
+        .unwrap();
+    let g = api
+        .create(&PostParams::default(), &generated)
+        .await
+        .unwrap();
+    assert_eq!(
+        g.metadata.name.as_deref(),
+        Some("sd-00003"),
+        "a taken generated name is retried"
+    );
+
+    // Namespace deletion as on a bare kube-apiserver: Terminating, and no new content.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "doomed"}})).unwrap();
+    let ns = nss.create(&PostParams::default(), &ns).await.unwrap();
+    assert_eq!(ns.status.unwrap().phase.as_deref(), Some("Active"));
+    let gone = nss
+        .delete("doomed", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .unwrap();
+    assert_eq!(gone.status.unwrap().phase.as_deref(), Some("Terminating"));
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
+    let e = api_err(
+        api.create(&PostParams::default(), &cm("a"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    let e = api_err(
+        nss.delete("default", &DeleteParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 403);
+}
+
+#[tokio::test]
+async fn label_and_field_selectors() {
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for (n, env_label, tier) in [
+        ("a", "prod", "web"),
+        ("b", "dev", "web"),
+        ("c", "prod", "db"),
+        ("d", "", ""),
+    ] {
+        let mut c = cm(n);
+        if !env_label.is_empty() {
+            c.metadata.labels = Some(
+                [
+                    ("env".to_owned(), env_label.to_owned()),
+                    ("tier".to_owned(), tier.to_owned()),
+                ]
+                .into(),
+            );
+        }
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
+        l.items
+            .into_iter()
+            .map(|c| c.metadata.name.unwrap())
+            .collect()
+    };
+    let q = |s: &str| ListParams::default().labels(s);
+    assert_eq!(names(api.list(&q("env=prod")).await.unwrap()), ["a", "c"]);
+    assert_eq!(
+        names(api.list(&q("env in (prod,dev),tier!=db")).await.unwrap()),
+        ["a", "b"]
+    );
+    assert_eq!(names(api.list(&q("!env")).await.unwrap()), ["d"]);
+    assert_eq!(
+        names(api.list(&q("env notin (prod)")).await.unwrap()),
+        ["b", "d"]
+    );
+    assert_eq!(names(api.list(&q("tier")).await.unwrap()), ["a", "b", "c"]);
+    let f = ListParams::default().fields("metadata.name=b");
+    assert_eq!(names(api.list(&f).await.unwrap()), ["b"]);
+    let f = ListParams::default().fields("metadata.namespace!=default");
+    assert!(api.list(&f).await.unwrap().items.is_empty());
+
+    let e = api_err(api.list(&q("env in prod")).await.unwrap_err());
+    assert_eq!(e.code, 400);
+    let e = api_err(
+        api.list(&ListParams::default().fields("data.k=v"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (
+            400,
+            "\"data.k\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
+    );
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let e = api_err(
+        pods.list(&ListParams::default().fields("spec.bogus=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.message, "field label not supported: spec.bogus");
+    pods.list(&ListParams::default().fields("status.phase=Running,spec.nodeName="))
+        .await
+        .unwrap();
+    let env2 = env_with_crd();
+    let e = api_err(
+        asvc_api(env2.client(), "default")
+            .list(&ListParams::default().fields("spec.serviceName=x"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "\"spec.serviceName\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+    );
+
+    // Items in a built-in list carry no kind; the list has the current revision.
+    let all: Api<ConfigMap> = Api::all(env.client());
+    let l = all.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        l.metadata.resource_version,
+        Some(env.resource_version().to_string())
+    );
+    let m = all.list_metadata(&ListParams::default()).await.unwrap();
+    assert_eq!(m.items.len(), 4);
+}
+
+#[tokio::test]
+async fn pagination_is_consistent_and_tokens_expire() {
+    let env = TestEnv::builder().watch_history(50).build();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    for i in 0..10 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+    }
+    let page1 = api.list(&ListParams::default().limit(4)).await.unwrap();
+    assert_eq!(page1.items.len(), 4);
+    assert_eq!(page1.metadata.remaining_item_count, Some(6));
+    let token = page1.metadata.continue_.clone().unwrap();
+    // Writes after the first page do not show in later pages: the list is a snapshot.
+    api.delete("c5", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("c99"))
+        .await
+        .unwrap();
+    let page2 = api
+        .list(&ListParams::default().limit(4).continue_token(&token))
+        .await
+        .unwrap();
+    let names: Vec<_> = page2
+        .items
+        .iter()
+        .map(|c| c.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, ["c4", "c5", "c6", "c7"]);
+    assert_eq!(
+        page2.metadata.resource_version,
+        page1.metadata.resource_version
+    );
+    let page3 = api
+        .list(
+            &ListParams::default()
+                .limit(4)
+                .continue_token(page2.metadata.continue_.as_ref().unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(page3.items.len(), 2);
+    assert!(page3.metadata.continue_.is_none());
+
+    // Once the history window has moved past the token, it has expired.
+    env.compact();
+    let e = api_err(
+        api.list(&ListParams::default().limit(4).continue_token(&token))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (410, "Expired"));
+    assert!(
+        e.message
+            .starts_with("The provided continue parameter is too old")
+    );
+}
+
+#[tokio::test]
+async fn patch_types() {
+    let env = env_with_crd();
+    let client = env.client();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "p", "finalizers": ["a.dev/x"]},
+        "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]}}))
+        .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+
+    // Strategic merge patch merges containers by name and finalizers as a set.
+    let smp = json!({"metadata": {"finalizers": ["b.dev/y"]},
+                     "spec": {"containers": [{"name": "b", "image": "y:2"}]}});
+    let p = pods
+        .patch("p", &PatchParams::default(), &Patch::Strategic(&smp))
+        .await
+        .unwrap();
+    let cs = &p.spec.as_ref().unwrap().containers;
+    assert_eq!((cs.len(), cs[1].image.as_deref()), (2, Some("y:2")));
+    assert_eq!(
+        p.metadata.finalizers,
+        Some(vec!["a.dev/x".into(), "b.dev/y".into()])
+    );
+    assert_eq!(p.metadata.generation, Some(2));
+
+    // JSON patch, including `test` (kube-rs's finalizer helper relies on it).
+    let ok: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": ["a.dev/x", "b.dev/y"]},
+        {"op": "remove", "path": "/metadata/finalizers/0"}
+    ]))
+    .unwrap();
+    let p = pods
+        .patch("p", &PatchParams::default(), &Patch::Json::<()>(ok))
+        .await
+        .unwrap();
+    assert_eq!(p.metadata.finalizers, Some(vec!["b.dev/y".into()]));
+    let failing: json_patch::Patch = serde_json::from_value(json!([
+        {"op": "test", "path": "/metadata/finalizers", "value": []}
+    ]))
+    .unwrap();
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::Json::<()>(failing))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+
+    // Custom resources take merge and JSON patches, not strategic ones.
+    let api = asvc_api(client.clone(), "default");
+    api.create(&PostParams::default(), &asvc("rut", "webhook"))
+        .await
+        .unwrap();
+    let e = api_err(
+        api.patch(
+            "rut",
+            &PatchParams::default(),
+            &Patch::Strategic(json!({"spec": {}})),
+        )
+        .await
+        .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (415, "UnsupportedMediaType"));
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        "application/x-yaml",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 415);
+    assert_eq!(body["reason"], json!("UnsupportedMediaType"));
+    let (code, _) = raw(
+        &client,
+        "PATCH",
+        "/api/v1/namespaces/default/pods/p",
+        "application/merge-patch+json",
+        "{not json",
+    )
+    .await;
+    assert_eq!(code, 400);
+}
+
+#[tokio::test]
+async fn error_statuses_for_paths_and_methods() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps/x",
+        "application/json",
+        "{}",
+    )
+    .await;
+    assert_eq!(code, 405);
+    assert_eq!(body["reason"], json!("MethodNotAllowed"));
+    assert_eq!(body["kind"], json!("Status"));
+    assert_eq!(body["apiVersion"], json!("v1"));
+    assert_eq!(body["status"], json!("Failure"));
+    let (code, body) = raw(&client, "GET", "/apis/nope.dev/v1/things", "", "").await;
+    assert_eq!((code, body["reason"].clone()), (404, json!("NotFound")));
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        "{",
+    )
+    .await;
+    assert_eq!((code, body["reason"].clone()), (400, json!("BadRequest")));
+    let (code, _) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/vnd.kubernetes.protobuf",
+        "x",
+    )
+    .await;
+    assert_eq!(code, 400, "malformed protobuf");
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/pods",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
+    let (code, body) = raw(
+        &client,
+        "GET",
+        "/api/v1/configmaps?resourceVersionMatch=Exact",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!((code, body["reason"].clone()), (422, json!("Invalid")));
+}
+
+#[tokio::test]
+async fn discovery_serves_builtins_and_crds() {
+    let env = env_with_crd();
+    let d = kube::Discovery::new(env.client()).run().await.unwrap();
+    let (ar, caps) = d
+        .resolve_gvk(&kube::core::GroupVersionKind::gvk(
+            "samples.knative.dev",
+            "v1alpha1",
+            "AddressableService",
+        ))
+        .unwrap();
+    assert_eq!(ar.plural, "addressableservices");
+    assert_eq!(caps.scope, kube::discovery::Scope::Namespaced);
+    assert!(
+        caps.subresources
+            .iter()
+            .any(|(s, _)| s.plural == "addressableservices/status" || s.plural == "status")
+    );
+    assert!(d.has_group("apps"));
+    assert!(d.has_group("coordination.k8s.io"));
+    // Aggregated discovery (apidiscovery.k8s.io/v2) finds the same.
+    let agg = kube::Discovery::new(env.client())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let (ar2, caps2) = agg
+        .resolve_gvk(&kube::core::GroupVersionKind::gvk(
+            "samples.knative.dev",
+            "v1alpha1",
+            "AddressableService",
+        ))
+        .unwrap();
+    assert_eq!(ar2.plural, "addressableservices");
+    assert_eq!(caps2.scope, kube::discovery::Scope::Namespaced);
+    assert!(agg.has_group(""));
+    assert!(agg.has_group("apiextensions.k8s.io"));
+    let v = env.client().apiserver_version().await.unwrap();
+    assert_eq!((v.major.as_str(), v.minor.as_str()), ("1", "33"));
+    let list = env
+        .client()
+        .list_api_group_resources("samples.knative.dev/v1alpha1")
+        .await
+        .unwrap();
+    let r = &list.resources[0];
+    assert_eq!(r.short_names, Some(vec!["asvc".into()]));
+    assert_eq!(r.categories, Some(vec!["all".into(), "knative".into()]));
+    assert_eq!(r.singular_name, "addressableservice");
+}
+
+#[tokio::test]
+async fn hooks_reactors_actions_counters() {
+    let env = env_with_crd();
+    let client = env.client();
+    let api = asvc_api(client.clone(), "default");
+    let created = api
+        .create(&PostParams::default(), &asvc("rut", "webhook"))
+        .await
+        .unwrap();
+
+    env.react(
+        testenv::Reactor::on("update", "addressableservices")
+            .subresource("status")
+            .times(1)
+            .respond(testenv::ErrorStatus::conflict()),
+    );
+    let mut s = created.clone();
+    s.data["status"] = json!({"observedGeneration": 1});
+    let e = api_err(
+        api.replace_status("rut", &PostParams::default(), &s)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert_eq!(
+        e.message,
+        "Operation cannot be fulfilled on addressableservices.samples.knative.dev \"rut\": the object has been modified; please apply your changes to the latest version and try again"
+    );
+    // Only once.
+    api.replace_status("rut", &PostParams::default(), &s)
+        .await
+        .unwrap();
+
+    env.react(testenv::Reactor::on("create", "pods"));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "x"}]}}))
+    .unwrap();
+    let e = api_err(pods.create(&PostParams::default(), &pod).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (500, "inducing failure for create pods")
+    );
+
+    env.react(
+        testenv::Reactor::on("get", "configmaps")
+            .nth(2)
+            .respond(testenv::ErrorStatus::new(
+                503,
+                "ServiceUnavailable",
+                "later",
+            )),
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 404);
+    assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 503);
+    assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 404);
+
+    let actions = env.actions();
+    let verbs: Vec<(&str, &str, &str)> = actions
+        .iter()
+        .map(|a| (a.verb.as_str(), a.resource.as_str(), a.subresource.as_str()))
+        .collect();
+    assert_eq!(
+        verbs,
+        [
+            ("create", "addressableservices", ""),
+            ("update", "addressableservices", "status"),
+            ("update", "addressableservices", "status"),
+            ("create", "pods", ""),
+            ("get", "configmaps", ""),
+            ("get", "configmaps", ""),
+            ("get", "configmaps", ""),
+        ]
+    );
+    assert_eq!(actions[1].namespace, "default");
+    assert_eq!(actions[1].name, "rut");
+    assert_eq!(env.request_count("get", "configmaps"), 3);
+    assert_eq!(env.request_count("update", "addressableservices"), 2);
+    env.clear_actions();
+    assert!(env.actions().is_empty());
+
+    env.set_latency(std::time::Duration::from_millis(30));
+    let t = std::time::Instant::now();
+    let _ = cms.get("x").await;
+    assert!(t.elapsed() >= std::time::Duration::from_millis(30));
+}
+
+#[tokio::test]
+async fn direct_access_matches_the_http_path() {
+    let env = env_with_crd();
+    let o = env
+        .create_object(
+            json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+            "metadata": {"name": "rut", "namespace": "default"}, "spec": {"serviceName": "w"},
+            "status": {"observedGeneration": 1}}),
+        )
+        .unwrap();
+    assert_eq!(o["metadata"]["generation"], json!(1));
+    assert!(o.get("status").is_none());
+    let mut with_status = o.clone();
+    with_status["status"] = json!({"observedGeneration": 1});
+    let s = env.update_status(with_status).unwrap();
+    assert_eq!(s["status"]["observedGeneration"], json!(1));
+    let via_api = asvc_api(env.client(), "default").get("rut").await.unwrap();
+    assert_eq!(via_api.data["status"]["observedGeneration"], json!(1));
+    let got = env
+        .get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some("default"),
+            "rut",
+        )
+        .unwrap();
+    assert_eq!(
+        got["metadata"]["resourceVersion"],
+        s["metadata"]["resourceVersion"]
+    );
+    assert!(
+        env.actions().iter().all(|a| a.verb == "get"),
+        "direct access is not logged"
+    );
+    env.delete_object(
+        "samples.knative.dev",
+        "v1alpha1",
+        "addressableservices",
+        Some("default"),
+        "rut",
+    )
+    .unwrap();
+    assert!(
+        env.get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some("default"),
+            "rut"
+        )
+        .is_none()
+    );
+}
+
+#[tokio::test]
+async fn optional_garbage_collection_and_namespace_deletion() {
+    let env = TestEnv::builder()
+        .garbage_collection(true)
+        .namespace_deletion(true)
+        .build();
+    let client = env.client();
+    let owners: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
+        "uid": owner.metadata.uid.clone().unwrap(), "controller": true, "blockOwnerDeletion": true}]);
+    let mut child = cm("child");
+    child.metadata.owner_references = Some(serde_json::from_value(owner_ref.clone()).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+
+    // Foreground: the child goes first, then the owner.
+    owners
+        .delete("owner", &DeleteParams::foreground())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("child").await.unwrap().is_none());
+    assert!(owners.get_opt("owner").await.unwrap().is_none());
+
+    // Orphan: the owner goes, the child stays without its owner reference.
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let mut child = cm("child");
+    let mut r = owner_ref.clone();
+    r[0]["uid"] = json!(owner.metadata.uid.clone().unwrap());
+    child.metadata.owner_references = Some(serde_json::from_value(r.clone()).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+    owners
+        .delete("owner", &DeleteParams::orphan())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("owner").await.unwrap().is_none());
+    let kept = owners.get("child").await.unwrap();
+    assert!(
+        kept.metadata
+            .owner_references
+            .unwrap_or_default()
+            .is_empty()
+    );
+
+    // Background (the default): the child is collected after the owner.
+    let owner = owners
+        .create(&PostParams::default(), &cm("owner2"))
+        .await
+        .unwrap();
+    let mut child = cm("child2");
+    r[0]["uid"] = json!(owner.metadata.uid.clone().unwrap());
+    r[0]["name"] = json!("owner2");
+    child.metadata.owner_references = Some(serde_json::from_value(r).unwrap());
+    owners.create(&PostParams::default(), &child).await.unwrap();
+    owners
+        .delete("owner2", &DeleteParams::default())
+        .await
+        .unwrap();
+    assert!(owners.get_opt("child2").await.unwrap().is_none());
+
+    // A Terminating namespace is emptied and removed.
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "tmp"}})).unwrap();
+    nss.create(&PostParams::default(), &ns).await.unwrap();
+    let in_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "tmp");
+    in_ns
+        .create(&PostParams::default(), &cm("x"))
+        .await
+        .unwrap();
+    nss.delete("tmp", &DeleteParams::default()).await.unwrap();
+    assert!(nss.get_opt("tmp").await.unwrap().is_none());
+    assert!(
+        env.list_objects("", "v1", "configmaps", Some("tmp"))
+            .is_empty()
+    );
+}
+
+#[tokio::test]
+async fn server_side_apply() {
+    let env = env_with_crd();
+    let client = env.client();
+    let api = asvc_api(client.clone(), "default");
+    let pp = |m: &str| PatchParams::apply(m);
+    let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut", "labels": {"team": "a"}}, "spec": {"serviceName": "webhook"}});
+    // Apply creates a missing object and records the manager's fields.
+    let o = api
+        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.generation, Some(1));
+    let mf = o.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("ctl"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Apply"));
+
+    // Fields a manager stops applying are removed.
+    let cfg2 = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "webhook"}});
+    let o = api
+        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg2))
+        .await
+        .unwrap();
+    assert!(o.metadata.labels.unwrap_or_default().is_empty());
+
+    // Another manager changing an owned field conflicts unless it forces.
+    let other = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "elsewhere"}});
+    let e = api_err(
+        api.patch("rut", &pp("other"), &Patch::Apply(&other))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (409, "Conflict"));
+    assert!(
+        e.message
+            .starts_with("Apply failed with 1 conflict: conflict with \"ctl\""),
+        "{}",
+        e.message
+    );
+    let o = api
+        .patch("rut", &pp("other").force(), &Patch::Apply(&other))
+        .await
+        .unwrap();
+    assert_eq!(o.data["spec"]["serviceName"], json!("elsewhere"));
+    assert_eq!(o.metadata.generation, Some(2));
+
+    // Knative's SSA finalizer: apply [ours], then [] removes only ours.
+    let fin = |f: Value| {
+        json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut", "namespace": "default", "uid": o.metadata.uid.clone(), "finalizers": f}})
+    };
+    api.patch(
+        "rut",
+        &pp("fin-a").force(),
+        &Patch::Apply(&fin(json!(["a.dev/f"]))),
+    )
+    .await
+    .unwrap();
+    api.patch(
+        "rut",
+        &pp("fin-b").force(),
+        &Patch::Apply(&fin(json!(["b.dev/f"]))),
+    )
+    .await
+    .unwrap();
+    let o = api
+        .patch("rut", &pp("fin-a").force(), &Patch::Apply(&fin(json!([]))))
+        .await
+        .unwrap();
+    assert_eq!(o.metadata.finalizers, Some(vec!["b.dev/f".to_owned()]));
+
+    // Status through the status subresource.
+    let st = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "status": {"observedGeneration": 2}});
+    let o = api
+        .patch_status("rut", &pp("ctl").force(), &Patch::Apply(&st))
+        .await
+        .unwrap();
+    assert_eq!(o.data["status"]["observedGeneration"], json!(2));
+    assert_eq!(o.metadata.generation, Some(2));
+
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/rut",
+        "application/apply-patch+yaml",
+        "apiVersion: samples.knative.dev/v1alpha1\nkind: AddressableService\nmetadata:\n  name: rut\n",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (422, json!("Invalid")),
+        "fieldManager is required"
+    );
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/rut?fieldManager=yaml",
+        "application/apply-patch+yaml",
+        "apiVersion: samples.knative.dev/v1alpha1\nkind: AddressableService\nmetadata:\n  name: rut\n  labels:\n    from: yaml\n",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["metadata"]["labels"]["from"], json!("yaml"));
+}
+
+#[tokio::test]
+async fn deletecollection_dry_run_yaml_and_tables() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for n in ["a", "b", "c"] {
+        let mut c = cm(n);
+        c.metadata.labels = Some([("x".to_owned(), n.to_owned())].into());
+        api.create(&PostParams::default(), &c).await.unwrap();
+    }
+    // dryRun=All validates and answers but stores nothing.
+    let rv = env.resource_version();
+    api.create(
+        &PostParams {
+            dry_run: true,
+            ..Default::default()
+        },
+        &cm("d"),
+    )
+    .await
+    .unwrap();
+    assert_eq!(env.resource_version(), rv);
+    assert!(api.get_opt("d").await.unwrap().is_none());
+
+    let deleted = api
+        .delete_collection(
+            &DeleteParams::default(),
+            &ListParams::default().labels("x in (a,b)"),
+        )
+        .await
+        .unwrap();
+    let names: Vec<String> = deleted
+        .left()
+        .unwrap()
+        .items
+        .into_iter()
+        .filter_map(|c| c.metadata.name)
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let left: Vec<_> = api.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(left.len(), 1);
+
+    // YAML bodies are accepted.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: from-yaml\ndata:\n  k: v\n",
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["data"]["k"], json!("v"));
+
+    // Server-side printing for kubectl.
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps")
+        .header(
+            "accept",
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json",
+        )
+        .body(Vec::new())
+        .unwrap();
+    let table: Value = client.request(req).await.unwrap();
+    assert_eq!(table["kind"], json!("Table"));
+    let cols: Vec<&str> = table["columnDefinitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(cols, ["Name", "Data", "Age"]);
+    assert_eq!(table["rows"][0]["cells"][0], json!("c"));
+    assert_eq!(
+        table["rows"][0]["object"]["kind"],
+        json!("PartialObjectMetadata")
+    );
+}
+
+#[tokio::test]
+async fn events_are_one_resource_in_two_versions() {
+    use k8s_openapi::api::core::v1::Event as CoreEvent;
+    use k8s_openapi::api::events::v1::Event as EventV1;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+
+    let env = TestEnv::new();
+    let client = env.client();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let c = cms
+        .create(&PostParams::default(), &cm("subject"))
+        .await
+        .unwrap();
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "sample-controller".into(),
+            instance: Some("pod-1".into()),
+        },
+    );
+    let reference = kube::Resource::object_ref(&c, &());
+    let ev = Event {
+        type_: EventType::Normal,
+        reason: "Reconciled".into(),
+        note: Some("all good".into()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    recorder.publish(&ev, &reference).await.unwrap();
+    recorder.publish(&ev, &reference).await.unwrap();
+
+    let v1: Api<EventV1> = Api::namespaced(client.clone(), "default");
+    let got = v1.list(&ListParams::default()).await.unwrap().items;
+    assert_eq!(got.len(), 1, "the second publish updates the series");
+    assert_eq!(got[0].note.as_deref(), Some("all good"));
+    let core: Api<CoreEvent> = Api::namespaced(client.clone(), "default");
+    let got = core
+        .list(&ListParams::default().fields("involvedObject.name=subject,reason=Reconciled"))
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].message.as_deref(), Some("all good"));
+    assert_eq!(
+        got[0].reporting_component.as_deref(),
+        Some("sample-controller")
+    );
+    assert_eq!(got[0].involved_object.name.as_deref(), Some("subject"));
+
+    // events.k8s.io/v1 requires what a recorder must set.
+    let bad: EventV1 =
+        serde_json::from_value(json!({"metadata": {"name": "bad"}, "eventTime": null})).unwrap();
+    let e = api_err(v1.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.contains("eventTime: Required value"),
+        "{}",
+        e.message
+    );
+}
+
+#[tokio::test]
+async fn updates_record_field_ownership() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let pp = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let o = api.create(&pp, &asvc("rut", "webhook")).await.unwrap();
+    let mf = o.metadata.managed_fields.clone().unwrap();
+    assert_eq!(mf.len(), 1);
+    assert_eq!(mf[0].manager.as_deref(), Some("creator"));
+    assert_eq!(mf[0].operation.as_deref(), Some("Update"));
+    let fields = serde_json::to_value(&mf[0].fields_v1).unwrap();
+    assert_eq!(fields["f:spec"]["f:serviceName"], json!({}));
+
+    // An applier changing a field another manager set conflicts unless it forces.
+    let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "rut"}, "spec": {"serviceName": "mine"}});
+    let e = api_err(
+        api.patch("rut", &PatchParams::apply("applier"), &Patch::Apply(&cfg))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains("conflict with \"creator\""),
+        "{}",
+        e.message
+    );
+
+    // A write that changes nothing keeps managedFields and the resourceVersion.
+    let again = api.replace("rut", &pp, &o).await.unwrap();
+    assert_eq!(again.metadata.resource_version, o.metadata.resource_version);
+    assert_eq!(again.metadata.managed_fields, o.metadata.managed_fields);
+}
+
+#[tokio::test]
+async fn built_in_kind_rules() {
+    let env = TestEnv::new();
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let empty: Pod =
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
+            .unwrap();
+    let e = api_err(
+        pods.create(&PostParams::default(), &empty)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Pod \"p\" is invalid: spec.containers: Required value"
+    );
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "img:1"}]}}))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    // The image may change; most of the spec may not.
+    let p = json!({"spec": {"containers": [{"name": "c", "image": "img:2"}]}});
+    pods.patch("p", &PatchParams::default(), &Patch::Strategic(&p))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"restartPolicy": "Never"}});
+    let e = api_err(
+        pods.patch("p", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    assert!(
+        e.message.starts_with(
+            "Pod \"p\" is invalid: spec: Forbidden: pod updates may not change fields other than"
+        ),
+        "{}",
+        e.message
+    );
+
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "a"}},
+                 "template": {"metadata": {"labels": {"app": "b"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    let e = api_err(deps.create(&PostParams::default(), &d).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "Deployment.apps \"d\" is invalid: spec.template.metadata.labels: Invalid value: map[string]string{\"app\":\"b\"}: `selector` does not match template `labels`"
+    );
+}
+
+#[tokio::test]
+async fn garbage_collector_runs_after_creates_too() {
+    let env = TestEnv::builder().garbage_collection(true).build();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut orphan = cm("orphan");
+    orphan.metadata.owner_references = Some(
+        serde_json::from_value(json!([{"apiVersion": "v1", "kind": "ConfigMap",
+            "name": "gone", "uid": "00000000-0000-0000-0000-000000000000"}]))
+        .unwrap(),
+    );
+    api.create(&PostParams::default(), &orphan).await.unwrap();
+    assert!(
+        api.get_opt("orphan").await.unwrap().is_none(),
+        "its owner does not exist"
+    );
+}
+
+#[tokio::test]
+async fn scale_subresource() {
+    let env = env_with_crd();
+    let deps: Api<Deployment> = Api::namespaced(env.client(), "default");
+    let d: Deployment = serde_json::from_value(json!({"metadata": {"name": "d"},
+        "spec": {"selector": {"matchLabels": {"app": "d"}},
+                 "template": {"metadata": {"labels": {"app": "d"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}}))
+    .unwrap();
+    deps.create(&PostParams::default(), &d).await.unwrap();
+    let s = deps.get_scale("d").await.unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(1));
+    assert_eq!(s.status.unwrap().selector.as_deref(), Some("app=d"));
+    let p = json!({"spec": {"replicas": 4}});
+    let s = deps
+        .patch_scale("d", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(s.spec.unwrap().replicas, Some(4));
+    let d = deps.get("d").await.unwrap();
+    assert_eq!(d.spec.unwrap().replicas, Some(4));
+    assert_eq!(d.metadata.generation, Some(2));
+
+    let api = asvc_api(env.client(), "default");
+    api.create(&PostParams::default(), &asvc("rut", "w"))
+        .await
+        .unwrap();
+    let p = json!({"spec": {"replicas": 3}});
+    api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    assert_eq!(
+        api.get("rut").await.unwrap().data["spec"]["replicas"],
+        json!(3)
+    );
+    let p = json!({"spec": {"replicas": -1}});
+    let e = api_err(
+        api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 422);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    cms.create(&PostParams::default(), &cm("c")).await.unwrap();
+    let e = api_err(cms.get_scale("c").await.unwrap_err());
+    assert_eq!(e.code, 404, "ConfigMaps have no scale subresource");
+}

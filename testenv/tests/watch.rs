@@ -1,0 +1,495 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! kube-runtime's watcher and reflector against testenv, in-process and over loopback HTTP.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::watcher::{self, Event};
+use serde_json::json;
+use testenv::TestEnv;
+
+fn cm(name: &str, v: &str) -> ConfigMap {
+    serde_json::from_value(json!({"metadata": {"name": name}, "data": {"v": v}})).unwrap()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum Seen {
+    Init,
+    InitApply(String, String),
+    InitDone,
+    Apply(String, String),
+    Delete(String, String),
+}
+
+/// Runs a reflector and records what the watcher yields.
+fn spawn_reflector(
+    api: Api<ConfigMap>,
+    cfg: watcher::Config,
+) -> (
+    Store<ConfigMap>,
+    Arc<Mutex<Vec<Seen>>>,
+    tokio::task::JoinHandle<()>,
+) {
+    let (reader, writer) = reflector::store();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&seen);
+    let stream = reflector::reflector(writer, watcher::watcher(api, cfg));
+    let task = tokio::spawn(async move {
+        let mut stream = std::pin::pin!(stream);
+        while let Some(ev) = stream.next().await {
+            let id = |o: &ConfigMap| {
+                (
+                    o.metadata.name.clone().unwrap_or_default(),
+                    o.metadata.resource_version.clone().unwrap_or_default(),
+                )
+            };
+            let s = match ev {
+                Ok(Event::Init) => Seen::Init,
+                Ok(Event::InitApply(o)) => {
+                    let (n, r) = id(&o);
+                    Seen::InitApply(n, r)
+                }
+                Ok(Event::InitDone) => Seen::InitDone,
+                Ok(Event::Apply(o)) => {
+                    let (n, r) = id(&o);
+                    Seen::Apply(n, r)
+                }
+                Ok(Event::Delete(o)) => {
+                    let (n, r) = id(&o);
+                    Seen::Delete(n, r)
+                }
+                // Errors (forced 410s) are yielded; the watcher recovers on the next poll.
+                Err(_) => continue,
+            };
+            log.lock().unwrap().push(s);
+        }
+    });
+    (reader, seen, task)
+}
+
+fn state_of(store: &Store<ConfigMap>) -> BTreeMap<String, String> {
+    store
+        .state()
+        .iter()
+        .map(|o| {
+            (
+                o.metadata.name.clone().unwrap(),
+                o.metadata.resource_version.clone().unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn server_state(env: &TestEnv) -> BTreeMap<String, String> {
+    env.list_objects("", "v1", "configmaps", Some("default"))
+        .iter()
+        .map(|o| {
+            (
+                o["metadata"]["name"].as_str().unwrap().to_owned(),
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .unwrap()
+                    .to_owned(),
+            )
+        })
+        .collect()
+}
+
+async fn eventually(mut f: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if f() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("condition not reached in 5 s");
+}
+
+/// Creates, updates and deletes; returns the expected event sequence after the initial list.
+async fn churn(api: &Api<ConfigMap>, round: usize) -> Vec<Seen> {
+    let mut expected = Vec::new();
+    let rv = |c: &ConfigMap| c.metadata.resource_version.clone().unwrap();
+    for i in 0..3 {
+        let name = format!("r{round}-{i}");
+        let c = api
+            .create(&PostParams::default(), &cm(&name, "1"))
+            .await
+            .unwrap();
+        expected.push(Seen::Apply(name.clone(), rv(&c)));
+        let p = json!({"data": {"v": "2"}});
+        let c = api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+            .await
+            .unwrap();
+        expected.push(Seen::Apply(name.clone(), rv(&c)));
+    }
+    let name = format!("r{round}-0");
+    api.delete(&name, &DeleteParams::default()).await.unwrap();
+    expected.push(Seen::Delete(name, String::new()));
+    expected
+}
+
+fn strip_delete_rv(v: &[Seen]) -> Vec<Seen> {
+    v.iter()
+        .map(|s| match s {
+            Seen::Delete(n, _) => Seen::Delete(n.clone(), String::new()),
+            other => other.clone(),
+        })
+        .collect()
+}
+
+async fn scenario(env: TestEnv, client: kube::Client, cfg: watcher::Config) {
+    let api: Api<ConfigMap> = Api::namespaced(client, "default");
+    api.create(&PostParams::default(), &cm("seed", "0"))
+        .await
+        .unwrap();
+    let (store, seen, task) = spawn_reflector(api.clone(), cfg);
+    tokio::time::timeout(Duration::from_secs(5), store.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+
+    // Without faults every write arrives once, in order.
+    let start = seen.lock().unwrap().len();
+    let expected = churn(&api, 0).await;
+    eventually(|| seen.lock().unwrap().len() >= start + expected.len()).await;
+    let got = strip_delete_rv(&seen.lock().unwrap()[start..]);
+    assert_eq!(got, expected);
+
+    // Forced closes: the watcher re-watches from its last resourceVersion, losing nothing.
+    for round in 1..3 {
+        env.close_watches();
+        let start = seen.lock().unwrap().len();
+        let expected = churn(&api, round).await;
+        eventually(|| seen.lock().unwrap().len() >= start + expected.len()).await;
+        let got = strip_delete_rv(&seen.lock().unwrap()[start..]);
+        assert_eq!(got, expected, "after forced close {round}");
+    }
+
+    // Forced 410s: the watcher relists and ends up with exactly the server's objects.
+    for round in 3..5 {
+        env.expire_next_watch();
+        env.close_watches();
+        churn(&api, round).await;
+        eventually(|| state_of(&store) == server_state(&env)).await;
+    }
+    let log = seen.lock().unwrap().clone();
+    assert!(
+        log.iter().filter(|s| **s == Seen::Init).count() >= 2,
+        "a forced 410 makes the watcher relist: {log:?}"
+    );
+    // More writes after the relist still arrive.
+    churn(&api, 9).await;
+    eventually(|| state_of(&store) == server_state(&env)).await;
+    task.abort();
+}
+
+fn env() -> TestEnv {
+    TestEnv::builder()
+        .bookmark_interval(Duration::from_millis(50))
+        .build()
+}
+
+#[tokio::test]
+async fn list_watch_in_process() {
+    let env = env();
+    scenario(env.clone(), env.client(), watcher::Config::default()).await;
+}
+
+#[tokio::test]
+async fn streaming_list_in_process() {
+    let env = env();
+    scenario(
+        env.clone(),
+        env.client(),
+        watcher::Config::default().streaming_lists(),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn list_watch_over_http() {
+    let env = env();
+    let server = env.serve().await.unwrap();
+    scenario(
+        env.clone(),
+        server.client().unwrap(),
+        watcher::Config::default().page_size(2),
+    )
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn streaming_list_over_http() {
+    let env = env();
+    let server = env.serve().await.unwrap();
+    scenario(
+        env.clone(),
+        server.client().unwrap(),
+        watcher::Config::default().streaming_lists(),
+    )
+    .await;
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn metadata_watcher_sees_partial_objects() {
+    let env = env();
+    let api: Api<PartialObjectMeta<ConfigMap>> = Api::namespaced(env.client(), "default");
+    let stream = watcher::watcher(api, watcher::Config::default());
+    let mut stream = std::pin::pin!(stream);
+    let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    assert!(matches!(stream.next().await, Some(Ok(Event::Init))));
+    assert!(matches!(stream.next().await, Some(Ok(Event::InitDone))));
+    cms.create(&PostParams::default(), &cm("m", "1"))
+        .await
+        .unwrap();
+    match stream.next().await {
+        Some(Ok(Event::Apply(o))) => assert_eq!(o.metadata.name.as_deref(), Some("m")),
+        other => panic!("unexpected {other:?}"),
+    }
+}
+
+async fn raw_watch(
+    env: &TestEnv,
+    query: &str,
+) -> impl futures::Stream<Item = serde_json::Value> + use<> {
+    let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?{query}"))
+        .body(Vec::new())
+        .unwrap();
+    let lines = env
+        .client()
+        .request_events::<serde_json::Value>(req)
+        .await
+        .unwrap();
+    lines.map(|e| serde_json::to_value(e.unwrap()).unwrap())
+}
+
+#[tokio::test]
+async fn bookmarks_initial_events_and_expiry() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    api.create(&PostParams::default(), &cm("a", "1"))
+        .await
+        .unwrap();
+    let rv = env.resource_version();
+
+    // sendInitialEvents: the current state, then the initial-events-end bookmark.
+    let mut s = Box::pin(
+        raw_watch(
+            &env,
+            "watch=true&allowWatchBookmarks=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&resourceVersion=0",
+        )
+        .await,
+    );
+    let first = s.next().await.unwrap();
+    assert_eq!(first["type"], "ADDED");
+    let end = s.next().await.unwrap();
+    assert_eq!(end["type"], "BOOKMARK");
+    assert_eq!(end["object"]["metadata"]["resourceVersion"], rv.to_string());
+    assert_eq!(
+        end["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+        "true"
+    );
+    // Idle watches get periodic bookmarks.
+    let bm = tokio::time::timeout(Duration::from_secs(2), s.next())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(bm["type"], "BOOKMARK");
+
+    // A compacted resourceVersion: 410 Expired inside a 200 stream.
+    api.create(&PostParams::default(), &cm("b", "1"))
+        .await
+        .unwrap();
+    env.compact();
+    let mut s = Box::pin(raw_watch(&env, &format!("watch=true&resourceVersion={rv}")).await);
+    let err = s.next().await.unwrap();
+    assert_eq!(err["type"], "ERROR");
+    assert_eq!(err["object"]["code"], 410);
+    assert_eq!(err["object"]["reason"], "Expired");
+    assert!(s.next().await.is_none(), "the stream ends after the error");
+
+    // sendInitialEvents needs resourceVersionMatch and bookmarks.
+    let req = http::Request::get(
+        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let e = env
+        .client()
+        .request_events::<ConfigMap>(req)
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(e, kube::Error::Api(s) if s.code == 422));
+}
+
+#[tokio::test]
+async fn watch_timeout_and_selector_transitions() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let wp = WatchParams::default().labels("app=web").timeout(1);
+    let start = env.resource_version().to_string();
+    let stream = api.watch(&wp, &start).await.unwrap();
+    let mut stream = Box::pin(stream);
+    let mut c = cm("x", "1");
+    c.metadata.labels = Some([("app".to_owned(), "db".to_owned())].into());
+    api.create(&PostParams::default(), &c).await.unwrap();
+    let into = json!({"metadata": {"labels": {"app": "web"}}});
+    api.patch("x", &PatchParams::default(), &Patch::Merge(&into))
+        .await
+        .unwrap();
+    let out = json!({"metadata": {"labels": {"app": "db"}}});
+    api.patch("x", &PatchParams::default(), &Patch::Merge(&out))
+        .await
+        .unwrap();
+    let kinds: Vec<&str> = stream
+        .by_ref()
+        .try_filter(|e| std::future::ready(!matches!(e, WatchEvent::Bookmark(_))))
+        .map_ok(|e| match e {
+            WatchEvent::Added(_) => "ADDED",
+            WatchEvent::Modified(_) => "MODIFIED",
+            WatchEvent::Deleted(_) => "DELETED",
+            WatchEvent::Bookmark(_) => "BOOKMARK",
+            WatchEvent::Error(_) => "ERROR",
+        })
+        .try_collect::<Vec<_>>()
+        .await
+        .unwrap();
+    // Entering the selector is ADDED, leaving it DELETED; the stream ends at timeoutSeconds.
+    assert_eq!(kinds, ["ADDED", "DELETED"]);
+}
+
+#[tokio::test]
+async fn controller_reconciles_to_convergence() {
+    use kube::api::DynamicObject;
+    use kube::runtime::controller::{Action, Controller};
+
+    let env = common::env_with_crd();
+    let client = env.client();
+    let api = common::asvc_api(client.clone(), "default");
+    let owned: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..5 {
+        api.create(
+            &PostParams::default(),
+            &common::asvc(&format!("as-{i}"), "svc"),
+        )
+        .await
+        .unwrap();
+    }
+    let ctx = Arc::new(api.clone());
+    let controller = Controller::new_with(api.clone(), watcher::Config::default(), common::ar())
+        .owns(owned, watcher::Config::default())
+        .run(
+            |obj: Arc<DynamicObject>, api: Arc<Api<DynamicObject>>| async move {
+                let name = obj.metadata.name.clone().unwrap_or_default();
+                let generation = obj.metadata.generation.unwrap_or_default();
+                if obj.data["status"]["observedGeneration"] != json!(generation) {
+                    let p = json!({"status": {"observedGeneration": generation}});
+                    api.patch_status(&name, &PatchParams::default(), &Patch::Merge(&p))
+                        .await?;
+                }
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _, _| Action::requeue(Duration::from_millis(50)),
+            ctx,
+        )
+        .for_each(|_| std::future::ready(()));
+    let task = tokio::spawn(controller);
+    let converged = || {
+        env.list_objects(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some("default"),
+        )
+        .iter()
+        .all(|o| o["status"]["observedGeneration"] == o["metadata"]["generation"])
+    };
+    eventually(converged).await;
+    // A spec change bumps the generation; the controller observes it.
+    let p = json!({"spec": {"serviceName": "other"}});
+    api.patch("as-3", &PatchParams::default(), &Patch::Merge(&p))
+        .await
+        .unwrap();
+    eventually(converged).await;
+    // Converged objects cause no further writes.
+    let writes = env.request_count("patch", "addressableservices");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(env.request_count("patch", "addressableservices"), writes);
+    task.abort();
+}
+
+#[tokio::test]
+async fn server_shutdown_ends_open_watches() {
+    let env = env();
+    let server = env.serve().await.unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "default");
+    let stream = api.watch(&WatchParams::default(), "0").await.unwrap();
+    let mut stream = Box::pin(stream);
+    server.shutdown().await;
+    let end = tokio::time::timeout(Duration::from_secs(3), async {
+        while let Some(Ok(_)) = stream.next().await {}
+    })
+    .await;
+    assert!(end.is_ok(), "the watch ended with the server");
+}
+
+type FinalizerCtx = (Api<ConfigMap>, Arc<Mutex<Vec<String>>>);
+
+#[tokio::test]
+async fn kube_runtime_finalizer_helper_adds_and_removes() {
+    use kube::runtime::controller::{Action, Controller};
+    use kube::runtime::finalizer::{Event as Fin, finalizer};
+
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let cleaned = Arc::new(Mutex::new(Vec::<String>::new()));
+    let ctx = Arc::new((api.clone(), Arc::clone(&cleaned)));
+    let controller = Controller::new(api.clone(), watcher::Config::default())
+        .run(
+            |obj: Arc<ConfigMap>, ctx: Arc<FinalizerCtx>| async move {
+                let (api, cleaned) = (&ctx.0, Arc::clone(&ctx.1));
+                finalizer(api, "testenv.dev/cleanup", obj, |ev| async move {
+                    if let Fin::Cleanup(o) = ev {
+                        cleaned
+                            .lock()
+                            .unwrap()
+                            .push(o.metadata.name.clone().unwrap_or_default());
+                    }
+                    Ok::<_, kube::Error>(Action::await_change())
+                })
+                .await
+            },
+            |_, _, _| Action::requeue(Duration::from_millis(20)),
+            ctx,
+        )
+        .for_each(|_| std::future::ready(()));
+    let task = tokio::spawn(controller);
+    api.create(&PostParams::default(), &cm("f", "1"))
+        .await
+        .unwrap();
+    let has_finalizer = || {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_some_and(|o| o["metadata"]["finalizers"] == json!(["testenv.dev/cleanup"]))
+    };
+    eventually(has_finalizer).await;
+    api.delete("f", &DeleteParams::default()).await.unwrap();
+    eventually(|| {
+        env.get_object("", "v1", "configmaps", Some("default"), "f")
+            .is_none()
+    })
+    .await;
+    assert_eq!(*cleaned.lock().unwrap(), ["f"]);
+    task.abort();
+}
