@@ -313,10 +313,7 @@ impl TestEnv {
     }
 
     fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {
-        let av = obj
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
         self.inner
             .state()
@@ -381,10 +378,8 @@ impl TestEnv {
                 .store
                 .get(&def.key(), &ObjKey::new(&ns, &name))
                 .and_then(|cur| cur.pointer("/metadata/resourceVersion").cloned());
-            if let (Some(rv), Some(meta)) = (
-                current,
-                obj.get_mut("metadata").and_then(Value::as_object_mut),
-            ) {
+            if let (Some(rv), Some(meta)) = (current, obj.get_mut("metadata").and_then(Value::as_object_mut))
+            {
                 meta.insert("resourceVersion".into(), rv);
             }
         }
@@ -406,12 +401,7 @@ impl TestEnv {
         let def = state
             .find(group, version, plural)
             .ok_or_else(|| Error::Api(ErrorStatus::unknown_path()))?;
-        state.delete(
-            &def,
-            namespace.unwrap_or_default(),
-            name,
-            &Default::default(),
-        )?;
+        state.delete(&def, namespace.unwrap_or_default(), name, &Default::default())?;
         state.settle();
         Ok(())
     }
