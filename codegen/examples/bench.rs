@@ -123,6 +123,7 @@ fn synthetic_config(src: &Path, out: &Path) -> Result<Config, std::io::Error> {
     Ok(Config {
         output: out.to_path_buf(),
         reconcilers: true,
+        testing: false,
         apis: vec![ApiModule {
             krate: "bench".into(),
             module: "bench::api".into(),

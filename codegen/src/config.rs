@@ -3,6 +3,8 @@
 //!
 //! ```toml
 //! output = "generated/src"
+//! reconcilers = true             # reconciler modules for #[genreconciler] kinds (default)
+//! testing = true                 # a `testing` module behind the crate's `testing` feature
 //!
 //! [[api]]
 //! crate = "apis"                 # the crate the generated code imports kinds from
@@ -36,6 +38,9 @@ pub struct Config {
     pub output: PathBuf,
     /// Whether `#[genreconciler]` kinds get their reconciler module.
     pub reconcilers: bool,
+    /// Whether to emit the `testing` module (behind the output crate's
+    /// `testing` feature, which must enable a `testenv` dependency).
+    pub testing: bool,
     /// The API modules to scan for kinds.
     pub apis: Vec<ApiModule>,
     /// Kinds defined elsewhere that still get clients, informers and listers.
@@ -78,6 +83,8 @@ struct RawConfig {
     output: Spanned<String>,
     #[serde(default = "yes")]
     reconcilers: bool,
+    #[serde(default)]
+    testing: bool,
     #[serde(default)]
     api: Vec<RawApi>,
     #[serde(default)]
@@ -234,6 +241,7 @@ impl Config {
         Ok(Config {
             output: base.join(raw.output.get_ref()),
             reconcilers: raw.reconcilers,
+            testing: raw.testing,
             apis: raw
                 .api
                 .into_iter()

@@ -40,6 +40,7 @@ struct Module {
 pub(crate) fn emit(
     kinds: &[KindPlan],
     reconcilers: bool,
+    testing: bool,
     layout: &Layout,
 ) -> Result<BTreeMap<PathBuf, String>, Error> {
     // group module -> (group, version -> kinds); BTreeMaps keep the output stable.
@@ -55,6 +56,7 @@ pub(crate) fn emit(
 
     let mut files = BTreeMap::new();
     let mut root_items = Vec::new();
+    let mut crd_groups = Vec::new();
     for (group_mod, (group, versions)) in &mut tree {
         let mut group_items = Vec::new();
         // Every CRD-served kind of the group, with or without #[genclient].
@@ -95,6 +97,9 @@ pub(crate) fn emit(
                 module,
             )?);
         }
+        if !crds.is_empty() {
+            crd_groups.push(module_ident(group_mod));
+        }
         let crd_fn = (!crds.is_empty()).then(|| {
             let doc = docs(&format!(
                 "The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
@@ -129,6 +134,19 @@ pub(crate) fn emit(
         });
     }
 
+    if testing {
+        let declaration = place(
+            layout,
+            &mut files,
+            "testing.rs",
+            "testing",
+            testing_module(&crd_groups),
+        )?;
+        root_items.push(match layout {
+            Layout::Crate => quote!(#[cfg(feature = "testing")] #[rustfmt::skip] #declaration),
+            Layout::SingleFile(_) => quote!(#[cfg(feature = "testing")] #declaration),
+        });
+    }
     let root = Module {
         docs: vec![
             "Typed clients, informers, listers and reconcilers, one module per kind:".to_owned(),
@@ -142,6 +160,46 @@ pub(crate) fn emit(
     };
     files.insert(PathBuf::from(root_file), render_as(&root, root_file, layout)?);
     Ok(files)
+}
+
+/// Test helpers over `testenv`, the in-memory API server. The generic part is
+/// small enough to emit: installing CRDs and creating objects are testenv calls.
+fn testing_module(crd_groups: &[Ident]) -> Module {
+    Module {
+        docs: wrap(
+            "Test helpers: contexts whose clients, informers and listers talk to `testenv`'s \
+             in-memory API server (feature `testing`).",
+        ),
+        items: quote! {
+            use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+            use runtime::injection::Context;
+
+            /// The CustomResourceDefinitions of every API group served here.
+            pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
+                let mut crds = Vec::new();
+                #(crds.extend(super::#crd_groups::custom_resource_definitions()?);)*
+                Ok(crds)
+            }
+
+            /// A fresh in-memory API server with the CRDs installed, the namespaces of `objects`
+            /// and then `objects` created (any kinds, as JSON: `serde_json::to_value(&obj)`), and
+            /// a context over it. Keep the `TestEnv` to inspect what the code under test did.
+            pub fn context(
+                objects: impl IntoIterator<Item = serde_json::Value>,
+            ) -> Result<(Context, testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
+                let objects: Vec<serde_json::Value> = objects.into_iter().collect();
+                let namespaces = objects.iter().filter_map(|o| o["metadata"]["namespace"].as_str());
+                let env = namespaces.fold(testenv::TestEnv::builder(), |b, ns| b.namespace(ns)).build();
+                for crd in custom_resource_definitions()? {
+                    env.install_crd(crd)?;
+                }
+                for object in objects {
+                    env.create_object(object)?;
+                }
+                Ok((Context::new(env.client()), env))
+            }
+        },
+    }
 }
 
 /// A module declaration: `pub mod x;` with its own file, or inline.

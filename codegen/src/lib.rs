@@ -82,7 +82,7 @@ impl std::fmt::Display for Stale {
 /// Scans the inputs `config` names and renders every output file.
 pub fn generate(config: &Config, layout: &Layout) -> Result<Generated, Error> {
     let scanned = scan::scan(config)?;
-    let files = emit::emit(&scanned.kinds, config.reconcilers, layout)?;
+    let files = emit::emit(&scanned.kinds, config.reconcilers, config.testing, layout)?;
     Ok(Generated {
         files,
         kinds: scanned.kinds.iter().filter(|k| k.verbs.is_some()).count(),
@@ -182,6 +182,7 @@ pub struct Builder {
     apis: Vec<ApiModule>,
     externals: Vec<ExternalKind>,
     reconcilers: Option<bool>,
+    testing: Option<bool>,
     out_dir: Option<PathBuf>,
     file_name: String,
     cargo_directives: bool,
@@ -194,6 +195,7 @@ impl Default for Builder {
             apis: Vec::new(),
             externals: Vec::new(),
             reconcilers: None,
+            testing: None,
             out_dir: None,
             file_name: "codegen.rs".to_owned(),
             cargo_directives: true,
@@ -237,6 +239,14 @@ impl Builder {
         self
     }
 
+    /// Whether to emit the `testing` module, behind the crate's `testing` feature
+    /// (which must enable a `testenv` dependency); default: the config file's
+    /// `testing`, or no.
+    pub fn testing(mut self, on: bool) -> Self {
+        self.testing = Some(on);
+        self
+    }
+
     /// Writes there instead of `OUT_DIR`.
     pub fn out_dir(mut self, dir: impl Into<PathBuf>) -> Self {
         self.out_dir = Some(dir.into());
@@ -275,12 +285,16 @@ impl Builder {
             None => Config {
                 output: out_dir.clone(),
                 reconcilers: true,
+                testing: false,
                 apis: Vec::new(),
                 externals: Vec::new(),
             },
         };
         if let Some(on) = self.reconcilers {
             config.reconcilers = on;
+        }
+        if let Some(on) = self.testing {
+            config.testing = on;
         }
         config.output = out_dir.clone();
         config.apis.extend(self.apis);

@@ -17,6 +17,7 @@ fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, Str
     let config = Config {
         output: dir.join("out"),
         reconcilers: true,
+        testing: false,
         apis: vec![ApiModule {
             krate: "apis".into(),
             module: "apis::v1".into(),
@@ -151,6 +152,7 @@ fn a_missing_source_directory_names_the_config_entry() {
     let config = Config {
         output: PathBuf::from("out"),
         reconcilers: true,
+        testing: false,
         apis: vec![ApiModule {
             krate: "apis".into(),
             module: "apis::v1".into(),

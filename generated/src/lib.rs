@@ -14,3 +14,7 @@ pub mod core;
 
 #[rustfmt::skip]
 pub mod samples;
+
+#[cfg(feature = "testing")]
+#[rustfmt::skip]
+pub mod testing;

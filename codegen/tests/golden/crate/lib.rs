@@ -8,3 +8,7 @@ pub mod core;
 
 #[rustfmt::skip]
 pub mod fixtures;
+
+#[cfg(feature = "testing")]
+#[rustfmt::skip]
+pub mod testing;

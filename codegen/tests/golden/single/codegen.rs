@@ -1205,3 +1205,43 @@ pub mod fixtures {
         }
     }
 }
+
+#[cfg(feature = "testing")]
+/// Test helpers: contexts whose clients, informers and listers talk to `testenv`'s in-memory
+/// API server (feature `testing`).
+pub mod testing {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use runtime::injection::Context;
+
+    /// The CustomResourceDefinitions of every API group served here.
+    pub fn custom_resource_definitions() -> Result<
+        Vec<CustomResourceDefinition>,
+        serde_json::Error,
+    > {
+        let mut crds = Vec::new();
+        crds.extend(super::fixtures::custom_resource_definitions()?);
+        Ok(crds)
+    }
+
+    /// A fresh in-memory API server with the CRDs installed, the namespaces of `objects`
+    /// and then `objects` created (any kinds, as JSON: `serde_json::to_value(&obj)`), and
+    /// a context over it. Keep the `TestEnv` to inspect what the code under test did.
+    pub fn context(
+        objects: impl IntoIterator<Item = serde_json::Value>,
+    ) -> Result<(Context, testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
+        let objects: Vec<serde_json::Value> = objects.into_iter().collect();
+        let namespaces = objects
+            .iter()
+            .filter_map(|o| o["metadata"]["namespace"].as_str());
+        let env = namespaces
+            .fold(testenv::TestEnv::builder(), |b, ns| b.namespace(ns))
+            .build();
+        for crd in custom_resource_definitions()? {
+            env.install_crd(crd)?;
+        }
+        for object in objects {
+            env.create_object(object)?;
+        }
+        Ok((Context::new(env.client()), env))
+    }
+}
