@@ -304,6 +304,16 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         }
         Route::Resource(t) => t,
     };
+    // A subresource the resource does not have is an unknown path, not a request.
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => target.def.status,
+        Some("scale") => target.def.scale.is_some(),
+        Some(_) => false,
+    };
+    if !served {
+        return Reply::error(&ErrorStatus::unknown_path());
+    }
     let q = QueryView(&req.query);
     let verb = match verb_of(&req.method, &target, &q) {
         Ok(v) => v,
@@ -324,15 +334,6 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     };
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);
-    }
-    let served = match target.subresource.as_deref() {
-        None => true,
-        Some("status") => def.status,
-        Some("scale") => def.scale.is_some(),
-        Some(_) => false,
-    };
-    if !served {
-        return Reply::error(&ErrorStatus::unknown_path());
     }
     match dispatch(&env.inner, verb, &target, &req, &q) {
         Ok(r) => r,
