@@ -335,10 +335,33 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);
     }
+    if verb == "watch" {
+        wait_for_revision(&env.inner, &q).await;
+    }
     match dispatch(&env.inner, verb, &target, &req, &q) {
         Ok(r) => r,
         Err(e) => Reply::error(&e),
     }
+}
+
+/// A watch from a revision the store has not reached yet waits for it a little (3 s, as
+/// the watch cache does) before it is refused as too large.
+async fn wait_for_revision(inner: &Inner, q: &QueryView<'_>) {
+    let Some(wanted) = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok()) else {
+        return;
+    };
+    let mut changes = {
+        let state = inner.state();
+        if state.store.rv() >= wanted {
+            return;
+        }
+        state.store.subscribe()
+    };
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        changes.wait_for(|rv| *rv >= wanted),
+    )
+    .await;
 }
 
 fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
