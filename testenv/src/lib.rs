@@ -303,6 +303,7 @@ impl TestEnv {
     }
 
     /// A real `kube::Client` over the in-process service (default namespace `default`).
+    /// Call it inside a Tokio runtime: kube's client spawns its request buffer there.
     pub fn client(&self) -> kube::Client {
         kube::Client::new(self.service(), "default")
     }
