@@ -7,9 +7,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt, stream};
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{
-    Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
-};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use kube::core::GroupVersionKind;
 use serde_json::json;
 
@@ -40,16 +38,11 @@ fn rate(n: usize, d: Duration) -> String {
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let args: Vec<usize> = std::env::args()
-        .skip(1)
-        .filter_map(|a| a.parse().ok())
-        .collect();
+    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let n = args.first().copied().unwrap_or(5000);
     let conc = args.get(1).copied().unwrap_or(16);
 
-    let env = testenv::TestEnv::builder()
-        .watch_history(4 * n + 100)
-        .build();
+    let env = testenv::TestEnv::builder().watch_history(4 * n + 100).build();
     env.install_crd(crd())?;
     let server = env.serve().await?;
     let client = server.client()?;

@@ -183,16 +183,15 @@ fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> R
         _ => (false, rest),
     };
     let find = |plural: &str| state.find(group, version, plural);
-    let target =
-        |def: Arc<ResourceDef>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
-            Route::Resource(Target {
-                def,
-                namespace: ns.map(str::to_owned),
-                name: name.map(str::to_owned),
-                subresource: sub.map(str::to_owned),
-                legacy_watch,
-            })
-        };
+    let target = |def: Arc<ResourceDef>, ns: Option<&str>, name: Option<&str>, sub: Option<&str>| {
+        Route::Resource(Target {
+            def,
+            namespace: ns.map(str::to_owned),
+            name: name.map(str::to_owned),
+            subresource: sub.map(str::to_owned),
+            legacy_watch,
+        })
+    };
     let missing = Route::Missing(ErrorStatus::unknown_path());
     let namespaced = |plural: &str| find(plural).filter(|d| d.namespaced);
     match rest {
@@ -229,10 +228,7 @@ pub(crate) struct QueryView<'a>(pub(crate) &'a [(String, String)]);
 
 impl QueryView<'_> {
     pub(crate) fn get(&self, k: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(key, _)| key == k)
-            .map(|(_, v)| v.as_str())
+        self.0.iter().find(|(key, _)| key == k).map(|(_, v)| v.as_str())
     }
 
     pub(crate) fn flag(&self, k: &str) -> Option<bool> {
@@ -404,12 +400,7 @@ fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus
 /// Decodes a create/update body: JSON or YAML, as kube-apiserver accepts (protobuf and
 /// CBOR are not implemented here).
 fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
-    let ct = req
-        .content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim();
+    let ct = req.content_type.split(';').next().unwrap_or_default().trim();
     let cannot = |e: String| {
         ErrorStatus::bad_request(format!(
             "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
@@ -427,10 +418,7 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
             .map_err(cannot),
         "application/vnd.kubernetes.protobuf" => match def.builtin() {
             Some(
-                b @ (Builtin::Namespace
-                | Builtin::ConfigMap
-                | Builtin::Secret
-                | Builtin::ServiceAccount),
+                b @ (Builtin::Namespace | Builtin::ConfigMap | Builtin::Secret | Builtin::ServiceAccount),
             ) => crate::proto::decode(b, &req.body).map_err(cannot),
             _ => Err(ErrorStatus::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv decodes protobuf only for namespaces, configmaps, secrets and serviceaccounts, not {})",
@@ -490,17 +478,13 @@ fn dispatch(
         "create" => {
             let body = json_body(req, def)?;
             let opts = write_opts(q, req)?;
-            let w = write(inner, |st| {
-                st.create(def, t.namespace.as_deref(), body, &opts)
-            })?;
+            let w = write(inner, |st| st.create(def, t.namespace.as_deref(), body, &opts))?;
             Ok(written(w, output, def))
         }
         "update" => {
             let body = json_body(req, def)?;
             let opts = write_opts(q, req)?;
-            let w = write(inner, |st| {
-                st.update(def, ns, name, body, status_only, &opts)
-            })?;
+            let w = write(inner, |st| st.update(def, ns, name, body, status_only, &opts))?;
             Ok(written(w, output, def))
         }
         "patch" => {
@@ -569,12 +553,7 @@ fn scale(
                     return Err(ErrorStatus::bad_request(e));
                 }
                 Err(crate::patch::PatchError::Apply(e)) => {
-                    return Err(ErrorStatus::unprocessable(
-                        &def.group,
-                        &def.plural,
-                        name,
-                        &e,
-                    ));
+                    return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
                 }
             }
         }
@@ -586,10 +565,7 @@ fn scale(
 
 /// Runs a write, then lets the optional controllers react to it before anyone else
 /// sees the store.
-fn write<T>(
-    inner: &Inner,
-    f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>,
-) -> Result<T, ErrorStatus> {
+fn write<T>(inner: &Inner, f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>) -> Result<T, ErrorStatus> {
     let mut st = inner.state();
     let r = f(&mut st);
     if r.is_ok() {
@@ -599,10 +575,10 @@ fn write<T>(
 }
 
 fn selection(def: &ResourceDef, t: &Target, q: &QueryView<'_>) -> Result<Selection, ErrorStatus> {
-    let labels = LabelSelector::parse(q.get("labelSelector").unwrap_or_default())
-        .map_err(ErrorStatus::bad_request)?;
-    let fields = FieldSelector::parse(q.get("fieldSelector").unwrap_or_default())
-        .map_err(ErrorStatus::bad_request)?;
+    let labels =
+        LabelSelector::parse(q.get("labelSelector").unwrap_or_default()).map_err(ErrorStatus::bad_request)?;
+    let fields =
+        FieldSelector::parse(q.get("fieldSelector").unwrap_or_default()).map_err(ErrorStatus::bad_request)?;
     check_fields(def, &fields)?;
     Ok(Selection {
         namespace: t.namespace.clone(),
@@ -820,9 +796,7 @@ fn list(
     let mut remaining = None;
     for (i, (_, obj)) in in_ns.iter().enumerate() {
         if limit.is_some_and(|l| items.len() >= l) {
-            next = in_ns
-                .get(i.wrapping_sub(1))
-                .map(|(k, _)| encode_continue(at, k));
+            next = in_ns.get(i.wrapping_sub(1)).map(|(k, _)| encode_continue(at, k));
             if sel.labels.is_empty() && sel.fields.is_empty() {
                 remaining = Some(in_ns.len() - i);
             }

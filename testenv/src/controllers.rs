@@ -77,11 +77,7 @@ impl State {
     }
 
     /// Rewrites an object's metadata as a controller would (an update with its own revision).
-    fn controller_write(
-        &mut self,
-        o: &Obj,
-        edit: impl FnOnce(&mut serde_json::Map<String, Value>),
-    ) {
+    fn controller_write(&mut self, o: &Obj, edit: impl FnOnce(&mut serde_json::Map<String, Value>)) {
         let mut v = (*o.value).clone();
         if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
             edit(meta);
@@ -119,25 +115,15 @@ impl State {
         let all = self.all_objects();
         let terminating: Vec<&Obj> = all
             .iter()
-            .filter(|o| {
-                o.def.plural == "namespaces" && o.def.group.is_empty() && is_deleting(&o.value)
-            })
+            .filter(|o| o.def.plural == "namespaces" && o.def.group.is_empty() && is_deleting(&o.value))
             .collect();
         for ns in terminating {
             let name = ns.key.name.as_str();
             let mut remaining = 0;
-            for o in all
-                .iter()
-                .filter(|o| o.def.namespaced && o.key.namespace == name)
-            {
+            for o in all.iter().filter(|o| o.def.namespaced && o.key.namespace == name) {
                 remaining += 1;
                 if !is_deleting(&o.value) {
-                    let _ = self.delete(
-                        &o.def,
-                        &o.key.namespace,
-                        &o.key.name,
-                        &DeleteOpts::default(),
-                    );
+                    let _ = self.delete(&o.def, &o.key.namespace, &o.key.name, &DeleteOpts::default());
                 }
             }
             let still_there = all
@@ -216,12 +202,7 @@ impl State {
                 .iter()
                 .all(|r| !uids.contains(r.get("uid").and_then(Value::as_str).unwrap_or_default()));
             if orphaned {
-                let _ = self.delete(
-                    &o.def,
-                    &o.key.namespace,
-                    &o.key.name,
-                    &DeleteOpts::default(),
-                );
+                let _ = self.delete(&o.def, &o.key.namespace, &o.key.name, &DeleteOpts::default());
                 return;
             }
         }

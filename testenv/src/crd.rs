@@ -155,12 +155,8 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
                 && n > max
             {
                 out.errors.push(
-                    FieldError::invalid(
-                        path,
-                        Value::from(n),
-                        format!("must have at most {max} items"),
-                    )
-                    .with_kind(FieldErrorKind::TooMany),
+                    FieldError::invalid(path, Value::from(n), format!("must have at most {max} items"))
+                        .with_kind(FieldErrorKind::TooMany),
                 );
             }
             if let Some(min) = s.get("minItems").and_then(Value::as_u64)
@@ -186,12 +182,8 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
                 && n > max
             {
                 out.errors.push(
-                    FieldError::invalid(
-                        path,
-                        v.clone(),
-                        format!("may not be more than {max} bytes"),
-                    )
-                    .with_kind(FieldErrorKind::TooLong),
+                    FieldError::invalid(path, v.clone(), format!("may not be more than {max} bytes"))
+                        .with_kind(FieldErrorKind::TooLong),
                 );
                 return;
             }
@@ -253,10 +245,7 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
 }
 
 fn walk_object(s: &Value, m: &mut Map<String, Value>, path: &str, out: &mut Checked) {
-    let embedded = s
-        .get("x-kubernetes-embedded-resource")
-        .and_then(Value::as_bool)
-        == Some(true);
+    let embedded = s.get("x-kubernetes-embedded-resource").and_then(Value::as_bool) == Some(true);
     let props = s.get("properties").and_then(Value::as_object);
     let additional = s.get("additionalProperties");
     let preserve = preserves(s);
@@ -302,12 +291,8 @@ fn walk_object(s: &Value, m: &mut Map<String, Value>, path: &str, out: &mut Chec
         && n > max
     {
         out.errors.push(
-            FieldError::invalid(
-                path,
-                Value::from(n),
-                format!("must have at most {max} items"),
-            )
-            .with_kind(FieldErrorKind::TooMany),
+            FieldError::invalid(path, Value::from(n), format!("must have at most {max} items"))
+                .with_kind(FieldErrorKind::TooMany),
         );
     }
     if let Some(min) = s.get("minProperties").and_then(Value::as_u64)

@@ -89,10 +89,7 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
 
 /// Sets the status the apiextensions controllers would: names accepted, established.
 pub(crate) fn accept(crd: &mut Value) {
-    let mut names = crd
-        .pointer("/spec/names")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let mut names = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
     let kind = s(crd, "/spec/names/kind").to_owned();
     if s(&names, "/singular").is_empty() {
         names["singular"] = json!(kind.to_lowercase());
@@ -139,11 +136,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
     let strings = |ptr: &str| -> Vec<String> {
         crd.pointer(ptr)
             .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|x| x.as_str().map(str::to_owned))
-                    .collect()
-            })
+            .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
             .unwrap_or_default()
     };
     let versions = crd
@@ -187,19 +180,20 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                 return_deleted_object: false,
                 deletecollection: true,
                 imp: KindImpl::Custom(Arc::new(Schema {
-                    root: v
-                        .pointer("/schema/openAPIV3Schema")
-                        .cloned()
-                        .unwrap_or_else(|| json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})),
+                    root: v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(
+                        || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
+                    ),
                 })),
                 columns,
-                scale: v.pointer("/subresources/scale").map(|sc| crate::resource::ScalePaths {
-                    spec_replicas: crate::resource::json_path_pointer(s(sc, "/specReplicasPath")),
-                    status_replicas: crate::resource::json_path_pointer(s(sc, "/statusReplicasPath")),
-                    label_selector: Some(s(sc, "/labelSelectorPath"))
-                        .filter(|p| !p.is_empty())
-                        .map(crate::resource::json_path_pointer),
-                }),
+                scale: v
+                    .pointer("/subresources/scale")
+                    .map(|sc| crate::resource::ScalePaths {
+                        spec_replicas: crate::resource::json_path_pointer(s(sc, "/specReplicasPath")),
+                        status_replicas: crate::resource::json_path_pointer(s(sc, "/statusReplicasPath")),
+                        label_selector: Some(s(sc, "/labelSelectorPath"))
+                            .filter(|p| !p.is_empty())
+                            .map(crate::resource::json_path_pointer),
+                    }),
             }
         })
         .collect()

@@ -61,10 +61,7 @@ fn group_json(name: &str, versions: &[String]) -> Value {
 }
 
 pub(crate) fn group_list(state: &State) -> Value {
-    let groups: Vec<Value> = groups(state)
-        .iter()
-        .map(|(g, vs)| group_json(g, vs))
-        .collect();
+    let groups: Vec<Value> = groups(state).iter().map(|(g, vs)| group_json(g, vs)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
@@ -235,12 +232,9 @@ pub(crate) fn openapi(state: &State, path: &str) -> Reply {
                     format!("apis/{g}/{v}")
                 };
                 let doc = gv_document(state, &g, &v);
-                let hash = doc
-                    .to_string()
-                    .bytes()
-                    .fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
-                        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-                    });
+                let hash = doc.to_string().bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+                    (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+                });
                 paths.insert(
                     key.clone(),
                     json!({"serverRelativeURL": format!("/openapi/v3/{key}?hash={hash:016X}")}),
@@ -255,11 +249,7 @@ pub(crate) fn openapi(state: &State, path: &str) -> Reply {
 }
 
 fn gv_reply(state: &State, g: &str, v: &str) -> Reply {
-    if state
-        .resources
-        .iter()
-        .any(|d| d.group == g && d.version == v)
-    {
+    if state.resources.iter().any(|d| d.group == g && d.version == v) {
         Reply::ok(gv_document(state, g, v))
     } else {
         Reply::error(&ErrorStatus::unknown_path())
@@ -268,12 +258,9 @@ fn gv_reply(state: &State, g: &str, v: &str) -> Reply {
 
 fn gv_document(state: &State, g: &str, v: &str) -> Value {
     let mut paths = serde_json::Map::new();
-    let query = |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
-    for d in state
-        .resources
-        .iter()
-        .filter(|d| d.group == g && d.version == v)
-    {
+    let query =
+        |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});
+    for d in state.resources.iter().filter(|d| d.group == g && d.version == v) {
         let prefix = if g.is_empty() {
             format!("/api/{v}")
         } else {

@@ -32,9 +32,7 @@ pub struct Action {
 impl Action {
     /// The body parsed as JSON, for assertions.
     pub fn body_json(&self) -> Option<serde_json::Value> {
-        self.body
-            .as_ref()
-            .and_then(|b| serde_json::from_slice(b).ok())
+        self.body.as_ref().and_then(|b| serde_json::from_slice(b).ok())
     }
 }
 
@@ -141,10 +139,7 @@ impl Reactor {
             || self.resource == qualified(&a.group, &a.resource);
         (self.verb == "*" || self.verb == a.verb)
             && resource_ok
-            && self
-                .subresource
-                .as_ref()
-                .is_none_or(|s| *s == a.subresource)
+            && self.subresource.as_ref().is_none_or(|s| *s == a.subresource)
             && self.namespace.as_ref().is_none_or(|n| *n == a.namespace)
             && self.name.as_ref().is_none_or(|n| *n == a.name)
     }

@@ -314,10 +314,7 @@ impl TestEnv {
     }
 
     fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {
-        let av = obj
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
         self.inner
             .state()
@@ -330,6 +327,61 @@ impl TestEnv {
             .and_then(Value::as_str)
             .unwrap_or("default")
             .to_owned()
+    }
+
+    /// The resource (plural) that serves `kind` in `api_version`, if any.
+    pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<String> {
+        self.inner
+            .state()
+            .find_kind(api_version, kind)
+            .map(|d| d.plural.clone())
+    }
+
+    /// Stores `obj` as given, status, generation, finalizers and deletionTimestamp
+    /// included, without the rules a client's request is held to (an object being
+    /// deleted without finalizers, say). Table tests use it to set up a world that
+    /// requests could not reach, as client-go's object tracker does. The
+    /// resourceVersion is assigned as for any write, and the watch sees an ADDED
+    /// (or MODIFIED) event; `uid`, `creationTimestamp` and, for kinds with
+    /// generations, `generation` are filled in when absent; a namespaced object
+    /// without a namespace goes to `default`. Not recorded in the action log.
+    pub fn seed_object(&self, mut obj: Value) -> Result<Value, Error> {
+        let def = self.def_for(&obj)?;
+        let ns = if def.namespaced {
+            Self::ns_of(&obj)
+        } else {
+            String::new()
+        };
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty() {
+            return Err(Error::InvalidObject("a seeded object needs metadata.name".into()));
+        }
+        let meta = obj
+            .as_object_mut()
+            .ok_or_else(|| Error::InvalidObject("a seeded object must be a JSON object".into()))?
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            if def.namespaced {
+                meta.insert("namespace".into(), Value::String(ns.clone()));
+            }
+            meta.remove("resourceVersion");
+            meta.entry("uid")
+                .or_insert_with(|| Value::String(uuid::Uuid::new_v4().to_string()));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| Value::String(state::now()));
+            if def.generation {
+                meta.entry("generation").or_insert(Value::from(1));
+            }
+        }
+        let mut state = self.inner.state();
+        let stored = state.seed(&def, &ns, &name, obj);
+        state.settle();
+        Ok(stored)
     }
 
     /// Creates an object as `POST` would (same RV, uid, generation, events). `apiVersion`
@@ -382,10 +434,8 @@ impl TestEnv {
                 .store
                 .get(&def.key(), &ObjKey::new(&ns, &name))
                 .and_then(|cur| cur.pointer("/metadata/resourceVersion").cloned());
-            if let (Some(rv), Some(meta)) = (
-                current,
-                obj.get_mut("metadata").and_then(Value::as_object_mut),
-            ) {
+            if let (Some(rv), Some(meta)) = (current, obj.get_mut("metadata").and_then(Value::as_object_mut))
+            {
                 meta.insert("resourceVersion".into(), rv);
             }
         }
@@ -407,12 +457,7 @@ impl TestEnv {
         let def = state
             .find(group, version, plural)
             .ok_or_else(|| Error::Api(ErrorStatus::unknown_path()))?;
-        state.delete(
-            &def,
-            namespace.unwrap_or_default(),
-            name,
-            &Default::default(),
-        )?;
+        state.delete(&def, namespace.unwrap_or_default(), name, &Default::default())?;
         state.settle();
         Ok(())
     }

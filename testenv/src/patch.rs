@@ -64,8 +64,7 @@ pub(crate) fn merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError
     let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
     if !p.is_object() {
         return Err(PatchError::Decode(
-            "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
-                .into(),
+            "json: cannot unmarshal non-object into Go value of type map[string]interface {}".into(),
         ));
     }
     let mut out = doc.clone();
@@ -89,10 +88,7 @@ const POD_SPEC: &[(&str, ListStrategy)] = &[
     ("volumes", ListStrategy::Key("name")),
     ("imagePullSecrets", ListStrategy::Key("name")),
     ("hostAliases", ListStrategy::Key("ip")),
-    (
-        "topologySpreadConstraints",
-        ListStrategy::Key("topologyKey"),
-    ),
+    ("topologySpreadConstraints", ListStrategy::Key("topologyKey")),
     ("schedulingGates", ListStrategy::Key("name")),
     ("resourceClaims", ListStrategy::Key("name")),
     ("containers.ports", ListStrategy::Key("containerPort")),
@@ -101,10 +97,7 @@ const POD_SPEC: &[(&str, ListStrategy)] = &[
     ("containers.volumeDevices", ListStrategy::Key("devicePath")),
     ("initContainers.ports", ListStrategy::Key("containerPort")),
     ("initContainers.env", ListStrategy::Key("name")),
-    (
-        "initContainers.volumeMounts",
-        ListStrategy::Key("mountPath"),
-    ),
+    ("initContainers.volumeMounts", ListStrategy::Key("mountPath")),
 ];
 
 /// The patch strategy of a list at `path` (dotted, without indices) in a built-in kind.
@@ -122,8 +115,7 @@ fn list_strategy(kind: Builtin, path: &str) -> Option<ListStrategy> {
             return (path == "spec.ports").then_some(ListStrategy::Key("port"));
         }
         Builtin::ServiceAccount => {
-            return matches!(path, "secrets" | "imagePullSecrets")
-                .then_some(ListStrategy::Key("name"));
+            return matches!(path, "secrets" | "imagePullSecrets").then_some(ListStrategy::Key("name"));
         }
         _ => return None,
     };
@@ -143,16 +135,11 @@ pub(crate) fn list_kind(kind: Builtin, path: &str) -> crate::ssa::ListKind {
     }
 }
 
-pub(crate) fn strategic_merge_patch(
-    kind: Builtin,
-    doc: &Value,
-    patch: &[u8],
-) -> Result<Value, PatchError> {
+pub(crate) fn strategic_merge_patch(kind: Builtin, doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
     let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
     let Value::Object(pm) = p else {
         return Err(PatchError::Decode(
-            "json: cannot unmarshal non-object into Go value of type map[string]interface {}"
-                .into(),
+            "json: cannot unmarshal non-object into Go value of type map[string]interface {}".into(),
         ));
     };
     let mut out = doc.clone();
@@ -260,12 +247,7 @@ fn merge_map(
     Ok(())
 }
 
-fn merge_list(
-    kind: Builtin,
-    orig: &mut Vec<Value>,
-    patch: &[Value],
-    path: &str,
-) -> Result<(), PatchError> {
+fn merge_list(kind: Builtin, orig: &mut Vec<Value>, patch: &[Value], path: &str) -> Result<(), PatchError> {
     match list_strategy(kind, path) {
         None => {
             *orig = patch

@@ -253,19 +253,18 @@ pub(crate) fn decode(kind: Builtin, body: &[u8]) -> Result<Value, String> {
         Builtin::ConfigMap => CONFIG_MAP,
         Builtin::Secret => SECRET,
         Builtin::ServiceAccount => SERVICE_ACCOUNT,
-        _ => return Err(
-            "testenv decodes protobuf only for Namespaces, ConfigMaps, Secrets and ServiceAccounts"
-                .into(),
-        ),
+        _ => {
+            return Err(
+                "testenv decodes protobuf only for Namespaces, ConfigMaps, Secrets and ServiceAccounts"
+                    .into(),
+            );
+        }
     };
     let unknown = body
         .strip_prefix(b"k8s\x00")
         .ok_or("missing the k8s protobuf envelope")?;
     let envelope = message(unknown, UNKNOWN)?;
-    let mut r = Reader {
-        buf: unknown,
-        pos: 0,
-    };
+    let mut r = Reader { buf: unknown, pos: 0 };
     let mut raw: &[u8] = &[];
     while r.pos < unknown.len() {
         let key = r.varint()?;

@@ -99,11 +99,8 @@ impl ResourceDef {
     /// Converts a stored object into this resource's version.
     pub(crate) fn in_version(&self, v: &Value) -> Value {
         let mut out = match self.builtin() {
-            Some(Builtin::EventsV1Event)
-                if v.get("apiVersion").and_then(Value::as_str) == Some("v1") =>
-            {
-                let reversed: Vec<(&str, &str)> =
-                    EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)).collect();
+            Some(Builtin::EventsV1Event) if v.get("apiVersion").and_then(Value::as_str) == Some("v1") => {
+                let reversed: Vec<(&str, &str)> = EVENT_FIELDS.iter().map(|(a, b)| (*b, *a)).collect();
                 convert_event(v, &reversed, "events.k8s.io/v1")
             }
             Some(Builtin::Event)
@@ -151,11 +148,7 @@ impl ResourceDef {
         matches!(
             self.builtin(),
             Some(
-                Builtin::Pod
-                    | Builtin::Event
-                    | Builtin::EventsV1Event
-                    | Builtin::Secret
-                    | Builtin::Namespace
+                Builtin::Pod | Builtin::Event | Builtin::EventsV1Event | Builtin::Secret | Builtin::Namespace
             )
         )
     }
@@ -241,14 +234,7 @@ fn convert_event(v: &Value, fields: &[(&str, &str)], api_version: &str) -> Value
     Value::Object(out)
 }
 
-fn def(
-    group: &str,
-    plural: &str,
-    kind: &str,
-    namespaced: bool,
-    short: &[&str],
-    b: Builtin,
-) -> ResourceDef {
+fn def(group: &str, plural: &str, kind: &str, namespaced: bool, short: &[&str], b: Builtin) -> ResourceDef {
     ResourceDef {
         group: group.to_owned(),
         version: "v1".to_owned(),
@@ -279,23 +265,9 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
             status: true,
             return_deleted_object: true,
             deletecollection: false,
-            ..def(
-                "",
-                "namespaces",
-                "Namespace",
-                false,
-                &["ns"],
-                Builtin::Namespace,
-            )
+            ..def("", "namespaces", "Namespace", false, &["ns"], Builtin::Namespace)
         },
-        def(
-            "",
-            "configmaps",
-            "ConfigMap",
-            true,
-            &["cm"],
-            Builtin::ConfigMap,
-        ),
+        def("", "configmaps", "ConfigMap", true, &["cm"], Builtin::ConfigMap),
         def("", "secrets", "Secret", true, &[], Builtin::Secret),
         ResourceDef {
             status: true,
@@ -412,10 +384,7 @@ impl Builtin {
     pub(crate) fn default_on_create(self, obj: &mut Value) {
         match self {
             Self::Namespace => {
-                let name = obj
-                    .pointer("/metadata/name")
-                    .cloned()
-                    .unwrap_or(Value::Null);
+                let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
                 obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
                 obj["spec"] = json!({"finalizers": ["kubernetes"]});
                 obj["status"] = json!({"phase": "Active"});
@@ -484,12 +453,11 @@ fn default_pod_spec(spec: &mut Value) {
                 set_default(c, "terminationMessagePolicy", json!("File"));
                 let image = c.get("image").and_then(Value::as_str).unwrap_or_default();
                 let last = image.rsplit('/').next().unwrap_or_default();
-                let policy =
-                    if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
-                        "IfNotPresent"
-                    } else {
-                        "Always"
-                    };
+                let policy = if image.contains('@') || (last.contains(':') && !last.ends_with(":latest")) {
+                    "IfNotPresent"
+                } else {
+                    "Always"
+                };
                 set_default(c, "imagePullPolicy", json!(policy));
                 set_default(c, "resources", json!({}));
                 if let Some(ports) = c.get_mut("ports").and_then(Value::as_array_mut) {
@@ -529,11 +497,7 @@ fn pod_qos(pod: &Value) -> &'static str {
             _ => false,
         }
     });
-    if guaranteed {
-        "Guaranteed"
-    } else {
-        "Burstable"
-    }
+    if guaranteed { "Guaranteed" } else { "Burstable" }
 }
 
 fn default_service(obj: &mut Value) {

@@ -27,10 +27,7 @@ fn containers(spec: &Value, list: &str, path: &str, required: bool, errs: &mut V
                 }
             }
         }
-        if c.get("image")
-            .and_then(Value::as_str)
-            .is_none_or(str::is_empty)
-        {
+        if c.get("image").and_then(Value::as_str).is_none_or(str::is_empty) {
             errs.push(FieldError::required(format!("{at}.image"), ""));
         }
     }
@@ -164,11 +161,7 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
                     }
                 }
             }
-            pod_spec(
-                spec.pointer("/template/spec"),
-                "spec.template.spec",
-                &mut errs,
-            );
+            pod_spec(spec.pointer("/template/spec"), "spec.template.spec", &mut errs);
             if spec
                 .get("replicas")
                 .and_then(Value::as_i64)
@@ -183,10 +176,7 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
         }
         Builtin::Service => {
             let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-            let ty = spec
-                .get("type")
-                .and_then(Value::as_str)
-                .unwrap_or("ClusterIP");
+            let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
             let ports = spec.get("ports").and_then(Value::as_array);
             let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
             if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
@@ -202,9 +192,7 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
                     ));
                 }
                 if ports.is_some_and(|ps| ps.len() > 1)
-                    && p.get("name")
-                        .and_then(Value::as_str)
-                        .is_none_or(str::is_empty)
+                    && p.get("name").and_then(Value::as_str).is_none_or(str::is_empty)
                 {
                     errs.push(FieldError::required(format!("spec.ports[{i}].name"), ""));
                 }

@@ -40,10 +40,7 @@ fn selector_string(sel: &Value) -> String {
         reqs.push((key.to_owned(), text));
     }
     reqs.sort();
-    reqs.into_iter()
-        .map(|(_, t)| t)
-        .collect::<Vec<_>>()
-        .join(",")
+    reqs.into_iter().map(|(_, t)| t).collect::<Vec<_>>().join(",")
 }
 
 fn to_scale(def: &ResourceDef, paths: &ScalePaths, obj: &Value) -> Value {
@@ -102,12 +99,7 @@ fn set_pointer(obj: &mut Value, pointer: &str, v: Value) {
 }
 
 impl State {
-    pub(crate) fn scale_get(
-        &self,
-        def: &ResourceDef,
-        ns: &str,
-        name: &str,
-    ) -> Result<Value, ErrorStatus> {
+    pub(crate) fn scale_get(&self, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ErrorStatus> {
         let p = paths(def)?;
         let obj = self.get(def, ns, name)?;
         Ok(to_scale(def, p, &obj))

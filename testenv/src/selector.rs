@@ -164,11 +164,7 @@ impl Parser {
             return Err(format!("key: Invalid value: \"{key}\": {e}"));
         }
         if negated || matches!(self.peek(), Tok::Comma | Tok::End) {
-            let op = if negated {
-                Op::DoesNotExist
-            } else {
-                Op::Exists
-            };
+            let op = if negated { Op::DoesNotExist } else { Op::Exists };
             return Ok(Requirement {
                 key,
                 op,
@@ -228,10 +224,7 @@ impl Parser {
             }
             Tok::Ident(_) | Tok::Comma => {}
             t => {
-                return Err(format!(
-                    "found '{}', expected: ',', ')' or identifier",
-                    t.text()
-                ));
+                return Err(format!("found '{}', expected: ',', ')' or identifier", t.text()));
             }
         }
         let mut vals = Vec::new();
@@ -266,10 +259,7 @@ impl Parser {
 impl LabelSelector {
     /// Parses `app=web,tier in (a,b),!canary`.
     pub(crate) fn parse(s: &str) -> Result<Self, String> {
-        let mut p = Parser {
-            toks: lex(s),
-            pos: 0,
-        };
+        let mut p = Parser { toks: lex(s), pos: 0 };
         let mut reqs = Vec::new();
         if p.peek() == &Tok::End {
             return Ok(Self { reqs });
@@ -293,17 +283,11 @@ impl LabelSelector {
                 Tok::Comma => match p.peek() {
                     Tok::Ident(_) | Tok::Not => {}
                     t => {
-                        return Err(format!(
-                            "found '{}', expected: identifier after ','",
-                            t.text()
-                        ));
+                        return Err(format!("found '{}', expected: identifier after ','", t.text()));
                     }
                 },
                 t => {
-                    return Err(format!(
-                        "found '{}', expected: ',' or 'end of string'",
-                        t.text()
-                    ));
+                    return Err(format!("found '{}', expected: ',' or 'end of string'", t.text()));
                 }
             }
         }
@@ -383,9 +367,7 @@ fn unescape(s: &str) -> Result<String, String> {
             match chars.next() {
                 Some(e @ ('\\' | ',' | '=')) => out.push(e),
                 Some(e) => {
-                    return Err(format!(
-                        "invalid field selector: invalid escape sequence: \\{e}"
-                    ));
+                    return Err(format!("invalid field selector: invalid escape sequence: \\{e}"));
                 }
                 None => return Err("invalid field selector: unterminated escape sequence".into()),
             }
@@ -410,9 +392,7 @@ impl FieldSelector {
             } else if let Some(i) = find_unescaped(&part, "=") {
                 (&part[..i], &part[i + 1..], false)
             } else {
-                return Err(format!(
-                    "invalid selector: '{s}'; can't understand '{part}'"
-                ));
+                return Err(format!("invalid selector: '{s}'; can't understand '{part}'"));
             };
             terms.push(FieldTerm {
                 field: field.to_owned(),
@@ -424,9 +404,7 @@ impl FieldSelector {
     }
 
     pub(crate) fn matches(&self, get: impl Fn(&str) -> String) -> bool {
-        self.terms
-            .iter()
-            .all(|t| (get(&t.field) == t.value) != t.negate)
+        self.terms.iter().all(|t| (get(&t.field) == t.value) != t.negate)
     }
 
     /// The name a `metadata.name=<x>` term pins, used to watch a single object.
@@ -509,10 +487,7 @@ mod tests {
             e("a in b"),
             "unable to parse requirement: found 'b' expected: '('"
         );
-        assert_eq!(
-            e("=b"),
-            "found '=', expected: !, identifier, or 'end of string'"
-        );
+        assert_eq!(e("=b"), "found '=', expected: !, identifier, or 'end of string'");
         assert_eq!(
             e("a b"),
             "unable to parse requirement: found 'b', expected: in, notin, =, ==, !=, gt, lt"

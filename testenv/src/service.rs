@@ -135,11 +135,7 @@ where
 fn respond(reply: Reply) -> Response<ResponseBody> {
     let mut builder = Response::builder();
     let body = match reply {
-        Reply::Json {
-            code,
-            body,
-            warnings,
-        } => {
+        Reply::Json { code, body, warnings } => {
             builder = builder
                 .status(code)
                 .header(header::CONTENT_TYPE, "application/json");
@@ -151,9 +147,7 @@ fn respond(reply: Reply) -> Response<ResponseBody> {
             ResponseBody::full(body.to_string())
         }
         Reply::JsonAs { content_type, body } => {
-            builder = builder
-                .status(200)
-                .header(header::CONTENT_TYPE, content_type);
+            builder = builder.status(200).header(header::CONTENT_TYPE, content_type);
             ResponseBody::full(body.to_string())
         }
         Reply::Text { code, text } => {
@@ -172,9 +166,7 @@ fn respond(reply: Reply) -> Response<ResponseBody> {
         }
     };
     builder.body(body).unwrap_or_else(|e| {
-        let mut r = Response::new(ResponseBody::full(
-            ErrorStatus::internal(e).to_json().to_string(),
-        ));
+        let mut r = Response::new(ResponseBody::full(ErrorStatus::internal(e).to_json().to_string()));
         *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })

@@ -59,11 +59,7 @@ fn kind_at(def: &ResourceDef, fields: &[String]) -> ListKind {
                 Some("map") => ListKind::Map(
                     s.get("x-kubernetes-list-map-keys")
                         .and_then(Value::as_array)
-                        .map(|ks| {
-                            ks.iter()
-                                .filter_map(|k| k.as_str().map(str::to_owned))
-                                .collect()
-                        })
+                        .map(|ks| ks.iter().filter_map(|k| k.as_str().map(str::to_owned)).collect())
                         .unwrap_or_default(),
                 ),
                 _ => ListKind::Atomic,
@@ -209,9 +205,7 @@ fn remove(v: &mut Value, path: &[Elem]) {
                 a.iter_mut()
                     .find(|x| k.iter().all(|(kk, kv)| x.get(kk) == Some(kv)))
             }),
-            Elem::Val(val) => cur
-                .as_array_mut()
-                .and_then(|a| a.iter_mut().find(|x| *x == val)),
+            Elem::Val(val) => cur.as_array_mut().and_then(|a| a.iter_mut().find(|x| *x == val)),
         };
         let Some(n) = next else {
             return;
@@ -351,10 +345,7 @@ pub(crate) fn apply(
         }
         let same = e.get("manager").and_then(Value::as_str) == Some(manager)
             && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.get("subresource")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                == subresource;
+            && e.get("subresource").and_then(Value::as_str).unwrap_or_default() == subresource;
         if same {
             previous = owned;
         } else {
@@ -484,10 +475,7 @@ pub(crate) fn track_update(
         }
         let same = e.get("manager").and_then(Value::as_str) == Some(manager)
             && e.get("operation").and_then(Value::as_str) == Some("Update")
-            && e.get("subresource")
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                == subresource;
+            && e.get("subresource").and_then(Value::as_str).unwrap_or_default() == subresource;
         if same {
             mine = owned;
             continue;

@@ -152,11 +152,7 @@ fn with_meta<R>(obj: &mut Value, f: impl FnOnce(&mut Map<String, Value>) -> R) -
 fn finalizers(obj: &Value) -> Vec<String> {
     obj.pointer("/metadata/finalizers")
         .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(|f| f.as_str().map(str::to_owned))
-                .collect()
-        })
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
         .unwrap_or_default()
 }
 
@@ -202,12 +198,21 @@ fn unknown_fields(input: &Value, output: &Value, path: &str, out: &mut Vec<Strin
 }
 
 impl State {
-    pub(crate) fn find(
-        &self,
-        group: &str,
-        version: &str,
-        plural: &str,
-    ) -> Option<Arc<ResourceDef>> {
+    /// Stores an object as given (see `TestEnv::seed_object`), with a new
+    /// revision and a watch event.
+    pub(crate) fn seed(&mut self, def: &ResourceDef, ns: &str, name: &str, mut obj: Value) -> Value {
+        obj["apiVersion"] = json!(def.api_version());
+        obj["kind"] = json!(def.kind);
+        let stored = self
+            .store
+            .put(&def.key(), ObjKey::new(ns, name), def.to_storage(obj));
+        if def.builtin() == Some(Builtin::Crd) {
+            self.sync_crd(&stored);
+        }
+        Self::present(def, &stored)
+    }
+
+    pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
         self.resources
             .iter()
             .find(|d| d.group == group && d.version == version && d.plural == plural)
@@ -228,12 +233,7 @@ impl State {
         def.in_version(obj)
     }
 
-    pub(crate) fn get(
-        &self,
-        def: &ResourceDef,
-        ns: &str,
-        name: &str,
-    ) -> Result<Value, ErrorStatus> {
+    pub(crate) fn get(&self, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ErrorStatus> {
         self.store
             .get(&def.key(), &ObjKey::new(ns, name))
             .map(|o| Self::present(def, o))
@@ -269,10 +269,7 @@ impl State {
 
     /// Checks `apiVersion`/`kind` in a body against the endpoint.
     fn check_type(def: &ResourceDef, body: &Value) -> Result<(), ErrorStatus> {
-        let av = body
-            .get("apiVersion")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+        let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or_default();
         if !av.is_empty() && av != def.api_version() {
             return Err(ErrorStatus::bad_request(format!(
@@ -321,10 +318,7 @@ impl State {
         if !errors.is_empty() {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, name, errors));
         }
-        let msgs: Vec<String> = unknown
-            .iter()
-            .map(|u| format!("unknown field \"{u}\""))
-            .collect();
+        let msgs: Vec<String> = unknown.iter().map(|u| format!("unknown field \"{u}\"")).collect();
         match opts.validation {
             FieldValidation::Strict if !msgs.is_empty() => Err(ErrorStatus::bad_request(format!(
                 "strict decoding error: {}",
@@ -412,11 +406,7 @@ impl State {
             // answering AlreadyExists.
             let mut name = self.names.generate(&generate);
             for _ in 0..7 {
-                if self
-                    .store
-                    .get(&def.key(), &ObjKey::new(&ns, &name))
-                    .is_none()
-                {
+                if self.store.get(&def.key(), &ObjKey::new(&ns, &name)).is_none() {
                     break;
                 }
                 name = self.names.generate(&generate);
@@ -613,10 +603,7 @@ impl State {
     ) -> Result<Written, ErrorStatus> {
         let name = key.name.clone();
         {
-            let old_meta = existing
-                .get("metadata")
-                .cloned()
-                .unwrap_or_else(|| json!({}));
+            let old_meta = existing.get("metadata").cloned().unwrap_or_else(|| json!({}));
             with_meta(&mut new, |meta| {
                 for k in [
                     "uid",
@@ -648,10 +635,7 @@ impl State {
                 meta.insert("name".into(), json!(name));
                 meta.insert(
                     "resourceVersion".into(),
-                    old_meta
-                        .get("resourceVersion")
-                        .cloned()
-                        .unwrap_or(Value::Null),
+                    old_meta.get("resourceVersion").cloned().unwrap_or(Value::Null),
                 );
             });
         }
@@ -711,9 +695,7 @@ impl State {
         if opts.managed_fields.is_none() {
             let old_view = Self::present(def, existing);
             let manager = opts.field_manager.as_deref().unwrap_or_default();
-            if let Some(mf) =
-                crate::ssa::track_update(def, Some(&old_view), &new, manager, status_only)
-            {
+            if let Some(mf) = crate::ssa::track_update(def, Some(&old_view), &new, manager, status_only) {
                 with_meta(&mut new, |m| m.insert("managedFields".into(), mf));
             }
         }
@@ -791,12 +773,7 @@ impl State {
             Ok(p) => p,
             Err(PatchError::Decode(e)) => return Err(ErrorStatus::bad_request(e)),
             Err(PatchError::Apply(e)) => {
-                return Err(ErrorStatus::unprocessable(
-                    &def.group,
-                    &def.plural,
-                    name,
-                    &e,
-                ));
+                return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
             }
         };
         if meta_str(&patched, "name") != name {
@@ -934,14 +911,7 @@ impl State {
             return Err(ErrorStatus::stale(&def.group, &def.plural, name));
         }
         let live = Self::present(def, &existing);
-        let a = crate::ssa::apply(
-            def,
-            Some(&live),
-            &applied,
-            &manager,
-            opts.force,
-            status_only,
-        )?;
+        let a = crate::ssa::apply(def, Some(&live), &applied, &manager, opts.force, status_only)?;
         let new = if status_only {
             let mut n = (*existing).clone();
             match a.object.get("status") {
@@ -1114,9 +1084,7 @@ impl State {
             if opts.dry_run {
                 return Ok(Self::present(def, existing));
             }
-            let gone = self
-                .remove(def, key)
-                .unwrap_or_else(|| Arc::clone(existing));
+            let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
             return Ok(Self::present(def, &gone));
         }
         if existing
@@ -1126,9 +1094,7 @@ impl State {
             return Ok(Self::present(def, existing));
         }
         let mut obj = (**existing).clone();
-        with_meta(&mut obj, |m| {
-            m.insert("deletionTimestamp".into(), json!(now()))
-        });
+        with_meta(&mut obj, |m| m.insert("deletionTimestamp".into(), json!(now())));
         with_meta(&mut obj, |m| {
             m.insert("deletionGracePeriodSeconds".into(), json!(0))
         });
@@ -1191,12 +1157,7 @@ fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
             format!("has invalid value: {ty}"),
         ));
     }
-    for f in [
-        "reason",
-        "reportingController",
-        "reportingInstance",
-        "action",
-    ] {
+    for f in ["reason", "reportingController", "reportingInstance", "action"] {
         if missing(f) {
             errs.push(FieldError::required(f, ""));
         }
@@ -1220,9 +1181,7 @@ fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
 
 /// Apply patches are routed to `State::apply` before the patch-type dispatch.
 fn unreachable_apply() -> Result<Value, PatchError> {
-    Err(PatchError::Decode(
-        "apply patches are handled separately".into(),
-    ))
+    Err(PatchError::Decode("apply patches are handled separately".into()))
 }
 
 fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {

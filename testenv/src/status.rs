@@ -83,12 +83,7 @@ impl ErrorStatus {
     /// `500 InternalError` with kube-apiserver's `Internal error occurred: <msg>` text.
     pub fn internal(msg: impl fmt::Display) -> Self {
         let msg = msg.to_string();
-        Self::new(
-            500,
-            "InternalError",
-            format!("Internal error occurred: {msg}"),
-        )
-        .with_cause("", &msg, "")
+        Self::new(500, "InternalError", format!("Internal error occurred: {msg}")).with_cause("", &msg, "")
     }
 
     /// `400 BadRequest`.
@@ -294,12 +289,7 @@ impl ErrorStatus {
         if v.get("kind")?.as_str()? != "Status" {
             return None;
         }
-        let s = |k: &str| {
-            v.get(k)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
+        let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
         let d = |k: &str| {
             v.pointer(&format!("/details/{k}"))
                 .and_then(Value::as_str)
@@ -391,11 +381,7 @@ impl FieldError {
         }
     }
 
-    pub(crate) fn invalid(
-        field: impl Into<String>,
-        value: Value,
-        detail: impl Into<String>,
-    ) -> Self {
+    pub(crate) fn invalid(field: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
         Self {
             kind: FieldErrorKind::Invalid,
             field: field.into(),
@@ -430,11 +416,7 @@ impl FieldError {
         }
     }
 
-    pub(crate) fn not_supported(
-        field: impl Into<String>,
-        value: Value,
-        allowed: &[String],
-    ) -> Self {
+    pub(crate) fn not_supported(field: impl Into<String>, value: Value, allowed: &[String]) -> Self {
         let quoted = allowed
             .iter()
             .map(|a| format!("\"{a}\""))

@@ -128,10 +128,7 @@ fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>)
         Some(b) => {
             let extra: Vec<(&str, Value)> = match b {
                 Builtin::Namespace => vec![("Status", json!(s(obj, "/status/phase")))],
-                Builtin::ConfigMap => vec![(
-                    "Data",
-                    json!(count(obj, "/data") + count(obj, "/binaryData")),
-                )],
+                Builtin::ConfigMap => vec![("Data", json!(count(obj, "/data") + count(obj, "/binaryData")))],
                 Builtin::Secret => vec![
                     ("Type", json!(s(obj, "/type"))),
                     ("Data", json!(count(obj, "/data"))),
@@ -179,9 +176,7 @@ fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>)
                             obj.pointer("/status/readyReplicas")
                                 .and_then(Value::as_i64)
                                 .unwrap_or(0),
-                            obj.pointer("/spec/replicas")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(0)
+                            obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)
                         )),
                     ),
                     (
@@ -263,7 +258,8 @@ mod tests {
 
     #[test]
     fn jsonpath_subset() {
-        let v = json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {"a": [1, 2]}});
+        let v =
+            json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {"a": [1, 2]}});
         assert_eq!(
             json_path(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
             json!("True")

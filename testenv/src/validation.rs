@@ -140,11 +140,7 @@ pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError
     if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
         for (k, v) in labels {
             if let Err(e) = check_qualified_name(k) {
-                errs.push(FieldError::invalid(
-                    "metadata.labels",
-                    Value::from(k.as_str()),
-                    e,
-                ));
+                errs.push(FieldError::invalid("metadata.labels", Value::from(k.as_str()), e));
             }
             let v = v.as_str().unwrap_or_default();
             if let Err(e) = check_label_value(v) {

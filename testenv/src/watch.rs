@@ -44,10 +44,7 @@ impl Spec {
             meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
         }
         let (kind, av) = match self.output {
-            Output::Meta => (
-                "PartialObjectMetadata".to_owned(),
-                "meta.k8s.io/v1".to_owned(),
-            ),
+            Output::Meta => ("PartialObjectMetadata".to_owned(), "meta.k8s.io/v1".to_owned()),
             _ => (self.def.kind.clone(), self.def.api_version()),
         };
         line(
@@ -63,10 +60,7 @@ impl Spec {
             return None;
         }
         let now = self.sel.matches(&self.def, &ev.object);
-        let before = ev
-            .prev
-            .as_ref()
-            .is_some_and(|p| self.sel.matches(&self.def, p));
+        let before = ev.prev.as_ref().is_some_and(|p| self.sel.matches(&self.def, p));
         let kind = match ev.kind {
             EventType::Added if now => EventType::Added,
             EventType::Modified if now && before => EventType::Modified,
@@ -134,9 +128,9 @@ pub(crate) fn start(
     }
     let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
         Some(t) => {
-            let secs = t.parse::<u64>().map_err(|_| {
-                ErrorStatus::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\""))
-            })?;
+            let secs = t
+                .parse::<u64>()
+                .map_err(|_| ErrorStatus::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\"")))?;
             std::time::Duration::from_secs(secs)
         }
         None => inner.config.default_watch_timeout,
@@ -152,10 +146,7 @@ pub(crate) fn start(
     let current = state.store.rv();
     if take_forced_expiry(inner) {
         let from = rv_param.unwrap_or("0");
-        let e = ErrorStatus::expired(format!(
-            "too old resource version: {from} ({})",
-            current + 1
-        ));
+        let e = ErrorStatus::expired(format!("too old resource version: {from} ({})", current + 1));
         return Ok(one_shot(vec![error_line(&e)]));
     }
     let mut initial = Vec::new();

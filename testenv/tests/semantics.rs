@@ -14,13 +14,7 @@ fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
 }
 
-async fn raw(
-    client: &kube::Client,
-    method: &str,
-    uri: &str,
-    content_type: &str,
-    body: &str,
-) -> (u16, Value) {
+async fn raw(client: &kube::Client, method: &str, uri: &str, content_type: &str, body: &str) -> (u16, Value) {
     let req = http::Request::builder()
         .method(method)
         .uri(uri)
@@ -55,10 +49,7 @@ async fn create_get_update_delete_with_system_metadata() {
 
     let mut changed = got.clone();
     changed.data = Some([("k".to_owned(), "w".to_owned())].into());
-    let updated = api
-        .replace("a", &PostParams::default(), &changed)
-        .await
-        .unwrap();
+    let updated = api.replace("a", &PostParams::default(), &changed).await.unwrap();
     let rv2: u64 = updated
         .metadata
         .resource_version
@@ -74,24 +65,13 @@ async fn create_get_update_delete_with_system_metadata() {
     );
 
     // An update that changes nothing is not a write.
-    let same = api
-        .replace("a", &PostParams::default(), &updated)
-        .await
-        .unwrap();
-    assert_eq!(
-        same.metadata.resource_version,
-        updated.metadata.resource_version
-    );
+    let same = api.replace("a", &PostParams::default(), &updated).await.unwrap();
+    assert_eq!(same.metadata.resource_version, updated.metadata.resource_version);
     assert_eq!(env.resource_version(), rv2);
 
     let deleted = api.delete("a", &DeleteParams::default()).await.unwrap();
-    let status = deleted
-        .right()
-        .expect("ConfigMap deletion answers a Status");
-    assert_eq!(
-        status.status,
-        Some(kube::core::response::StatusSummary::Success)
-    );
+    let status = deleted.right().expect("ConfigMap deletion answers a Status");
+    assert_eq!(status.status, Some(kube::core::response::StatusSummary::Success));
     let details = status.details.unwrap();
     assert_eq!(details.name, "a");
     assert_eq!(details.kind, "configmaps");
@@ -113,19 +93,13 @@ async fn conflicts_and_already_exists() {
     let env = TestEnv::new();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     let created = api.create(&PostParams::default(), &cm("a")).await.unwrap();
-    let e = api_err(
-        api.create(&PostParams::default(), &cm("a"))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &cm("a")).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (409, "AlreadyExists"));
     assert_eq!(e.message, "configmaps \"a\" already exists");
 
     let mut newer = created.clone();
     newer.data = Some([("k".to_owned(), "newer".to_owned())].into());
-    api.replace("a", &PostParams::default(), &newer)
-        .await
-        .unwrap();
+    api.replace("a", &PostParams::default(), &newer).await.unwrap();
     let mut stale = created.clone();
     stale.data = Some([("x".to_owned(), "y".to_owned())].into());
     let e = api_err(
@@ -140,7 +114,8 @@ async fn conflicts_and_already_exists() {
     );
 
     // A merge patch carrying a stale resourceVersion is a precondition.
-    let patch = json!({"metadata": {"resourceVersion": created.metadata.resource_version}, "data": {"z": "1"}});
+    let patch =
+        json!({"metadata": {"resourceVersion": created.metadata.resource_version}, "data": {"z": "1"}});
     let e = api_err(
         api.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -279,7 +254,9 @@ async fn schema_validation_and_pruning() {
         "{}",
         e.message
     );
-    assert!(e.message.contains("spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""));
+    assert!(e.message.contains(
+        "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+    ));
     assert!(
         e.message
             .contains("spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\"")
@@ -342,10 +319,7 @@ async fn finalizers_keep_objects_until_removed() {
         .unwrap()
         .left()
         .unwrap();
-    assert_eq!(
-        again.metadata.resource_version,
-        pending.metadata.resource_version
-    );
+    assert_eq!(again.metadata.resource_version, pending.metadata.resource_version);
 
     // No new finalizers while deleting.
     let p = json!({"metadata": {"finalizers": ["addressableservices.samples.knative.dev", "other.dev/x"]}});
@@ -375,11 +349,7 @@ async fn finalizers_keep_objects_until_removed() {
     .await;
     assert_eq!(code, 200);
     assert!(api.get_opt("rut").await.unwrap().is_none());
-    let last = env
-        .actions()
-        .into_iter()
-        .rfind(|a| a.verb == "patch")
-        .unwrap();
+    let last = env.actions().into_iter().rfind(|a| a.verb == "patch").unwrap();
     assert_eq!(last.content_type, "application/merge-patch+json");
     assert_eq!(
         last.body.as_deref(),
@@ -428,10 +398,7 @@ async fn delete_preconditions_and_propagation() {
     let p = pods.create(&PostParams::default(), &pod).await.unwrap();
     let spec = p.spec.as_ref().unwrap();
     assert_eq!(spec.restart_policy.as_deref(), Some("Always"));
-    assert_eq!(
-        spec.containers[0].image_pull_policy.as_deref(),
-        Some("Always")
-    );
+    assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("Always"));
     assert!(
         pods.delete("p", &DeleteParams::default())
             .await
@@ -445,11 +412,7 @@ async fn namespaces_and_names() {
     let env = TestEnv::new();
     let client = env.client();
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "missing");
-    let e = api_err(
-        api.create(&PostParams::default(), &cm("a"))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &cm("a")).await.unwrap_err());
     assert_eq!(
         (e.code, e.message.as_str()),
         (404, "namespaces \"missing\" not found")
@@ -458,11 +421,7 @@ async fn namespaces_and_names() {
     let mut other = cm("a");
     other.metadata.namespace = Some("kube-system".into());
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let e = api_err(
-        api.create(&PostParams::default(), &other)
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &other).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (400, "BadRequest"));
     assert_eq!(
         e.message,
@@ -480,10 +439,7 @@ async fn namespaces_and_names() {
     let mut generated = cm("");
     generated.metadata.name = None;
     generated.metadata.generate_name = Some("sd-".into());
-    let g = api
-        .create(&PostParams::default(), &generated)
-        .await
-        .unwrap();
+    let g = api.create(&PostParams::default(), &generated).await.unwrap();
     let name = g.metadata.name.unwrap();
     assert_eq!(name.len(), 8);
     assert!(
@@ -496,18 +452,10 @@ async fn namespaces_and_names() {
         .name_generator(testenv::NameGenerator::sequential())
         .build();
     let api: Api<ConfigMap> = Api::namespaced(seq.client(), "default");
-    let g = api
-        .create(&PostParams::default(), &generated)
-        .await
-        .unwrap();
+    let g = api.create(&PostParams::default(), &generated).await.unwrap();
     assert_eq!(g.metadata.name.as_deref(), Some("sd-00001"));
-    api.create(&PostParams::default(), &cm("sd-00002"))
-        .await
-        .unwrap();
-    let g = api
-        .create(&PostParams::default(), &generated)
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("sd-00002")).await.unwrap();
+    let g = api.create(&PostParams::default(), &generated).await.unwrap();
     assert_eq!(
         g.metadata.name.as_deref(),
         Some("sd-00003"),
@@ -527,17 +475,9 @@ async fn namespaces_and_names() {
         .unwrap();
     assert_eq!(gone.status.unwrap().phase.as_deref(), Some("Terminating"));
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
-    let e = api_err(
-        api.create(&PostParams::default(), &cm("a"))
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(api.create(&PostParams::default(), &cm("a")).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
-    let e = api_err(
-        nss.delete("default", &DeleteParams::default())
-            .await
-            .unwrap_err(),
-    );
+    let e = api_err(nss.delete("default", &DeleteParams::default()).await.unwrap_err());
     assert_eq!(e.code, 403);
 }
 
@@ -564,10 +504,7 @@ async fn label_and_field_selectors() {
         api.create(&PostParams::default(), &c).await.unwrap();
     }
     let names = |l: kube::core::ObjectList<ConfigMap>| -> Vec<String> {
-        l.items
-            .into_iter()
-            .map(|c| c.metadata.name.unwrap())
-            .collect()
+        l.items.into_iter().map(|c| c.metadata.name.unwrap()).collect()
     };
     let q = |s: &str| ListParams::default().labels(s);
     assert_eq!(names(api.list(&q("env=prod")).await.unwrap()), ["a", "c"]);
@@ -576,10 +513,7 @@ async fn label_and_field_selectors() {
         ["a", "b"]
     );
     assert_eq!(names(api.list(&q("!env")).await.unwrap()), ["d"]);
-    assert_eq!(
-        names(api.list(&q("env notin (prod)")).await.unwrap()),
-        ["b", "d"]
-    );
+    assert_eq!(names(api.list(&q("env notin (prod)")).await.unwrap()), ["b", "d"]);
     assert_eq!(names(api.list(&q("tier")).await.unwrap()), ["a", "b", "c"]);
     let f = ListParams::default().fields("metadata.name=b");
     assert_eq!(names(api.list(&f).await.unwrap()), ["b"]);
@@ -648,9 +582,7 @@ async fn pagination_is_consistent_and_tokens_expire() {
     let token = page1.metadata.continue_.clone().unwrap();
     // Writes after the first page do not show in later pages: the list is a snapshot.
     api.delete("c5", &DeleteParams::default()).await.unwrap();
-    api.create(&PostParams::default(), &cm("c99"))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("c99")).await.unwrap();
     let page2 = api
         .list(&ListParams::default().limit(4).continue_token(&token))
         .await
@@ -661,10 +593,7 @@ async fn pagination_is_consistent_and_tokens_expire() {
         .map(|c| c.metadata.name.clone().unwrap())
         .collect();
     assert_eq!(names, ["c4", "c5", "c6", "c7"]);
-    assert_eq!(
-        page2.metadata.resource_version,
-        page1.metadata.resource_version
-    );
+    assert_eq!(page2.metadata.resource_version, page1.metadata.resource_version);
     let page3 = api
         .list(
             &ListParams::default()
@@ -695,10 +624,9 @@ async fn patch_types() {
     let env = env_with_crd();
     let client = env.client();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let pod: Pod =
-        serde_json::from_value(json!({"metadata": {"name": "p", "finalizers": ["a.dev/x"]},
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "finalizers": ["a.dev/x"]},
         "spec": {"containers": [{"name": "a", "image": "x:1"}, {"name": "b", "image": "y:1"}]}}))
-        .unwrap();
+    .unwrap();
     pods.create(&PostParams::default(), &pod).await.unwrap();
 
     // Strategic merge patch merges containers by name and finalizers as a set.
@@ -855,10 +783,7 @@ async fn discovery_serves_builtins_and_crds() {
     assert!(d.has_group("apps"));
     assert!(d.has_group("coordination.k8s.io"));
     // Aggregated discovery (apidiscovery.k8s.io/v2) finds the same.
-    let agg = kube::Discovery::new(env.client())
-        .run_aggregated()
-        .await
-        .unwrap();
+    let agg = kube::Discovery::new(env.client()).run_aggregated().await.unwrap();
     let (ar2, caps2) = agg
         .resolve_gvk(&kube::core::GroupVersionKind::gvk(
             "samples.knative.dev",
@@ -930,11 +855,7 @@ async fn hooks_reactors_actions_counters() {
     env.react(
         testenv::Reactor::on("get", "configmaps")
             .nth(2)
-            .respond(testenv::ErrorStatus::new(
-                503,
-                "ServiceUnavailable",
-                "later",
-            )),
+            .respond(testenv::ErrorStatus::new(503, "ServiceUnavailable", "later")),
     );
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 404);
@@ -1034,10 +955,7 @@ async fn optional_garbage_collection_and_namespace_deletion() {
         .build();
     let client = env.client();
     let owners: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let owner = owners
-        .create(&PostParams::default(), &cm("owner"))
-        .await
-        .unwrap();
+    let owner = owners.create(&PostParams::default(), &cm("owner")).await.unwrap();
     let owner_ref = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": "owner",
         "uid": owner.metadata.uid.clone().unwrap(), "controller": true, "blockOwnerDeletion": true}]);
     let mut child = cm("child");
@@ -1045,35 +963,21 @@ async fn optional_garbage_collection_and_namespace_deletion() {
     owners.create(&PostParams::default(), &child).await.unwrap();
 
     // Foreground: the child goes first, then the owner.
-    owners
-        .delete("owner", &DeleteParams::foreground())
-        .await
-        .unwrap();
+    owners.delete("owner", &DeleteParams::foreground()).await.unwrap();
     assert!(owners.get_opt("child").await.unwrap().is_none());
     assert!(owners.get_opt("owner").await.unwrap().is_none());
 
     // Orphan: the owner goes, the child stays without its owner reference.
-    let owner = owners
-        .create(&PostParams::default(), &cm("owner"))
-        .await
-        .unwrap();
+    let owner = owners.create(&PostParams::default(), &cm("owner")).await.unwrap();
     let mut child = cm("child");
     let mut r = owner_ref.clone();
     r[0]["uid"] = json!(owner.metadata.uid.clone().unwrap());
     child.metadata.owner_references = Some(serde_json::from_value(r.clone()).unwrap());
     owners.create(&PostParams::default(), &child).await.unwrap();
-    owners
-        .delete("owner", &DeleteParams::orphan())
-        .await
-        .unwrap();
+    owners.delete("owner", &DeleteParams::orphan()).await.unwrap();
     assert!(owners.get_opt("owner").await.unwrap().is_none());
     let kept = owners.get("child").await.unwrap();
-    assert!(
-        kept.metadata
-            .owner_references
-            .unwrap_or_default()
-            .is_empty()
-    );
+    assert!(kept.metadata.owner_references.unwrap_or_default().is_empty());
 
     // Background (the default): the child is collected after the owner.
     let owner = owners
@@ -1085,10 +989,7 @@ async fn optional_garbage_collection_and_namespace_deletion() {
     r[0]["name"] = json!("owner2");
     child.metadata.owner_references = Some(serde_json::from_value(r).unwrap());
     owners.create(&PostParams::default(), &child).await.unwrap();
-    owners
-        .delete("owner2", &DeleteParams::default())
-        .await
-        .unwrap();
+    owners.delete("owner2", &DeleteParams::default()).await.unwrap();
     assert!(owners.get_opt("child2").await.unwrap().is_none());
 
     // A Terminating namespace is emptied and removed.
@@ -1096,16 +997,10 @@ async fn optional_garbage_collection_and_namespace_deletion() {
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "tmp"}})).unwrap();
     nss.create(&PostParams::default(), &ns).await.unwrap();
     let in_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "tmp");
-    in_ns
-        .create(&PostParams::default(), &cm("x"))
-        .await
-        .unwrap();
+    in_ns.create(&PostParams::default(), &cm("x")).await.unwrap();
     nss.delete("tmp", &DeleteParams::default()).await.unwrap();
     assert!(nss.get_opt("tmp").await.unwrap().is_none());
-    assert!(
-        env.list_objects("", "v1", "configmaps", Some("tmp"))
-            .is_empty()
-    );
+    assert!(env.list_objects("", "v1", "configmaps", Some("tmp")).is_empty());
 }
 
 #[tokio::test]
@@ -1117,10 +1012,7 @@ async fn server_side_apply() {
     let cfg = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
         "metadata": {"name": "rut", "labels": {"team": "a"}}, "spec": {"serviceName": "webhook"}});
     // Apply creates a missing object and records the manager's fields.
-    let o = api
-        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg))
-        .await
-        .unwrap();
+    let o = api.patch("rut", &pp("ctl"), &Patch::Apply(&cfg)).await.unwrap();
     assert_eq!(o.metadata.generation, Some(1));
     let mf = o.metadata.managed_fields.clone().unwrap();
     assert_eq!(mf.len(), 1);
@@ -1130,10 +1022,7 @@ async fn server_side_apply() {
     // Fields a manager stops applying are removed.
     let cfg2 = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
         "metadata": {"name": "rut"}, "spec": {"serviceName": "webhook"}});
-    let o = api
-        .patch("rut", &pp("ctl"), &Patch::Apply(&cfg2))
-        .await
-        .unwrap();
+    let o = api.patch("rut", &pp("ctl"), &Patch::Apply(&cfg2)).await.unwrap();
     assert!(o.metadata.labels.unwrap_or_default().is_empty());
 
     // Another manager changing an owned field conflicts unless it forces.
@@ -1290,10 +1179,7 @@ async fn deletecollection_dry_run_yaml_and_tables() {
         .collect();
     assert_eq!(cols, ["Name", "Data", "Age"]);
     assert_eq!(table["rows"][0]["cells"][0], json!("c"));
-    assert_eq!(
-        table["rows"][0]["object"]["kind"],
-        json!("PartialObjectMetadata")
-    );
+    assert_eq!(table["rows"][0]["object"]["kind"], json!("PartialObjectMetadata"));
 }
 
 #[tokio::test]
@@ -1305,10 +1191,7 @@ async fn events_are_one_resource_in_two_versions() {
     let env = TestEnv::new();
     let client = env.client();
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
-    let c = cms
-        .create(&PostParams::default(), &cm("subject"))
-        .await
-        .unwrap();
+    let c = cms.create(&PostParams::default(), &cm("subject")).await.unwrap();
     let recorder = Recorder::new(
         client.clone(),
         Reporter {
@@ -1339,10 +1222,7 @@ async fn events_are_one_resource_in_two_versions() {
         .items;
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].message.as_deref(), Some("all good"));
-    assert_eq!(
-        got[0].reporting_component.as_deref(),
-        Some("sample-controller")
-    );
+    assert_eq!(got[0].reporting_component.as_deref(), Some("sample-controller"));
     assert_eq!(got[0].involved_object.name.as_deref(), Some("subject"));
 
     // events.k8s.io/v1 requires what a recorder must set.
@@ -1350,11 +1230,7 @@ async fn events_are_one_resource_in_two_versions() {
         serde_json::from_value(json!({"metadata": {"name": "bad"}, "eventTime": null})).unwrap();
     let e = api_err(v1.create(&PostParams::default(), &bad).await.unwrap_err());
     assert_eq!(e.code, 422);
-    assert!(
-        e.message.contains("eventTime: Required value"),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("eventTime: Required value"), "{}", e.message);
 }
 
 #[tokio::test]
@@ -1382,11 +1258,7 @@ async fn updates_record_field_ownership() {
             .unwrap_err(),
     );
     assert_eq!(e.code, 409);
-    assert!(
-        e.message.contains("conflict with \"creator\""),
-        "{}",
-        e.message
-    );
+    assert!(e.message.contains("conflict with \"creator\""), "{}", e.message);
 
     // A write that changes nothing keeps managedFields and the resourceVersion.
     let again = api.replace("rut", &pp, &o).await.unwrap();
@@ -1399,17 +1271,9 @@ async fn built_in_kind_rules() {
     let env = TestEnv::new();
     let pods: Api<Pod> = Api::namespaced(env.client(), "default");
     let empty: Pod =
-        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}}))
-            .unwrap();
-    let e = api_err(
-        pods.create(&PostParams::default(), &empty)
-            .await
-            .unwrap_err(),
-    );
-    assert_eq!(
-        e.message,
-        "Pod \"p\" is invalid: spec.containers: Required value"
-    );
+        serde_json::from_value(json!({"metadata": {"name": "p"}, "spec": {"containers": []}})).unwrap();
+    let e = api_err(pods.create(&PostParams::default(), &empty).await.unwrap_err());
+    assert_eq!(e.message, "Pod \"p\" is invalid: spec.containers: Required value");
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "img:1"}]}}))
     .unwrap();
@@ -1495,10 +1359,7 @@ async fn scale_subresource() {
     api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
         .await
         .unwrap();
-    assert_eq!(
-        api.get("rut").await.unwrap().data["spec"]["replicas"],
-        json!(3)
-    );
+    assert_eq!(api.get("rut").await.unwrap().data["spec"]["replicas"], json!(3));
     let p = json!({"spec": {"replicas": -1}});
     let e = api_err(
         api.patch_scale("rut", &PatchParams::default(), &Patch::Merge(&p))
@@ -1525,8 +1386,7 @@ async fn apply_conflicts_are_per_field_inside_list_elements() {
     .unwrap();
     pods.create(&pp, &pod).await.unwrap();
     // Another manager applies a label on the same object: no conflict with the creator's fields.
-    let cfg =
-        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"b": "2"}}});
+    let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"b": "2"}}});
     let o = pods
         .patch("p", &PatchParams::apply("labeler"), &Patch::Apply(&cfg))
         .await

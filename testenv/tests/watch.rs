@@ -94,10 +94,7 @@ fn server_state(env: &TestEnv) -> BTreeMap<String, String> {
         .map(|o| {
             (
                 o["metadata"]["name"].as_str().unwrap().to_owned(),
-                o["metadata"]["resourceVersion"]
-                    .as_str()
-                    .unwrap()
-                    .to_owned(),
+                o["metadata"]["resourceVersion"].as_str().unwrap().to_owned(),
             )
         })
         .collect()
@@ -119,10 +116,7 @@ async fn churn(api: &Api<ConfigMap>, round: usize) -> Vec<Seen> {
     let rv = |c: &ConfigMap| c.metadata.resource_version.clone().unwrap();
     for i in 0..3 {
         let name = format!("r{round}-{i}");
-        let c = api
-            .create(&PostParams::default(), &cm(&name, "1"))
-            .await
-            .unwrap();
+        let c = api.create(&PostParams::default(), &cm(&name, "1")).await.unwrap();
         expected.push(Seen::Apply(name.clone(), rv(&c)));
         let p = json!({"data": {"v": "2"}});
         let c = api
@@ -250,19 +244,14 @@ async fn metadata_watcher_sees_partial_objects() {
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
     assert!(matches!(stream.next().await, Some(Ok(Event::Init))));
     assert!(matches!(stream.next().await, Some(Ok(Event::InitDone))));
-    cms.create(&PostParams::default(), &cm("m", "1"))
-        .await
-        .unwrap();
+    cms.create(&PostParams::default(), &cm("m", "1")).await.unwrap();
     match stream.next().await {
         Some(Ok(Event::Apply(o))) => assert_eq!(o.metadata.name.as_deref(), Some("m")),
         other => panic!("unexpected {other:?}"),
     }
 }
 
-async fn raw_watch(
-    env: &TestEnv,
-    query: &str,
-) -> impl futures::Stream<Item = serde_json::Value> + use<> {
+async fn raw_watch(env: &TestEnv, query: &str) -> impl futures::Stream<Item = serde_json::Value> + use<> {
     let req = http::Request::get(format!("/api/v1/namespaces/default/configmaps?{query}"))
         .body(Vec::new())
         .unwrap();
@@ -278,9 +267,7 @@ async fn raw_watch(
 async fn bookmarks_initial_events_and_expiry() {
     let env = env();
     let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
-    api.create(&PostParams::default(), &cm("a", "1"))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("a", "1")).await.unwrap();
     let rv = env.resource_version();
 
     // sendInitialEvents: the current state, then the initial-events-end bookmark.
@@ -308,9 +295,7 @@ async fn bookmarks_initial_events_and_expiry() {
     assert_eq!(bm["type"], "BOOKMARK");
 
     // A compacted resourceVersion: 410 Expired inside a 200 stream.
-    api.create(&PostParams::default(), &cm("b", "1"))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("b", "1")).await.unwrap();
     env.compact();
     let mut s = Box::pin(raw_watch(&env, &format!("watch=true&resourceVersion={rv}")).await);
     let err = s.next().await.unwrap();
@@ -320,17 +305,10 @@ async fn bookmarks_initial_events_and_expiry() {
     assert!(s.next().await.is_none(), "the stream ends after the error");
 
     // sendInitialEvents needs resourceVersionMatch and bookmarks.
-    let req = http::Request::get(
-        "/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true",
-    )
-    .body(Vec::new())
-    .unwrap();
-    let e = env
-        .client()
-        .request_events::<ConfigMap>(req)
-        .await
-        .err()
+    let req = http::Request::get("/api/v1/namespaces/default/configmaps?watch=true&sendInitialEvents=true")
+        .body(Vec::new())
         .unwrap();
+    let e = env.client().request_events::<ConfigMap>(req).await.err().unwrap();
     assert!(matches!(e, kube::Error::Api(s) if s.code == 422));
 }
 
@@ -380,12 +358,9 @@ async fn controller_reconciles_to_convergence() {
     let api = common::asvc_api(client.clone(), "default");
     let owned: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     for i in 0..5 {
-        api.create(
-            &PostParams::default(),
-            &common::asvc(&format!("as-{i}"), "svc"),
-        )
-        .await
-        .unwrap();
+        api.create(&PostParams::default(), &common::asvc(&format!("as-{i}"), "svc"))
+            .await
+            .unwrap();
     }
     let ctx = Arc::new(api.clone());
     let controller = Controller::new_with(api.clone(), watcher::Config::default(), common::ar())
@@ -476,9 +451,7 @@ async fn kube_runtime_finalizer_helper_adds_and_removes() {
         )
         .for_each(|_| std::future::ready(()));
     let task = tokio::spawn(controller);
-    api.create(&PostParams::default(), &cm("f", "1"))
-        .await
-        .unwrap();
+    api.create(&PostParams::default(), &cm("f", "1")).await.unwrap();
     let has_finalizer = || {
         env.get_object("", "v1", "configmaps", Some("default"), "f")
             .is_some_and(|o| o["metadata"]["finalizers"] == json!(["testenv.dev/cleanup"]))
@@ -522,10 +495,6 @@ async fn a_watch_from_a_future_revision_waits_for_it() {
     }
     w.await.unwrap();
     let far = (env.resource_version() + 100).to_string();
-    let e = api
-        .watch(&WatchParams::default(), &far)
-        .await
-        .err()
-        .unwrap();
+    let e = api.watch(&WatchParams::default(), &far).await.err().unwrap();
     assert!(matches!(e, kube::Error::Api(s) if s.code == 504));
 }
