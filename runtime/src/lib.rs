@@ -21,6 +21,9 @@ pub mod leaderelection;
 pub mod lister;
 pub mod network;
 pub mod reconciler;
+pub mod sharedmain;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod tracker;
 
 /// Generated reconciler traits are async; implement them with this attribute.

@@ -41,10 +41,16 @@ impl Reconciler for Noop {
 }
 
 fn config(buckets: u32) -> ComponentConfig {
+    config_with(buckets, "1s", "600ms")
+}
+
+/// Longer leases for tests whose set-up must not race lease expiry on a loaded
+/// machine.
+fn config_with(buckets: u32, lease: &str, renew: &str) -> ComponentConfig {
     let data: BTreeMap<String, String> = [
         ("buckets", buckets.to_string()),
-        ("lease-duration", "1s".to_owned()),
-        ("renew-deadline", "600ms".to_owned()),
+        ("lease-duration", lease.to_owned()),
+        ("renew-deadline", renew.to_owned()),
         ("retry-period", "100ms".to_owned()),
     ]
     .into_iter()
@@ -85,6 +91,10 @@ impl Replica {
     }
 
     fn start_in(env: &TestEnv, namespace: &str, identity: &str, buckets: u32) -> Replica {
+        Self::start_with(env, namespace, identity, &config(buckets))
+    }
+
+    fn start_with(env: &TestEnv, namespace: &str, identity: &str, config: &ComponentConfig) -> Replica {
         let events = Arc::new(Mutex::new(Vec::new()));
         let (promoted, demoted) = (events.clone(), events.clone());
         let leadership = Arc::new(LeaderAwareFuncs::new(
@@ -105,7 +115,7 @@ impl Replica {
             env.client(),
             namespace,
             &controller,
-            &config(buckets),
+            config,
             identity,
             shutdown.clone(),
         )
@@ -308,7 +318,7 @@ async fn replicas_split_the_keys_by_bucket() {
                 },
                 spec: Some(LeaseSpec {
                     holder_identity: Some("pod-b_2".to_owned()),
-                    lease_duration_seconds: Some(1),
+                    lease_duration_seconds: Some(3),
                     acquire_time: Some(MicroTime(Timestamp::now())),
                     renew_time: Some(MicroTime(Timestamp::now())),
                     lease_transitions: Some(0),
@@ -318,8 +328,11 @@ async fn replicas_split_the_keys_by_bucket() {
         )
         .await
         .unwrap();
-    let a = Replica::start(&env, "pod-a_1", 2);
-    let b = Replica::start(&env, "pod-b_2", 2);
+    // Three-second leases: B's lease must still be valid when A first looks,
+    // however slowly a loaded machine starts B.
+    let slow = config_with(2, "3s", "2s");
+    let a = Replica::start_with(&env, NS, "pod-a_1", &slow);
+    let b = Replica::start_with(&env, NS, "pod-b_2", &slow);
     wait_until(Duration::from_secs(5), || {
         a.led().len() == 1 && b.led().len() == 1
     })

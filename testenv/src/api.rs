@@ -300,6 +300,16 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         }
         Route::Resource(t) => t,
     };
+    // A subresource the resource does not have is an unknown path, not a request.
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => target.def.status,
+        Some("scale") => target.def.scale.is_some(),
+        Some(_) => false,
+    };
+    if !served {
+        return Reply::error(&ErrorStatus::unknown_path());
+    }
     let q = QueryView(&req.query);
     let verb = match verb_of(&req.method, &target, &q) {
         Ok(v) => v,
@@ -321,19 +331,33 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);
     }
-    let served = match target.subresource.as_deref() {
-        None => true,
-        Some("status") => def.status,
-        Some("scale") => def.scale.is_some(),
-        Some(_) => false,
-    };
-    if !served {
-        return Reply::error(&ErrorStatus::unknown_path());
+    if verb == "watch" {
+        wait_for_revision(&env.inner, &q).await;
     }
     match dispatch(&env.inner, verb, &target, &req, &q) {
         Ok(r) => r,
         Err(e) => Reply::error(&e),
     }
+}
+
+/// A watch from a revision the store has not reached yet waits for it a little (3 s, as
+/// the watch cache does) before it is refused as too large.
+async fn wait_for_revision(inner: &Inner, q: &QueryView<'_>) {
+    let Some(wanted) = q.get("resourceVersion").and_then(|r| r.parse::<u64>().ok()) else {
+        return;
+    };
+    let mut changes = {
+        let state = inner.state();
+        if state.store.rv() >= wanted {
+            return;
+        }
+        state.store.subscribe()
+    };
+    let _ = tokio::time::timeout(
+        std::time::Duration::from_secs(3),
+        changes.wait_for(|rv| *rv >= wanted),
+    )
+    .await;
 }
 
 fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {

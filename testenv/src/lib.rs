@@ -303,6 +303,7 @@ impl TestEnv {
     }
 
     /// A real `kube::Client` over the in-process service (default namespace `default`).
+    /// Call it inside a Tokio runtime: kube's client spawns its request buffer there.
     pub fn client(&self) -> kube::Client {
         kube::Client::new(self.service(), "default")
     }
@@ -326,6 +327,61 @@ impl TestEnv {
             .and_then(Value::as_str)
             .unwrap_or("default")
             .to_owned()
+    }
+
+    /// The resource (plural) that serves `kind` in `api_version`, if any.
+    pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<String> {
+        self.inner
+            .state()
+            .find_kind(api_version, kind)
+            .map(|d| d.plural.clone())
+    }
+
+    /// Stores `obj` as given, status, generation, finalizers and deletionTimestamp
+    /// included, without the rules a client's request is held to (an object being
+    /// deleted without finalizers, say). Table tests use it to set up a world that
+    /// requests could not reach, as client-go's object tracker does. The
+    /// resourceVersion is assigned as for any write, and the watch sees an ADDED
+    /// (or MODIFIED) event; `uid`, `creationTimestamp` and, for kinds with
+    /// generations, `generation` are filled in when absent; a namespaced object
+    /// without a namespace goes to `default`. Not recorded in the action log.
+    pub fn seed_object(&self, mut obj: Value) -> Result<Value, Error> {
+        let def = self.def_for(&obj)?;
+        let ns = if def.namespaced {
+            Self::ns_of(&obj)
+        } else {
+            String::new()
+        };
+        let name = obj
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        if name.is_empty() {
+            return Err(Error::InvalidObject("a seeded object needs metadata.name".into()));
+        }
+        let meta = obj
+            .as_object_mut()
+            .ok_or_else(|| Error::InvalidObject("a seeded object must be a JSON object".into()))?
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(meta) = meta.as_object_mut() {
+            if def.namespaced {
+                meta.insert("namespace".into(), Value::String(ns.clone()));
+            }
+            meta.remove("resourceVersion");
+            meta.entry("uid")
+                .or_insert_with(|| Value::String(uuid::Uuid::new_v4().to_string()));
+            meta.entry("creationTimestamp")
+                .or_insert_with(|| Value::String(state::now()));
+            if def.generation {
+                meta.entry("generation").or_insert(Value::from(1));
+            }
+        }
+        let mut state = self.inner.state();
+        let stored = state.seed(&def, &ns, &name, obj);
+        state.settle();
+        Ok(stored)
     }
 
     /// Creates an object as `POST` would (same RV, uid, generation, events). `apiVersion`

@@ -356,6 +356,10 @@ pub(crate) fn apply(
     if let Some(l) = live {
         let mut conflicts = Vec::new();
         for p in &mine {
+            // A list element's identity only conflicts through its fields.
+            if matches!(p.last(), Some(Elem::Key(_))) {
+                continue;
+            }
             let differs = get(l, p) != get(applied, p);
             for (e, owned) in &mut others {
                 if owned.contains(p) && differs {
@@ -443,7 +447,11 @@ pub(crate) fn track_update(
         None => now_fields.clone(),
         Some(o) => now_fields
             .iter()
-            .filter(|p| get(o, p) != get(new, p))
+            .filter(|p| match p.last() {
+                // An element changes hands when it appears, not when its fields change.
+                Some(Elem::Key(_)) => get(o, p).is_none(),
+                _ => get(o, p) != get(new, p),
+            })
             .cloned()
             .collect(),
     };

@@ -198,6 +198,20 @@ fn unknown_fields(input: &Value, output: &Value, path: &str, out: &mut Vec<Strin
 }
 
 impl State {
+    /// Stores an object as given (see `TestEnv::seed_object`), with a new
+    /// revision and a watch event.
+    pub(crate) fn seed(&mut self, def: &ResourceDef, ns: &str, name: &str, mut obj: Value) -> Value {
+        obj["apiVersion"] = json!(def.api_version());
+        obj["kind"] = json!(def.kind);
+        let stored = self
+            .store
+            .put(&def.key(), ObjKey::new(ns, name), def.to_storage(obj));
+        if def.builtin() == Some(Builtin::Crd) {
+            self.sync_crd(&stored);
+        }
+        Self::present(def, &stored)
+    }
+
     pub(crate) fn find(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceDef>> {
         self.resources
             .iter()

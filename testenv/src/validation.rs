@@ -186,17 +186,23 @@ pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError
     }
     if let Some(owners) = meta.get("ownerReferences").and_then(Value::as_array) {
         let mut controllers = 0;
-        for (i, o) in owners.iter().enumerate() {
-            for field in ["apiVersion", "kind", "name", "uid"] {
+        for o in owners {
+            // apimachinery reports these without an index, and calls apiVersion "version".
+            for (field, what) in [
+                ("apiVersion", "version"),
+                ("kind", "kind"),
+                ("name", "name"),
+                ("uid", "uid"),
+            ] {
                 if o.get(field)
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .is_empty()
                 {
                     errs.push(FieldError::invalid(
-                        format!("metadata.ownerReferences[{i}].{field}"),
+                        format!("metadata.ownerReferences.{field}"),
                         Value::from(""),
-                        format!("{field} must not be empty"),
+                        format!("{what} must not be empty"),
                     ));
                 }
             }

@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -97,15 +96,30 @@ async fn kubectl_apply_get_watch_delete() {
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
-        std::thread::sleep(Duration::from_millis(700));
+        let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let sink = std::sync::Arc::clone(&lines);
+        let stdout = watch.stdout.take().unwrap();
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)).map_while(Result::ok) {
+                sink.lock().unwrap().push(line);
+            }
+        });
+        let wait_for = |want: &str| {
+            for _ in 0..200 {
+                if lines.lock().unwrap().iter().any(|l| l == want) {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            panic!("kubectl get -w never printed {want:?}: {:?}", lines.lock().unwrap());
+        };
+        wait_for("webhook");
         let out = k.run(&["apply", "-f", &as2]);
         assert!(out.contains("configured"), "{out}");
-        std::thread::sleep(Duration::from_millis(700));
+        wait_for("webhook2");
         let _ = watch.kill();
-        let mut seen = String::new();
-        watch.stdout.take().unwrap().read_to_string(&mut seen).unwrap();
         let _ = watch.wait();
-        assert!(seen.contains("webhook\n") && seen.contains("webhook2"), "watch saw: {seen:?}");
+        let _ = reader.join();
 
         let out = k.run(&["scale", "addressableservice", "rut", "--replicas=3"]);
         assert!(out.contains("scaled"), "{out}");

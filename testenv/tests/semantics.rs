@@ -1372,3 +1372,39 @@ async fn scale_subresource() {
     let e = api_err(cms.get_scale("c").await.unwrap_err());
     assert_eq!(e.code, 404, "ConfigMaps have no scale subresource");
 }
+
+#[tokio::test]
+async fn apply_conflicts_are_per_field_inside_list_elements() {
+    let env = TestEnv::new();
+    let pods: Api<Pod> = Api::namespaced(env.client(), "default");
+    let pp = PostParams {
+        field_manager: Some("creator".into()),
+        ..Default::default()
+    };
+    let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p", "labels": {"a": "1"}},
+        "spec": {"containers": [{"name": "c", "image": "img:1"}]}}))
+    .unwrap();
+    pods.create(&pp, &pod).await.unwrap();
+    // Another manager applies a label on the same object: no conflict with the creator's fields.
+    let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "labels": {"b": "2"}}});
+    let o = pods
+        .patch("p", &PatchParams::apply("labeler"), &Patch::Apply(&cfg))
+        .await
+        .unwrap();
+    let labels = o.metadata.labels.unwrap();
+    assert_eq!((labels["a"].as_str(), labels["b"].as_str()), ("1", "2"));
+    // Changing the creator's image conflicts on that field.
+    let cfg = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "img:2"}]}});
+    let e = api_err(
+        pods.patch("p", &PatchParams::apply("imager"), &Patch::Apply(&cfg))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 409);
+    assert!(
+        e.message.contains(".spec.containers[name=\"c\"].image"),
+        "{}",
+        e.message
+    );
+}

@@ -466,3 +466,35 @@ async fn kube_runtime_finalizer_helper_adds_and_removes() {
     assert_eq!(*cleaned.lock().unwrap(), ["f"]);
     task.abort();
 }
+
+#[tokio::test]
+async fn a_watch_from_a_future_revision_waits_for_it() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let next = (env.resource_version() + 1).to_string();
+    let writer = api.clone();
+    let w = tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        writer
+            .create(&PostParams::default(), &cm("later", "1"))
+            .await
+            .unwrap();
+        writer
+            .create(&PostParams::default(), &cm("after", "1"))
+            .await
+            .unwrap();
+    });
+    let stream = api
+        .watch(&WatchParams::default().disable_bookmarks(), &next)
+        .await
+        .unwrap();
+    let mut stream = Box::pin(stream);
+    match stream.next().await {
+        Some(Ok(WatchEvent::Added(o))) => assert_eq!(o.metadata.name.as_deref(), Some("after")),
+        other => panic!("unexpected {other:?}"),
+    }
+    w.await.unwrap();
+    let far = (env.resource_version() + 100).to_string();
+    let e = api.watch(&WatchParams::default(), &far).await.err().unwrap();
+    assert!(matches!(e, kube::Error::Api(s) if s.code == 504));
+}

@@ -409,17 +409,6 @@ impl Impl {
         }
     }
 
-    /// Runs the workers until `shutdown` is cancelled, then stops the queue and
-    /// returns once every in-flight reconcile has finished.
-    ///
-    /// Keys still queued or delayed at shutdown are dropped, not processed: keys
-    /// are level-triggered, and the next process (or the next leader) lists and
-    /// enqueues every object again. Knative instead drains the queue, which can
-    /// outlast a pod's termination grace period.
-    ///
-    /// Each worker runs in its own tokio task. Cancel through `shutdown` rather
-    /// than by dropping this future, which would abort reconciles mid-way. Once
-    /// it returns, the queue stays shut down; an `Impl` runs once.
     /// Runs the reconciler once for `key`, outside the queue and its result
     /// handling; table tests use it as Knative's call `Reconcile(ctx, key)`.
     pub async fn reconcile_once(&self, key: &str) -> Result<(), Error> {
@@ -470,6 +459,17 @@ impl Impl {
         }
     }
 
+    /// Runs the workers until `shutdown` is cancelled, then stops the queue and
+    /// returns once every in-flight reconcile has finished.
+    ///
+    /// Keys still queued or delayed at shutdown are dropped, not processed: keys
+    /// are level-triggered, and the next process (or the next leader) lists and
+    /// enqueues every object again. Knative instead drains the queue, which can
+    /// outlast a pod's termination grace period.
+    ///
+    /// Each worker runs in its own tokio task. Cancel through `shutdown` rather
+    /// than by dropping this future, which would abort reconciles mid-way. Once
+    /// it returns, the queue stays shut down; an `Impl` runs once.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
         let entered = tracing::info_span!("controller", "knative.dev/controller" = %inner.name).entered();

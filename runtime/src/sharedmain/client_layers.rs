@@ -1,0 +1,236 @@
+//! Tower layers on the kube client: client-side QPS/burst limiting (kube-rs has
+//! none; client-go's is a token bucket every request waits on) and API request
+//! metrics.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context as TaskContext, Poll};
+use std::time::Duration;
+
+use http::{Request, Response};
+use parking_lot::Mutex;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use tokio::time::Instant;
+use tower::{Layer, Service};
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A token bucket with client-go's semantics: `burst` tokens, refilled at `qps`
+/// per second; a request that finds no token waits for the next one (tokens are
+/// reserved, so waiters are served in order).
+#[derive(Debug)]
+pub struct TokenBucket {
+    qps: f64,
+    burst: f64,
+    state: Mutex<(f64, Instant)>,
+}
+
+impl TokenBucket {
+    /// A full bucket.
+    pub fn new(qps: f32, burst: u32) -> Self {
+        let burst = f64::from(burst.max(1));
+        TokenBucket {
+            qps: f64::from(qps).max(f64::MIN_POSITIVE),
+            burst,
+            state: Mutex::new((burst, Instant::now())),
+        }
+    }
+
+    /// Takes a token; returns how long to wait before using it.
+    pub fn reserve(&self) -> Duration {
+        let now = Instant::now();
+        let mut state = self.state.lock();
+        let (tokens, last) = *state;
+        let available = (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst) - 1.0;
+        *state = (available, now);
+        if available >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-available / self.qps)
+        }
+    }
+}
+
+/// Makes every request wait for a token of a shared [`TokenBucket`].
+#[derive(Clone, Debug)]
+pub struct RateLimitLayer {
+    bucket: Arc<TokenBucket>,
+}
+
+impl RateLimitLayer {
+    /// `qps` requests per second with bursts of `burst`.
+    pub fn new(qps: f32, burst: u32) -> Self {
+        RateLimitLayer {
+            bucket: Arc::new(TokenBucket::new(qps, burst)),
+        }
+    }
+}
+
+impl<S> Layer<S> for RateLimitLayer {
+    type Service = RateLimited<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RateLimited {
+            inner,
+            bucket: self.bucket.clone(),
+        }
+    }
+}
+
+/// See [`RateLimitLayer`].
+#[derive(Clone, Debug)]
+pub struct RateLimited<S> {
+    inner: S,
+    bucket: Arc<TokenBucket>,
+}
+
+impl<S, B> Service<Request<B>> for RateLimited<S>
+where
+    S: Service<Request<B>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let wait = self.bucket.reserve();
+        // Request futures are lazy: nothing is sent before the first poll, so
+        // delaying the poll delays the request.
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            if !wait.is_zero() {
+                tokio::time::sleep(wait).await;
+            }
+            response.await
+        })
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LatencyLabels {
+    verb: String,
+}
+
+/// API request counts by method and status code, and latency by method, under
+/// client-go's metric names.
+#[derive(Clone, Debug)]
+pub struct RequestMetricsLayer {
+    requests: Family<RequestLabels, Counter>,
+    latency: Family<LatencyLabels, Histogram>,
+}
+
+impl RequestMetricsLayer {
+    /// Registers `rest_client_requests_total` and
+    /// `rest_client_request_duration_seconds`.
+    pub fn register(registry: &mut Registry) -> Self {
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency = Family::<LatencyLabels, Histogram>::new_with_constructor(|| {
+            Histogram::new([0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0])
+        });
+        registry.register(
+            "rest_client_requests",
+            "Number of HTTP requests, partitioned by method and status code.",
+            requests.clone(),
+        );
+        registry.register(
+            "rest_client_request_duration_seconds",
+            "Request latency in seconds until the response headers arrived, by method.",
+            latency.clone(),
+        );
+        RequestMetricsLayer { requests, latency }
+    }
+}
+
+impl<S> Layer<S> for RequestMetricsLayer {
+    type Service = RequestMetrics<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        RequestMetrics {
+            inner,
+            metrics: self.clone(),
+        }
+    }
+}
+
+/// See [`RequestMetricsLayer`].
+#[derive(Clone, Debug)]
+pub struct RequestMetrics<S> {
+    inner: S,
+    metrics: RequestMetricsLayer,
+}
+
+impl<S, B, RB> Service<Request<B>> for RequestMetrics<S>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = BoxFuture<Result<S::Response, S::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut TaskContext<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let method = req.method().as_str().to_owned();
+        let metrics = self.metrics.clone();
+        let response = self.inner.call(req);
+        Box::pin(async move {
+            let started = Instant::now();
+            let result = response.await;
+            let code = match &result {
+                Ok(resp) => resp.status().as_u16().to_string(),
+                Err(_) => "<error>".to_owned(),
+            };
+            metrics
+                .latency
+                .get_or_create(&LatencyLabels { verb: method.clone() })
+                .observe(started.elapsed().as_secs_f64());
+            metrics
+                .requests
+                .get_or_create(&RequestLabels { method, code })
+                .inc();
+            result
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn bucket_allows_a_burst_then_paces_at_qps() {
+        let bucket = TokenBucket::new(5.0, 10);
+        let waits: Vec<Duration> = (0..12).map(|_| bucket.reserve()).collect();
+        assert!(waits[..10].iter().all(|w| w.is_zero()));
+        assert_eq!(waits[10], Duration::from_millis(200));
+        assert_eq!(waits[11], Duration::from_millis(400));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(
+            bucket.reserve(),
+            Duration::ZERO,
+            "one second refilled 5 tokens, 2 were owed"
+        );
+        assert_eq!(bucket.reserve(), Duration::ZERO);
+        assert_eq!(bucket.reserve(), Duration::ZERO);
+        assert_eq!(bucket.reserve(), Duration::from_millis(200));
+    }
+}

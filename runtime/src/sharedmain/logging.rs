@@ -1,0 +1,283 @@
+//! Logging: JSON lines in zap's shape (what Knative components print) with the
+//! level taken from the `config-logging` ConfigMap and changed live when it
+//! changes.
+//!
+//! The level for a component is `loglevel.<component>` if set, else the `level`
+//! of `zap-logger-config`, else `info`. A ConfigMap that does not parse keeps
+//! the last good level and logs why; a missing one means the defaults.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+use k8s_openapi::jiff::Timestamp;
+use serde_json::{Map, Value};
+use thiserror::Error;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Level, Subscriber};
+use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::reload;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{Layer, Registry};
+
+/// A `config-logging` ConfigMap that cannot be used.
+#[derive(Debug, Error, PartialEq, Eq)]
+pub enum LoggingConfigError {
+    /// A level name zap does not know.
+    #[error(
+        "invalid log level {level:?} in {key}; use one of debug, info, warn, error, dpanic, panic, fatal"
+    )]
+    Level {
+        /// The key holding it.
+        key: String,
+        /// The bad value.
+        level: String,
+    },
+    /// `zap-logger-config` is not JSON.
+    #[error("zap-logger-config is not valid JSON ({0}); fix it or remove the key")]
+    ZapConfig(String),
+}
+
+/// The level a component logs at, from `config-logging` data.
+pub fn level_from_config(
+    component: &str,
+    data: &BTreeMap<String, String>,
+) -> Result<LevelFilter, LoggingConfigError> {
+    let mut level = LevelFilter::INFO;
+    if let Some(zap) = data.get("zap-logger-config").filter(|s| !s.trim().is_empty()) {
+        let parsed: Value =
+            serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string()))?;
+        if let Some(name) = parsed.get("level").and_then(Value::as_str) {
+            level = parse_level("zap-logger-config", name)?;
+        }
+    }
+    let key = format!("loglevel.{component}");
+    if let Some(name) = data.get(&key) {
+        level = parse_level(&key, name)?;
+    }
+    Ok(level)
+}
+
+fn parse_level(key: &str, name: &str) -> Result<LevelFilter, LoggingConfigError> {
+    match name.trim().to_ascii_lowercase().as_str() {
+        "debug" => Ok(LevelFilter::DEBUG),
+        "info" | "" => Ok(LevelFilter::INFO),
+        "warn" => Ok(LevelFilter::WARN),
+        "error" | "dpanic" | "panic" | "fatal" => Ok(LevelFilter::ERROR),
+        _ => Err(LoggingConfigError::Level {
+            key: key.to_owned(),
+            level: name.to_owned(),
+        }),
+    }
+}
+
+/// Changes the process's log level at run time.
+#[derive(Clone)]
+pub struct LevelHandle {
+    handle: reload::Handle<LevelFilter, Registry>,
+    component: String,
+}
+
+impl std::fmt::Debug for LevelHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelHandle")
+            .field("component", &self.component)
+            .finish()
+    }
+}
+
+impl LevelHandle {
+    /// Applies `config-logging` data: a good config sets the level, a bad one
+    /// keeps the current level and logs why.
+    pub fn apply(&self, data: &BTreeMap<String, String>) {
+        match level_from_config(&self.component, data) {
+            Ok(level) => {
+                let before = self.handle.clone_current();
+                if let Err(e) = self.handle.modify(|current| *current = level) {
+                    tracing::error!(error = %e, "could not change the logging level");
+                } else if before != Some(level) {
+                    tracing::info!(level = %level, "Updated logging level from config-logging");
+                }
+            }
+            Err(err) => {
+                tracing::error!(error = %err, "Failed to parse config-logging; keeping the current level")
+            }
+        }
+    }
+
+    /// The level now in force.
+    pub fn level(&self) -> Option<LevelFilter> {
+        self.handle.clone_current()
+    }
+}
+
+/// Installs the JSON logger for `component` at `level`; `pod` is added to every
+/// line as `knative.dev/pod`. Returns the handle that changes the level.
+pub fn init(component: &str, level: LevelFilter, pod: Option<String>) -> LevelHandle {
+    let (filter, handle) = reload::Layer::new(level);
+    let json = JsonLines {
+        logger: component.to_owned(),
+        pod,
+    };
+    // A second call (tests running several mains) keeps the first subscriber.
+    let _ = tracing_subscriber::registry().with(filter).with(json).try_init();
+    LevelHandle {
+        handle,
+        component: component.to_owned(),
+    }
+}
+
+/// Writes each event as one JSON object with zap's keys (`level`, `ts`,
+/// `logger`, `caller`, `msg`), the fields of the event and of its spans.
+struct JsonLines {
+    logger: String,
+    pod: Option<String>,
+}
+
+/// Span fields, kept on the span so events inside it can print them.
+struct SpanFields(Map<String, Value>);
+
+struct Collect<'a>(&'a mut Map<String, Value>);
+
+impl Visit for Collect<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.0
+            .insert(field.name().to_owned(), Value::String(value.to_owned()));
+    }
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        self.0.insert(field.name().to_owned(), value.into());
+    }
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.0
+            .insert(field.name().to_owned(), Value::String(value.to_string()));
+    }
+    fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+        let mut text = String::new();
+        let _ = write!(text, "{value:?}");
+        self.0.insert(field.name().to_owned(), Value::String(text));
+    }
+}
+
+impl<S> Layer<S> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        id: &tracing::span::Id,
+        ctx: LayerContext<'_, S>,
+    ) {
+        let mut fields = Map::new();
+        attrs.record(&mut Collect(&mut fields));
+        if let Some(span) = ctx.span(id) {
+            span.extensions_mut().insert(SpanFields(fields));
+        }
+    }
+
+    fn on_record(
+        &self,
+        id: &tracing::span::Id,
+        values: &tracing::span::Record<'_>,
+        ctx: LayerContext<'_, S>,
+    ) {
+        if let Some(span) = ctx.span(id)
+            && let Some(fields) = span.extensions_mut().get_mut::<SpanFields>()
+        {
+            values.record(&mut Collect(&mut fields.0));
+        }
+    }
+
+    fn on_event(&self, event: &Event<'_>, ctx: LayerContext<'_, S>) {
+        let meta = event.metadata();
+        let mut line = Map::new();
+        line.insert("level".into(), Value::String(zap_level(*meta.level()).into()));
+        line.insert("ts".into(), Value::String(Timestamp::now().to_string()));
+        line.insert("logger".into(), Value::String(self.logger.clone()));
+        if let (Some(file), Some(number)) = (meta.file(), meta.line()) {
+            line.insert("caller".into(), Value::String(format!("{file}:{number}")));
+        }
+        if let Some(pod) = &self.pod {
+            line.insert("knative.dev/pod".into(), Value::String(pod.clone()));
+        }
+        if let Some(scope) = ctx.event_scope(event) {
+            for span in scope.from_root() {
+                if let Some(fields) = span.extensions().get::<SpanFields>() {
+                    line.extend(fields.0.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+            }
+        }
+        let mut fields = Map::new();
+        event.record(&mut Collect(&mut fields));
+        if let Some(message) = fields.remove("message") {
+            line.insert("msg".into(), message);
+        }
+        line.extend(fields);
+        let mut out = std::io::stdout().lock();
+        // A closed stdout cannot be reported anywhere; dropping the line is all
+        // that is left to do.
+        if serde_json::to_writer(&mut out, &Value::Object(line)).is_ok() {
+            let _ = out.write_all(b"\n");
+        }
+    }
+}
+
+fn zap_level(level: Level) -> &'static str {
+    match level {
+        Level::TRACE | Level::DEBUG => "debug",
+        Level::INFO => "info",
+        Level::WARN => "warn",
+        Level::ERROR => "error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn component_level_wins_over_zap_level() {
+        let d = data(&[
+            ("zap-logger-config", r#"{"level": "warn", "encoding": "json"}"#),
+            ("loglevel.controller", "debug"),
+        ]);
+        assert_eq!(level_from_config("controller", &d), Ok(LevelFilter::DEBUG));
+        assert_eq!(level_from_config("webhook", &d), Ok(LevelFilter::WARN));
+        assert_eq!(
+            level_from_config("controller", &BTreeMap::new()),
+            Ok(LevelFilter::INFO)
+        );
+    }
+
+    #[test]
+    fn bad_values_say_what_to_use() {
+        let err = level_from_config("controller", &data(&[("loglevel.controller", "loud")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid log level \"loud\" in loglevel.controller; use one of debug, info, warn, error, dpanic, panic, fatal"
+        );
+        let err = level_from_config("controller", &data(&[("zap-logger-config", "{not json")])).unwrap_err();
+        assert!(
+            err.to_string().starts_with("zap-logger-config is not valid JSON"),
+            "{err}"
+        );
+    }
+}

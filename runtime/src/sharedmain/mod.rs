@@ -1,0 +1,670 @@
+//! `sharedmain`: the `main` of a controller process (Knative's
+//! `injection/sharedmain`).
+//!
+//! ```no_run
+//! # fn new_controller(_: &runtime::injection::Context) -> runtime::controller::Impl { unimplemented!() }
+//! fn main() -> std::process::ExitCode {
+//!     runtime::sharedmain::main("controller", [new_controller])
+//! }
+//! ```
+//!
+//! In order, [`main`]:
+//! 1. reads flags (`--kubeconfig`, `--server`, `--context`, `--kube-api-qps`,
+//!    `--kube-api-burst`, `--disable-ha`, `--disable-controllers`) and the
+//!    environment (`SYSTEM_NAMESPACE` is required; see [`Env`]);
+//! 2. builds the kube client from the kubeconfig (or the in-cluster config) with
+//!    client-side QPS/burst limiting (0 means 5× and 10× the number of
+//!    controllers, as Knative) and request metrics;
+//! 3. reads `config-logging` (JSON logs at its level, changed live),
+//!    `config-leader-election` and `config-observability` from
+//!    `SYSTEM_NAMESPACE`; a missing ConfigMap means the defaults, a malformed
+//!    one stops the process with the reason;
+//! 4. calls each constructor with the injection [`Context`]; constructors ask
+//!    for informers and return their [`Impl`];
+//! 5. starts exactly the informers they asked for and waits for their caches;
+//! 6. runs the controllers, each with leader election (or leading everything
+//!    with `--disable-ha`), and serves `/metrics` (port 9090,
+//!    `METRICS_PROMETHEUS_PORT`) and `/health` and `/readiness` (port 8080,
+//!    `PROBES_PORT`);
+//! 7. on SIGTERM or SIGINT turns readiness to 500, stops taking work, lets
+//!    in-flight reconciles finish, releases its leases and exits 0; a second
+//!    signal exits at once (status 1).
+//!
+//! Every failure before the controllers run exits 1 with a message that says
+//! what failed, where, and how to fix it.
+
+pub mod client_layers;
+pub mod logging;
+mod servers;
+
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Api, Client, Config};
+use prometheus_client::registry::Registry;
+use thiserror::Error;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::{Impl, WorkqueueMetrics};
+use crate::informer::EventHandler;
+use crate::injection::Context;
+use crate::leaderelection;
+use crate::reconciler::{ReconcileMetrics, ThreadsPerController};
+use client_layers::{RateLimitLayer, RequestMetricsLayer};
+
+/// Builds one controller from the injection context.
+pub type Constructor = fn(&Context) -> Impl;
+
+/// The flags of every controller process (Knative's `sharedmain` flags).
+#[derive(Debug, Clone, Parser)]
+#[command(about = "Runs Knative-style controllers against the cluster in the kubeconfig.")]
+pub struct Flags {
+    /// Path to a kubeconfig. Without it, $KUBECONFIG, ~/.kube/config, then the
+    /// in-cluster config are tried.
+    #[arg(long, env = "KUBECONFIG")]
+    pub kubeconfig: Option<String>,
+    /// The API server URL, overriding the kubeconfig's.
+    #[arg(long)]
+    pub server: Option<String>,
+    /// The kubeconfig context to use instead of its current one.
+    #[arg(long)]
+    pub context: Option<String>,
+    /// Client-side requests per second to the API server; 0 means 5 per controller.
+    #[arg(long, env = "KUBE_API_QPS", default_value_t = 0.0)]
+    pub kube_api_qps: f32,
+    /// Client-side burst of requests; 0 means 10 per controller.
+    #[arg(long, env = "KUBE_API_BURST", default_value_t = 0)]
+    pub kube_api_burst: i64,
+    /// Lead every key without electing (one replica only).
+    #[arg(long)]
+    pub disable_ha: bool,
+    /// Comma-separated controllers not to run (for example `addressableservice`).
+    #[arg(long, value_delimiter = ',')]
+    pub disable_controllers: Vec<String>,
+}
+
+/// The environment of a controller process.
+#[derive(Debug, Clone)]
+pub struct Env {
+    /// `SYSTEM_NAMESPACE` (required): where this component's ConfigMaps and
+    /// leases live.
+    pub system_namespace: String,
+    /// `POD_NAME`, else `HOSTNAME`: added to every log line.
+    pub pod_name: Option<String>,
+    /// `CONFIG_LOGGING_NAME` (default `config-logging`).
+    pub config_logging_name: String,
+    /// `CONFIG_OBSERVABILITY_NAME` (default `config-observability`).
+    pub config_observability_name: String,
+    /// `CONFIG_LEADERELECTION_NAME` (default `config-leader-election`).
+    pub config_leader_election_name: String,
+    /// `K_THREADS_PER_CONTROLLER` (default 2).
+    pub threads_per_controller: usize,
+    /// `METRICS_PROMETHEUS_PORT` (default 9090; 0 picks a free port).
+    pub metrics_port: u16,
+    /// `PROBES_PORT` (default 8080; 0 picks a free port).
+    pub probes_port: u16,
+}
+
+/// Why the process could not start.
+#[derive(Debug, Error)]
+pub enum MainError {
+    /// `SYSTEM_NAMESPACE` is not set.
+    #[error(
+        "SYSTEM_NAMESPACE is not set. It names the namespace that holds this component's ConfigMaps \
+         (config-logging, config-leader-election, config-observability) and its leader-election leases. Set it:\n\
+         - in a pod, from the downward API:\n      env:\n      - name: SYSTEM_NAMESPACE\n        valueFrom:\n          \
+         fieldRef:\n            fieldPath: metadata.namespace\n\
+         - in a shell: export SYSTEM_NAMESPACE=knative-samples\n\
+         - in an IDE: add SYSTEM_NAMESPACE=knative-samples to the run configuration's environment \
+         (.vscode/launch.json does this)"
+    )]
+    MissingSystemNamespace,
+    /// An environment variable has a value that cannot be used.
+    #[error("{name}={value:?} is not valid: {why}")]
+    BadEnv {
+        /// The variable.
+        name: &'static str,
+        /// Its value.
+        value: String,
+        /// What is wrong and what would be right.
+        why: String,
+    },
+    /// A flag has a value that cannot be used.
+    #[error("{0}")]
+    BadFlag(String),
+    /// The kubeconfig could not be read or used.
+    #[error("Error building kubeconfig: {0}")]
+    Kubeconfig(String),
+    /// A configuration ConfigMap is malformed.
+    #[error("ConfigMap {namespace}/{name} is invalid: {why}")]
+    Config {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// Reading a ConfigMap kept failing.
+    #[error(
+        "could not read ConfigMap {namespace}/{name}: {why}; check that the API server is reachable and that the service account may get configmaps in {namespace}"
+    )]
+    ConfigRead {
+        /// Its namespace.
+        namespace: String,
+        /// Its name.
+        name: String,
+        /// The last error.
+        why: String,
+    },
+    /// Informer caches did not sync.
+    #[error(transparent)]
+    CacheSync(#[from] crate::injection::CacheSyncError),
+    /// A server could not start.
+    #[error("{0}")]
+    Serve(String),
+    /// The async runtime could not start.
+    #[error("could not start the async runtime: {0}")]
+    Runtime(String),
+}
+
+/// How long informers get to list before the process gives up.
+const CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long config ConfigMaps are retried at start (Knative polls for 5 s).
+const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs `constructors` as the controllers of `component` until a signal; the
+/// exit code to return from `main`. See the module docs.
+pub fn main(component: &str, constructors: impl IntoIterator<Item = Constructor>) -> ExitCode {
+    let constructors: Vec<Constructor> = constructors.into_iter().collect();
+    let flags = Flags::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(component, &MainError::Runtime(e.to_string())),
+    };
+    let env = match Env::from_process() {
+        Ok(env) => env,
+        Err(e) => return fail(component, &e),
+    };
+    let shutdown = CancellationToken::new();
+    runtime.spawn(handle_signals(shutdown.clone()));
+    match runtime.block_on(run(component, &constructors, flags, env, shutdown)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(component, &e),
+    }
+}
+
+fn fail(component: &str, err: &MainError) -> ExitCode {
+    eprintln!("{component}: {err}");
+    ExitCode::FAILURE
+}
+
+/// First SIGTERM/SIGINT: graceful shutdown. Second: exit at once.
+async fn handle_signals(shutdown: CancellationToken) {
+    wait_for_signal().await;
+    tracing::info!("Received a termination signal; shutting down (a second signal exits at once)");
+    shutdown.cancel();
+    wait_for_signal().await;
+    eprintln!("second termination signal; exiting without waiting");
+    std::process::exit(1);
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+impl Env {
+    /// Reads the environment of this process.
+    pub fn from_process() -> Result<Env, MainError> {
+        Self::from_lookup(|name| std::env::var(name).ok())
+    }
+
+    /// Reads the environment through `lookup` (tests pass a map).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Env, MainError> {
+        let system_namespace = lookup("SYSTEM_NAMESPACE")
+            .filter(|s| !s.trim().is_empty())
+            .ok_or(MainError::MissingSystemNamespace)?;
+        let threads_per_controller = match lookup("K_THREADS_PER_CONTROLLER") {
+            None => crate::controller::DEFAULT_CONCURRENCY,
+            Some(value) => match value.trim().parse::<usize>() {
+                Ok(n) if n > 0 => n,
+                _ => {
+                    return Err(MainError::BadEnv {
+                        name: "K_THREADS_PER_CONTROLLER",
+                        value,
+                        why: "expected a positive whole number of workers per controller, such as 2".into(),
+                    });
+                }
+            },
+        };
+        let port = |name: &'static str, default: u16| -> Result<u16, MainError> {
+            match lookup(name) {
+                None => Ok(default),
+                Some(value) => value.trim().parse::<u16>().map_err(|_| MainError::BadEnv {
+                    name,
+                    value,
+                    why: "expected a TCP port number between 0 and 65535".into(),
+                }),
+            }
+        };
+        Ok(Env {
+            system_namespace,
+            pod_name: lookup("POD_NAME").or_else(|| lookup("HOSTNAME")),
+            config_logging_name: lookup("CONFIG_LOGGING_NAME").unwrap_or_else(|| "config-logging".into()),
+            config_observability_name: lookup("CONFIG_OBSERVABILITY_NAME")
+                .unwrap_or_else(|| "config-observability".into()),
+            config_leader_election_name: lookup("CONFIG_LEADERELECTION_NAME")
+                .unwrap_or_else(|| "config-leader-election".into()),
+            threads_per_controller,
+            metrics_port: port("METRICS_PROMETHEUS_PORT", 9090)?,
+            probes_port: port("PROBES_PORT", 8080)?,
+        })
+    }
+}
+
+/// The kube config the flags and environment describe.
+pub async fn kube_config(flags: &Flags) -> Result<Config, MainError> {
+    let options = KubeConfigOptions {
+        context: flags.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = match &flags.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
+                MainError::Kubeconfig(format!(
+                    "cannot read kubeconfig {path:?}: {e}; check the path given by --kubeconfig or KUBECONFIG"
+                ))
+            })?;
+            Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| {
+                    MainError::Kubeconfig(format!(
+                        "kubeconfig {path:?} cannot be used{}: {e}",
+                        flags
+                            .context
+                            .as_deref()
+                            .map(|c| format!(" with context {c:?}"))
+                            .unwrap_or_default()
+                    ))
+                })?
+        }
+        None if flags.context.is_some() => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| MainError::Kubeconfig(format!("cannot use the default kubeconfig: {e}")))?,
+        None => Config::infer().await.map_err(|e| {
+            MainError::Kubeconfig(format!(
+                "no kubeconfig found and not running in a cluster ({e}); pass --kubeconfig or set KUBECONFIG"
+            ))
+        })?,
+    };
+    if let Some(server) = &flags.server {
+        config.cluster_url = server
+            .parse()
+            .map_err(|e| MainError::Kubeconfig(format!("--server {server:?} is not a URL: {e}")))?;
+    }
+    Ok(config)
+}
+
+/// Reads a ConfigMap's data; `None` when it does not exist. Transient errors are
+/// retried for a few seconds (a sidecar proxy may still be starting).
+async fn read_config_map(
+    client: &Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<BTreeMap<String, String>>, MainError> {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+    let deadline = tokio::time::Instant::now() + CONFIG_READ_TIMEOUT;
+    loop {
+        match api.get_opt(name).await {
+            Ok(found) => return Ok(found.map(|cm| cm.data.unwrap_or_default())),
+            Err(e) if tokio::time::Instant::now() >= deadline => {
+                return Err(MainError::ConfigRead {
+                    namespace: namespace.to_owned(),
+                    name: name.to_owned(),
+                    why: crate::reconciler::api_message(&e),
+                });
+            }
+            Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,
+        }
+    }
+}
+
+/// The short name of a controller for `--disable-controllers`: the queue name's
+/// module (`reconcilers.addressableservice.Reconciler` → `addressableservice`).
+pub fn short_name(queue_name: &str) -> &str {
+    let mut parts = queue_name.rsplit('.');
+    let last = parts.next().unwrap_or(queue_name);
+    parts.next().unwrap_or(last)
+}
+
+/// Everything `main` does once the runtime is up; returns when the controllers
+/// have stopped after `shutdown`.
+pub async fn run(
+    component: &str,
+    constructors: &[Constructor],
+    flags: Flags,
+    env: Env,
+    shutdown: CancellationToken,
+) -> Result<(), MainError> {
+    if flags.kube_api_qps < 0.0 || !flags.kube_api_qps.is_finite() {
+        return Err(MainError::BadFlag(format!(
+            "--kube-api-qps {} must be a number ≥ 0",
+            flags.kube_api_qps
+        )));
+    }
+    let burst = u32::try_from(flags.kube_api_burst).map_err(|_| {
+        MainError::BadFlag(format!(
+            "--kube-api-burst {} must be a whole number ≥ 0",
+            flags.kube_api_burst
+        ))
+    })?;
+    let controllers = constructors.len().max(1);
+    let qps = if flags.kube_api_qps == 0.0 {
+        5.0 * controllers as f32
+    } else {
+        flags.kube_api_qps
+    };
+    let burst = if burst == 0 {
+        10 * controllers as u32
+    } else {
+        burst
+    };
+
+    let config = kube_config(&flags).await?;
+    let mut registry = Registry::default();
+    let request_metrics = RequestMetricsLayer::register(&mut registry);
+    let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
+    let reconcile_metrics = ReconcileMetrics::register(&mut registry);
+    let client = kube::client::ClientBuilder::try_from(config.clone())
+        .map_err(|e| MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?
+        .with_layer(&RateLimitLayer::new(qps, burst))
+        .with_layer(&request_metrics)
+        .build();
+
+    let ns = env.system_namespace.clone();
+    let logging_data = read_config_map(&client, &ns, &env.config_logging_name)
+        .await?
+        .unwrap_or_default();
+    let level = logging::level_from_config(component, &logging_data).map_err(|e| MainError::Config {
+        namespace: ns.clone(),
+        name: env.config_logging_name.clone(),
+        why: e.to_string(),
+    })?;
+    let levels = logging::init(component, level, env.pod_name.clone());
+    tracing::info!(
+        qps,
+        burst,
+        controllers = constructors.len(),
+        "Starting {component}"
+    );
+
+    let election_data = read_config_map(&client, &ns, &env.config_leader_election_name)
+        .await?
+        .unwrap_or_default();
+    let election = leaderelection::Config::from_map(&election_data)
+        .map_err(|e| MainError::Config {
+            namespace: ns.clone(),
+            name: env.config_leader_election_name.clone(),
+            why: format!("{e:#}"),
+        })?
+        .component_config(component);
+    let observability = read_config_map(&client, &ns, &env.config_observability_name)
+        .await?
+        .unwrap_or_default();
+    let serve_metrics = metrics_enabled(&observability).map_err(|why| MainError::Config {
+        namespace: ns.clone(),
+        name: env.config_observability_name.clone(),
+        why,
+    })?;
+
+    let ctx = Context::builder(client.clone())
+        .config(config)
+        .extension(ThreadsPerController(env.threads_per_controller))
+        .extension(workqueue_metrics)
+        .extension(reconcile_metrics)
+        .build();
+    tracing::info!("Registering {} controllers", constructors.len());
+    let mut impls = Vec::new();
+    for constructor in constructors {
+        let controller = constructor(&ctx);
+        let short = short_name(controller.name());
+        if flags
+            .disable_controllers
+            .iter()
+            .any(|d| d == short || d == controller.name())
+        {
+            tracing::info!("Disabling controller {short}");
+            continue;
+        }
+        impls.push(controller);
+    }
+
+    // The logging level follows config-logging from its namespace.
+    let system = Context::builder(client.clone()).namespace(ns.clone()).build();
+    let logging_name = env.config_logging_name.clone();
+    let handler_levels = levels.clone();
+    let watched = logging_name.clone();
+    system.informer::<ConfigMap>().add_event_handler(
+        EventHandler::new()
+            .with_filter(move |cm: &ConfigMap| cm.metadata.name.as_deref() == Some(watched.as_str()))
+            .on_add({
+                let levels = handler_levels.clone();
+                move |cm: &ConfigMap| levels.apply(&cm.data.clone().unwrap_or_default())
+            })
+            .on_update({
+                let levels = handler_levels.clone();
+                move |_, cm: &ConfigMap| levels.apply(&cm.data.clone().unwrap_or_default())
+            })
+            .on_delete(move |_| {
+                tracing::info!("config-logging was deleted; logging at the default level");
+                handler_levels.apply(&BTreeMap::new());
+            }),
+    );
+
+    tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
+    let informer_stop = CancellationToken::new();
+    ctx.start_informers(&informer_stop);
+    system.start_informers(&informer_stop);
+    let synced = async {
+        ctx.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await?;
+        system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await
+    };
+    tokio::select! {
+        result = synced => result?,
+        () = shutdown.cancelled() => {
+            informer_stop.cancel();
+            return Ok(());
+        }
+    }
+
+    let registry = Arc::new(registry);
+    let stop_servers = CancellationToken::new();
+    let mut servers = JoinSet::new();
+    let probes = servers::bind(env.probes_port).await.map_err(MainError::Serve)?;
+    tracing::info!(address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /health and /readiness");
+    servers.spawn(servers::serve_probes(
+        probes,
+        shutdown.clone(),
+        stop_servers.clone(),
+    ));
+    if serve_metrics {
+        let metrics = servers::bind(env.metrics_port).await.map_err(MainError::Serve)?;
+        tracing::info!(address = %metrics.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /metrics");
+        servers.spawn(servers::serve_metrics(
+            metrics,
+            registry.clone(),
+            stop_servers.clone(),
+        ));
+    }
+
+    tracing::info!("Starting controllers...");
+    // Electors stop only after the controllers, so no write follows the release
+    // of a lease.
+    let election_stop = CancellationToken::new();
+    let mut electors = Vec::new();
+    if flags.disable_ha {
+        tracing::info!("High availability disabled: leading every key");
+        impls.iter().for_each(leaderelection::promote_unopposed);
+    } else {
+        let identity = leaderelection::unique_id()
+            .map_err(|e| MainError::Serve(format!("cannot name this replica for leader election: {e}")))?;
+        tracing::info!(identity = %identity, buckets = election.buckets, "Running with leader election");
+        for controller in &impls {
+            let elector = leaderelection::spawn_electors(
+                client.clone(),
+                &ns,
+                controller,
+                &election,
+                &identity,
+                election_stop.clone(),
+            )
+            .map_err(|e| MainError::Config {
+                namespace: ns.clone(),
+                name: env.config_leader_election_name.clone(),
+                why: format!("{e:#}"),
+            })?;
+            electors.push(elector);
+        }
+    }
+    let mut running = JoinSet::new();
+    for controller in &impls {
+        let controller = controller.clone();
+        let stop = shutdown.clone();
+        running.spawn(async move { controller.run(stop).await });
+    }
+
+    shutdown.cancelled().await;
+    tracing::info!("Stopping controllers; waiting for reconciles in flight");
+    while let Some(joined) = running.join_next().await {
+        if let Err(e) = joined {
+            tracing::error!(error = %e, "a controller task failed");
+        }
+    }
+    election_stop.cancel();
+    for elector in electors {
+        if let Err(e) = elector.await {
+            tracing::error!(error = %e, "a leader elector failed");
+        }
+    }
+    informer_stop.cancel();
+    stop_servers.cancel();
+    while servers.join_next().await.is_some() {}
+    tracing::info!("Stopped");
+    Ok(())
+}
+
+/// Whether `/metrics` is served, from `config-observability`'s
+/// `metrics-protocol`: Prometheus unless it says `none`. Knative's default is
+/// `none`; serving Prometheus by default is a deliberate difference, so a
+/// fresh install has metrics to scrape.
+pub fn metrics_enabled(data: &BTreeMap<String, String>) -> Result<bool, String> {
+    match data.get("metrics-protocol").map(|s| s.trim()) {
+        None | Some("") | Some("prometheus") => Ok(true),
+        Some("none") => Ok(false),
+        Some(other @ ("grpc" | "http/protobuf")) => Err(format!(
+            "metrics-protocol {other:?} (OpenTelemetry export) is not supported; use \"prometheus\" or \"none\""
+        )),
+        Some(other) => Err(format!(
+            "metrics-protocol {other:?} is not one of prometheus, none"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Result<Env, MainError> {
+        let map: BTreeMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        Env::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn system_namespace_is_required_and_the_message_says_how_to_set_it() {
+        let err = env(&[]).unwrap_err().to_string();
+        assert!(err.starts_with("SYSTEM_NAMESPACE is not set."), "{err}");
+        assert!(err.contains("fieldPath: metadata.namespace"), "{err}");
+        assert!(err.contains("export SYSTEM_NAMESPACE=knative-samples"), "{err}");
+        assert!(err.contains("IDE"), "{err}");
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let e = env(&[("SYSTEM_NAMESPACE", "knative-samples"), ("HOSTNAME", "pod-1")]).unwrap();
+        assert_eq!(e.config_logging_name, "config-logging");
+        assert_eq!(e.config_leader_election_name, "config-leader-election");
+        assert_eq!(
+            (e.threads_per_controller, e.metrics_port, e.probes_port),
+            (2, 9090, 8080)
+        );
+        assert_eq!(e.pod_name.as_deref(), Some("pod-1"));
+        let e = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("POD_NAME", "p"),
+            ("K_THREADS_PER_CONTROLLER", "4"),
+            ("METRICS_PROMETHEUS_PORT", "0"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (e.pod_name.as_deref(), e.threads_per_controller, e.metrics_port),
+            (Some("p"), 4, 0)
+        );
+    }
+
+    #[test]
+    fn bad_numbers_are_rejected_with_the_fix() {
+        let err = env(&[("SYSTEM_NAMESPACE", "ns"), ("K_THREADS_PER_CONTROLLER", "many")]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "K_THREADS_PER_CONTROLLER=\"many\" is not valid: expected a positive whole number of workers per controller, such as 2"
+        );
+        let err = env(&[("SYSTEM_NAMESPACE", "ns"), ("METRICS_PROMETHEUS_PORT", "99999")]).unwrap_err();
+        assert!(err.to_string().contains("TCP port"), "{err}");
+    }
+
+    #[test]
+    fn short_names_come_from_the_queue_name() {
+        assert_eq!(
+            short_name("reconcilers.addressableservice.Reconciler"),
+            "addressableservice"
+        );
+        assert_eq!(short_name("greeter"), "greeter");
+    }
+
+    #[test]
+    fn metrics_protocols() {
+        let with = |v: &str| metrics_enabled(&[("metrics-protocol".to_string(), v.to_string())].into());
+        assert_eq!(metrics_enabled(&BTreeMap::new()), Ok(true));
+        assert_eq!(with("prometheus"), Ok(true));
+        assert_eq!(with("none"), Ok(false));
+        assert!(with("grpc").unwrap_err().contains("not supported"));
+        assert!(with("carrier-pigeon").is_err());
+    }
+}

@@ -1,0 +1,490 @@
+//! Table tests in the style of Knative's `reconciler/testing`: each row is a
+//! world of objects, a key, and the writes and events the reconcile must
+//! produce.
+//!
+//! Every row gets a fresh [`testenv::TestEnv`] (a faithful in-memory API
+//! server): the CRDs are installed, the row's namespaces created, its objects
+//! stored exactly as given (status, generation, finalizers and deletion
+//! timestamps included), and the controller built by the row's constructor over
+//! a [`Context`] whose informers have synced. The reconcile runs once, directly
+//! (not through the work queue), as the leader unless the row says otherwise.
+//! The API server's action log then gives what the reconcile wrote:
+//!
+//! - creates, updates, status updates and patches are compared in order; bodies
+//!   as JSON, ignoring `lastTransitionTime` and, unless the expected object sets
+//!   them, the fields the API server fills in (`uid`, `resourceVersion`,
+//!   `creationTimestamp`, `managedFields`); patches byte for byte;
+//! - deletes and delete-collections are compared as sets;
+//! - events are compared in order as `"<Type> <Reason> <Message>"`.
+//!
+//! Created objects are compared as the reconciler sent them: an object created
+//! with `generateName` has no name in the request; the server names it
+//! `<generateName>00001`, `00002`, … (Knative's generate-name reactor), which
+//! later reads see.
+//!
+//! Input objects cannot be soiled by a reconcile: the informer cache hands out
+//! decoded copies, and the rows keep their own values.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde::Serialize;
+use serde_json::Value;
+use testenv::{Action, NameGenerator, Reactor, TestEnv};
+use tokio_util::sync::CancellationToken;
+
+use crate::controller::Impl;
+use crate::events::FakeRecorder;
+use crate::injection::Context;
+use crate::reconciler::{SharedRecorder, UniversalBucket};
+
+pub use testenv;
+
+/// An object as a row's input or expectation.
+pub fn obj<T: Serialize>(value: &T) -> Value {
+    serde_json::to_value(value).unwrap_or_else(|e| Value::String(format!("unserializable object: {e}")))
+}
+
+/// An expected patch: namespace, name and the exact bytes. `{resourceVersion}` in
+/// the bytes stands for the resourceVersion the API server gave the key's object
+/// when the row was set up (a real server assigns it, so a row cannot know it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PatchAction {
+    /// Namespace of the patched object.
+    pub namespace: String,
+    /// Name of the patched object.
+    pub name: String,
+    /// The patch body, byte for byte.
+    pub patch: String,
+}
+
+impl PatchAction {
+    /// A patch of `namespace/name` with body `patch`.
+    pub fn new(namespace: &str, name: &str, patch: &str) -> Self {
+        PatchAction {
+            namespace: namespace.into(),
+            name: name.into(),
+            patch: patch.into(),
+        }
+    }
+}
+
+/// An expected delete: the resource plural, namespace and name.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DeleteAction {
+    /// The resource plural (`pods`).
+    pub resource: String,
+    /// Namespace of the deleted object.
+    pub namespace: String,
+    /// Name of the deleted object.
+    pub name: String,
+}
+
+impl DeleteAction {
+    /// A delete of `resource` `namespace/name`.
+    pub fn new(resource: &str, namespace: &str, name: &str) -> Self {
+        DeleteAction {
+            resource: resource.into(),
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+}
+
+/// What a post-condition can look at after the reconcile.
+#[derive(Debug)]
+pub struct RowOutcome<'a> {
+    /// The row's API server, with every write applied.
+    pub env: &'a TestEnv,
+    /// The context the controller was built with.
+    pub ctx: &'a Context,
+    /// The controller.
+    pub controller: &'a Impl,
+}
+
+type PostCondition = Box<dyn Fn(&RowOutcome<'_>) -> Result<(), String> + Send + Sync>;
+
+/// One table row (Knative's `TableRow`).
+#[derive(Default)]
+pub struct TableRow {
+    /// What the row shows; reported with any failure.
+    pub name: &'static str,
+    /// The world before the reconcile.
+    pub objects: Vec<Value>,
+    /// The key to reconcile (`ns/name`).
+    pub key: &'static str,
+    /// The reconcile must fail.
+    pub want_err: bool,
+    /// Objects created, in order, as sent.
+    pub want_creates: Vec<Value>,
+    /// Objects replaced (not through a subresource), in order.
+    pub want_updates: Vec<Value>,
+    /// Objects whose status was replaced, in order.
+    pub want_status_updates: Vec<Value>,
+    /// Patches, in order.
+    pub want_patches: Vec<PatchAction>,
+    /// Deletes, in any order.
+    pub want_deletes: Vec<DeleteAction>,
+    /// Delete-collections (resource and namespace; name empty), in any order.
+    pub want_delete_collections: Vec<DeleteAction>,
+    /// Events, in order.
+    pub want_events: Vec<String>,
+    /// Failures to induce (`Reactor::on("create", "pods")`).
+    pub reactors: Vec<Reactor>,
+    /// Run as a replica that leads nothing.
+    pub not_leader: bool,
+    /// Allow creates and patches outside the key's namespace.
+    pub skip_namespace_validation: bool,
+    /// Extra checks after the reconcile.
+    pub post_conditions: Option<PostCondition>,
+}
+
+impl fmt::Debug for TableRow {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TableRow")
+            .field("name", &self.name)
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds the controller under test from the row's context.
+pub type Constructor<'a> = dyn Fn(&Context) -> Impl + 'a;
+
+/// Rows plus what every row needs: the CRDs of the kinds involved.
+pub struct Table {
+    /// CRDs to install before each row.
+    pub crds: Vec<CustomResourceDefinition>,
+    /// The rows.
+    pub rows: Vec<TableRow>,
+}
+
+impl fmt::Debug for Table {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Table")
+            .field("rows", &self.rows)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Table {
+    /// Runs every row and fails the test listing every row that did not hold.
+    pub async fn run(self, constructor: &Constructor<'_>) {
+        let mut failures = Vec::new();
+        for row in &self.rows {
+            if let Err(problems) = run_row(&self.crds, row, constructor).await {
+                failures.push(format!("row {:?}:\n  {}", row.name, problems.join("\n  ")));
+            }
+        }
+        assert!(
+            failures.is_empty(),
+            "{} of {} rows failed:\n{}",
+            failures.len(),
+            self.rows.len(),
+            failures.join("\n")
+        );
+    }
+}
+
+/// Runs one row; `Err` lists what differed.
+pub async fn run_row(
+    crds: &[CustomResourceDefinition],
+    row: &TableRow,
+    constructor: &Constructor<'_>,
+) -> Result<(), Vec<String>> {
+    let env = TestEnv::builder()
+        .name_generator(NameGenerator::Sequential(Arc::default()))
+        .build();
+    seed(&env, crds, row).map_err(|e| vec![format!("setting up the row failed: {e}")])?;
+
+    let recorder = Arc::new(FakeRecorder::new());
+    let ctx = Context::builder(env.client())
+        .extension(SharedRecorder(recorder.clone()))
+        .build();
+    let controller = constructor(&ctx);
+    let shutdown = CancellationToken::new();
+    ctx.start_informers(&shutdown);
+    let synced = ctx.wait_for_cache_sync(Duration::from_secs(10)).await;
+    let result = match synced {
+        Err(e) => Err(vec![format!("informers did not sync: {e}")]),
+        Ok(()) => {
+            if !row.not_leader {
+                controller.promote_initial(Arc::new(UniversalBucket));
+            }
+            for reactor in &row.reactors {
+                env.react(reactor.clone());
+            }
+            let seeded_version = key_resource_version(&env, row);
+            env.clear_actions();
+            let outcome = controller.reconcile_once(row.key).await;
+            let actions = env.actions();
+            let mut problems = check(
+                row,
+                outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()),
+                &actions,
+                &seeded_version,
+            );
+            check_events(row, recorder.take(), &mut problems);
+            if let Some(post) = &row.post_conditions
+                && let Err(p) = post(&RowOutcome {
+                    env: &env,
+                    ctx: &ctx,
+                    controller: &controller,
+                })
+            {
+                problems.push(format!("post-condition: {p}"));
+            }
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems)
+            }
+        }
+    };
+    shutdown.cancel();
+    result
+}
+
+fn seed(env: &TestEnv, crds: &[CustomResourceDefinition], row: &TableRow) -> Result<(), String> {
+    for crd in crds {
+        env.install_crd(crd).map_err(|e| format!("installing CRD: {e}"))?;
+    }
+    let mut namespaces: BTreeSet<String> = row
+        .objects
+        .iter()
+        .filter_map(|o| {
+            o.pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect();
+    if let Some((ns, _)) = row.key.split_once('/') {
+        namespaces.insert(ns.to_owned());
+    }
+    for ns in namespaces {
+        if env.get_object("", "v1", "namespaces", None, &ns).is_none() {
+            env.create_object(
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .map_err(|e| format!("creating namespace {ns}: {e}"))?;
+        }
+    }
+    for obj in &row.objects {
+        env.seed_object(obj.clone())
+            .map_err(|e| format!("storing {}: {e}", describe(obj)))?;
+    }
+    Ok(())
+}
+
+const WRITE_VERBS: [&str; 5] = ["create", "update", "patch", "delete", "deletecollection"];
+
+/// The resourceVersion of the row's object named by its key, if it has one.
+fn key_resource_version(env: &TestEnv, row: &TableRow) -> String {
+    let (namespace, name) = row.key.split_once('/').unwrap_or(("", row.key));
+    row.objects
+        .iter()
+        .find(|o| {
+            o.pointer("/metadata/name").and_then(Value::as_str) == Some(name)
+                && o.pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    == namespace
+        })
+        .and_then(|o| {
+            let api_version = o.get("apiVersion").and_then(Value::as_str)?;
+            let (group, version) = api_version.split_once('/').unwrap_or(("", api_version));
+            let kind = o.get("kind").and_then(Value::as_str)?;
+            let plural = env.resource_for_kind(api_version, kind)?;
+            env.get_object(
+                group,
+                version,
+                &plural,
+                (!namespace.is_empty()).then_some(namespace),
+                name,
+            )
+        })
+        .and_then(|stored| {
+            stored
+                .pointer("/metadata/resourceVersion")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .unwrap_or_default()
+}
+
+fn check(
+    row: &TableRow,
+    outcome: Result<(), String>,
+    actions: &[Action],
+    resource_version: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    match (&outcome, row.want_err) {
+        (Ok(()), true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
+        (Err(e), false) => problems.push(format!("unexpected error: {e}")),
+        _ => {}
+    }
+    let key_namespace = row.key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+    let writes: Vec<&Action> = actions
+        .iter()
+        .filter(|a| WRITE_VERBS.contains(&a.verb.as_str()) && a.resource != "events")
+        .collect();
+
+    let mut creates = Vec::new();
+    let mut updates = Vec::new();
+    let mut status_updates = Vec::new();
+    let mut patches = Vec::new();
+    let mut deletes = BTreeSet::new();
+    let mut delete_collections = BTreeSet::new();
+    for a in writes {
+        match (a.verb.as_str(), a.subresource.as_str()) {
+            ("create", _) => {
+                if !row.skip_namespace_validation && a.namespace != key_namespace {
+                    problems.push(format!(
+                        "create in namespace {:?}, want {key_namespace:?}",
+                        a.namespace
+                    ));
+                }
+                creates.push(a.body_json().unwrap_or(Value::Null));
+            }
+            ("update", "") => updates.push(a.body_json().unwrap_or(Value::Null)),
+            ("update", "status") => status_updates.push(a.body_json().unwrap_or(Value::Null)),
+            ("update", other) => problems.push(format!("unexpected update of subresource {other:?}")),
+            ("patch", _) => {
+                if !row.skip_namespace_validation && a.namespace != key_namespace {
+                    problems.push(format!(
+                        "patch in namespace {:?}, want {key_namespace:?}",
+                        a.namespace
+                    ));
+                }
+                let body = a
+                    .body
+                    .as_ref()
+                    .map(|b| String::from_utf8_lossy(b).into_owned())
+                    .unwrap_or_default();
+                patches.push(PatchAction {
+                    namespace: a.namespace.clone(),
+                    name: a.name.clone(),
+                    patch: body,
+                });
+            }
+            ("delete", _) => {
+                deletes.insert(DeleteAction::new(&a.resource, &a.namespace, &a.name));
+            }
+            ("deletecollection", _) => {
+                delete_collections.insert(DeleteAction::new(&a.resource, &a.namespace, ""));
+            }
+            _ => {}
+        }
+    }
+    compare_objects("create", &row.want_creates, &creates, &mut problems);
+    compare_objects("update", &row.want_updates, &updates, &mut problems);
+    compare_objects(
+        "status update",
+        &row.want_status_updates,
+        &status_updates,
+        &mut problems,
+    );
+    let want_patches: Vec<PatchAction> = row
+        .want_patches
+        .iter()
+        .map(|p| PatchAction {
+            patch: p.patch.replace("{resourceVersion}", resource_version),
+            ..p.clone()
+        })
+        .collect();
+    if patches != want_patches {
+        problems.push(format!(
+            "patches differ:\n    want {want_patches:?}\n    got  {patches:?}"
+        ));
+    }
+    let want_deletes: BTreeSet<DeleteAction> = row.want_deletes.iter().cloned().collect();
+    if deletes != want_deletes {
+        problems.push(format!(
+            "deletes differ:\n    want {want_deletes:?}\n    got  {deletes:?}"
+        ));
+    }
+    let want_collections: BTreeSet<DeleteAction> = row.want_delete_collections.iter().cloned().collect();
+    if delete_collections != want_collections {
+        problems.push(format!(
+            "delete-collections differ:\n    want {want_collections:?}\n    got  {delete_collections:?}"
+        ));
+    }
+    problems
+}
+
+fn check_events(row: &TableRow, got: Vec<String>, problems: &mut Vec<String>) {
+    if got != row.want_events {
+        problems.push(format!(
+            "events differ:\n    want {:?}\n    got  {:?}",
+            row.want_events, got
+        ));
+    }
+}
+
+fn compare_objects(what: &str, want: &[Value], got: &[Value], problems: &mut Vec<String>) {
+    if want.len() != got.len() {
+        problems.push(format!(
+            "want {} {what}s, got {}:\n    got {}",
+            want.len(),
+            got.len(),
+            got.iter().map(describe).collect::<Vec<_>>().join(", ")
+        ));
+    }
+    for (i, (w, g)) in want.iter().zip(got).enumerate() {
+        let (w, g) = (normalize(w, None), normalize(g, Some(w)));
+        if w != g {
+            problems.push(format!(
+                "{what} #{} differs:\n    want {}\n    got  {}",
+                i + 1,
+                serde_json::to_string(&w).unwrap_or_default(),
+                serde_json::to_string(&g).unwrap_or_default()
+            ));
+        }
+    }
+}
+
+/// Drops what comparisons ignore: transition times always, and server-filled
+/// metadata when the expectation does not set it.
+fn normalize(value: &Value, want: Option<&Value>) -> Value {
+    let mut v = value.clone();
+    strip_transition_times(&mut v);
+    if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        meta.remove("managedFields");
+        for field in ["uid", "resourceVersion", "creationTimestamp"] {
+            let wanted = want.is_some_and(|w| w.pointer(&format!("/metadata/{field}")).is_some());
+            if !wanted {
+                meta.remove(field);
+            }
+        }
+    }
+    v
+}
+
+fn strip_transition_times(v: &mut Value) {
+    match v {
+        Value::Object(map) => {
+            map.remove("lastTransitionTime");
+            map.values_mut().for_each(strip_transition_times);
+        }
+        Value::Array(items) => items.iter_mut().for_each(strip_transition_times),
+        _ => {}
+    }
+}
+
+fn describe(obj: &Value) -> String {
+    let kind = obj.get("kind").and_then(Value::as_str).unwrap_or("object");
+    let ns = obj
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    let name = obj
+        .pointer("/metadata/name")
+        .or_else(|| obj.pointer("/metadata/generateName"))
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    format!("{kind} {ns}/{name}")
+}
