@@ -182,8 +182,9 @@ fn testing_module(crd_groups: &[Ident]) -> Module {
             }
 
             /// A fresh in-memory API server with the CRDs installed, the namespaces of `objects`
-            /// and then `objects` created (any kinds, as JSON: `serde_json::to_value(&obj)`), and
-            /// a context over it. Keep the `TestEnv` to inspect what the code under test did.
+            /// created and `objects` stored as given, status included (any kinds, as JSON:
+            /// `serde_json::to_value(&obj)`), and a context over it. Keep the `TestEnv` to
+            /// inspect what the code under test did.
             pub fn context(
                 objects: impl IntoIterator<Item = serde_json::Value>,
             ) -> Result<(Context, testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
@@ -194,7 +195,7 @@ fn testing_module(crd_groups: &[Ident]) -> Module {
                     env.install_crd(crd)?;
                 }
                 for object in objects {
-                    env.create_object(object)?;
+                    env.seed_object(object)?;
                 }
                 Ok((Context::new(env.client()), env))
             }

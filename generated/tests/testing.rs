@@ -102,3 +102,23 @@ async fn a_generated_reconciler_writes_status_to_the_test_api_server() {
     assert!(status.is_ready(), "{status:?}");
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn preloaded_objects_keep_their_status() {
+    let mut obj = AddressableService::new(
+        "a",
+        AddressableServiceSpec {
+            service_name: "web".into(),
+        },
+    );
+    obj.metadata.namespace = Some("ns".into());
+    obj.status
+        .get_or_insert_with(Default::default)
+        .mark_service_available();
+    let (ctx, _env) = generated::testing::context([serde_json::to_value(&obj).unwrap()]).unwrap();
+    let got = addressableservice::Client::new(&ctx, "ns")
+        .get("a")
+        .await
+        .unwrap();
+    assert!(got.status.unwrap().is_ready());
+}
