@@ -1,0 +1,341 @@
+//! The generated reconciler's generic behaviour (Knative's rows G1–G6), with a
+//! scripted reconciler for AddressableService that finalizes.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use runtime::controller::{Error, Impl, ObjectKey};
+use runtime::injection::Context;
+use runtime::reconciler::{
+    Event, KRShapedHooks, KindConfig, KindReconciler, Options, ReconcileContext, ReconcileResult,
+    StatusHooks, new_impl,
+};
+use runtime::testing::testenv::{ErrorStatus, Reactor};
+use runtime::testing::{PatchAction, Table, TableRow, obj};
+
+const FINALIZER: &str = "addressableservices.samples.knative.dev";
+
+static KIND: KindConfig<AddressableService> = KindConfig {
+    agent_name: "addressableservice-controller",
+    finalizer_name: FINALIZER,
+    class_keys: &[],
+    status: Some(StatusHooks::new()),
+    krshaped: Some(KRShapedHooks::new()),
+};
+
+type Script = Arc<dyn Fn() -> ReconcileResult + Send + Sync>;
+
+/// A reconciler whose `reconcile_kind` and `finalize_kind` return what the row
+/// scripts.
+struct Scripted {
+    reconcile: Script,
+    finalize: Option<Script>,
+}
+
+impl KindReconciler<AddressableService> for Scripted {
+    fn reconcile_kind<'a>(
+        &'a self,
+        _: &'a ReconcileContext,
+        _: &'a mut AddressableService,
+    ) -> BoxFuture<'a, ReconcileResult> {
+        let result = (self.reconcile)();
+        Box::pin(async move { result })
+    }
+
+    fn finalizes(&self) -> bool {
+        self.finalize.is_some()
+    }
+
+    fn finalize_kind<'a>(
+        &'a self,
+        _: &'a ReconcileContext,
+        _: &'a mut AddressableService,
+    ) -> Option<BoxFuture<'a, ReconcileResult>> {
+        let result = self.finalize.as_ref()?();
+        Some(Box::pin(async move { result }))
+    }
+
+    fn observes(&self) -> bool {
+        false
+    }
+
+    fn observe_kind<'a>(
+        &'a self,
+        _: &'a ReconcileContext,
+        _: &'a AddressableService,
+    ) -> Option<BoxFuture<'a, ReconcileResult>> {
+        None
+    }
+
+    fn observe_deletion<'a>(
+        &'a self,
+        _: &'a ReconcileContext,
+        _: &'a ObjectKey,
+    ) -> Option<BoxFuture<'a, Result<(), Error>>> {
+        None
+    }
+}
+
+/// A steady AddressableService: its status already observed generation 1, so
+/// only what a row provokes is written.
+fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
+    let mut asvc = AddressableService::new(
+        "rut",
+        AddressableServiceSpec {
+            service_name: "webhook".into(),
+        },
+    );
+    asvc.metadata.namespace = Some("ns".into());
+    asvc.metadata.generation = Some(1);
+    if !finalizers.is_empty() {
+        asvc.metadata.finalizers = Some(finalizers.iter().map(|f| f.to_string()).collect());
+    }
+    if deleting {
+        asvc.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+    }
+    let mut status = AddressableServiceStatus::default();
+    status.mark_service_available();
+    status.status.observed_generation = 1;
+    asvc.status = Some(status);
+    asvc
+}
+
+async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
+    let crd = runtime::apis::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let constructor = move |ctx: &Context| -> Impl {
+        let scripted = Scripted {
+            reconcile: reconcile.clone(),
+            finalize: finalize.clone(),
+        };
+        new_impl(
+            ctx,
+            scripted,
+            "test.Reconciler".into(),
+            &KIND,
+            None,
+            Options::default(),
+        )
+    };
+    Table {
+        crds: vec![crd],
+        rows: vec![row],
+    }
+    .run(&constructor)
+    .await;
+}
+
+fn done() -> Script {
+    Arc::new(|| Ok(None))
+}
+
+#[tokio::test]
+async fn g1_adds_the_finalizer_then_reconciles() {
+    let row = TableRow {
+        name: "G1 add finalizer",
+        objects: vec![obj(&rut(&["foreign.example.com/keep"], false))],
+        key: "ns/rut",
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["foreign.example.com/keep","addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
+async fn g1_no_patch_when_the_finalizer_is_there() {
+    let row = TableRow {
+        name: "G1 finalizer already present",
+        objects: vec![obj(&rut(&[FINALIZER], false))],
+        key: "ns/rut",
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
+async fn g2_finalize_ok_removes_the_finalizer_and_keeps_the_rest_sorted() {
+    let row = TableRow {
+        name: "G2 finalize ok",
+        objects: vec![obj(&rut(
+            &["z.example.com/last", FINALIZER, "a.example.com/first"],
+            true,
+        ))],
+        key: "ns/rut",
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["a.example.com/first","z.example.com/last"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
+async fn g2_finalize_with_a_normal_event_removes_the_last_finalizer() {
+    let row = TableRow {
+        name: "G2 finalize with a Normal event, empty list",
+        objects: vec![obj(&rut(&[FINALIZER], true))],
+        key: "ns/rut",
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":[],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_events: vec![
+            r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into(),
+            "Normal Cleaned all gone".into(),
+        ],
+        ..TableRow::default()
+    };
+    run(
+        row,
+        done(),
+        Some(Arc::new(|| Ok(Some(Event::normal("Cleaned", "all gone"))))),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g3_finalize_warning_keeps_the_finalizer() {
+    let row = TableRow {
+        name: "G3 finalize returns a Warning event",
+        objects: vec![obj(&rut(&[FINALIZER], true))],
+        key: "ns/rut",
+        want_events: vec!["Warning NotYet the backend still holds data".into()],
+        ..TableRow::default()
+    };
+    run(
+        row,
+        done(),
+        Some(Arc::new(|| {
+            Ok(Some(Event::warning("NotYet", "the backend still holds data")))
+        })),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g4_failed_finalizer_patch_is_reported() {
+    let row = TableRow {
+        name: "G4 finalizer patch fails",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        want_err: true,
+        reactors: vec![Reactor::on("patch", "addressableservices")],
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_events: vec![
+            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch addressableservices"#.into(),
+        ],
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
+async fn g4_conflicting_finalizer_patch_records_no_event() {
+    let row = TableRow {
+        name: "G4 finalizer patch conflicts",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        want_err: true,
+        reactors: vec![Reactor::on("patch", "addressableservices").respond(ErrorStatus::conflict())],
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
+async fn g5_a_returned_event_is_recorded_and_is_success() {
+    let row = TableRow {
+        name: "G5 Normal event",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        want_events: vec!["Normal Foo bar x".into()],
+        ..TableRow::default()
+    };
+    run(
+        row,
+        Arc::new(|| Ok(Some(Event::normal("Foo", format!("bar {}", "x"))))),
+        None,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g5_an_event_wrapped_in_an_error_is_recorded_and_fails() {
+    let row = TableRow {
+        name: "G5 wrapped event",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        want_err: true,
+        want_events: vec!["Normal Foo bar x".into()],
+        ..TableRow::default()
+    };
+    run(
+        row,
+        Arc::new(|| Err(Error::new("wrapping").with_event(Event::normal("Foo", "bar x")))),
+        None,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn g6_requeue_skip_and_conflict_record_no_event() {
+    let conflict = || {
+        let status: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"
+        }))
+        .unwrap();
+        Error::from(kube::Error::Api(Box::new(status)))
+    };
+    let scripts: Vec<(&'static str, Script)> = vec![
+        (
+            "G6 requeue after",
+            Arc::new(|| Err(Error::requeue_after(Duration::from_secs(30)))),
+        ),
+        ("G6 skip key", Arc::new(|| Err(Error::skip_key("ns/rut")))),
+        ("G6 conflict", Arc::new(move || Err(conflict()))),
+    ];
+    for (name, script) in scripts {
+        let row = TableRow {
+            name,
+            objects: vec![obj(&rut(&[], false))],
+            key: "ns/rut",
+            want_err: true,
+            ..TableRow::default()
+        };
+        run(row, script, None).await;
+    }
+}
+
+#[tokio::test]
+async fn g6_other_errors_become_internal_error_events() {
+    let row = TableRow {
+        name: "G6 plain error",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        want_err: true,
+        want_events: vec!["Warning InternalError the backend is down".into()],
+        ..TableRow::default()
+    };
+    run(row, Arc::new(|| Err(Error::new("the backend is down"))), None).await;
+}
