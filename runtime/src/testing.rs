@@ -30,6 +30,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use serde::Serialize;
 use serde_json::Value;
@@ -105,7 +106,9 @@ pub struct RowOutcome<'a> {
     pub controller: &'a Impl,
 }
 
-type PostCondition = Box<dyn Fn(&RowOutcome<'_>) -> Result<(), String> + Send + Sync>;
+/// A check after the reconcile; it may wait (informers keep running).
+pub type PostCondition =
+    Box<dyn for<'a> Fn(&'a RowOutcome<'a>) -> BoxFuture<'a, Result<(), String>> + Send + Sync>;
 
 /// One table row (Knative's `TableRow`).
 #[derive(Default)]
@@ -228,14 +231,15 @@ pub async fn run_row(
                 &seeded_version,
             );
             check_events(row, recorder.take(), &mut problems);
-            if let Some(post) = &row.post_conditions
-                && let Err(p) = post(&RowOutcome {
+            if let Some(post) = &row.post_conditions {
+                let outcome = RowOutcome {
                     env: &env,
                     ctx: &ctx,
                     controller: &controller,
-                })
-            {
-                problems.push(format!("post-condition: {p}"));
+                };
+                if let Err(p) = post(&outcome).await {
+                    problems.push(format!("post-condition: {p}"));
+                }
             }
             if problems.is_empty() {
                 Ok(())
@@ -435,7 +439,7 @@ fn compare_objects(what: &str, want: &[Value], got: &[Value], problems: &mut Vec
         ));
     }
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
-        let (w, g) = (normalize(w, None), normalize(g, Some(w)));
+        let (w, g) = (normalize(w, Some(w)), normalize(g, Some(w)));
         if w != g {
             problems.push(format!(
                 "{what} #{} differs:\n    want {}\n    got  {}",
@@ -448,7 +452,7 @@ fn compare_objects(what: &str, want: &[Value], got: &[Value], problems: &mut Vec
 }
 
 /// Drops what comparisons ignore: transition times always, and server-filled
-/// metadata when the expectation does not set it.
+/// metadata when the expectation `want` does not set it.
 fn normalize(value: &Value, want: Option<&Value>) -> Value {
     let mut v = value.clone();
     strip_transition_times(&mut v);

@@ -181,8 +181,7 @@ const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `constructors` as the controllers of `component` until a signal; the
 /// exit code to return from `main`. See the module docs.
-pub fn main(component: &str, constructors: impl IntoIterator<Item = Constructor>) -> ExitCode {
-    let constructors: Vec<Constructor> = constructors.into_iter().collect();
+pub fn main<const N: usize>(component: &str, constructors: [Constructor; N]) -> ExitCode {
     let flags = Flags::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

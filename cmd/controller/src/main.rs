@@ -1,0 +1,20 @@
+//! The sample controller process: both reconcilers under `sharedmain`, with
+//! leader election, logging, metrics and probes.
+//!
+//! ```sh
+//! SYSTEM_NAMESPACE=knative-samples cargo run -p controller -- --kubeconfig ~/.kube/config
+//! ```
+
+use std::process::ExitCode;
+
+use reconcilers::{addressableservice, simpledeployment};
+
+fn main() -> ExitCode {
+    runtime::sharedmain::main(
+        "controller",
+        [
+            addressableservice::new_controller,
+            simpledeployment::new_controller,
+        ],
+    )
+}

@@ -1,0 +1,102 @@
+//! AddressableService: exposes a Service as an Addressable by writing its URL
+//! into `status.address`.
+
+use std::sync::{Arc, OnceLock};
+
+use apis::v1alpha1::AddressableService;
+use generated::core::v1::service;
+use generated::samples::v1alpha1::addressableservice;
+use k8s_openapi::api::core::v1::Service;
+use kube::ResourceExt;
+use runtime::apis::HasStatus;
+use runtime::apis::Url;
+use runtime::apis::duck::v1::Addressable;
+use runtime::controller::{Error, Impl, ResultExt};
+use runtime::informer::EventHandler;
+use runtime::injection::Context;
+use runtime::lister::Lister;
+use runtime::network;
+use runtime::reconciler::{ReconcileContext, ReconcileResult};
+use runtime::tracker::{Reference, Tracker};
+
+/// Reconciles AddressableServices.
+#[derive(Debug)]
+pub struct Reconciler {
+    /// Re-enqueues an AddressableService when the Service it names changes.
+    /// Set right after the controller is built, since the tracker enqueues
+    /// into the controller.
+    tracker: Arc<OnceLock<Tracker>>,
+    service_lister: Lister<Service>,
+    cluster_domain: String,
+}
+
+#[runtime::async_trait]
+impl addressableservice::reconciler::Interface for Reconciler {
+    async fn reconcile_kind(
+        &self,
+        _ctx: &ReconcileContext,
+        asvc: &mut AddressableService,
+    ) -> ReconcileResult {
+        let namespace = asvc.namespace().unwrap_or_default();
+        let service_name = asvc.spec.service_name.clone();
+        let tracker = self
+            .tracker
+            .get()
+            .ok_or_else(|| Error::new("the service tracker is not set up"))?;
+        let reference = Reference::named("v1", "Service", namespace.as_str(), service_name.as_str());
+        if let Err(err) = tracker.track_reference(&reference, asvc) {
+            tracing::error!("Error tracking service {service_name}: {err}");
+            return Err(err.into());
+        }
+
+        let status = asvc.status_mut();
+        match self.service_lister.get_by_key(&namespace, &service_name)? {
+            None => {
+                tracing::info!("Service does not yet exist: {service_name}");
+                // As in Knative, a previous address stays: clients may still
+                // reach it once the Service is back.
+                status.mark_service_unavailable(&service_name);
+            }
+            Some(_) => {
+                let host = network::service_hostname(&service_name, &namespace, &self.cluster_domain);
+                let url = Url::http(&host).context("the Service's host name is not a valid URL")?;
+                status.mark_service_available();
+                status.address = Some(Addressable {
+                    url: Some(url),
+                    ..Addressable::default()
+                });
+            }
+        }
+        Ok(None)
+    }
+}
+
+/// The AddressableService controller: reconciles on every AddressableService
+/// change, and on every change of a Service an AddressableService names.
+pub fn new_controller(ctx: &Context) -> Impl {
+    let asvc_informer = addressableservice::get(ctx);
+    let service_informer = service::get(ctx);
+    let tracker = Arc::new(OnceLock::new());
+    let reconciler = Reconciler {
+        tracker: tracker.clone(),
+        service_lister: service_informer.lister(),
+        cluster_domain: network::cluster_domain().to_owned(),
+    };
+    let controller = addressableservice::reconciler::new_impl(
+        ctx,
+        reconciler,
+        addressableservice::reconciler::Options::default(),
+    );
+    let _ = tracker.set(controller.tracker(3 * ctx.resync_period()));
+
+    let enqueue = controller.clone();
+    asvc_informer.add_event_handler(EventHandler::all(move |asvc: &AddressableService| {
+        enqueue.enqueue(asvc)
+    }));
+    service_informer.add_event_handler(EventHandler::all(move |svc: &Service| {
+        if let Some(tracker) = tracker.get() {
+            tracker.on_changed(svc);
+        }
+    }));
+    controller
+}

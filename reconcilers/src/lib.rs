@@ -1,0 +1,8 @@
+//! The sample controllers' business logic, nothing else: each module holds a
+//! `Reconciler` implementing the generated `Interface` for its kind and a
+//! `new_controller` that wires its informers. Everything around
+//! `reconcile_kind` (status updates, finalizers, events, leader election) is
+//! `runtime::reconciler`'s.
+
+pub mod addressableservice;
+pub mod simpledeployment;

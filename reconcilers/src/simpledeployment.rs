@@ -1,0 +1,172 @@
+//! SimpleDeployment: keeps `spec.replicas` pods of `spec.image` running and
+//! reports how many are ready.
+
+use std::sync::Arc;
+
+use apis::v1alpha1::SimpleDeployment;
+use generated::core::v1::pod;
+use generated::samples::v1alpha1::simpledeployment;
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::api::DeleteParams;
+use kube::core::Selector;
+use kube::{Resource, ResourceExt};
+use runtime::apis::{HasStatus, Validatable};
+use runtime::controller::filter::filter_controller_gk;
+use runtime::controller::{Impl, ResultExt};
+use runtime::informer::EventHandler;
+use runtime::injection::Context;
+use runtime::lister::Lister;
+use runtime::reconciler::{Event, ReconcileContext, ReconcileResult};
+
+/// The label tying a pod to its SimpleDeployment.
+pub const POD_OWNER_LABEL: &str = "samples.knative.dev/podOwner";
+
+/// Reconciles SimpleDeployments.
+#[derive(Debug)]
+pub struct Reconciler {
+    ctx: Context,
+    pod_lister: Lister<Pod>,
+}
+
+#[runtime::async_trait]
+impl simpledeployment::reconciler::Interface for Reconciler {
+    async fn reconcile_kind(&self, _ctx: &ReconcileContext, d: &mut SimpleDeployment) -> ReconcileResult {
+        // Knative's sample crashes on a negative replica count; an invalid spec
+        // stored without the webhook ends in a clear status and event instead.
+        if let Err(invalid) = d.validate() {
+            let message = invalid.to_string();
+            d.status_mut().mark_invalid_spec(&message);
+            return Ok(Some(Event::warning("InvalidSpec", message)));
+        }
+        let namespace = d.namespace().unwrap_or_default();
+        let name = d.name_any();
+        let selector = Selector::from_iter([(POD_OWNER_LABEL.to_owned(), name.clone())]);
+        let existing = self
+            .pod_lister
+            .namespaced(&namespace)
+            .list(&selector)
+            .context("failed to list existing pods")?;
+        tracing::debug!("Found {} pods in total", existing.len());
+
+        let (current, outdated): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
+            existing.into_iter().partition(|p| runs_image(p, &d.spec.image));
+        let pods = pod::Client::new(&self.ctx, &namespace);
+        for p in &outdated {
+            pods.delete(&p.name_any(), &DeleteParams::default())
+                .await
+                .context("failed to delete pod")?;
+        }
+
+        let replicas = usize::try_from(d.spec.replicas).unwrap_or_default();
+        if current.len() < replicas {
+            for _ in current.len()..replicas {
+                // A fresh pod per create: Knative reuses one object, which a
+                // generate-name reactor mutates under it.
+                pods.create(&make_pod(d)).await.context("failed to create pod")?;
+            }
+        } else if current.len() > replicas {
+            // Listers return pods sorted by name, so which pods go is
+            // deterministic (Knative's order depends on a map).
+            for p in current.iter().take(current.len() - replicas) {
+                pods.delete(&p.name_any(), &DeleteParams::default())
+                    .await
+                    .context("failed to delete pod")?;
+            }
+        }
+
+        // Readiness counts the pods that existed before this reconcile, as
+        // Knative does; new pods are counted once they report.
+        let ready = current.iter().filter(|p| is_ready(p)).count();
+        let status = d.status_mut();
+        status.ready_replicas = i32::try_from(ready).unwrap_or(i32::MAX);
+        if ready >= replicas {
+            status.mark_pods_ready();
+        } else {
+            status.mark_pods_not_ready(i32::try_from(replicas - ready).unwrap_or(i32::MAX));
+        }
+        Ok(None)
+    }
+}
+
+/// True when the pod's first container runs `image`; a pod without containers
+/// runs nothing (Knative's sample panics on it) and is replaced.
+fn runs_image(pod: &Pod, image: &str) -> bool {
+    pod.spec
+        .as_ref()
+        .and_then(|s| s.containers.first())
+        .and_then(|c| c.image.as_deref())
+        .is_some_and(|i| i == image)
+}
+
+/// Running, not being deleted, and with a Ready=True condition.
+fn is_ready(pod: &Pod) -> bool {
+    let status = pod.status.as_ref();
+    pod.metadata.deletion_timestamp.is_none()
+        && status.and_then(|s| s.phase.as_deref()) == Some("Running")
+        && status
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// The controller reference of `d` (Knative's `kmeta.NewControllerRef`):
+/// controller, and blocking the owner's foreground deletion until the pod is gone.
+fn controller_ref(d: &SimpleDeployment) -> OwnerReference {
+    OwnerReference {
+        api_version: SimpleDeployment::api_version(&()).into_owned(),
+        kind: SimpleDeployment::kind(&()).into_owned(),
+        name: d.name_any(),
+        uid: d.uid().unwrap_or_default(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }
+}
+
+/// The pod a SimpleDeployment runs.
+pub fn make_pod(d: &SimpleDeployment) -> Pod {
+    let name = d.name_any();
+    Pod {
+        metadata: ObjectMeta {
+            namespace: d.namespace(),
+            generate_name: Some(format!("{name}-")),
+            labels: Some([(POD_OWNER_LABEL.to_owned(), name)].into()),
+            owner_references: Some(vec![controller_ref(d)]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            containers: vec![Container {
+                name: "user-container".to_owned(),
+                image: Some(d.spec.image.clone()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The SimpleDeployment controller: reconciles on every SimpleDeployment
+/// change, and on changes of the pods a SimpleDeployment controls.
+pub fn new_controller(ctx: &Context) -> Impl {
+    let sd_informer = simpledeployment::get(ctx);
+    let pod_informer = pod::get(ctx);
+    let reconciler = Reconciler {
+        ctx: ctx.clone(),
+        pod_lister: pod_informer.lister(),
+    };
+    let controller = simpledeployment::reconciler::new_impl(
+        ctx,
+        reconciler,
+        simpledeployment::reconciler::Options::default(),
+    );
+
+    let enqueue = controller.clone();
+    sd_informer.add_event_handler(EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d)));
+    let enqueue = controller.clone();
+    pod_informer.add_event_handler(
+        EventHandler::all(move |p: &Pod| enqueue.enqueue_controller_of(p)).with_filter(
+            filter_controller_gk::<Pod>(SimpleDeployment::group(&()), SimpleDeployment::kind(&())),
+        ),
+    );
+    controller
+}

@@ -1,0 +1,349 @@
+//! AddressableService table rows A1–A13 (Knative's derived matrix), plus the
+//! stored objects that must not crash the controller.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::time::Duration;
+
+use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use reconcilers::addressableservice::new_controller;
+use runtime::apis::duck::v1::Addressable;
+use runtime::apis::{KRShaped, Url};
+use runtime::controller::ObjectKey;
+use runtime::testing::testenv::{ErrorStatus, Reactor};
+use runtime::testing::{Table, TableRow, obj};
+
+fn table(rows: Vec<TableRow>) -> Table {
+    Table {
+        crds: generated::testing::custom_resource_definitions().unwrap(),
+        rows,
+    }
+}
+
+async fn run(rows: Vec<TableRow>) {
+    table(rows).run(&new_controller).await;
+}
+
+/// AddressableService ns/rut, serviceName webhook.
+fn rut(generation: i64) -> AddressableService {
+    let mut asvc = AddressableService::new(
+        "rut",
+        AddressableServiceSpec {
+            service_name: "webhook".into(),
+        },
+    );
+    asvc.metadata.namespace = Some("ns".into());
+    asvc.metadata.generation = Some(generation);
+    asvc
+}
+
+fn with_status(
+    mut asvc: AddressableService,
+    edit: impl FnOnce(&mut AddressableServiceStatus),
+) -> AddressableService {
+    let status = asvc.status.get_or_insert_with(Default::default);
+    edit(status);
+    asvc
+}
+
+fn address(url: &str) -> Option<Addressable> {
+    Some(Addressable {
+        url: Some(Url::parse(url).unwrap()),
+        ..Addressable::default()
+    })
+}
+
+fn unavailable(generation: i64) -> impl FnOnce(&mut AddressableServiceStatus) {
+    move |s| {
+        s.status.observed_generation = generation;
+        s.mark_service_unavailable("webhook");
+    }
+}
+
+fn ready(generation: i64, url: &'static str) -> impl FnOnce(&mut AddressableServiceStatus) {
+    move |s| {
+        s.status.observed_generation = generation;
+        s.mark_service_available();
+        s.address = address(url);
+    }
+}
+
+fn service(namespace: &str, name: &str) -> Service {
+    Service {
+        metadata: ObjectMeta {
+            namespace: Some(namespace.into()),
+            name: Some(name.into()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(ServiceSpec {
+            ports: Some(vec![ServicePort {
+                port: 443,
+                ..ServicePort::default()
+            }]),
+            ..ServiceSpec::default()
+        }),
+        ..Service::default()
+    }
+}
+
+const URL: &str = "http://webhook.ns.svc.cluster.local";
+
+#[tokio::test]
+async fn a01_bad_key() {
+    run(vec![TableRow {
+        name: "A1 bad key",
+        key: "too/many/parts",
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a02_not_found() {
+    run(vec![TableRow {
+        name: "A2 not found",
+        key: "ns/missing",
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a03_service_missing_new_generation() {
+    run(vec![TableRow {
+        name: "A3 service missing, new generation",
+        objects: vec![obj(&rut(1))],
+        key: "ns/rut",
+        want_status_updates: vec![obj(&with_status(rut(1), unavailable(1)))],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a04_service_missing_generation_zero() {
+    let want = with_status(rut(0), unavailable(0));
+    assert!(
+        !serde_json::to_string(&want)
+            .unwrap()
+            .contains("observedGeneration"),
+        "0 is left out"
+    );
+    run(vec![TableRow {
+        name: "A4 service missing, generation 0",
+        objects: vec![obj(&rut(0))],
+        key: "ns/rut",
+        want_status_updates: vec![obj(&want)],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a05_service_exists() {
+    run(vec![TableRow {
+        name: "A5 service exists",
+        objects: vec![obj(&rut(1)), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        want_status_updates: vec![obj(&with_status(rut(1), ready(1, URL)))],
+        // The tracker watches ns/webhook for ns/rut: a change to the Service
+        // enqueues the AddressableService.
+        post_conditions: Some(Box::new(|outcome| {
+            Box::pin(async move {
+                let mut svc = outcome
+                    .env
+                    .get_object("", "v1", "services", Some("ns"), "webhook")
+                    .unwrap();
+                svc["metadata"]["labels"] = serde_json::json!({"touched": "yes"});
+                outcome.env.update_object(svc).map_err(|e| e.to_string())?;
+                let key = ObjectKey::new("ns", "rut");
+                for _ in 0..200 {
+                    if outcome.controller.work_queue().snapshot().fast.contains(&key) {
+                        return Ok(());
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                Err("changing the Service did not enqueue ns/rut".into())
+            })
+        })),
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a06_steady_state() {
+    run(vec![TableRow {
+        name: "A6 steady state",
+        objects: vec![
+            obj(&with_status(rut(1), ready(1, URL))),
+            obj(&service("ns", "webhook")),
+        ],
+        key: "ns/rut",
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a07_service_name_changed() {
+    let before = with_status(rut(2), ready(1, "http://old-webhook.ns.svc.cluster.local"));
+    run(vec![TableRow {
+        name: "A7 serviceName changed",
+        objects: vec![obj(&before), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        want_status_updates: vec![obj(&with_status(before.clone(), ready(2, URL)))],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a08_service_deleted_after_ready_keeps_the_address() {
+    let before = with_status(rut(1), ready(1, URL));
+    let after = with_status(before.clone(), |s| s.mark_service_unavailable("webhook"));
+    assert_eq!(after.status.as_ref().unwrap().address, address(URL));
+    run(vec![TableRow {
+        name: "A8 service deleted after ready",
+        objects: vec![obj(&before)],
+        key: "ns/rut",
+        want_status_updates: vec![obj(&after)],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a09_status_update_fails() {
+    run(vec![TableRow {
+        name: "A9 status update fails",
+        objects: vec![obj(&rut(1)), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        reactors: vec![Reactor::on("update", "addressableservices")],
+        want_err: true,
+        want_status_updates: vec![obj(&with_status(rut(1), ready(1, URL)))],
+        want_events: vec![
+            r#"Warning UpdateFailed Failed to update status for "rut": inducing failure for update addressableservices"#
+                .into(),
+        ],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a10_status_conflict_then_success() {
+    let want = obj(&with_status(rut(1), ready(1, URL)));
+    run(vec![TableRow {
+        name: "A10 status conflict then success",
+        objects: vec![obj(&rut(1)), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        reactors: vec![
+            Reactor::on("update", "addressableservices")
+                .subresource("status")
+                .times(1)
+                .respond(ErrorStatus::conflict()),
+        ],
+        want_status_updates: vec![want.clone(), want],
+        post_conditions: Some(Box::new(|outcome| {
+            Box::pin(async move {
+                // The retry read the object from the API server, not the cache.
+                let verbs: Vec<String> = outcome
+                    .env
+                    .actions()
+                    .iter()
+                    .filter(|a| a.resource == "addressableservices" && a.verb != "watch" && a.verb != "list")
+                    .map(|a| format!("{} {}", a.verb, a.subresource))
+                    .collect();
+                if verbs == ["update status", "get ", "update status"] {
+                    Ok(())
+                } else {
+                    Err(format!("requests were {verbs:?}"))
+                }
+            })
+        })),
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a11_being_deleted_without_finalizer() {
+    let mut deleting = rut(1);
+    deleting.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
+    run(vec![TableRow {
+        name: "A11 being deleted, no finalizer",
+        objects: vec![obj(&deleting), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn a12_not_leader() {
+    run(vec![TableRow {
+        name: "A12 not leader",
+        objects: vec![obj(&rut(1)), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        not_leader: true,
+        want_err: true,
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+fn new_generation_failure(generation: i64) -> impl FnOnce(&mut AddressableServiceStatus) {
+    move |s| {
+        s.status.observed_generation = generation;
+        s.initialize_conditions();
+        AddressableService::condition_set()
+            .manage(&mut s.status.conditions)
+            .mark_unknown(
+                &runtime::apis::ConditionType::READY,
+                "NewObservedGenFailure",
+                "unsuccessfully observed a new generation",
+            );
+    }
+}
+
+#[tokio::test]
+async fn a13_tracker_rejects_the_reference() {
+    let mut bad = rut(1);
+    bad.spec.service_name = "Bad_Name".into();
+    run(vec![TableRow {
+        name: "A13 tracker rejects the reference",
+        objects: vec![obj(&bad)],
+        key: "ns/rut",
+        want_err: true,
+        want_status_updates: vec![obj(&with_status(bad.clone(), new_generation_failure(1)))],
+        want_events: vec![format!(
+            "Warning InternalError invalid Reference:\n{}",
+            "Name: a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', \
+             and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation \
+             is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+        )],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
+#[tokio::test]
+async fn an_empty_service_name_ends_in_an_event_not_a_crash() {
+    let mut empty = rut(1);
+    empty.spec.service_name = String::new();
+    run(vec![TableRow {
+        name: "empty serviceName",
+        objects: vec![obj(&empty)],
+        key: "ns/rut",
+        want_err: true,
+        want_status_updates: vec![obj(&with_status(empty.clone(), new_generation_failure(1)))],
+        // Knative's tracker words an empty name as a missing one.
+        want_events: vec![
+            "Warning InternalError invalid Reference:\nmust provide either Name or Selector".into(),
+        ],
+        ..TableRow::default()
+    }])
+    .await;
+}
