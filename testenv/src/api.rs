@@ -327,6 +327,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         content_type: req.content_type.clone(),
         body: (!req.body.is_empty()).then(|| req.body.clone()),
         query: req.query.clone(),
+        user_agent: req.user_agent.clone(),
     };
     if let Some(e) = env.inner.hooks().record(action) {
         return Reply::error(&e);

@@ -27,6 +27,9 @@ pub struct Action {
     pub body: Option<Bytes>,
     /// The decoded query string (e.g. `fieldManager`, `labelSelector`).
     pub query: Vec<(String, String)>,
+    /// The request's `User-Agent`, as audit logs record it: tells apart the
+    /// clients (say, controller replicas) sharing one server.
+    pub user_agent: String,
 }
 
 impl Action {

@@ -480,6 +480,7 @@ where
         leadership: leadership.clone(),
         stopping: stopping.clone(),
         metrics: ctx.get::<ReconcileMetrics>(),
+        written: WrittenVersions::default(),
         kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
             .trim_start_matches('.')
             .to_owned(),
@@ -515,6 +516,54 @@ struct Core<K: 'static, R> {
     metrics: Option<Arc<ReconcileMetrics>>,
     /// `<group>.<Kind>`, the kind label of logs and metrics.
     kind_label: String,
+    written: WrittenVersions,
+}
+
+/// How soon a key whose cached copy is stale is looked at again, in case the
+/// watch event that updates the cache is late.
+const STALE_CACHE_RECHECK: Duration = Duration::from_millis(250);
+
+/// How long a replaced version is remembered: past this, a cache that still
+/// holds it is trusted again (and a write from it meets the usual conflict).
+const STALE_CACHE_WINDOW: Duration = Duration::from_secs(10);
+
+/// The versions this reconciler's own writes replaced, per key.
+///
+/// Right after a write, the informer cache still holds the old version until
+/// the watch delivers the new one, and a reconcile in that gap (the tracker's
+/// catch-up enqueue makes one on every new object) would write again from the
+/// stale copy and get a 409. Knative pays that round trip; here the reconcile
+/// waits for the cache instead. Writes that did not change the
+/// resourceVersion are not remembered, so a key can never wait for an event
+/// that will not come.
+#[derive(Default)]
+struct WrittenVersions(
+    parking_lot::Mutex<std::collections::HashMap<ObjectKey, (String, tokio::time::Instant)>>,
+);
+
+impl WrittenVersions {
+    fn record<K: Resource>(&self, before: &K, after: &K) {
+        let (Some(old), Some(new)) = (&before.meta().resource_version, &after.meta().resource_version) else {
+            return;
+        };
+        if old != new {
+            self.0
+                .lock()
+                .insert(ObjectKey::of(after), (old.clone(), tokio::time::Instant::now()));
+        }
+    }
+
+    fn is_stale<K: Resource>(&self, key: &ObjectKey, cached: &K) -> bool {
+        let mut written = self.0.lock();
+        let Some((replaced, at)) = written.get(key) else {
+            return false;
+        };
+        if at.elapsed() < STALE_CACHE_WINDOW && cached.meta().resource_version.as_ref() == Some(replaced) {
+            return true;
+        }
+        written.remove(key);
+        false
+    }
 }
 
 /// Which user method runs for an object.
@@ -592,6 +641,16 @@ where
                 "Skip reconciling resource, class annotation value does not match reconciler instance value."
             );
             return Ok(Outcome::Done);
+        }
+
+        if self.written.is_stale(&key, original.as_ref()) {
+            // Our last write replaced this version; the watch will deliver the
+            // new one (and enqueue the key) in a moment. Writing from the stale
+            // copy would only earn a conflict.
+            tracing::debug!(
+                "Cache still holds the version replaced by our last write; waiting for the watch"
+            );
+            return Err(Error::requeue_after(STALE_CACHE_RECHECK));
         }
 
         let mut resource = (*original).clone();
@@ -788,6 +847,7 @@ where
                         format!("Updated {} finalizers", go_quote(&name)),
                     ),
                 );
+                self.written.record(resource, &patched);
                 *resource = patched;
                 Ok(())
             }
@@ -839,7 +899,10 @@ where
                 .replace_status(&name, &kube::api::PostParams::default(), &existing)
                 .await
             {
-                Ok(_) => return Ok(()),
+                Ok(written) => {
+                    self.written.record(&existing, &written);
+                    return Ok(());
+                }
                 Err(kube::Error::Api(s)) if s.code == 409 && attempt + 1 < STEPS => {
                     attempt += 1;
                     tokio::time::sleep(retry_delay(attempt)).await;

@@ -295,7 +295,7 @@ pub async fn kube_config(flags: &Flags) -> Result<Config, MainError> {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path).map_err(|e| {
                 MainError::Kubeconfig(format!(
-                    "cannot read kubeconfig {path:?}: {e}; check the path given by --kubeconfig or KUBECONFIG"
+                    "cannot read kubeconfig {path:?}: {e}; fix the file, or point --kubeconfig (or KUBECONFIG) at a valid kubeconfig"
                 ))
             })?;
             Config::from_custom_kubeconfig(kubeconfig, &options)
@@ -393,7 +393,17 @@ pub async fn run(
         burst
     };
 
-    let config = kube_config(&flags).await?;
+    let mut config = kube_config(&flags).await?;
+    // Like client-go's `<binary>/<version>`, plus the pod, so API server audit
+    // logs (and testenv's action log) tell replicas apart.
+    let user_agent = format!(
+        "{component}/{} ({})",
+        env!("CARGO_PKG_VERSION"),
+        env.pod_name.as_deref().unwrap_or("unknown-pod")
+    );
+    if let Ok(value) = http::HeaderValue::from_str(&user_agent) {
+        config.headers.push((http::header::USER_AGENT, value));
+    }
     let mut registry = Registry::default();
     let request_metrics = RequestMetricsLayer::register(&mut registry);
     let workqueue_metrics = WorkqueueMetrics::register(&mut registry);

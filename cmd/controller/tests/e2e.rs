@@ -1,0 +1,458 @@
+//! End to end: the real `controller` binary, with a real `kube::Client` over
+//! loopback HTTP, against testenv's API server loaded with `config/`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use testenv::TestEnv;
+
+const NS: &str = "knative-samples";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// Every object of a `config/` file.
+fn manifests(file: &str) -> Vec<Value> {
+    let text = std::fs::read_to_string(repo().join("config").join(file)).unwrap();
+    text.split("\n---")
+        .filter(|doc| {
+            doc.lines()
+                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
+        })
+        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
+        .collect()
+}
+
+fn apply(env: &TestEnv, files: &[&str]) {
+    for file in files {
+        for obj in manifests(file) {
+            env.create_object(obj)
+                .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+        }
+    }
+}
+
+/// A server with the namespace, CRDs and ConfigMaps of `config/`, and a
+/// kubeconfig for it.
+async fn cluster(dir: &Path) -> (TestEnv, testenv::Server, PathBuf) {
+    let env = TestEnv::new();
+    apply(
+        &env,
+        &[
+            "100-namespace.yaml",
+            "300-addressableservice.yaml",
+            "300-simpledeployment.yaml",
+            "config-logging.yaml",
+            "config-leader-election.yaml",
+            "config-observability.yaml",
+        ],
+    );
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    (env, server, kubeconfig)
+}
+
+fn service(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": NS},
+           "spec": {"ports": [{"port": 443, "targetPort": 8443}]}})
+}
+
+fn addressable_service(name: &str, service: &str) -> Value {
+    json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+           "metadata": {"name": name, "namespace": NS}, "spec": {"serviceName": service}})
+}
+
+/// A running controller process.
+struct Controller {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Controller {
+    fn start(kubeconfig: &Path, pod: &str, dir: &Path) -> Controller {
+        Self::start_with(kubeconfig, pod, dir, &[])
+    }
+
+    fn start_with(kubeconfig: &Path, pod: &str, dir: &Path, env: &[(&str, &str)]) -> Controller {
+        let log = dir.join(format!("{pod}.log"));
+        let child = Command::new(env!("CARGO_BIN_EXE_controller"))
+            .envs(env.iter().copied())
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .env("SYSTEM_NAMESPACE", NS)
+            .env("POD_NAME", pod)
+            .env("METRICS_PROMETHEUS_PORT", "0")
+            .env("PROBES_PORT", "0")
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        Controller { child, log }
+    }
+
+    /// SIGTERM, then the exit status and how long the exit took.
+    fn terminate(mut self) -> (ExitStatus, Duration) {
+        let started = Instant::now();
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return (status, started.elapsed());
+            }
+            if started.elapsed() > Duration::from_secs(20) {
+                let _ = self.child.kill();
+                panic!(
+                    "the controller did not exit 20 s after SIGTERM; log: {}",
+                    self.log.display()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn wait_for(what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn get(env: &TestEnv, plural: &str, namespace: &str, name: &str) -> Option<Value> {
+    let (group, version) = match plural {
+        "addressableservices" | "simpledeployments" => ("samples.knative.dev", "v1alpha1"),
+        "leases" => ("coordination.k8s.io", "v1"),
+        _ => ("", "v1"),
+    };
+    env.get_object(group, version, plural, Some(namespace), name)
+}
+
+/// The status without transition times.
+fn status(obj: &Value) -> Value {
+    let mut status = obj.get("status").cloned().unwrap_or(Value::Null);
+    if let Some(conditions) = status.get_mut("conditions").and_then(Value::as_array_mut) {
+        for c in conditions {
+            if let Some(c) = c.as_object_mut() {
+                c.remove("lastTransitionTime");
+            }
+        }
+    }
+    status
+}
+
+fn is_ready(env: &TestEnv, namespace: &str, name: &str) -> bool {
+    get(env, "addressableservices", namespace, name)
+        .is_some_and(|o| status(&o)["conditions"][0] == json!({"type": "Ready", "status": "True"}))
+}
+
+/// Plays the kubelet: every pod in `namespace` becomes Running and Ready.
+fn run_pods(env: &TestEnv, namespace: &str) -> usize {
+    let pods = env.list_objects("", "v1", "pods", Some(namespace));
+    for mut pod in pods.iter().cloned() {
+        pod["status"] = json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
+        env.update_status(pod).unwrap();
+    }
+    pods.len()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn converges_reports_a_lost_service_and_stops_cleanly() {
+    let dir = tempdir("converge");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    env.create_object(service("webhook")).unwrap();
+    apply(
+        &env,
+        &[
+            "example-addressable-service.yaml",
+            "example-simple-deployment.yaml",
+        ],
+    );
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+
+    wait_for("make-it-addressable to be Ready", Duration::from_secs(60), || {
+        is_ready(&env, NS, "make-it-addressable")
+    })
+    .await;
+    let asvc = get(&env, "addressableservices", NS, "make-it-addressable").unwrap();
+    assert_eq!(
+        status(&asvc),
+        json!({"observedGeneration": 1, "conditions": [{"type": "Ready", "status": "True"}],
+               "address": {"url": "http://webhook.knative-samples.svc.cluster.local"}})
+    );
+
+    wait_for("two pods", Duration::from_secs(30), || {
+        env.list_objects("", "v1", "pods", Some("default")).len() == 2
+    })
+    .await;
+    assert_eq!(run_pods(&env, "default"), 2);
+    wait_for(
+        "the SimpleDeployment to be Ready",
+        Duration::from_secs(30),
+        || {
+            get(&env, "simpledeployments", "default", "example-simple-deployment").is_some_and(|o| {
+                status(&o)
+                    == json!({"observedGeneration": 1, "readyReplicas": 2,
+                          "conditions": [{"type": "Ready", "status": "True"}]})
+            })
+        },
+    )
+    .await;
+
+    env.delete_object("", "v1", "services", Some(NS), "webhook")
+        .unwrap();
+    wait_for("ServiceUnavailable", Duration::from_secs(30), || {
+        get(&env, "addressableservices", NS, "make-it-addressable").is_some_and(|o| {
+            status(&o)
+                == json!({"observedGeneration": 1,
+                          "conditions": [{"type": "Ready", "status": "False", "reason": "ServiceUnavailable",
+                                          "message": "Service \"webhook\" wasn't found."}],
+                          "address": {"url": "http://webhook.knative-samples.svc.cluster.local"}})
+        })
+    })
+    .await;
+
+    let (exit, took) = controller.terminate();
+    assert!(exit.success(), "exit status {exit}");
+    assert!(
+        took < Duration::from_secs(5),
+        "took {took:?} to exit after SIGTERM"
+    );
+    let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS));
+    assert_eq!(leases.len(), 2, "one lease per reconciler");
+    for lease in leases {
+        let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
+        assert!(
+            holder.is_empty(),
+            "lease {} still held by {holder:?}",
+            lease["metadata"]["name"]
+        );
+    }
+}
+
+/// Which replica (User-Agent) wrote each AddressableService status.
+fn status_writers(env: &TestEnv) -> BTreeMap<String, BTreeSet<String>> {
+    let mut writers: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for action in env.actions() {
+        if action.resource == "addressableservices"
+            && action.subresource == "status"
+            && action.verb == "update"
+        {
+            writers
+                .entry(action.name.clone())
+                .or_default()
+                .insert(action.user_agent.clone());
+        }
+    }
+    writers
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_split_the_keys_and_fail_over() {
+    let dir = tempdir("failover");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    let mut election = get(&env, "configmaps", NS, "config-leader-election").unwrap();
+    election["data"] =
+        json!({"buckets": "2", "leaseDuration": "3s", "renewDeadline": "2s", "retryPeriod": "200ms"});
+    env.update_object(election).unwrap();
+    env.create_object(service("webhook")).unwrap();
+    for i in 0..20 {
+        env.create_object(addressable_service(&format!("asvc-{i:02}"), "webhook"))
+            .unwrap();
+    }
+
+    // The test's 200 ms retry period renews four leases five times a second,
+    // which alone would use up the default budget (10 requests/s for two
+    // controllers) and make failover wait on the client's rate limiter.
+    let budget = [("KUBE_API_QPS", "200"), ("KUBE_API_BURST", "400")];
+    let a = Controller::start_with(&kubeconfig, "replica-a", &dir, &budget);
+    let b = Controller::start_with(&kubeconfig, "replica-b", &dir, &budget);
+    wait_for("20 Ready AddressableServices", Duration::from_secs(60), || {
+        (0..20).all(|i| is_ready(&env, NS, &format!("asvc-{i:02}")))
+    })
+    .await;
+    let writers = status_writers(&env);
+    assert_eq!(writers.len(), 20);
+    for (key, agents) in &writers {
+        assert_eq!(agents.len(), 1, "{key} was written by {agents:?}");
+    }
+    // Which replica leads which bucket is a race between them; stop one that
+    // wrote, and the other must take over its buckets.
+    let a_wrote = writers.values().flatten().any(|u| u.contains("replica-a"));
+    let (leaving, staying, leaving_agent) = if a_wrote {
+        (a, b, "(replica-a)")
+    } else {
+        (b, a, "(replica-b)")
+    };
+    let (exit, _) = leaving.terminate();
+    assert!(exit.success());
+    env.clear_actions();
+    let stopped = Instant::now();
+    for i in 20..40 {
+        env.create_object(addressable_service(&format!("asvc-{i:02}"), "webhook"))
+            .unwrap();
+    }
+    wait_for(
+        "the new AddressableServices to be Ready",
+        Duration::from_secs(30),
+        || (20..40).all(|i| is_ready(&env, NS, &format!("asvc-{i:02}"))),
+    )
+    .await;
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(3),
+        "the remaining replica took {took:?} to reconcile all keys (lease 3 s)"
+    );
+    let writers = status_writers(&env);
+    assert!(
+        writers.values().flatten().all(|u| !u.contains(leaving_agent)),
+        "no write from the stopped replica"
+    );
+    let (exit, _) = staying.terminate();
+    assert!(exit.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn survives_watch_closes_and_expiry_without_duplicate_writes() {
+    let dir = tempdir("faults");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    for i in 0..30 {
+        env.create_object(service(&format!("svc-{i:02}"))).unwrap();
+    }
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("the controller's leases", Duration::from_secs(30), || {
+        env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS))
+            .len()
+            == 2
+    })
+    .await;
+    for i in 0..30 {
+        env.create_object(addressable_service(
+            &format!("asvc-{i:02}"),
+            &format!("svc-{i:02}"),
+        ))
+        .unwrap();
+        if i % 5 == 0 {
+            env.close_watches();
+        }
+        if i % 10 == 3 {
+            env.expire_next_watch();
+            env.close_watches();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    wait_for("30 Ready AddressableServices", Duration::from_secs(60), || {
+        (0..30).all(|i| is_ready(&env, NS, &format!("asvc-{i:02}")))
+    })
+    .await;
+    // Let relists triggered by the faults settle, then count writes.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut writes: BTreeMap<String, usize> = BTreeMap::new();
+    for action in env.actions() {
+        if action.resource == "addressableservices"
+            && ["update", "patch", "create", "delete"].contains(&action.verb.as_str())
+        {
+            *writes.entry(action.name.clone()).or_default() += 1;
+        }
+    }
+    assert_eq!(writes.len(), 30);
+    for (key, n) in writes {
+        assert_eq!(n, 1, "{key} was written {n} times");
+    }
+    assert!(
+        env.request_count("watch", "addressableservices") > 1,
+        "the watch was really broken"
+    );
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+}
+
+fn run_to_exit(args: &[&str], env: &[(&str, &str)]) -> (i32, String) {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_controller"));
+    cmd.args(args)
+        .env_remove("SYSTEM_NAMESPACE")
+        .env_remove("KUBECONFIG");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_setup_exits_1_saying_what_to_fix() {
+    let (code, stderr) = run_to_exit(&[], &[]);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("SYSTEM_NAMESPACE is not set."), "{stderr}");
+    assert!(
+        stderr.contains("fieldPath: metadata.namespace") && stderr.contains("export SYSTEM_NAMESPACE="),
+        "{stderr}"
+    );
+
+    let (code, stderr) = run_to_exit(
+        &["--kubeconfig", "/nonexistent/kubeconfig"],
+        &[("SYSTEM_NAMESPACE", NS)],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains("Error building kubeconfig: cannot read kubeconfig \"/nonexistent/kubeconfig\""),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("point --kubeconfig (or KUBECONFIG) at a valid kubeconfig"),
+        "{stderr}"
+    );
+
+    let dir = tempdir("bad-buckets");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    let mut election = get(&env, "configmaps", NS, "config-leader-election").unwrap();
+    election["data"] = json!({"buckets": "11"});
+    env.update_object(election).unwrap();
+    let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+    let (code, stderr) = run_to_exit(
+        &["--kubeconfig", &kubeconfig],
+        &[
+            ("SYSTEM_NAMESPACE", NS),
+            ("METRICS_PROMETHEUS_PORT", "0"),
+            ("PROBES_PORT", "0"),
+        ],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 <= 11 <= 10"
+        ),
+        "{stderr}"
+    );
+}
+
+/// A fresh directory under the target dir for kubeconfigs and logs.
+fn tempdir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
