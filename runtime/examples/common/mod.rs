@@ -5,7 +5,7 @@
 use k8s_openapi::api::core::v1::Pod;
 
 /// The reference pod of the client-go and kube-runtime measurements.
-pub fn pod(i: usize) -> Result<Pod, serde_json::Error> {
+pub(crate) fn pod(i: usize) -> Result<Pod, serde_json::Error> {
     let json = format!(
         r#"{{
       "apiVersion":"v1","kind":"Pod",
