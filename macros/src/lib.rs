@@ -1,16 +1,27 @@
 //! `#[derive(Kind)]`: makes a Knative-shaped API type injectable.
 //!
-//! ```ignore
+//! ```
+//! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! # use macros::Kind;
+//! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! # pub struct AddressableServiceSpec { pub service_name: String }
+//! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! # pub struct AddressableServiceStatus {}
 //! #[derive(Kind, Clone, Debug, PartialEq)]
 //! #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced,
 //!        shortnames = ["asvc"], categories = ["all", "knative"])]
 //! #[genclient]
-//! #[genreconciler]
+//! #[genreconciler(krshapedlogic = false)]
 //! pub struct AddressableService {
 //!     pub metadata: ObjectMeta,
 //!     pub spec: AddressableServiceSpec,
 //!     pub status: Option<AddressableServiceStatus>,
 //! }
+//!
+//! use kube::Resource;
+//! assert_eq!(AddressableService::plural(&()), "addressableservices");
+//! let asvc = AddressableService::new("rut", AddressableServiceSpec::default());
+//! assert_eq!(serde_json::to_value(&asvc).unwrap()["kind"], "AddressableService");
 //! ```
 //!
 //! The struct has `metadata`, optionally `spec` (whose type implements `Default`)

@@ -5,10 +5,18 @@
 //! implements [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand in its
 //! lifecycle, defaults and validation files:
 //!
-//! ```ignore
-//! impl KRShaped for AddressableService {
-//!     fn condition_set() -> &'static ConditionSet { &CONDITION_SET }
-//! }
+//! ```
+//! use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
+//! use runtime::apis::{ConditionType, KRShaped};
+//!
+//! // apis/src/v1alpha1/addressable_service_lifecycle.rs has
+//! //     impl KRShaped for AddressableService {
+//! //         fn condition_set() -> &'static ConditionSet { &CONDITION_SET }
+//! //     }
+//! assert_eq!(AddressableService::condition_set().happy(), &ConditionType::READY);
+//! let mut asvc = AddressableService::new("rut", AddressableServiceSpec { service_name: "webhook".into() });
+//! asvc.duck_status_mut().observed_generation = 1;
+//! assert_eq!(asvc.duck_status().unwrap().observed_generation, 1);
 //! ```
 
 mod condition;
