@@ -401,6 +401,30 @@ impl TestEnv {
         Ok(w.object)
     }
 
+    /// Creates every object of a multi-document YAML manifest, in order, as
+    /// `kubectl create -f` would; documents that hold only comments are skipped.
+    /// Returns the created objects. `source` names the manifest in errors.
+    pub fn create_from_yaml(&self, source: &str, yaml: &str) -> Result<Vec<Value>, Error> {
+        let mut created = Vec::new();
+        for (i, doc) in yaml.split("\n---").enumerate() {
+            if doc
+                .lines()
+                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+            {
+                continue;
+            }
+            let obj: Value = serde_saphyr::from_str(doc)
+                .map_err(|e| Error::InvalidObject(format!("{source}, document {}: {e}", i + 1)))?;
+            created.push(self.create_object(obj).map_err(|e| match e {
+                Error::InvalidObject(why) => {
+                    Error::InvalidObject(format!("{source}, document {}: {why}", i + 1))
+                }
+                other => other,
+            })?);
+        }
+        Ok(created)
+    }
+
     /// Replaces an object as `PUT` would (an empty `resourceVersion` means "whatever is
     /// current", for setup convenience).
     pub fn update_object(&self, obj: Value) -> Result<Value, Error> {

@@ -1408,3 +1408,19 @@ async fn apply_conflicts_are_per_field_inside_list_elements() {
         e.message
     );
 }
+
+#[tokio::test]
+async fn create_from_yaml_creates_every_document_in_order() {
+    let env = TestEnv::new();
+    let yaml = "# a comment-only document\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: one\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\n  namespace: one\ndata:\n  k: v\n";
+    let created = env.create_from_yaml("inline.yaml", yaml).unwrap();
+    assert_eq!(created.len(), 2);
+    assert!(
+        env.get_object("", "v1", "configmaps", Some("one"), "cm")
+            .is_some()
+    );
+    let err = env
+        .create_from_yaml("bad.yaml", "apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n")
+        .unwrap_err();
+    assert!(err.to_string().contains("bad.yaml, document 1"), "{err}");
+}

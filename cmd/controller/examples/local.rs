@@ -39,17 +39,7 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
     for file in CONFIG {
         let path = dir.join(file);
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        for doc in text.split("\n---") {
-            if doc
-                .lines()
-                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-            {
-                continue;
-            }
-            let obj: Value = serde_saphyr::from_str(doc).map_err(|e| format!("{}: {e}", path.display()))?;
-            env.create_object(obj)
-                .map_err(|e| format!("applying {}: {e}", path.display()))?;
-        }
+        env.create_from_yaml(&path.display().to_string(), &text)?;
     }
     env.create_object(json!({"apiVersion": "v1", "kind": "Service",
         "metadata": {"name": "webhook", "namespace": "knative-samples"},

@@ -16,24 +16,11 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Every object of a `config/` file.
-fn manifests(file: &str) -> Vec<Value> {
-    let text = std::fs::read_to_string(repo().join("config").join(file)).unwrap();
-    text.split("\n---")
-        .filter(|doc| {
-            doc.lines()
-                .any(|l| !l.trim().is_empty() && !l.trim_start().starts_with('#'))
-        })
-        .map(|doc| serde_saphyr::from_str::<Value>(doc).unwrap())
-        .collect()
-}
-
 fn apply(env: &TestEnv, files: &[&str]) {
     for file in files {
-        for obj in manifests(file) {
-            env.create_object(obj)
-                .unwrap_or_else(|e| panic!("applying {file}: {e}"));
-        }
+        let text = std::fs::read_to_string(repo().join("config").join(file)).unwrap();
+        env.create_from_yaml(file, &text)
+            .unwrap_or_else(|e| panic!("applying {file}: {e}"));
     }
 }
 
