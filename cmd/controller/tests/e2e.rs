@@ -443,3 +443,80 @@ fn tempdir(name: &str) -> PathBuf {
     std::fs::create_dir_all(&dir).unwrap();
     dir
 }
+
+fn log_lines(controller: &Controller) -> Vec<Value> {
+    std::fs::read_to_string(&controller.log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logging_follows_config_logging_live() {
+    let dir = tempdir("logging");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("the controller to start", Duration::from_secs(30), || {
+        log_lines(&controller)
+            .iter()
+            .any(|l| l["msg"] == "Starting controllers...")
+    })
+    .await;
+    assert!(
+        log_lines(&controller).iter().all(|l| l["level"] != "debug"),
+        "info by default"
+    );
+
+    let set_level = |level: &str| {
+        let mut cm = get(&env, "configmaps", NS, "config-logging").unwrap();
+        cm["data"]["loglevel.controller"] = json!(level);
+        env.update_object(cm).unwrap();
+    };
+    set_level("debug");
+    env.create_object(service("webhook")).unwrap();
+    env.create_object(addressable_service("asvc", "webhook")).unwrap();
+    wait_for("debug lines", Duration::from_secs(30), || {
+        log_lines(&controller).iter().any(|l| l["level"] == "debug")
+    })
+    .await;
+    let line = log_lines(&controller)
+        .into_iter()
+        .find(|l| l["level"] == "debug")
+        .unwrap();
+    for key in ["ts", "logger", "caller", "msg", "knative.dev/pod"] {
+        assert!(line.get(key).is_some(), "log lines carry {key}: {line}");
+    }
+
+    set_level("loud");
+    wait_for("the parse error", Duration::from_secs(30), || {
+        log_lines(&controller).iter().any(|l| {
+            l["msg"] == "Failed to parse config-logging; keeping the current level"
+                && l["error"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .contains("invalid log level \"loud\"")
+        })
+    })
+    .await;
+    let before = log_lines(&controller)
+        .iter()
+        .filter(|l| l["level"] == "debug")
+        .count();
+    env.create_object(addressable_service("asvc-2", "webhook"))
+        .unwrap();
+    wait_for(
+        "more debug lines at the kept level",
+        Duration::from_secs(30),
+        || {
+            log_lines(&controller)
+                .iter()
+                .filter(|l| l["level"] == "debug")
+                .count()
+                > before
+        },
+    )
+    .await;
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+}

@@ -80,3 +80,59 @@ async fn metrics(State(registry): State<Arc<Registry>>) -> impl IntoResponse {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    use super::*;
+
+    async fn get(addr: SocketAddr, path: &str) -> String {
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let request = format!("GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n");
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        response.lines().next().unwrap_or_default().to_owned()
+    }
+
+    #[tokio::test]
+    async fn probes_turn_500_when_shutdown_starts() {
+        let listener = bind(0).await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let (shutting_down, stop) = (CancellationToken::new(), CancellationToken::new());
+        let server = tokio::spawn(serve_probes(listener, shutting_down.clone(), stop.clone()));
+        assert_eq!(get(addr, "/readiness").await, "HTTP/1.1 200 OK");
+        assert_eq!(get(addr, "/health").await, "HTTP/1.1 200 OK");
+        shutting_down.cancel();
+        assert_eq!(
+            get(addr, "/readiness").await,
+            "HTTP/1.1 500 Internal Server Error"
+        );
+        assert_eq!(get(addr, "/health").await, "HTTP/1.1 500 Internal Server Error");
+        stop.cancel();
+        server.await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn metrics_are_served_in_the_prometheus_text_format() {
+        let mut registry = Registry::default();
+        crate::controller::WorkqueueMetrics::register(&mut registry);
+        let listener = bind(0).await.unwrap();
+        let addr = SocketAddr::from(([127, 0, 0, 1], listener.local_addr().unwrap().port()));
+        let stop = CancellationToken::new();
+        let server = tokio::spawn(serve_metrics(listener, Arc::new(registry), stop.clone()));
+        let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+        stream
+            .write_all(b"GET /metrics HTTP/1.1\r\nHost: m\r\nConnection: close\r\n\r\n")
+            .await
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).await.unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK"), "{response}");
+        assert!(response.contains("# TYPE workqueue_depth gauge"), "{response}");
+        stop.cancel();
+        server.await.unwrap();
+    }
+}

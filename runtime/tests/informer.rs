@@ -1,0 +1,289 @@
+//! Shared informers and listers against testenv's API server, through a real
+//! `kube::Client`.
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Api;
+use kube::api::{DeleteParams, PostParams};
+use kube::core::Selector;
+use runtime::informer::EventHandler;
+use runtime::injection::Context;
+use testenv::TestEnv;
+use tokio_util::sync::CancellationToken;
+
+const NS: &str = "default";
+
+fn cm(name: &str, team: &str, value: &str) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some(NS.into()),
+            labels: Some([("team".to_string(), team.to_string())].into()),
+            ..ObjectMeta::default()
+        },
+        data: Some([("value".to_string(), value.to_string())].into()),
+        ..ConfigMap::default()
+    }
+}
+
+/// Records a handler's events as "add name=value", "update name=old->new",
+/// "delete name=value".
+fn recorder() -> (Arc<Mutex<Vec<String>>>, EventHandler<ConfigMap>) {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let value = |c: &ConfigMap| {
+        format!(
+            "{}={}",
+            c.metadata.name.as_deref().unwrap_or_default(),
+            c.data
+                .as_ref()
+                .and_then(|d| d.get("value"))
+                .map(String::as_str)
+                .unwrap_or_default()
+        )
+    };
+    let (a, u, d) = (seen.clone(), seen.clone(), seen.clone());
+    let handler = EventHandler::new()
+        .on_add(move |c| a.lock().unwrap().push(format!("add {}", value(c))))
+        .on_update(move |o, n| {
+            let (o, n) = (value(o), value(n));
+            if o != n {
+                u.lock()
+                    .unwrap()
+                    .push(format!("update {o}->{}", n.split('=').nth(1).unwrap_or_default()));
+            }
+        })
+        .on_delete(move |c| d.lock().unwrap().push(format!("delete {}", value(c))));
+    (seen, handler)
+}
+
+async fn eventually(what: &str, mut done: impl FnMut() -> bool) {
+    for _ in 0..500 {
+        if done() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("timed out waiting for {what}");
+}
+
+async fn started(ctx: &Context) -> CancellationToken {
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
+    stop
+}
+
+#[tokio::test]
+async fn two_controllers_on_one_informer_see_every_change_over_one_watch() {
+    let env = TestEnv::new();
+    let ctx = Context::new(env.client());
+    // Two constructors ask for the same informer.
+    let (first, first_handler) = recorder();
+    let (second, second_handler) = recorder();
+    ctx.informer::<ConfigMap>().add_event_handler(first_handler);
+    ctx.informer::<ConfigMap>().add_event_handler(second_handler);
+    let stop = started(&ctx).await;
+
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("a", "x", "1"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("b", "x", "1"))
+        .await
+        .unwrap();
+    let mut a = api.get("a").await.unwrap();
+    a.data = Some([("value".to_string(), "2".to_string())].into());
+    api.replace("a", &PostParams::default(), &a).await.unwrap();
+    api.delete("b", &DeleteParams::default()).await.unwrap();
+
+    let want = ["add a=1", "add b=1", "update a=1->2", "delete b=1"];
+    eventually("both handlers to see every change", || {
+        first.lock().unwrap().len() == want.len()
+    })
+    .await;
+    eventually("the second handler too", || {
+        second.lock().unwrap().len() == want.len()
+    })
+    .await;
+    assert_eq!(*first.lock().unwrap(), want);
+    assert_eq!(*second.lock().unwrap(), want);
+    assert_eq!(
+        env.request_count("watch", "configmaps"),
+        1,
+        "one watch for the kind, shared"
+    );
+    assert_eq!(
+        env.request_count("list", "configmaps"),
+        1,
+        "one list for the kind, shared"
+    );
+    assert_eq!(ctx.informer_descriptions().len(), 1);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_forced_410_relists_without_duplicate_or_lost_events() {
+    let env = TestEnv::new();
+    let ctx = Context::new(env.client());
+    let (seen, handler) = recorder();
+    let informer = ctx.informer::<ConfigMap>();
+    informer.add_event_handler(handler);
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    for name in ["kept", "changed", "deleted"] {
+        api.create(&PostParams::default(), &cm(name, "x", "1"))
+            .await
+            .unwrap();
+    }
+    let stop = started(&ctx).await;
+    eventually("the initial list", || seen.lock().unwrap().len() == 3).await;
+    seen.lock().unwrap().clear();
+
+    // The watch is cut and the resume point is gone: the next watch gets 410,
+    // so the informer relists while these changes happen.
+    env.expire_next_watch();
+    env.close_watches();
+    let mut changed = api.get("changed").await.unwrap();
+    changed.data = Some([("value".to_string(), "2".to_string())].into());
+    api.replace("changed", &PostParams::default(), &changed)
+        .await
+        .unwrap();
+    api.delete("deleted", &DeleteParams::default()).await.unwrap();
+    api.create(&PostParams::default(), &cm("created", "x", "1"))
+        .await
+        .unwrap();
+
+    eventually("the relist to settle", || {
+        let mut keys = informer.lister().keys();
+        keys.sort();
+        keys == [
+            (NS.to_string(), "changed".to_string()),
+            (NS.to_string(), "created".to_string()),
+            (NS.to_string(), "kept".to_string()),
+        ]
+    })
+    .await;
+    eventually("all three changes", || seen.lock().unwrap().len() >= 3).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut events = seen.lock().unwrap().clone();
+    events.sort();
+    assert_eq!(
+        events,
+        ["add created=1", "delete deleted=1", "update changed=1->2"]
+    );
+    assert!(
+        env.request_count("list", "configmaps") >= 2,
+        "the informer really relisted"
+    );
+    let cached = informer.lister().namespaced(NS).get("changed").unwrap().unwrap();
+    assert_eq!(cached.data.as_ref().unwrap()["value"], "2");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn listers_and_indexes_answer_from_the_cache() {
+    let env = TestEnv::builder().namespace("other").build();
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<ConfigMap>();
+    informer
+        .add_index("byTeam", |c: &ConfigMap| {
+            c.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("team").cloned())
+                .into_iter()
+                .collect()
+        })
+        .unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    for (name, team) in [("a", "red"), ("b", "blue"), ("c", "red")] {
+        api.create(&PostParams::default(), &cm(name, team, "1"))
+            .await
+            .unwrap();
+    }
+    let mut elsewhere = cm("d", "red", "1");
+    elsewhere.metadata.namespace = Some("other".into());
+    Api::<ConfigMap>::namespaced(env.client(), "other")
+        .create(&PostParams::default(), &elsewhere)
+        .await
+        .unwrap();
+    let stop = started(&ctx).await;
+    let lister = informer.lister();
+
+    let names = |objs: Vec<Arc<ConfigMap>>| -> Vec<String> {
+        objs.iter()
+            .map(|c| c.metadata.name.clone().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(names(lister.by_index("byTeam", "red").unwrap()), ["a", "c", "d"]);
+    assert_eq!(
+        names(
+            lister
+                .namespaced(NS)
+                .list(&Selector::from_iter([("team", "red")]))
+                .unwrap()
+        ),
+        ["a", "c"]
+    );
+    assert_eq!(names(lister.list_all().unwrap()), ["a", "b", "c", "d"]);
+    assert!(lister.namespaced("other").get("a").unwrap().is_none());
+
+    // A relabel moves the object between index values.
+    let mut b = api.get("b").await.unwrap();
+    b.metadata.labels = Some(BTreeMap::from([("team".to_string(), "red".to_string())]));
+    api.replace("b", &PostParams::default(), &b).await.unwrap();
+    eventually("b to join red", || {
+        lister.by_index("byTeam", "red").unwrap().len() == 4
+    })
+    .await;
+    assert!(lister.by_index("byTeam", "blue").unwrap().is_empty());
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn label_filtered_informers_watch_only_their_objects() {
+    let env = TestEnv::new();
+    let ctx = Context::new(env.client());
+    let red = ctx.filtered_informer::<ConfigMap>(&Selector::from_iter([("team", "red")]));
+    let all = ctx.informer::<ConfigMap>();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("a", "red", "1"))
+        .await
+        .unwrap();
+    api.create(&PostParams::default(), &cm("b", "blue", "1"))
+        .await
+        .unwrap();
+    let stop = started(&ctx).await;
+    assert_eq!(red.lister().len(), 1);
+    assert_eq!(all.lister().len(), 2);
+    assert_eq!(
+        env.request_count("watch", "configmaps"),
+        2,
+        "one watch per kind and selector"
+    );
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_kind_that_is_not_served_fails_sync_naming_it() {
+    let env = TestEnv::new();
+    let ctx = Context::new(env.client());
+    ctx.informer::<apis::v1alpha1::AddressableService>();
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    let err = ctx
+        .wait_for_cache_sync(Duration::from_secs(2))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("AddressableService.samples.knative.dev/v1alpha1"),
+        "{err}"
+    );
+    assert!(err.contains("CRDs installed"), "{err}");
+    stop.cancel();
+}
