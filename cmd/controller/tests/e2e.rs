@@ -520,3 +520,44 @@ async fn logging_follows_config_logging_live() {
     let (exit, _) = controller.terminate();
     assert!(exit.success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once() {
+    let dir = tempdir("second-signal");
+    let (_env, _server, kubeconfig) = cluster(&dir).await;
+    let mut controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("the controller to start", Duration::from_secs(30), || {
+        log_lines(&controller)
+            .iter()
+            .any(|l| l["msg"] == "Starting controllers...")
+    })
+    .await;
+    let pid = controller.child.id().to_string();
+    for _ in 0..2 {
+        assert!(
+            Command::new("kill")
+                .arg("-TERM")
+                .arg(&pid)
+                .status()
+                .unwrap()
+                .success()
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = controller.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "no exit after the second signal"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "the second signal skips the graceful shutdown"
+    );
+}
