@@ -558,35 +558,10 @@ impl State {
                 ),
             ));
         }
-        let new = if status_only {
-            // A status write changes status only (ResetObjectMetaForStatus and friends).
-            let mut n = (*existing).clone();
-            match obj.get("status") {
-                Some(s) => n["status"] = s.clone(),
-                None => {
-                    if let Some(m) = n.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            n
-        } else {
-            let mut n = obj;
-            if def.status {
-                match existing.get("status") {
-                    Some(s) => n["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = n.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-            if def.builtin() == Some(Builtin::Namespace) {
-                n["spec"] = existing.get("spec").cloned().unwrap_or_else(|| json!({}));
-            }
-            n
-        };
+        let mut new = status_rule(def, &existing, obj, status_only);
+        if !status_only && def.builtin() == Some(Builtin::Namespace) {
+            new["spec"] = existing.get("spec").cloned().unwrap_or_else(|| json!({}));
+        }
         self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
@@ -805,31 +780,7 @@ impl State {
                 )],
             ));
         }
-        let new = if status_only {
-            let mut n = (*existing).clone();
-            match patched.get("status") {
-                Some(s) => n["status"] = s.clone(),
-                None => {
-                    if let Some(m) = n.as_object_mut() {
-                        m.remove("status");
-                    }
-                }
-            }
-            n
-        } else {
-            let mut n = patched;
-            if def.status {
-                match existing.get("status") {
-                    Some(s) => n["status"] = s.clone(),
-                    None => {
-                        if let Some(m) = n.as_object_mut() {
-                            m.remove("status");
-                        }
-                    }
-                }
-            }
-            n
-        };
+        let new = status_rule(def, &existing, patched, status_only);
         self.finish_update(def, &key, &existing, new, opts, status_only)
     }
 
@@ -1197,6 +1148,28 @@ fn unsupported_patch(def: &ResourceDef) -> ErrorStatus {
         "the body of the request was in an unknown format - accepted media types include: {}",
         types.join(", ")
     ))
+}
+
+/// The object a write stores under the status-subresource rule: a status write
+/// changes only `status` (ResetObjectMetaForStatus and friends), and a write to
+/// the main resource of a kind with the subresource keeps the stored status.
+fn status_rule(def: &ResourceDef, existing: &Value, incoming: Value, status_only: bool) -> Value {
+    let (mut stored, status_from) = if status_only {
+        (existing.clone(), incoming.get("status").cloned())
+    } else if def.status {
+        (incoming, existing.get("status").cloned())
+    } else {
+        return incoming;
+    };
+    match status_from {
+        Some(status) => stored["status"] = status,
+        None => {
+            if let Some(m) = stored.as_object_mut() {
+                m.remove("status");
+            }
+        }
+    }
+    stored
 }
 
 pub(crate) fn unsupported_patch_type(def: &ResourceDef) -> ErrorStatus {
