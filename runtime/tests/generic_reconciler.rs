@@ -264,6 +264,27 @@ async fn g4_conflicting_finalizer_patch_records_no_event() {
 }
 
 #[tokio::test]
+async fn g4_failed_finalizer_removal_is_reported_while_the_object_exists() {
+    let row = TableRow {
+        name: "G4 finalizer removal fails",
+        objects: vec![obj(&rut(&[FINALIZER], true))],
+        key: "ns/rut",
+        want_err: true,
+        reactors: vec![Reactor::on("patch", "addressableservices")],
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":[],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_events: vec![
+            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch addressableservices"#.into(),
+        ],
+        ..TableRow::default()
+    };
+    run(row, done(), Some(done())).await;
+}
+
+#[tokio::test]
 async fn g5_a_returned_event_is_recorded_and_is_success() {
     let row = TableRow {
         name: "G5 Normal event",

@@ -466,7 +466,6 @@ where
     let core = Core {
         reconciler,
         lister,
-        api: scoped_api::<K>(ctx.client(), None),
         client: ctx.client(),
         kind,
         class_value: class_value.map(str::to_owned),
@@ -503,7 +502,6 @@ where
 struct Core<K: 'static, R> {
     reconciler: R,
     lister: Lister<K>,
-    api: Api<K>,
     client: kube::Client,
     kind: &'static KindConfig<K>,
     class_value: Option<String>,
@@ -816,7 +814,7 @@ where
         if let Err(err) = self.patch_finalizers(resource, remaining).await {
             // The object may be gone already, which is what removing the last
             // finalizer was for.
-            if let Err(kube::Error::Api(status)) = self.api.get(&name).await
+            if let Err(kube::Error::Api(status)) = self.namespaced_api(resource).get(&name).await
                 && status.code == 404
             {
                 return Ok(());
