@@ -164,17 +164,6 @@ impl<K> fmt::Debug for Options<K> {
     }
 }
 
-/// Observes keys whose object no longer exists (Knative's
-/// `OnDeletionInterface`); runs on every replica, leader or not.
-pub trait ObserveDeletion: Send + Sync {
-    /// The object `key` names was deleted.
-    fn observe_deletion<'a>(
-        &'a self,
-        ctx: &'a ReconcileContext,
-        key: &'a ObjectKey,
-    ) -> BoxFuture<'a, Result<(), Error>>;
-}
-
 /// The user's reconciler as the generic algorithm sees it. Generated glue
 /// implements it by forwarding to the per-kind traits.
 pub trait KindReconciler<K>: Send + Sync + 'static {
