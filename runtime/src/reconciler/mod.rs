@@ -540,6 +540,11 @@ impl WrittenVersions {
         }
     }
 
+    /// Drops what is remembered about a deleted object, so churn cannot grow the map.
+    fn forget(&self, key: &ObjectKey) {
+        self.0.lock().remove(key);
+    }
+
     fn is_stale<K: Resource>(&self, key: &ObjectKey, cached: &K) -> bool {
         let mut written = self.0.lock();
         let Some((replaced, at)) = written.get(key) else {
@@ -618,6 +623,7 @@ where
 
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
             tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
+            self.written.forget(&key);
             return match self.reconciler.observe_deletion(&ctx, &key) {
                 Some(observe) => observe.await.map(|()| Outcome::Done),
                 None => Ok(Outcome::Done),
