@@ -201,7 +201,9 @@ pub async fn run_row(
     let env = TestEnv::builder()
         .name_generator(NameGenerator::Sequential(Arc::default()))
         .build();
-    seed(&env, crds, row).map_err(|e| vec![format!("setting up the row failed: {e}")])?;
+    let key_namespace = row.key.split_once('/').map(|(ns, _)| ns);
+    seed(&env, crds, &row.objects, key_namespace)
+        .map_err(|e| vec![format!("setting up the row failed: {e}")])?;
 
     let recorder = Arc::new(FakeRecorder::new());
     let ctx = Context::builder(env.client())
@@ -252,22 +254,38 @@ pub async fn run_row(
     result
 }
 
-fn seed(env: &TestEnv, crds: &[CustomResourceDefinition], row: &TableRow) -> Result<(), String> {
+/// A fresh API server with `crds` installed, the namespaces of `objects`
+/// created and `objects` stored exactly as given (status included; any kinds, as
+/// JSON), and a context over it. Keep the `TestEnv` to inspect what the code
+/// under test did. Generated `testing::context` functions call this with their
+/// API groups' CRDs.
+pub fn context(
+    crds: &[CustomResourceDefinition],
+    objects: impl IntoIterator<Item = Value>,
+) -> Result<(Context, TestEnv), Box<dyn std::error::Error + Send + Sync>> {
+    let env = TestEnv::new();
+    let objects: Vec<Value> = objects.into_iter().collect();
+    seed(&env, crds, &objects, None)?;
+    Ok((Context::new(env.client()), env))
+}
+
+/// Installs `crds`, creates the namespaces of `objects` (and `namespace`), and
+/// stores `objects` as given.
+fn seed(
+    env: &TestEnv,
+    crds: &[CustomResourceDefinition],
+    objects: &[Value],
+    namespace: Option<&str>,
+) -> Result<(), String> {
     for crd in crds {
         env.install_crd(crd).map_err(|e| format!("installing CRD: {e}"))?;
     }
-    let mut namespaces: BTreeSet<String> = row
-        .objects
+    let namespaces: BTreeSet<String> = objects
         .iter()
-        .filter_map(|o| {
-            o.pointer("/metadata/namespace")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-        })
+        .filter_map(|o| o.pointer("/metadata/namespace").and_then(Value::as_str))
+        .chain(namespace)
+        .map(str::to_owned)
         .collect();
-    if let Some((ns, _)) = row.key.split_once('/') {
-        namespaces.insert(ns.to_owned());
-    }
     for ns in namespaces {
         if env.get_object("", "v1", "namespaces", None, &ns).is_none() {
             env.create_object(
@@ -276,7 +294,7 @@ fn seed(env: &TestEnv, crds: &[CustomResourceDefinition], row: &TableRow) -> Res
             .map_err(|e| format!("creating namespace {ns}: {e}"))?;
         }
     }
-    for obj in &row.objects {
+    for obj in objects {
         env.seed_object(obj.clone())
             .map_err(|e| format!("storing {}: {e}", describe(obj)))?;
     }

@@ -16,23 +16,15 @@ pub fn custom_resource_definitions() -> Result<
     Ok(crds)
 }
 
-/// A fresh in-memory API server with the CRDs installed, the namespaces of `objects`
-/// created and `objects` stored as given, status included (any kinds, as JSON:
-/// `serde_json::to_value(&obj)`), and a context over it. Keep the `TestEnv` to
-/// inspect what the code under test did.
+/// A fresh in-memory API server with these CRDs installed, the namespaces of
+/// `objects` created and `objects` stored as given, status included (any kinds, as
+/// JSON: `serde_json::to_value(&obj)`), and a context over it; see
+/// `runtime::testing::context`.
 pub fn context(
     objects: impl IntoIterator<Item = serde_json::Value>,
-) -> Result<(Context, testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
-    let objects: Vec<serde_json::Value> = objects.into_iter().collect();
-    let namespaces = objects.iter().filter_map(|o| o["metadata"]["namespace"].as_str());
-    let env = namespaces
-        .fold(testenv::TestEnv::builder(), |b, ns| b.namespace(ns))
-        .build();
-    for crd in custom_resource_definitions()? {
-        env.install_crd(crd)?;
-    }
-    for object in objects {
-        env.seed_object(object)?;
-    }
-    Ok((Context::new(env.client()), env))
+) -> Result<
+    (Context, runtime::testing::testenv::TestEnv),
+    Box<dyn std::error::Error + Send + Sync>,
+> {
+    runtime::testing::context(&custom_resource_definitions()?, objects)
 }
