@@ -5,5 +5,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo run --quiet --package codegen -- --config codegen.toml
+cargo run --quiet --package kinject-codegen -- --config codegen.toml
 cargo run --quiet --package schema -- update-crds config

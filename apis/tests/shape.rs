@@ -8,8 +8,8 @@ use apis::v1alpha1::{
     AddressableService, AddressableServiceSpec, SimpleDeployment, SimpleDeploymentSpec,
     SimpleDeploymentStatus,
 };
+use kinject_types::{ConditionStatus, ConditionType, HasStatus, KRShaped, KindInfo};
 use kube::Resource;
-use runtime::apis::{ConditionStatus, ConditionType, HasStatus, KRShaped, KindInfo};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
@@ -195,7 +195,7 @@ async fn namespaced_api_requests_knatives_path() {
 
 #[test]
 fn schema_has_knatives_shape() {
-    let schema = runtime::apis::schema::openapi_v3_schema::<AddressableService>();
+    let schema = kinject_types::schema::openapi_v3_schema::<AddressableService>();
     assert_eq!(schema["type"], "object");
     let props = schema["properties"].as_object().unwrap();
     assert_eq!(props.keys().collect::<Vec<_>>(), ["spec", "status"]);
@@ -227,7 +227,7 @@ fn schema_has_knatives_shape() {
     );
     assert!(!schema.to_string().contains("nullable") && !schema.to_string().contains("\"default\""));
 
-    let schema = runtime::apis::schema::openapi_v3_schema::<SimpleDeployment>();
+    let schema = kinject_types::schema::openapi_v3_schema::<SimpleDeployment>();
     assert_eq!(
         schema["properties"]["spec"]["properties"]["replicas"]["format"],
         "int32"
@@ -244,7 +244,7 @@ fn schema_has_knatives_shape() {
 
 #[test]
 fn crd_serves_the_kind_with_a_status_subresource() {
-    let crd = runtime::apis::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
     let crd = serde_json::to_value(&crd).unwrap();
     assert_eq!(crd["metadata"]["name"], "addressableservices.samples.knative.dev");
     assert_eq!(
@@ -265,6 +265,6 @@ fn crd_serves_the_kind_with_a_status_subresource() {
     assert_eq!(version["subresources"], json!({"status": {}}));
     assert_eq!(
         version["schema"]["openAPIV3Schema"],
-        runtime::apis::schema::openapi_v3_schema::<AddressableService>()
+        kinject_types::schema::openapi_v3_schema::<AddressableService>()
     );
 }

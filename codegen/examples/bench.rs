@@ -1,7 +1,7 @@
 //! Full regeneration time: parse, emit, format and write.
 //!
 //! ```sh
-//! cargo run --release -p codegen --example bench
+//! cargo run --release -p kinject-codegen --example bench
 //! ```
 //!
 //! Measures the sample (the repository's `codegen.toml`, with reconcilers on)
@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use codegen::{ApiModule, Config, Layout};
+use kinject_codegen::{ApiModule, Config, Layout};
 
 const RUNS: usize = 15;
 const SYNTHETIC_KINDS: usize = 200;
@@ -37,22 +37,25 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
 fn report(name: &str, config: &Config) -> Result<(), Box<dyn std::error::Error>> {
     // One untimed run warms the file system cache and the allocator.
-    codegen::generate(config, &Layout::Crate)?.write(&config.output)?;
+    kinject_codegen::generate(config, &Layout::Crate)?.write(&config.output)?;
     let up_to_date = time(|| {
-        let generated = codegen::generate(config, &Layout::Crate)?;
+        let generated = kinject_codegen::generate(config, &Layout::Crate)?;
         let report = generated.write(&config.output)?;
         assert!(report.written.is_empty(), "the output was already up to date");
         Ok(generated.files.len())
     })?;
     let from_scratch = time(|| {
         std::fs::remove_dir_all(&config.output).map_err(|e| {
-            codegen::Error::from(vec![codegen::Diagnostic::file(&config.output, e.to_string())])
+            kinject_codegen::Error::from(vec![kinject_codegen::Diagnostic::file(
+                &config.output,
+                e.to_string(),
+            )])
         })?;
-        let generated = codegen::generate(config, &Layout::Crate)?;
+        let generated = kinject_codegen::generate(config, &Layout::Crate)?;
         generated.write(&config.output)?;
         Ok(generated.files.len())
     })?;
-    let kinds = codegen::generate(config, &Layout::Crate)?.kinds;
+    let kinds = kinject_codegen::generate(config, &Layout::Crate)?.kinds;
     println!(
         "{name}: {} files for {kinds} kinds; up to date: median {} (max {}); empty output: median {} (max {})",
         up_to_date.0,
@@ -66,8 +69,8 @@ fn report(name: &str, config: &Config) -> Result<(), Box<dyn std::error::Error>>
 
 /// (files, median, max) over `RUNS` runs of `run`.
 fn time(
-    mut run: impl FnMut() -> Result<usize, codegen::Error>,
-) -> Result<(usize, Duration, Duration), codegen::Error> {
+    mut run: impl FnMut() -> Result<usize, kinject_codegen::Error>,
+) -> Result<(usize, Duration, Duration), kinject_codegen::Error> {
     let mut times = Vec::with_capacity(RUNS);
     let mut files = 0;
     for _ in 0..RUNS {
@@ -114,7 +117,7 @@ fn synthetic_config(src: &Path, out: &Path) -> Result<Config, std::io::Error> {
             ),
         };
         let text = format!(
-            "use macros::Kind;\n\n/// Synthetic kind number {i}.\n#[derive(Kind, Clone, Debug, Default, PartialEq)]\n\
+            "use kinject_macros::Kind;\n\n/// Synthetic kind number {i}.\n#[derive(Kind, Clone, Debug, Default, PartialEq)]\n\
              #[kind(group = \"{group}\", version = \"{version}\", {scope})]\n{markers}\n\
              pub struct Kind{i} {{\n    pub metadata: ObjectMeta,\n    pub spec: Spec,\n    {fields}\n}}\n"
         );

@@ -29,7 +29,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::error::{Diagnostic, Error};
-use crate::model::{self, Scope};
+use crate::model::Scope;
+use crate::model::validation::{is_dns1123_label, is_dns1123_subdomain, is_kube_version};
 
 /// The generator's input, read from `codegen.toml` or built with [`crate::Builder`].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,7 +200,7 @@ impl Config {
                 );
             }
             let group = ext.group.get_ref();
-            if !group.is_empty() && !model::is_dns_subdomain(group) {
+            if !group.is_empty() && !is_dns1123_subdomain(group).is_empty() {
                 bad(
                     &ext.group,
                     format!(
@@ -207,7 +208,7 @@ impl Config {
                     ),
                 );
             }
-            if !model::is_kube_version(ext.version.get_ref()) {
+            if !is_kube_version(ext.version.get_ref()).is_empty() {
                 bad(
                     &ext.version,
                     format!(
@@ -216,7 +217,7 @@ impl Config {
                     ),
                 );
             }
-            if !model::is_dns_label(ext.plural.get_ref()) {
+            if !is_dns1123_label(ext.plural.get_ref()).is_empty() {
                 bad(
                     &ext.plural,
                     format!(

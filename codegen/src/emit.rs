@@ -3,7 +3,7 @@
 //! prettyplease.
 //!
 //! Everything emitted is naming and forwarding; what a verb, an informer or the
-//! reconciler does lives in `runtime`, so a change of behaviour never needs a
+//! reconciler does lives in `kinject-runtime`, so a change of behaviour never needs a
 //! regeneration.
 
 use std::collections::BTreeMap;
@@ -106,7 +106,7 @@ pub(crate) fn emit(
             ));
             quote! {
                 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-                use runtime::apis::crd::custom_resource_definition;
+                use kinject_runtime::apis::crd::custom_resource_definition;
 
                 #doc
                 pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
@@ -163,7 +163,7 @@ pub(crate) fn emit(
 }
 
 /// Test helpers over `testenv`, the in-memory API server: the API groups' CRDs,
-/// handed to `runtime::testing`, which does the rest.
+/// handed to `kinject_runtime::testing`, which does the rest.
 fn testing_module(crd_groups: &[Ident]) -> Module {
     Module {
         docs: wrap(
@@ -172,7 +172,7 @@ fn testing_module(crd_groups: &[Ident]) -> Module {
         ),
         items: quote! {
             use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-            use runtime::injection::Context;
+            use kinject_runtime::injection::Context;
 
             /// The CustomResourceDefinitions of every API group served here.
             pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
@@ -184,11 +184,11 @@ fn testing_module(crd_groups: &[Ident]) -> Module {
             /// A fresh in-memory API server with these CRDs installed, the namespaces of
             /// `objects` created and `objects` stored as given, status included (any kinds, as
             /// JSON: `serde_json::to_value(&obj)`), and a context over it; see
-            /// `runtime::testing::context`.
+            /// `kinject_runtime::testing::context`.
             pub fn context(
                 objects: impl IntoIterator<Item = serde_json::Value>,
-            ) -> Result<(Context, runtime::testing::testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
-                runtime::testing::context(&custom_resource_definitions()?, objects)
+            ) -> Result<(Context, kinject_runtime::testing::testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
+                kinject_runtime::testing::context(&custom_resource_definitions()?, objects)
             }
         },
     }
@@ -391,10 +391,10 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
 /// The types a kind module names, with their paths: exactly those its verbs and
 /// accessors use, so no import is unused.
 fn imported_names(k: &KindPlan) -> Vec<(&'static str, &'static str)> {
-    let mut names = vec![("Context", "runtime::injection")];
+    let mut names = vec![("Context", "kinject_runtime::injection")];
     let Some(verbs) = &k.verbs else { return names };
     if !verbs.is_empty() {
-        names.push(("TypedClient", "runtime::client"));
+        names.push(("TypedClient", "kinject_runtime::client"));
     }
     for verb in verbs {
         let used: &[(&str, &str)] = match verb {
@@ -419,8 +419,8 @@ fn imported_names(k: &KindPlan) -> Vec<(&'static str, &'static str)> {
     }
     if verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch) {
         names.extend([
-            ("Informer", "runtime::informer"),
-            ("Lister", "runtime::lister"),
+            ("Informer", "kinject_runtime::informer"),
+            ("Lister", "kinject_runtime::lister"),
             ("Selector", "kube::core"),
         ]);
     }
@@ -636,12 +636,12 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
         quote!(&[])
     };
     let status = if k.has_status && k.verbs.as_ref().is_some_and(|v| v.contains(&Verb::UpdateStatus)) {
-        quote!(Some(runtime::reconciler::StatusHooks::new()))
+        quote!(Some(kinject_runtime::reconciler::StatusHooks::new()))
     } else {
         quote!(None)
     };
     let krshaped = if r.krshapedlogic {
-        quote!(Some(runtime::reconciler::KRShapedHooks::new()))
+        quote!(Some(kinject_runtime::reconciler::KRShapedHooks::new()))
     } else {
         quote!(None)
     };
@@ -658,15 +658,15 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
         "The typed reconciler of `{kind}`: implement [`Interface`](reconciler::Interface) and pass it to [`new_impl`](reconciler::new_impl)."
     ));
     let new_impl_doc = docs(&format!(
-        "The controller of `{kind}` objects: the generic reconciler of `runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Route the informer's events to the returned `Impl` and hand it to sharedmain."
+        "The controller of `{kind}` objects: the generic reconciler of `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Route the informer's events to the returned `Impl` and hand it to sharedmain."
     ));
     quote! {
         #module_doc
         pub mod reconciler {
             use futures::future::BoxFuture;
-            use runtime::controller::{Impl, ObjectKey};
-            use runtime::injection::Context;
-            use runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+            use kinject_runtime::controller::{Impl, ObjectKey};
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
 
             use super::#ty;
 
@@ -679,7 +679,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
             #class_const
 
             /// What a reconciler implements; on the leader only.
-            #[runtime::async_trait]
+            #[kinject_runtime::async_trait]
             pub trait Interface: Send + Sync + 'static {
                 /// Moves the world towards `resource`'s spec and records what it saw in its
                 /// status; the framework writes status and finalizer changes back. Not called
@@ -705,33 +705,33 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
             /// Cleans up before an object goes away: its finalizer is added before
             /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
             /// Normal event. On the leader only.
-            #[runtime::async_trait]
+            #[kinject_runtime::async_trait]
             pub trait Finalizer: Send + Sync {
                 /// Releases what `resource` holds outside the cluster object.
                 async fn finalize_kind(&self, ctx: &ReconcileContext, resource: &mut #ty) -> ReconcileResult;
             }
 
             /// Watches objects on replicas that are not the leader; must not write.
-            #[runtime::async_trait]
+            #[kinject_runtime::async_trait]
             pub trait ReadOnlyInterface: Send + Sync {
                 /// Observes `resource` (for example to warm a cache).
                 async fn observe_kind(&self, ctx: &ReconcileContext, resource: &#ty) -> ReconcileResult;
             }
 
             /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-            #[runtime::async_trait]
+            #[kinject_runtime::async_trait]
             pub trait OnDeletion: Send + Sync {
                 /// The object `key` names was deleted.
-                async fn observe_deletion(&self, ctx: &ReconcileContext, key: &ObjectKey) -> Result<(), runtime::controller::Error>;
+                async fn observe_deletion(&self, ctx: &ReconcileContext, key: &ObjectKey) -> Result<(), kinject_runtime::controller::Error>;
             }
 
             /// Finalizer and agent names, status handling, leader hooks and config store.
-            pub type Options = runtime::reconciler::Options<#ty>;
+            pub type Options = kinject_runtime::reconciler::Options<#ty>;
 
             /// Adapts the typed traits to the generic core.
             struct Glue<R>(R);
 
-            impl<R: Interface> runtime::reconciler::KindReconciler<#ty> for Glue<R> {
+            impl<R: Interface> kinject_runtime::reconciler::KindReconciler<#ty> for Glue<R> {
                 fn reconcile_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a mut #ty) -> BoxFuture<'a, ReconcileResult> {
                     self.0.reconcile_kind(ctx, resource)
                 }
@@ -752,7 +752,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
                     Some(self.0.as_read_only()?.observe_kind(ctx, resource))
                 }
 
-                fn observe_deletion<'a>(&'a self, ctx: &'a ReconcileContext, key: &'a ObjectKey) -> Option<BoxFuture<'a, Result<(), runtime::controller::Error>>> {
+                fn observe_deletion<'a>(&'a self, ctx: &'a ReconcileContext, key: &'a ObjectKey) -> Option<BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>> {
                     Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
                 }
             }
@@ -767,8 +767,8 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
 
             #new_impl_doc
             pub fn new_impl<R: Interface>(ctx: &Context, reconciler: R, #class_param options: Options) -> Impl {
-                let queue_name = runtime::reconciler::queue_name(std::any::type_name::<R>());
-                runtime::reconciler::new_impl(ctx, Glue(reconciler), queue_name, &KIND, #class_arg, options)
+                let queue_name = kinject_runtime::reconciler::queue_name(std::any::type_name::<R>());
+                kinject_runtime::reconciler::new_impl(ctx, Glue(reconciler), queue_name, &KIND, #class_arg, options)
             }
         }
     }

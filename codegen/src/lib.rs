@@ -1,24 +1,24 @@
 //! The generator: reads annotated API types and emits the typed layer (clients,
 //! listers, informers, injection accessors and reconciler traits) as thin glue
-//! over `runtime`.
+//! over `kinject-runtime`.
 //!
 //! The pipeline is parse → model → emit → format → write:
 //! [`config`] names the inputs, [`model`] is the one parser of marker
-//! attributes (the `macros` crate's derive uses it too, so both agree on what a
+//! attributes (the `kinject-macros` crate's derive uses it too, so both agree on what a
 //! marker means), the emitter turns each kind into one module, prettyplease
 //! formats it, and only files whose bytes changed are written.
 //!
 //! Three ways to run it:
 //!
-//! * `hack/update-codegen.sh` (or `cargo run -p codegen`) regenerates the
+//! * `hack/update-codegen.sh` (or `cargo run -p kinject-codegen`) regenerates the
 //!   checked-in `generated/` crate from `codegen.toml`; `--verify` only checks.
 //! * [`generate`] and [`Generated`] do the same from a program.
 //! * [`Builder`] generates into `OUT_DIR` from a `build.rs`:
 //!
 //! ```no_run
 //! // build.rs
-//! fn main() -> Result<(), codegen::Error> {
-//!     codegen::Builder::new()
+//! fn main() -> Result<(), kinject_codegen::Error> {
+//!     kinject_codegen::Builder::new()
 //!         .api("apis", "apis::v1alpha1", "../apis/src/v1alpha1")
 //!         .generate()
 //! }
@@ -28,7 +28,7 @@
 pub mod config;
 mod emit;
 mod error;
-pub mod model;
+pub use kinject_model as model;
 mod scan;
 
 use std::collections::BTreeMap;
@@ -174,7 +174,7 @@ fn io_error(path: &Path, action: &str, e: std::io::Error) -> Error {
 /// The output is one file (`codegen.rs` unless [`Builder::file_name`] says
 /// otherwise) of nested modules, `<group>::<version>::<kind>`, to `include!`
 /// inside a module. The crate needs the generated code's dependencies:
-/// `runtime`, `kube`, `k8s-openapi`, `futures`, `either`, `serde` and
+/// `kinject-runtime`, `kube`, `k8s-openapi`, `futures`, `either`, `serde` and
 /// `serde_json`, plus the crates holding the kinds.
 #[derive(Debug, Clone)]
 pub struct Builder {

@@ -1,4 +1,4 @@
-//! `cargo run -p codegen -- [--config codegen.toml] [--verify]`: regenerates the
+//! `cargo run -p kinject-codegen -- [--config codegen.toml] [--verify]`: regenerates the
 //! typed layer from the API sources named in `codegen.toml`, or with
 //! `--verify` only checks that it is up to date.
 
@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use codegen::{Config, Layout};
+use kinject_codegen::{Config, Layout};
 
 const USAGE: &str = "usage: codegen [--config <codegen.toml>] [--verify]
 
@@ -46,7 +46,7 @@ fn main() -> ExitCode {
 
     let started = Instant::now();
     let result = Config::load(&config_path).and_then(|config| {
-        let generated = codegen::generate(&config, &Layout::Crate)?;
+        let generated = kinject_codegen::generate(&config, &Layout::Crate)?;
         Ok((config, generated))
     });
     let (config, generated) = match result {
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
                     eprintln!("  {}", shown_stale(s));
                 }
                 eprintln!(
-                    "run `hack/update-codegen.sh` (or `cargo run -p codegen -- --config {}`) and commit the result",
+                    "run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config {}`) and commit the result",
                     shown(&config_path).display()
                 );
                 ExitCode::FAILURE
@@ -129,10 +129,10 @@ fn shown(path: &Path) -> PathBuf {
         .unwrap_or_else(|| path.to_path_buf())
 }
 
-fn shown_stale(stale: &codegen::Stale) -> String {
+fn shown_stale(stale: &kinject_codegen::Stale) -> String {
     match stale {
-        codegen::Stale::Missing(p) => format!("{} (missing)", shown(p).display()),
-        codegen::Stale::Differs(p) => format!("{} (differs)", shown(p).display()),
-        codegen::Stale::Extra(p) => format!("{} (no longer generated)", shown(p).display()),
+        kinject_codegen::Stale::Missing(p) => format!("{} (missing)", shown(p).display()),
+        kinject_codegen::Stale::Differs(p) => format!("{} (differs)", shown(p).display()),
+        kinject_codegen::Stale::Extra(p) => format!("{} (no longer generated)", shown(p).display()),
     }
 }

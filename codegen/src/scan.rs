@@ -171,7 +171,7 @@ fn collect(
                         start.column + 1,
                         format!(
                             "`{}` has #[{name}] but does not derive Kind, so the marker would be ignored; \
-                             add `Kind` to its #[derive(...)] (`use macros::Kind;`) or remove the marker",
+                             add `Kind` to its #[derive(...)] (`use kinject_macros::Kind;`) or remove the marker",
                             s.ident
                         ),
                     ));

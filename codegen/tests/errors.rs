@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use codegen::{ApiModule, Config, Layout};
+use kinject_codegen::{ApiModule, Config, Layout};
 
 /// Writes `files` into a fresh directory and runs the generator over it.
 fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, String)> {
@@ -25,7 +25,7 @@ fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, Str
         }],
         externals: vec![],
     };
-    match codegen::generate(&config, &Layout::Crate) {
+    match kinject_codegen::generate(&config, &Layout::Crate) {
         Ok(_) => Ok(dir),
         Err(e) => Err((dir.clone(), e.to_string())),
     }
@@ -43,7 +43,7 @@ fn error(case: &str, text: &str) -> String {
 fn unknown_marker_key_points_at_the_key_and_suggests_the_fix() {
     let err = error(
         "unknown-key",
-        "use macros::Kind;\n\n#[derive(Kind)]\n#[kind(group = \"x.dev\", version = \"v1\", namespacd)]\npub struct Thing {\n    pub metadata: ObjectMeta,\n}\n",
+        "use kinject_macros::Kind;\n\n#[derive(Kind)]\n#[kind(group = \"x.dev\", version = \"v1\", namespacd)]\npub struct Thing {\n    pub metadata: ObjectMeta,\n}\n",
     );
     assert_eq!(
         err,
@@ -88,7 +88,7 @@ fn markers_without_the_derive_are_not_silently_ignored() {
     assert_eq!(
         err,
         "error: types.rs:3:1: `Thing` has #[genclient] but does not derive Kind, so the marker would be ignored; \
-         add `Kind` to its #[derive(...)] (`use macros::Kind;`) or remove the marker"
+         add `Kind` to its #[derive(...)] (`use kinject_macros::Kind;`) or remove the marker"
     );
 }
 
@@ -160,7 +160,7 @@ fn a_missing_source_directory_names_the_config_entry() {
         }],
         externals: vec![],
     };
-    let err = codegen::generate(&config, &Layout::Crate)
+    let err = kinject_codegen::generate(&config, &Layout::Crate)
         .unwrap_err()
         .to_string();
     assert!(

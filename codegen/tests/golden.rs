@@ -3,11 +3,11 @@
 //! Golden files: the generator's output for the fixture API set
 //! (`tests/fixtures`), in both layouts, is compared byte for byte with
 //! `tests/golden`. After an intended change, regenerate them with
-//! `UPDATE_GOLDEN=1 cargo test -p codegen --test golden` and review the diff.
+//! `UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test golden` and review the diff.
 
 use std::path::{Path, PathBuf};
 
-use codegen::{Config, Layout};
+use kinject_codegen::{Config, Layout};
 
 fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
@@ -16,14 +16,14 @@ fn fixtures() -> PathBuf {
 fn golden(layout: &Layout, dir: &Path) {
     let mut config = Config::load(&fixtures().join("codegen.toml")).unwrap();
     config.output = dir.to_path_buf();
-    let generated = codegen::generate(&config, layout).unwrap();
+    let generated = kinject_codegen::generate(&config, layout).unwrap();
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         generated.write(dir).unwrap();
     }
     let stale = generated.check(dir).unwrap();
     assert!(
         stale.is_empty(),
-        "golden files differ: {stale:?}\nrun UPDATE_GOLDEN=1 cargo test -p codegen --test golden and review the diff"
+        "golden files differ: {stale:?}\nrun UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test golden and review the diff"
     );
 }
 
@@ -50,8 +50,8 @@ fn fixture_covers_every_case() {
     assert!(widget.contains("pub fn new(ctx: &Context, namespace: &str) -> Self"));
     assert!(widget.contains("pub async fn update_status("));
     assert!(widget.contains("pub const DEFAULT_FINALIZER_NAME: &str = \"widgets.fixtures.example.dev\";"));
-    assert!(widget.contains("status: Some(runtime::reconciler::StatusHooks::new())"));
-    assert!(widget.contains("krshaped: Some(runtime::reconciler::KRShapedHooks::new())"));
+    assert!(widget.contains("status: Some(kinject_runtime::reconciler::StatusHooks::new())"));
+    assert!(widget.contains("krshaped: Some(kinject_runtime::reconciler::KRShapedHooks::new())"));
     assert!(widget.contains("`.namespaced(ns)` narrows it"));
 
     let policy = read("clusterpolicy.rs");
@@ -112,7 +112,7 @@ fn fixture_covers_every_case() {
 fn every_kind_stays_within_the_line_budget() {
     let mut config = Config::load(&fixtures().join("codegen.toml")).unwrap();
     config.output = PathBuf::from("unused");
-    let generated = codegen::generate(&config, &Layout::Crate).unwrap();
+    let generated = kinject_codegen::generate(&config, &Layout::Crate).unwrap();
     for (path, content) in &generated.files {
         let lines = content.lines().count();
         assert!(lines <= 300, "{} has {lines} lines", path.display());

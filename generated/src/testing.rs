@@ -4,7 +4,7 @@
 //! API server (feature `testing`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use runtime::injection::Context;
+use kinject_runtime::injection::Context;
 
 /// The CustomResourceDefinitions of every API group served here.
 pub fn custom_resource_definitions() -> Result<
@@ -19,12 +19,12 @@ pub fn custom_resource_definitions() -> Result<
 /// A fresh in-memory API server with these CRDs installed, the namespaces of
 /// `objects` created and `objects` stored as given, status included (any kinds, as
 /// JSON: `serde_json::to_value(&obj)`), and a context over it; see
-/// `runtime::testing::context`.
+/// `kinject_runtime::testing::context`.
 pub fn context(
     objects: impl IntoIterator<Item = serde_json::Value>,
 ) -> Result<
-    (Context, runtime::testing::testenv::TestEnv),
+    (Context, kinject_runtime::testing::testenv::TestEnv),
     Box<dyn std::error::Error + Send + Sync>,
 > {
-    runtime::testing::context(&custom_resource_definitions()?, objects)
+    kinject_runtime::testing::context(&custom_resource_definitions()?, objects)
 }

@@ -8,12 +8,12 @@ use std::sync::{Arc, Mutex};
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
 use generated::samples::v1alpha1::addressableservice::{self, reconciler};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::runtime::watcher;
-use runtime::controller::{Error, ObjectKey};
-use runtime::injection::Context;
-use runtime::reconciler::{
+use kinject_runtime::controller::{Error, ObjectKey};
+use kinject_runtime::injection::Context;
+use kinject_runtime::reconciler::{
     Event, FakeRecorder, ReconcileContext, ReconcileResult, SharedRecorder, UniversalBucket,
 };
+use kube::runtime::watcher;
 
 /// A client that answers `PUT` with the object it was sent (a status update
 /// that succeeds) and everything else with 404, recording each request.
@@ -51,7 +51,7 @@ struct Reconciler {
     calls: Mutex<Vec<String>>,
 }
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl reconciler::Interface for Reconciler {
     async fn reconcile_kind(
         &self,
@@ -75,7 +75,7 @@ impl reconciler::Interface for Reconciler {
     }
 }
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl reconciler::Finalizer for Reconciler {
     async fn finalize_kind(&self, ctx: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
         self.calls.lock().unwrap().push(format!("finalize {}", ctx.key()));
@@ -83,7 +83,7 @@ impl reconciler::Finalizer for Reconciler {
     }
 }
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl reconciler::OnDeletion for Reconciler {
     async fn observe_deletion(&self, _: &ReconcileContext, key: &ObjectKey) -> Result<(), Error> {
         self.calls.lock().unwrap().push(format!("deleted {key}"));
@@ -148,7 +148,7 @@ async fn new_impl_forwards_to_the_typed_traits() {
 /// The user's reconciler behind an `Arc`, so the test keeps a handle on it.
 struct ArcReconciler(Arc<Reconciler>);
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl reconciler::Interface for ArcReconciler {
     async fn reconcile_kind(
         &self,

@@ -9,7 +9,7 @@ use generated::apps::v1::deployment;
 use generated::coordination::v1::lease;
 use generated::core::v1::pod;
 use generated::samples::v1alpha1::{addressableservice, simpledeployment};
-use runtime::injection::Context;
+use kinject_runtime::injection::Context;
 
 /// A context whose client records request paths and answers 404.
 fn recording_context() -> (Context, Arc<Mutex<Vec<String>>>) {

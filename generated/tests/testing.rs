@@ -8,7 +8,7 @@ use std::time::Duration;
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice::{self, reconciler};
-use runtime::reconciler::{Event, ReconcileContext, ReconcileResult, UniversalBucket};
+use kinject_runtime::reconciler::{Event, ReconcileContext, ReconcileResult, UniversalBucket};
 use tokio_util::sync::CancellationToken;
 
 fn asvc(name: &str) -> serde_json::Value {
@@ -67,7 +67,7 @@ async fn preloaded_objects_reach_clients_informers_and_listers() {
 
 struct MarkReady;
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl reconciler::Interface for MarkReady {
     async fn reconcile_kind(
         &self,

@@ -2,7 +2,7 @@
 //!
 //! ```
 //! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-//! # use macros::Kind;
+//! # use kinject_macros::Kind;
 //! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
 //! # pub struct AddressableServiceSpec { pub service_name: String }
 //! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
@@ -26,16 +26,16 @@
 //!
 //! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
 //! and optionally `status: Option<S>`. The derive implements `kube::Resource`,
-//! `runtime::apis::KindInfo`, `runtime::apis::HasStatus` (with a status),
+//! `kinject_types::KindInfo`, `kinject_types::HasStatus` (with a status),
 //! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
 //! them when read) and `schemars::JsonSchema` in Knative's shape (`spec` and
 //! `status` only). `#[genclient]` and `#[genreconciler]` are read by the
 //! generator; the derive checks them so that a bad marker fails the build.
 //!
-//! Markers are parsed by `codegen::model`, shared with the generator; see its
+//! Markers are parsed by `kinject_model`, shared with the generator; see its
 //! documentation for every key.
 
-use codegen::model::{KindModel, Scope};
+use kinject_model::{KindModel, Scope};
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
@@ -65,7 +65,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         )
     })?;
 
-    let rt = quote!(::runtime::__private);
+    let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
     let group = &model.group;
@@ -97,7 +97,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn meta_mut(&mut self) -> &mut #metadata_ty { &mut self.metadata }
         }
 
-        impl ::runtime::apis::KindInfo for #ident {
+        impl ::kinject_types::KindInfo for #ident {
             const SINGULAR: &'static str = #singular;
             const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
             const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
@@ -108,7 +108,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
 
     let has_status = model.status.as_ref().map(|status_ty| {
         quote! {
-            impl ::runtime::apis::HasStatus for #ident {
+            impl ::kinject_types::HasStatus for #ident {
                 type Status = #status_ty;
                 fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
                 fn status_mut(&mut self) -> &mut #status_ty {
@@ -202,10 +202,10 @@ fn field_docs(input: &DeriveInput, name: &str) -> Option<String> {
 }
 
 fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> TokenStream2 {
-    let rt = quote!(::runtime::__private);
+    let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
-    let serde_crate = "::runtime::__private::serde";
+    let serde_crate = "::kinject_types::__private::serde";
 
     let spec_ser = model
         .spec
@@ -286,7 +286,7 @@ fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> Tok
 /// Knative's schema of a kind: an object with `spec` and `status` only; the API
 /// server always keeps `apiVersion`, `kind` and `metadata`.
 fn expand_schema(input: &DeriveInput, model: &KindModel) -> TokenStream2 {
-    let rt = quote!(::runtime::__private);
+    let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
     let property = |name: &str, ty: &Type| {

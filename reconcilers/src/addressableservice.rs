@@ -7,17 +7,17 @@ use apis::v1alpha1::AddressableService;
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice;
 use k8s_openapi::api::core::v1::Service;
+use kinject_runtime::apis::HasStatus;
+use kinject_runtime::apis::Url;
+use kinject_runtime::apis::duck::v1::Addressable;
+use kinject_runtime::controller::{Error, Impl, ResultExt};
+use kinject_runtime::informer::EventHandler;
+use kinject_runtime::injection::Context;
+use kinject_runtime::lister::Lister;
+use kinject_runtime::network;
+use kinject_runtime::reconciler::{ReconcileContext, ReconcileResult};
+use kinject_runtime::tracker::{Reference, Tracker};
 use kube::ResourceExt;
-use runtime::apis::HasStatus;
-use runtime::apis::Url;
-use runtime::apis::duck::v1::Addressable;
-use runtime::controller::{Error, Impl, ResultExt};
-use runtime::informer::EventHandler;
-use runtime::injection::Context;
-use runtime::lister::Lister;
-use runtime::network;
-use runtime::reconciler::{ReconcileContext, ReconcileResult};
-use runtime::tracker::{Reference, Tracker};
 
 /// Reconciles AddressableServices.
 #[derive(Debug)]
@@ -30,7 +30,7 @@ pub struct Reconciler {
     cluster_domain: String,
 }
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl addressableservice::reconciler::Interface for Reconciler {
     async fn reconcile_kind(
         &self,

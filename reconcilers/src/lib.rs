@@ -2,7 +2,7 @@
 //! `Reconciler` implementing the generated `Interface` for its kind and a
 //! `new_controller` that wires its informers. Everything around
 //! `reconcile_kind` (status updates, finalizers, events, leader election) is
-//! `runtime::reconciler`'s.
+//! `kinject_runtime::reconciler`'s.
 
 pub mod addressableservice;
 pub mod simpledeployment;

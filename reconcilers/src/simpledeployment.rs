@@ -8,16 +8,16 @@ use generated::core::v1::pod;
 use generated::samples::v1alpha1::simpledeployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kinject_runtime::apis::{HasStatus, Validatable};
+use kinject_runtime::controller::filter::filter_controller_gk;
+use kinject_runtime::controller::{Impl, ResultExt};
+use kinject_runtime::informer::EventHandler;
+use kinject_runtime::injection::Context;
+use kinject_runtime::lister::Lister;
+use kinject_runtime::reconciler::{Event, ReconcileContext, ReconcileResult};
 use kube::api::DeleteParams;
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
-use runtime::apis::{HasStatus, Validatable};
-use runtime::controller::filter::filter_controller_gk;
-use runtime::controller::{Impl, ResultExt};
-use runtime::informer::EventHandler;
-use runtime::injection::Context;
-use runtime::lister::Lister;
-use runtime::reconciler::{Event, ReconcileContext, ReconcileResult};
 
 /// The label tying a pod to its SimpleDeployment.
 pub const POD_OWNER_LABEL: &str = "samples.knative.dev/podOwner";
@@ -29,7 +29,7 @@ pub struct Reconciler {
     pod_lister: Lister<Pod>,
 }
 
-#[runtime::async_trait]
+#[kinject_runtime::async_trait]
 impl simpledeployment::reconciler::Interface for Reconciler {
     async fn reconcile_kind(&self, _ctx: &ReconcileContext, d: &mut SimpleDeployment) -> ReconcileResult {
         // Knative's sample crashes on a negative replica count; an invalid spec

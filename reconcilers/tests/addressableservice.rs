@@ -7,12 +7,12 @@ use std::time::Duration;
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kinject_runtime::apis::duck::v1::Addressable;
+use kinject_runtime::apis::{KRShaped, Url};
+use kinject_runtime::controller::ObjectKey;
+use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
+use kinject_runtime::testing::{Table, TableRow, obj};
 use reconcilers::addressableservice::new_controller;
-use runtime::apis::duck::v1::Addressable;
-use runtime::apis::{KRShaped, Url};
-use runtime::controller::ObjectKey;
-use runtime::testing::testenv::{ErrorStatus, Reactor};
-use runtime::testing::{Table, TableRow, obj};
 
 fn table(rows: Vec<TableRow>) -> Table {
     Table {
@@ -301,7 +301,7 @@ fn new_generation_failure(generation: i64) -> impl FnOnce(&mut AddressableServic
         AddressableService::condition_set()
             .manage(&mut s.status.conditions)
             .mark_unknown(
-                &runtime::apis::ConditionType::READY,
+                &kinject_runtime::apis::ConditionType::READY,
                 "NewObservedGenFailure",
                 "unsuccessfully observed a new generation",
             );

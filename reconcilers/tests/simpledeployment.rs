@@ -5,11 +5,11 @@
 use apis::v1alpha1::{SimpleDeployment, SimpleDeploymentSpec, SimpleDeploymentStatus};
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use kinject_runtime::apis::{ConditionType, KRShaped};
+use kinject_runtime::testing::testenv::Reactor;
+use kinject_runtime::testing::{DeleteAction, Table, TableRow, obj};
 use kube::Resource;
 use reconcilers::simpledeployment::new_controller;
-use runtime::apis::{ConditionType, KRShaped};
-use runtime::testing::testenv::Reactor;
-use runtime::testing::{DeleteAction, Table, TableRow, obj};
 use serde_json::{Value, json};
 
 async fn run(rows: Vec<TableRow>) {

@@ -1,7 +1,7 @@
 //! Bytes per cached object in an informer, measured with a counting allocator.
 //!
 //! ```sh
-//! cargo run --release -p runtime --example cache-memory
+//! cargo run --release -p kinject-runtime --example cache-memory
 //! ```
 //!
 //! Loads 10,000 copies of the reference Pod (1 container, a projected
@@ -16,12 +16,12 @@
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 use k8s_openapi::api::core::v1::Pod;
+use kinject_runtime::informer::Informer;
+use kinject_runtime::injection::Context;
+use kinject_types::Object;
+use kinject_types::Url;
+use kinject_types::duck::v1::Addressable;
 use kube::runtime::watcher::Event;
-use runtime::apis::Object;
-use runtime::apis::Url;
-use runtime::apis::duck::v1::Addressable;
-use runtime::informer::Informer;
-use runtime::injection::Context;
 
 mod common;
 use common::pod;

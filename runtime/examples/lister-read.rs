@@ -1,7 +1,7 @@
 //! What reading from the informer cache costs, since it decodes on every read.
 //!
 //! ```sh
-//! cargo run --release -p runtime --example lister-read
+//! cargo run --release -p kinject-runtime --example lister-read
 //! ```
 //!
 //! Loads 10,000 reference Pods into an informer (as the watch would) and times
@@ -10,8 +10,8 @@
 use std::time::Instant;
 
 use k8s_openapi::api::core::v1::Pod;
+use kinject_runtime::injection::Context;
 use kube::runtime::watcher::Event;
-use runtime::injection::Context;
 
 mod common;
 use common::pod;

@@ -12,9 +12,9 @@
 //! `testenv`).
 //!
 //! ```no_run
-//! # async fn demo(client: kube::Client) -> Result<(), runtime::injection::CacheSyncError> {
+//! # async fn demo(client: kube::Client) -> Result<(), kinject_runtime::injection::CacheSyncError> {
 //! use k8s_openapi::api::core::v1::Pod;
-//! use runtime::injection::Context;
+//! use kinject_runtime::injection::Context;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! let ctx = Context::builder(client).namespace("knative-samples").build();

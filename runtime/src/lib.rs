@@ -2,7 +2,7 @@
 //!
 //! | module | Knative counterpart |
 //! |---|---|
-//! | [`apis`] | `knative.dev/pkg/apis`: conditions, duck types, field errors, kind traits |
+//! | [`apis`] | `knative.dev/pkg/apis`, re-exported from `kinject-types`: conditions, duck types, field errors, kind traits |
 //! | [`injection`] | `knative.dev/pkg/injection`: the context constructors receive |
 //! | [`informer`], [`lister`] | client-go shared informers and listers, over kube-runtime's watcher |
 //! | [`client`] | typed clients over `kube::Api` for either scope |
@@ -10,7 +10,6 @@
 //! | [`leaderelection`] | `knative.dev/pkg/leaderelection` and `hash`: bucketed leader election over Leases |
 //! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
 
-pub mod apis;
 pub mod client;
 pub mod controller;
 pub mod events;
@@ -21,7 +20,6 @@ pub mod leaderelection;
 pub mod lister;
 pub mod network;
 pub mod reconciler;
-pub mod sharedmain;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod tracker;
@@ -29,13 +27,6 @@ pub mod tracker;
 /// Generated reconciler traits are async; implement them with this attribute.
 pub use async_trait::async_trait;
 
-/// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
-/// only `runtime` (and `serde` for its own derives).
-#[doc(hidden)]
-pub mod __private {
-    pub use k8s_openapi;
-    pub use kube;
-    pub use schemars;
-    pub use serde;
-    pub use serde_json;
-}
+/// The API types every kind builds on, re-exported so a controller needs only this
+/// crate: conditions, duck types, field errors and the kind traits.
+pub use kinject_types as apis;

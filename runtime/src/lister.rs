@@ -5,7 +5,7 @@
 //! change what another one sees.
 //!
 //! ```no_run
-//! # fn demo(ctx: &runtime::injection::Context) -> Result<(), runtime::informer::CacheError> {
+//! # fn demo(ctx: &kinject_runtime::injection::Context) -> Result<(), kinject_runtime::informer::CacheError> {
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kube::core::Selector;
 //! let pods = ctx.informer::<Pod>().lister();

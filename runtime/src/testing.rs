@@ -2,7 +2,7 @@
 //! world of objects, a key, and the writes and events the reconcile must
 //! produce.
 //!
-//! Every row gets a fresh [`testenv::TestEnv`] (a faithful in-memory API
+//! Every row gets a fresh [`kinject_testenv::TestEnv`] (a faithful in-memory API
 //! server): the CRDs are installed, the row's namespaces created, its objects
 //! stored exactly as given (status, generation, finalizers and deletion
 //! timestamps included), and the controller built by the row's constructor over
@@ -32,9 +32,9 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kinject_testenv::{Action, NameGenerator, Reactor, TestEnv};
 use serde::Serialize;
 use serde_json::Value;
-use testenv::{Action, NameGenerator, Reactor, TestEnv};
 use tokio_util::sync::CancellationToken;
 
 use crate::controller::Impl;
@@ -42,7 +42,7 @@ use crate::events::FakeRecorder;
 use crate::injection::Context;
 use crate::reconciler::{SharedRecorder, UniversalBucket};
 
-pub use testenv;
+pub use kinject_testenv as testenv;
 
 /// An object as a row's input or expectation.
 pub fn obj<T: Serialize>(value: &T) -> Value {

@@ -20,8 +20,8 @@
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Service;
 //! use kube::api::ObjectMeta;
-//! use runtime::controller::ObjectKey;
-//! use runtime::tracker::{Reference, Tracker};
+//! use kinject_runtime::controller::ObjectKey;
+//! use kinject_runtime::tracker::{Reference, Tracker};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -133,7 +133,7 @@ impl Reference {
     /// of `name` (a DNS-1123 label) and a valid `selector`.
     ///
     /// ```
-    /// use runtime::tracker::Reference;
+    /// use kinject_runtime::tracker::Reference;
     /// let err = Reference::default().validate().unwrap_err();
     /// assert_eq!(
     ///     err.to_string(),

@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 use kube::api::ObjectMeta;
-use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -434,7 +434,7 @@ async fn global_resync_uses_the_slow_lane_and_stops_at_shutdown() {
 async fn the_controllers_tracker_enqueues_observers() {
     let c = controller();
     let tracker = c.tracker(Duration::from_secs(60));
-    let reference = runtime::tracker::Reference::named("v1", "ConfigMap", "ns", "cm");
+    let reference = kinject_runtime::tracker::Reference::named("v1", "ConfigMap", "ns", "cm");
     let observer = config_map(&[], Vec::new());
     tracker.track_reference(&reference, &observer).unwrap();
     assert_eq!(c.work_queue().snapshot().fast, [key("ns", "cm")]);

@@ -8,14 +8,14 @@ use std::time::Duration;
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use runtime::controller::{Error, Impl, ObjectKey};
-use runtime::injection::Context;
-use runtime::reconciler::{
+use kinject_runtime::controller::{Error, Impl, ObjectKey};
+use kinject_runtime::injection::Context;
+use kinject_runtime::reconciler::{
     Event, KRShapedHooks, KindConfig, KindReconciler, Options, ReconcileContext, ReconcileResult,
     StatusHooks, new_impl,
 };
-use runtime::testing::testenv::{ErrorStatus, Reactor};
-use runtime::testing::{PatchAction, Table, TableRow, obj};
+use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
+use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
 
 const FINALIZER: &str = "addressableservices.samples.knative.dev";
 
@@ -105,7 +105,7 @@ fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
 }
 
 async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
-    let crd = runtime::apis::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
     let constructor = move |ctx: &Context| -> Impl {
         let scripted = Scripted {
             reconcile: reconcile.clone(),

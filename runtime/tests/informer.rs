@@ -8,12 +8,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kinject_runtime::informer::EventHandler;
+use kinject_runtime::injection::Context;
+use kinject_testenv::TestEnv;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube::core::Selector;
-use runtime::informer::EventHandler;
-use runtime::injection::Context;
-use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";

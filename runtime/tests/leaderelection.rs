@@ -16,14 +16,14 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kube::Api;
-use kube::api::{ObjectMeta, PostParams};
-use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
-use runtime::leaderelection::{
+use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+use kinject_runtime::leaderelection::{
     ComponentConfig, Config, ElectorError, promote_unopposed, spawn_electors, unique_id,
 };
-use runtime::reconciler::{Bucket, Enqueue, LeaderAware, LeaderAwareFuncs};
-use testenv::{ErrorStatus, Reactor, TestEnv};
+use kinject_runtime::reconciler::{Bucket, Enqueue, LeaderAware, LeaderAwareFuncs};
+use kinject_testenv::{ErrorStatus, Reactor, TestEnv};
+use kube::Api;
+use kube::api::{ObjectMeta, PostParams};
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;

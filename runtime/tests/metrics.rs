@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler, WorkqueueMetrics};
 use prometheus_client::registry::Registry;
-use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler, WorkqueueMetrics};
 use tokio_util::sync::CancellationToken;
 
 /// Fails `ns/fail` once; holds `ns/hold` until released.

@@ -3,8 +3,8 @@
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 
-use runtime::apis::{ConditionStatus, ConditionType, KRShaped, VolatileTime};
-use runtime::reconciler::{StatusHooks, post_process, pre_process};
+use kinject_runtime::reconciler::{StatusHooks, post_process, pre_process};
+use kinject_types::{ConditionStatus, ConditionType, KRShaped, VolatileTime};
 
 fn asvc(generation: i64, status: Option<AddressableServiceStatus>) -> AddressableService {
     let mut a = AddressableService::new(

@@ -8,9 +8,9 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, LabelSelectorRequirement};
+use kinject_runtime::controller::ObjectKey;
+use kinject_runtime::tracker::{Reference, Tracker};
 use kube::api::ObjectMeta;
-use runtime::controller::ObjectKey;
-use runtime::tracker::{Reference, Tracker};
 use tokio::time::advance;
 
 const LEASE: Duration = Duration::from_secs(60);

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use runtime::controller::{
+use kinject_runtime::controller::{
     ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reconciler, WorkQueue,
     default_controller_rate_limiter,
 };

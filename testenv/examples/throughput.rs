@@ -1,7 +1,7 @@
 //! Throughput of testenv's loopback HTTP server with a real `kube::Client`:
 //! creates/s, status updates/s and watch events delivered/s.
 //!
-//! `cargo run --release -p testenv --example throughput [-- N [CONCURRENCY]]`
+//! `cargo run --release -p kinject-testenv --example throughput [-- N [CONCURRENCY]]`
 
 use std::time::{Duration, Instant};
 
@@ -42,7 +42,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = args.first().copied().unwrap_or(5000);
     let conc = args.get(1).copied().unwrap_or(16);
 
-    let env = testenv::TestEnv::builder().watch_history(4 * n + 100).build();
+    let env = kinject_testenv::TestEnv::builder()
+        .watch_history(4 * n + 100)
+        .build();
     env.install_crd(crd())?;
     let server = env.serve().await?;
     let client = server.client()?;

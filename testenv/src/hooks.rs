@@ -53,7 +53,7 @@ enum Window {
 /// fake reactors and Knative's `InduceFailure`.
 ///
 /// ```
-/// use testenv::{ErrorStatus, Reactor};
+/// use kinject_testenv::{ErrorStatus, Reactor};
 /// // The next status update of an addressableservice gets one Conflict.
 /// let r = Reactor::on("update", "addressableservices")
 ///     .subresource("status")

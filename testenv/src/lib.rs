@@ -13,7 +13,7 @@
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let env = testenv::TestEnv::new();
+//! let env = kinject_testenv::TestEnv::new();
 //! let cms: Api<ConfigMap> = Api::namespaced(env.client(), "default");
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("settings".into());

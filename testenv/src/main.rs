@@ -42,7 +42,7 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let env = testenv::TestEnv::builder().port(port).build();
+    let env = kinject_testenv::TestEnv::builder().port(port).build();
     let server = match env.serve().await {
         Ok(s) => s,
         Err(e) => {

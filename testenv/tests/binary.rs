@@ -9,7 +9,7 @@ async fn serve_writes_kubeconfig_prints_url_and_stops_on_sigterm() {
     let dir = std::env::temp_dir().join(format!("testenv-bin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_testenv"))
+    let mut child = Command::new(env!("CARGO_BIN_EXE_kinject-testenv"))
         .args(["serve", "--kubeconfig"])
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
@@ -43,7 +43,7 @@ async fn serve_writes_kubeconfig_prints_url_and_stops_on_sigterm() {
         .unwrap();
     assert!(exit.success(), "{exit:?}");
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_testenv"))
+    let bad = Command::new(env!("CARGO_BIN_EXE_kinject-testenv"))
         .args(["serve"])
         .stderr(Stdio::piped())
         .output()

@@ -58,7 +58,7 @@ async fn kubectl_apply_get_watch_delete() {
         println!("kubectl not found on PATH: skipping the kubectl test");
         return;
     }
-    let env = testenv::TestEnv::new();
+    let env = kinject_testenv::TestEnv::new();
     let server = env.serve().await.unwrap();
     let dir = std::env::temp_dir().join(format!("testenv-kubectl-{}", uuid_like()));
     std::fs::create_dir_all(&dir).unwrap();

@@ -6,9 +6,9 @@ mod common;
 use common::{api_err, asvc, asvc_api, env_with_crd};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use kinject_testenv::TestEnv;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
-use testenv::TestEnv;
 
 fn cm(name: &str) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name}, "data": {"k": "v"}})).unwrap()
@@ -449,7 +449,7 @@ async fn namespaces_and_names() {
     );
 
     let seq = TestEnv::builder()
-        .name_generator(testenv::NameGenerator::sequential())
+        .name_generator(kinject_testenv::NameGenerator::sequential())
         .build();
     let api: Api<ConfigMap> = Api::namespaced(seq.client(), "default");
     let g = api.create(&PostParams::default(), &generated).await.unwrap();
@@ -819,10 +819,10 @@ async fn hooks_reactors_actions_counters() {
         .unwrap();
 
     env.react(
-        testenv::Reactor::on("update", "addressableservices")
+        kinject_testenv::Reactor::on("update", "addressableservices")
             .subresource("status")
             .times(1)
-            .respond(testenv::ErrorStatus::conflict()),
+            .respond(kinject_testenv::ErrorStatus::conflict()),
     );
     let mut s = created.clone();
     s.data["status"] = json!({"observedGeneration": 1});
@@ -841,7 +841,7 @@ async fn hooks_reactors_actions_counters() {
         .await
         .unwrap();
 
-    env.react(testenv::Reactor::on("create", "pods"));
+    env.react(kinject_testenv::Reactor::on("create", "pods"));
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let pod: Pod = serde_json::from_value(json!({"metadata": {"name": "p"},
         "spec": {"containers": [{"name": "c", "image": "x"}]}}))
@@ -852,11 +852,9 @@ async fn hooks_reactors_actions_counters() {
         (500, "inducing failure for create pods")
     );
 
-    env.react(
-        testenv::Reactor::on("get", "configmaps")
-            .nth(2)
-            .respond(testenv::ErrorStatus::new(503, "ServiceUnavailable", "later")),
-    );
+    env.react(kinject_testenv::Reactor::on("get", "configmaps").nth(2).respond(
+        kinject_testenv::ErrorStatus::new(503, "ServiceUnavailable", "later"),
+    ));
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
     assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 404);
     assert_eq!(api_err(cms.get("x").await.unwrap_err()).code, 503);

@@ -1,4 +1,4 @@
-use runtime::apis::Defaultable;
+use kinject_types::Defaultable;
 
 use super::AddressableService;
 

@@ -1,6 +1,6 @@
 use std::sync::LazyLock;
 
-use runtime::apis::{ConditionSet, ConditionType, KRShaped, go_quote};
+use kinject_types::{ConditionSet, ConditionType, KRShaped, go_quote};
 
 use super::{AddressableService, AddressableServiceStatus};
 
@@ -49,7 +49,7 @@ impl AddressableServiceStatus {
 
 #[cfg(test)]
 mod tests {
-    use runtime::apis::ConditionStatus;
+    use kinject_types::ConditionStatus;
 
     use super::*;
 

@@ -1,7 +1,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::core::ObjectList;
-use macros::Kind;
-use runtime::apis::duck::v1::{Addressable, DuckStatus, Status};
+use kinject_macros::Kind;
+use kinject_types::duck::v1::{Addressable, DuckStatus, Status};
+use kube_core::ObjectList;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-use runtime::apis::{FieldError, Validatable};
+use kinject_types::{FieldError, Validatable};
 
 use super::{AddressableService, AddressableServiceSpec};
 

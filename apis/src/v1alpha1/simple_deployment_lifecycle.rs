@@ -1,6 +1,6 @@
 use std::sync::LazyLock;
 
-use runtime::apis::{ConditionSet, ConditionType, KRShaped};
+use kinject_types::{ConditionSet, ConditionType, KRShaped};
 
 use super::{SimpleDeployment, SimpleDeploymentStatus};
 
@@ -59,7 +59,7 @@ impl SimpleDeploymentStatus {
 
 #[cfg(test)]
 mod tests {
-    use runtime::apis::ConditionStatus;
+    use kinject_types::ConditionStatus;
 
     use super::*;
 

@@ -19,15 +19,15 @@ use std::time::{Duration, Instant};
 
 use apis::v1alpha1::{AddressableService, AddressableServiceStatus};
 use futures::StreamExt;
+use kinject_runtime::apis::Url;
+use kinject_runtime::apis::duck::v1::Addressable;
+use kinject_runtime::controller::ObjectKey;
+use kinject_runtime::injection::Context;
+use kinject_runtime::reconciler::UniversalBucket;
+use kinject_testenv::TestEnv;
 use kube::Api;
 use kube::api::{ListParams, PostParams};
-use runtime::apis::Url;
-use runtime::apis::duck::v1::Addressable;
-use runtime::controller::ObjectKey;
-use runtime::injection::Context;
-use runtime::reconciler::UniversalBucket;
 use serde_json::{Value, json};
-use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -36,7 +36,7 @@ const NS: &str = "bench";
 const WORKERS: usize = 2;
 
 /// A server holding the CRDs, N Services and N AddressableServices.
-async fn world(n: usize) -> Result<(TestEnv, testenv::Server), BoxError> {
+async fn world(n: usize) -> Result<(TestEnv, kinject_testenv::Server), BoxError> {
     let env = TestEnv::builder().namespace(NS).build();
     for crd in generated::testing::custom_resource_definitions()? {
         env.install_crd(crd)?;
@@ -72,7 +72,7 @@ fn ready_count(env: &TestEnv) -> usize {
         .count()
 }
 
-async fn settle(queue: &runtime::controller::WorkQueue) {
+async fn settle(queue: &kinject_runtime::controller::WorkQueue) {
     loop {
         let s = queue.snapshot();
         if s.fast.is_empty() && s.slow.is_empty() && s.processing.is_empty() && s.waiting.is_empty() {

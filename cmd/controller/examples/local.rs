@@ -16,10 +16,10 @@
 use std::path::Path;
 use std::time::Duration;
 
+use kinject_sharedmain::{Env, Flags};
+use kinject_testenv::TestEnv;
 use reconcilers::{addressableservice, simpledeployment};
-use runtime::sharedmain::{Env, Flags};
 use serde_json::{Value, json};
-use testenv::TestEnv;
 use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -103,7 +103,7 @@ async fn main() -> Result<(), BoxError> {
         "SYSTEM_NAMESPACE" => Some(std::env::var(name).unwrap_or_else(|_| "knative-samples".into())),
         _ => std::env::var(name).ok(),
     })?;
-    runtime::sharedmain::run(
+    kinject_sharedmain::run(
         "controller",
         &[
             addressableservice::new_controller,

@@ -10,7 +10,7 @@ use std::process::ExitCode;
 use reconcilers::{addressableservice, simpledeployment};
 
 fn main() -> ExitCode {
-    runtime::sharedmain::main(
+    kinject_sharedmain::main(
         "controller",
         [
             addressableservice::new_controller,

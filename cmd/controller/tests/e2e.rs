@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+use kinject_testenv::TestEnv;
 use serde_json::{Value, json};
-use testenv::TestEnv;
 
 const NS: &str = "knative-samples";
 
@@ -26,7 +26,7 @@ fn apply(env: &TestEnv, files: &[&str]) {
 
 /// A server with the namespace, CRDs and ConfigMaps of `config/`, and a
 /// kubeconfig for it.
-async fn cluster(dir: &Path) -> (TestEnv, testenv::Server, PathBuf) {
+async fn cluster(dir: &Path) -> (TestEnv, kinject_testenv::Server, PathBuf) {
     let env = TestEnv::new();
     apply(
         &env,

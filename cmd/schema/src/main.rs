@@ -18,8 +18,8 @@ use std::process::ExitCode;
 
 use apis::v1alpha1::{AddressableService, SimpleDeployment};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use runtime::apis::crd::custom_resource_definition;
-use runtime::apis::schema::openapi_v3_schema;
+use kinject_types::crd::custom_resource_definition;
+use kinject_types::schema::openapi_v3_schema;
 use serde_json::Value;
 
 /// A kind this command knows.

@@ -55,7 +55,7 @@ fn dump_is_the_runtime_schema() {
     let dumped: Value = serde_saphyr::from_str(&dumped).unwrap();
     assert_eq!(
         dumped,
-        runtime::apis::schema::openapi_v3_schema::<apis::v1alpha1::AddressableService>()
+        kinject_types::schema::openapi_v3_schema::<apis::v1alpha1::AddressableService>()
     );
 }
 
@@ -95,7 +95,7 @@ fn crd_prints_the_generated_crd() {
     assert_eq!(code, 0, "{stderr}");
     let printed: Value = serde_saphyr::from_str(&printed).unwrap();
     let built = serde_json::to_value(
-        runtime::apis::crd::custom_resource_definition::<apis::v1alpha1::AddressableService>().unwrap(),
+        kinject_types::crd::custom_resource_definition::<apis::v1alpha1::AddressableService>().unwrap(),
     )
     .unwrap();
     assert_eq!(printed, built);
@@ -103,10 +103,10 @@ fn crd_prints_the_generated_crd() {
 
 #[test]
 fn checked_in_crds_agree_with_the_kinds() {
-    fn check<K: runtime::apis::KindInfo + schemars::JsonSchema>(kind: &str) {
+    fn check<K: kinject_types::KindInfo + schemars::JsonSchema>(kind: &str) {
         let (text, _) = manifest(kind);
         let file: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
-        let built = runtime::apis::crd::custom_resource_definition::<K>().unwrap();
+        let built = kinject_types::crd::custom_resource_definition::<K>().unwrap();
         assert_eq!(file.metadata.name, built.metadata.name);
         let labels = file.metadata.labels.unwrap();
         assert_eq!(labels["samples.knative.dev/release"], "devel");

@@ -1,7 +1,7 @@
 //! Generates the typed layer for the sample API and a Pod into OUT_DIR.
 
-use codegen::model::Scope;
-use codegen::{Builder, ExternalKind};
+use kinject_codegen::model::Scope;
+use kinject_codegen::{Builder, ExternalKind};
 
 fn main() {
     let result = Builder::new()

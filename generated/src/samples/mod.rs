@@ -3,7 +3,7 @@
 //! The `samples.knative.dev` API group.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use runtime::apis::crd::custom_resource_definition;
+use kinject_runtime::apis::crd::custom_resource_definition;
 
 /// The CustomResourceDefinitions of the `samples.knative.dev` kinds, to install into a test
 /// API server or print.

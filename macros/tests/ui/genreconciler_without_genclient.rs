@@ -1,5 +1,5 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use macros::Kind;
+use kinject_macros::Kind;
 
 #[derive(Default)]
 pub struct ThingStatus {}

@@ -30,7 +30,7 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 ///
 /// ```
 /// use std::time::Duration;
-/// use runtime::controller::Error;
+/// use kinject_runtime::controller::Error;
 ///
 /// fn parse(n: &str) -> Result<u32, Error> {
 ///     Ok(n.parse::<u32>()?) // any error converts
@@ -265,7 +265,7 @@ fn message_of(err: &(dyn StdError + 'static)) -> String {
 /// Adds [`Error::context`] to results.
 ///
 /// ```
-/// use runtime::controller::{Error, ResultExt};
+/// use kinject_runtime::controller::{Error, ResultExt};
 /// let failed: Result<(), std::io::Error> = Err(std::io::Error::other("disk full"));
 /// let err = failed.context("failed to save").unwrap_err();
 /// assert_eq!(err.to_string(), "failed to save: disk full");

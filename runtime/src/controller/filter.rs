@@ -9,7 +9,7 @@
 //!
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use runtime::controller::filter::{chain, filter_controller_gk, label_exists_filter, not};
+//! use kinject_runtime::controller::filter::{chain, filter_controller_gk, label_exists_filter, not};
 //!
 //! // Deployments controlled by one of our AddressableServices, unless opted out.
 //! let owned = chain(

@@ -51,16 +51,16 @@ fn duration_histogram() -> Histogram {
 ///
 /// ```
 /// use prometheus_client::registry::Registry;
-/// use runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
+/// use kinject_runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
 /// # struct Noop;
-/// # impl runtime::controller::Reconciler for Noop {
-/// #     async fn reconcile(&self, _key: &str) -> Result<(), runtime::controller::Error> { Ok(()) }
+/// # impl kinject_runtime::controller::Reconciler for Noop {
+/// #     async fn reconcile(&self, _key: &str) -> Result<(), kinject_runtime::controller::Error> { Ok(()) }
 /// # }
 ///
 /// let mut registry = Registry::default();
 /// let metrics = WorkqueueMetrics::register(&mut registry);
 /// let controller = Impl::new("addressableservices", Noop, ControllerOptions::default().metrics(metrics));
-/// controller.enqueue_key(runtime::controller::ObjectKey::new("default", "web"));
+/// controller.enqueue_key(kinject_runtime::controller::ObjectKey::new("default", "web"));
 ///
 /// let mut text = String::new();
 /// prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();

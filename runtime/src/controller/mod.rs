@@ -10,7 +10,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+//! use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Greeter;
@@ -121,7 +121,7 @@ impl<R: Reconciler> DynReconciler for R {
 /// client-go's default rate limiter, without metrics.
 ///
 /// ```
-/// use runtime::controller::ControllerOptions;
+/// use kinject_runtime::controller::ControllerOptions;
 /// let options = ControllerOptions::default().concurrency(4);
 /// assert_eq!(options.concurrency, 4);
 /// ```

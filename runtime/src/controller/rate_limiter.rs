@@ -22,7 +22,7 @@ use super::ObjectKey;
 ///
 /// ```
 /// use std::time::Duration;
-/// use runtime::controller::{ObjectKey, RateLimiter, ItemExponentialFailureRateLimiter};
+/// use kinject_runtime::controller::{ObjectKey, RateLimiter, ItemExponentialFailureRateLimiter};
 ///
 /// let limiter = ItemExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1000));
 /// let key = ObjectKey::new("ns", "name");

@@ -53,7 +53,7 @@ pub enum Lane {
 /// All times are tokio's, so tests run on a paused clock.
 ///
 /// ```
-/// use runtime::controller::{ObjectKey, WorkQueue, default_controller_rate_limiter};
+/// use kinject_runtime::controller::{ObjectKey, WorkQueue, default_controller_rate_limiter};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {

@@ -10,8 +10,8 @@
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! use k8s_openapi::api::core::v1::Service;
-//! use runtime::informer::EventHandler;
-//! use runtime::injection::Context;
+//! use kinject_runtime::informer::EventHandler;
+//! use kinject_runtime::injection::Context;
 //!
 //! let ctx = Context::new(client);
 //! let services = ctx.informer::<Service>();

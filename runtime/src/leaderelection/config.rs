@@ -59,7 +59,7 @@ pub fn config_map_name() -> String {
 /// ```
 /// use std::collections::BTreeMap;
 /// use std::time::Duration;
-/// use runtime::leaderelection::Config;
+/// use kinject_runtime::leaderelection::Config;
 ///
 /// let data = BTreeMap::from([
 ///     ("buckets".to_owned(), "3".to_owned()),
@@ -232,7 +232,7 @@ impl ComponentConfig {
     /// non-empty prefix.
     ///
     /// ```
-    /// use runtime::leaderelection::ComponentConfig;
+    /// use kinject_runtime::leaderelection::ComponentConfig;
     /// let mut config = ComponentConfig::new("controller");
     /// config.buckets = 3;
     /// assert_eq!(config.lease_name("AddressableService", 1), "controller.addressableservice.01-of-03");

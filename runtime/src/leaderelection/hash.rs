@@ -109,7 +109,7 @@ fn choose_indexes(names: &[String], n: usize, target: &str) -> Vec<usize> {
 ///
 /// ```
 /// use std::collections::BTreeSet;
-/// use runtime::leaderelection::choose_subset;
+/// use kinject_runtime::leaderelection::choose_subset;
 ///
 /// let tasks: BTreeSet<String> = ["task1", "task2", "task3"].map(String::from).into();
 /// let chosen = choose_subset(&tasks, 1, "my-key1");
@@ -131,9 +131,9 @@ pub fn choose_subset(from: &BTreeSet<String>, n: usize, target: &str) -> BTreeSe
 /// new lease names, hence a new set.
 ///
 /// ```
-/// use runtime::controller::ObjectKey;
-/// use runtime::leaderelection::BucketSet;
-/// use runtime::reconciler::Bucket;
+/// use kinject_runtime::controller::ObjectKey;
+/// use kinject_runtime::leaderelection::BucketSet;
+/// use kinject_runtime::reconciler::Bucket;
 ///
 /// let set = BucketSet::new(["controller.addressableservice.00-of-02", "controller.addressableservice.01-of-02"]);
 /// let key = ObjectKey::new("knative-samples", "web");

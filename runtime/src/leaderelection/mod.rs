@@ -16,9 +16,9 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::collections::BTreeMap;
 //! use std::sync::Arc;
-//! use runtime::controller::{ControllerOptions, Error, Impl, Reconciler};
-//! use runtime::leaderelection::{Config, spawn_electors, unique_id};
-//! use runtime::reconciler::LeaderAwareFuncs;
+//! use kinject_runtime::controller::{ControllerOptions, Error, Impl, Reconciler};
+//! use kinject_runtime::leaderelection::{Config, spawn_electors, unique_id};
+//! use kinject_runtime::reconciler::LeaderAwareFuncs;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Noop;
@@ -27,7 +27,7 @@
 //! }
 //!
 //! // The in-memory API server stands in for a cluster here.
-//! let client = testenv::TestEnv::builder().namespace("knative-samples").build().client();
+//! let client = kinject_testenv::TestEnv::builder().namespace("knative-samples").build().client();
 //! // The data of the `config-leader-election` ConfigMap (`config_map_name()`).
 //! let data = BTreeMap::from([("buckets".to_owned(), "2".to_owned())]);
 //! let config = Config::from_map(&data)?.component_config("controller");

@@ -58,8 +58,8 @@ pub fn ar() -> ApiResource {
     )
 }
 
-pub fn env_with_crd() -> testenv::TestEnv {
-    let env = testenv::TestEnv::new();
+pub fn env_with_crd() -> kinject_testenv::TestEnv {
+    let env = kinject_testenv::TestEnv::new();
     env.install_crd(crd()).expect("CRD installs");
     env
 }

@@ -4,7 +4,7 @@
 
 use codegen_buildrs_fixture::generated::core::v1::pod;
 use codegen_buildrs_fixture::generated::samples::{self, v1alpha1::addressableservice};
-use runtime::injection::Context;
+use kinject_runtime::injection::Context;
 
 fn offline_context() -> Context {
     let service = tower::service_fn(|_req: http::Request<kube::client::Body>| async {

@@ -10,12 +10,12 @@ pub mod core {
         pub mod namespace {
             use k8s_openapi::api::core::v1::Namespace;
             use either::Either;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
             use kube::core::{ObjectList, Selector, Status, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for the cluster-scoped `Namespace` objects, with the verbs its
             /// `#[genclient]` allows.
@@ -137,12 +137,12 @@ pub mod core {
         pub mod pod {
             use k8s_openapi::api::core::v1::Pod;
             use either::Either;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
             use kube::core::{ObjectList, Selector, Status, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for `Pod` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
@@ -260,7 +260,7 @@ pub mod core {
 /// The `fixtures.example.dev` API group.
 pub mod fixtures {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use runtime::apis::crd::custom_resource_definition;
+    use kinject_runtime::apis::crd::custom_resource_definition;
 
     /// The CustomResourceDefinitions of the `fixtures.example.dev` kinds, to install into a test
     /// API server or print.
@@ -289,12 +289,12 @@ pub mod fixtures {
         pub mod clusterpolicy {
             use fixture_apis::v1::ClusterPolicy;
             use either::Either;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
             use kube::core::{ObjectList, Selector, Status, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for the cluster-scoped `ClusterPolicy` objects, with the verbs its
             /// `#[genclient]` allows.
@@ -392,9 +392,12 @@ pub mod fixtures {
             /// and pass it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
-                use runtime::controller::{Impl, ObjectKey};
-                use runtime::injection::Context;
-                use runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::reconciler::{
+                    KindConfig, ReconcileContext, ReconcileResult,
+                };
+
                 use super::ClusterPolicy;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
@@ -404,7 +407,7 @@ pub mod fixtures {
                 pub const DEFAULT_FINALIZER_NAME: &str = "clusterpolicies.fixtures.example.dev";
 
                 /// What a reconciler implements; on the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Interface: Send + Sync + 'static {
                     /// Moves the world towards `resource`'s spec and records what it saw in its
                     /// status; the framework writes status and finalizer changes back. Not called
@@ -434,7 +437,7 @@ pub mod fixtures {
                 /// Cleans up before an object goes away: its finalizer is added before
                 /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
                 /// Normal event. On the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Finalizer: Send + Sync {
                     /// Releases what `resource` holds outside the cluster object.
                     async fn finalize_kind(
@@ -445,7 +448,7 @@ pub mod fixtures {
                 }
 
                 /// Watches objects on replicas that are not the leader; must not write.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait ReadOnlyInterface: Send + Sync {
                     /// Observes `resource` (for example to warm a cache).
                     async fn observe_kind(
@@ -456,23 +459,25 @@ pub mod fixtures {
                 }
 
                 /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait OnDeletion: Send + Sync {
                     /// The object `key` names was deleted.
                     async fn observe_deletion(
                         &self,
                         ctx: &ReconcileContext,
                         key: &ObjectKey,
-                    ) -> Result<(), runtime::controller::Error>;
+                    ) -> Result<(), kinject_runtime::controller::Error>;
                 }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
-                pub type Options = runtime::reconciler::Options<ClusterPolicy>;
+                pub type Options = kinject_runtime::reconciler::Options<ClusterPolicy>;
 
                 /// Adapts the typed traits to the generic core.
                 struct Glue<R>(R);
 
-                impl<R: Interface> runtime::reconciler::KindReconciler<ClusterPolicy>
+                impl<
+                    R: Interface,
+                > kinject_runtime::reconciler::KindReconciler<ClusterPolicy>
                 for Glue<R> {
                     fn reconcile_kind<'a>(
                         &'a self,
@@ -510,7 +515,9 @@ pub mod fixtures {
                         &'a self,
                         ctx: &'a ReconcileContext,
                         key: &'a ObjectKey,
-                    ) -> Option<BoxFuture<'a, Result<(), runtime::controller::Error>>> {
+                    ) -> Option<
+                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
+                    > {
                         Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
                     }
                 }
@@ -523,18 +530,18 @@ pub mod fixtures {
                     krshaped: None,
                 };
 
-                /// The controller of `ClusterPolicy` objects: the generic reconciler of `runtime::reconciler`
-                /// around `reconciler`, with its work queue named after `R`. Route the informer's events to
-                /// the returned `Impl` and hand it to sharedmain.
+                /// The controller of `ClusterPolicy` objects: the generic reconciler of
+                /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
+                /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
                 pub fn new_impl<R: Interface>(
                     ctx: &Context,
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = runtime::reconciler::queue_name(
+                    let queue_name = kinject_runtime::reconciler::queue_name(
                         std::any::type_name::<R>(),
                     );
-                    runtime::reconciler::new_impl(
+                    kinject_runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),
                         queue_name,
@@ -553,12 +560,12 @@ pub mod fixtures {
         pub mod gateway {
             use fixture_apis::v1::inner::Gateway;
             use either::Either;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
             use kube::core::{ObjectList, Selector, Status, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for `Gateway` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
@@ -682,9 +689,12 @@ pub mod fixtures {
             /// it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
-                use runtime::controller::{Impl, ObjectKey};
-                use runtime::injection::Context;
-                use runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::reconciler::{
+                    KindConfig, ReconcileContext, ReconcileResult,
+                };
+
                 use super::Gateway;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
@@ -701,7 +711,7 @@ pub mod fixtures {
                 ];
 
                 /// What a reconciler implements; on the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Interface: Send + Sync + 'static {
                     /// Moves the world towards `resource`'s spec and records what it saw in its
                     /// status; the framework writes status and finalizer changes back. Not called
@@ -731,7 +741,7 @@ pub mod fixtures {
                 /// Cleans up before an object goes away: its finalizer is added before
                 /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
                 /// Normal event. On the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Finalizer: Send + Sync {
                     /// Releases what `resource` holds outside the cluster object.
                     async fn finalize_kind(
@@ -742,7 +752,7 @@ pub mod fixtures {
                 }
 
                 /// Watches objects on replicas that are not the leader; must not write.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait ReadOnlyInterface: Send + Sync {
                     /// Observes `resource` (for example to warm a cache).
                     async fn observe_kind(
@@ -753,23 +763,23 @@ pub mod fixtures {
                 }
 
                 /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait OnDeletion: Send + Sync {
                     /// The object `key` names was deleted.
                     async fn observe_deletion(
                         &self,
                         ctx: &ReconcileContext,
                         key: &ObjectKey,
-                    ) -> Result<(), runtime::controller::Error>;
+                    ) -> Result<(), kinject_runtime::controller::Error>;
                 }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
-                pub type Options = runtime::reconciler::Options<Gateway>;
+                pub type Options = kinject_runtime::reconciler::Options<Gateway>;
 
                 /// Adapts the typed traits to the generic core.
                 struct Glue<R>(R);
 
-                impl<R: Interface> runtime::reconciler::KindReconciler<Gateway>
+                impl<R: Interface> kinject_runtime::reconciler::KindReconciler<Gateway>
                 for Glue<R> {
                     fn reconcile_kind<'a>(
                         &'a self,
@@ -807,7 +817,9 @@ pub mod fixtures {
                         &'a self,
                         ctx: &'a ReconcileContext,
                         key: &'a ObjectKey,
-                    ) -> Option<BoxFuture<'a, Result<(), runtime::controller::Error>>> {
+                    ) -> Option<
+                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
+                    > {
                         Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
                     }
                 }
@@ -816,24 +828,24 @@ pub mod fixtures {
                     agent_name: DEFAULT_AGENT_NAME,
                     finalizer_name: DEFAULT_FINALIZER_NAME,
                     class_keys: CLASS_ANNOTATION_KEYS,
-                    status: Some(runtime::reconciler::StatusHooks::new()),
-                    krshaped: Some(runtime::reconciler::KRShapedHooks::new()),
+                    status: Some(kinject_runtime::reconciler::StatusHooks::new()),
+                    krshaped: Some(kinject_runtime::reconciler::KRShapedHooks::new()),
                 };
 
-                /// The controller of `Gateway` objects: the generic reconciler of `runtime::reconciler`
-                /// around `reconciler`, with its work queue named after `R`. Only objects whose class
-                /// annotation equals `class_value` are reconciled. Route the informer's events to the
-                /// returned `Impl` and hand it to sharedmain.
+                /// The controller of `Gateway` objects: the generic reconciler of
+                /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
+                /// Only objects whose class annotation equals `class_value` are reconciled. Route the
+                /// informer's events to the returned `Impl` and hand it to sharedmain.
                 pub fn new_impl<R: Interface>(
                     ctx: &Context,
                     reconciler: R,
                     class_value: &str,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = runtime::reconciler::queue_name(
+                    let queue_name = kinject_runtime::reconciler::queue_name(
                         std::any::type_name::<R>(),
                     );
-                    runtime::reconciler::new_impl(
+                    kinject_runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),
                         queue_name,
@@ -851,12 +863,12 @@ pub mod fixtures {
         /// Snapshot is read-only: a client without writes and no status verbs.
         pub mod snapshot {
             use fixture_apis::v1::Snapshot;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{ListParams, WatchParams};
             use kube::core::{ObjectList, Selector, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for `Snapshot` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
@@ -929,12 +941,12 @@ pub mod fixtures {
         pub mod widget {
             use fixture_apis::v1::Widget;
             use either::Either;
+            use kinject_runtime::client::TypedClient;
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
             use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
             use kube::core::{ObjectList, Selector, Status, WatchEvent};
-            use runtime::client::TypedClient;
-            use runtime::informer::Informer;
-            use runtime::injection::Context;
-            use runtime::lister::Lister;
 
             /// A typed client for `Widget` objects in one namespace (or all), with the verbs its
             /// `#[genclient]` allows.
@@ -1050,9 +1062,12 @@ pub mod fixtures {
             /// it to [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
                 use futures::future::BoxFuture;
-                use runtime::controller::{Impl, ObjectKey};
-                use runtime::injection::Context;
-                use runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::reconciler::{
+                    KindConfig, ReconcileContext, ReconcileResult,
+                };
+
                 use super::Widget;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
@@ -1062,7 +1077,7 @@ pub mod fixtures {
                 pub const DEFAULT_FINALIZER_NAME: &str = "widgets.fixtures.example.dev";
 
                 /// What a reconciler implements; on the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Interface: Send + Sync + 'static {
                     /// Moves the world towards `resource`'s spec and records what it saw in its
                     /// status; the framework writes status and finalizer changes back. Not called
@@ -1092,7 +1107,7 @@ pub mod fixtures {
                 /// Cleans up before an object goes away: its finalizer is added before
                 /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
                 /// Normal event. On the leader only.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait Finalizer: Send + Sync {
                     /// Releases what `resource` holds outside the cluster object.
                     async fn finalize_kind(
@@ -1103,7 +1118,7 @@ pub mod fixtures {
                 }
 
                 /// Watches objects on replicas that are not the leader; must not write.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait ReadOnlyInterface: Send + Sync {
                     /// Observes `resource` (for example to warm a cache).
                     async fn observe_kind(
@@ -1114,23 +1129,23 @@ pub mod fixtures {
                 }
 
                 /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[runtime::async_trait]
+                #[kinject_runtime::async_trait]
                 pub trait OnDeletion: Send + Sync {
                     /// The object `key` names was deleted.
                     async fn observe_deletion(
                         &self,
                         ctx: &ReconcileContext,
                         key: &ObjectKey,
-                    ) -> Result<(), runtime::controller::Error>;
+                    ) -> Result<(), kinject_runtime::controller::Error>;
                 }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
-                pub type Options = runtime::reconciler::Options<Widget>;
+                pub type Options = kinject_runtime::reconciler::Options<Widget>;
 
                 /// Adapts the typed traits to the generic core.
                 struct Glue<R>(R);
 
-                impl<R: Interface> runtime::reconciler::KindReconciler<Widget>
+                impl<R: Interface> kinject_runtime::reconciler::KindReconciler<Widget>
                 for Glue<R> {
                     fn reconcile_kind<'a>(
                         &'a self,
@@ -1168,7 +1183,9 @@ pub mod fixtures {
                         &'a self,
                         ctx: &'a ReconcileContext,
                         key: &'a ObjectKey,
-                    ) -> Option<BoxFuture<'a, Result<(), runtime::controller::Error>>> {
+                    ) -> Option<
+                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
+                    > {
                         Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
                     }
                 }
@@ -1177,22 +1194,22 @@ pub mod fixtures {
                     agent_name: DEFAULT_AGENT_NAME,
                     finalizer_name: DEFAULT_FINALIZER_NAME,
                     class_keys: &[],
-                    status: Some(runtime::reconciler::StatusHooks::new()),
-                    krshaped: Some(runtime::reconciler::KRShapedHooks::new()),
+                    status: Some(kinject_runtime::reconciler::StatusHooks::new()),
+                    krshaped: Some(kinject_runtime::reconciler::KRShapedHooks::new()),
                 };
 
-                /// The controller of `Widget` objects: the generic reconciler of `runtime::reconciler` around
-                /// `reconciler`, with its work queue named after `R`. Route the informer's events to the
-                /// returned `Impl` and hand it to sharedmain.
+                /// The controller of `Widget` objects: the generic reconciler of
+                /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
+                /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
                 pub fn new_impl<R: Interface>(
                     ctx: &Context,
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = runtime::reconciler::queue_name(
+                    let queue_name = kinject_runtime::reconciler::queue_name(
                         std::any::type_name::<R>(),
                     );
-                    runtime::reconciler::new_impl(
+                    kinject_runtime::reconciler::new_impl(
                         ctx,
                         Glue(reconciler),
                         queue_name,
@@ -1211,7 +1228,7 @@ pub mod fixtures {
 /// API server (feature `testing`).
 pub mod testing {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use runtime::injection::Context;
+    use kinject_runtime::injection::Context;
 
     /// The CustomResourceDefinitions of every API group served here.
     pub fn custom_resource_definitions() -> Result<
@@ -1226,13 +1243,13 @@ pub mod testing {
     /// A fresh in-memory API server with these CRDs installed, the namespaces of
     /// `objects` created and `objects` stored as given, status included (any kinds, as
     /// JSON: `serde_json::to_value(&obj)`), and a context over it; see
-    /// `runtime::testing::context`.
+    /// `kinject_runtime::testing::context`.
     pub fn context(
         objects: impl IntoIterator<Item = serde_json::Value>,
     ) -> Result<
-        (Context, runtime::testing::testenv::TestEnv),
+        (Context, kinject_runtime::testing::testenv::TestEnv),
         Box<dyn std::error::Error + Send + Sync>,
     > {
-        runtime::testing::context(&custom_resource_definitions()?, objects)
+        kinject_runtime::testing::context(&custom_resource_definitions()?, objects)
     }
 }

@@ -6,12 +6,12 @@
 
 use k8s_openapi::api::core::v1::Pod;
 use either::Either;
+use kinject_runtime::client::TypedClient;
+use kinject_runtime::informer::Informer;
+use kinject_runtime::injection::Context;
+use kinject_runtime::lister::Lister;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
 use kube::core::{ObjectList, Selector, Status, WatchEvent};
-use runtime::client::TypedClient;
-use runtime::informer::Informer;
-use runtime::injection::Context;
-use runtime::lister::Lister;
 
 /// A typed client for `Pod` objects in one namespace (or all), with the verbs its
 /// `#[genclient]` allows.

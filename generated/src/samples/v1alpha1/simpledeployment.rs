@@ -8,12 +8,12 @@
 
 use apis::v1alpha1::SimpleDeployment;
 use either::Either;
+use kinject_runtime::client::TypedClient;
+use kinject_runtime::informer::Informer;
+use kinject_runtime::injection::Context;
+use kinject_runtime::lister::Lister;
 use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
 use kube::core::{ObjectList, Selector, Status, WatchEvent};
-use runtime::client::TypedClient;
-use runtime::informer::Informer;
-use runtime::injection::Context;
-use runtime::lister::Lister;
 
 /// A typed client for `SimpleDeployment` objects in one namespace (or all), with the verbs
 /// its `#[genclient]` allows.
@@ -138,9 +138,9 @@ pub fn lister(ctx: &Context) -> Lister<SimpleDeployment> {
 /// and pass it to [`new_impl`](reconciler::new_impl).
 pub mod reconciler {
     use futures::future::BoxFuture;
-    use runtime::controller::{Impl, ObjectKey};
-    use runtime::injection::Context;
-    use runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+    use kinject_runtime::controller::{Impl, ObjectKey};
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
     use super::SimpleDeployment;
 
     /// The event source component, unless `Options::agent_name` says otherwise.
@@ -150,7 +150,7 @@ pub mod reconciler {
     pub const DEFAULT_FINALIZER_NAME: &str = "simpledeployments.samples.knative.dev";
 
     /// What a reconciler implements; on the leader only.
-    #[runtime::async_trait]
+    #[kinject_runtime::async_trait]
     pub trait Interface: Send + Sync + 'static {
         /// Moves the world towards `resource`'s spec and records what it saw in its
         /// status; the framework writes status and finalizer changes back. Not called
@@ -180,7 +180,7 @@ pub mod reconciler {
     /// Cleans up before an object goes away: its finalizer is added before
     /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
     /// Normal event. On the leader only.
-    #[runtime::async_trait]
+    #[kinject_runtime::async_trait]
     pub trait Finalizer: Send + Sync {
         /// Releases what `resource` holds outside the cluster object.
         async fn finalize_kind(
@@ -191,7 +191,7 @@ pub mod reconciler {
     }
 
     /// Watches objects on replicas that are not the leader; must not write.
-    #[runtime::async_trait]
+    #[kinject_runtime::async_trait]
     pub trait ReadOnlyInterface: Send + Sync {
         /// Observes `resource` (for example to warm a cache).
         async fn observe_kind(
@@ -202,23 +202,23 @@ pub mod reconciler {
     }
 
     /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-    #[runtime::async_trait]
+    #[kinject_runtime::async_trait]
     pub trait OnDeletion: Send + Sync {
         /// The object `key` names was deleted.
         async fn observe_deletion(
             &self,
             ctx: &ReconcileContext,
             key: &ObjectKey,
-        ) -> Result<(), runtime::controller::Error>;
+        ) -> Result<(), kinject_runtime::controller::Error>;
     }
 
     /// Finalizer and agent names, status handling, leader hooks and config store.
-    pub type Options = runtime::reconciler::Options<SimpleDeployment>;
+    pub type Options = kinject_runtime::reconciler::Options<SimpleDeployment>;
 
     /// Adapts the typed traits to the generic core.
     struct Glue<R>(R);
 
-    impl<R: Interface> runtime::reconciler::KindReconciler<SimpleDeployment>
+    impl<R: Interface> kinject_runtime::reconciler::KindReconciler<SimpleDeployment>
     for Glue<R> {
         fn reconcile_kind<'a>(
             &'a self,
@@ -256,7 +256,7 @@ pub mod reconciler {
             &'a self,
             ctx: &'a ReconcileContext,
             key: &'a ObjectKey,
-        ) -> Option<BoxFuture<'a, Result<(), runtime::controller::Error>>> {
+        ) -> Option<BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>> {
             Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
         }
     }
@@ -265,20 +265,22 @@ pub mod reconciler {
         agent_name: DEFAULT_AGENT_NAME,
         finalizer_name: DEFAULT_FINALIZER_NAME,
         class_keys: &[],
-        status: Some(runtime::reconciler::StatusHooks::new()),
-        krshaped: Some(runtime::reconciler::KRShapedHooks::new()),
+        status: Some(kinject_runtime::reconciler::StatusHooks::new()),
+        krshaped: Some(kinject_runtime::reconciler::KRShapedHooks::new()),
     };
 
     /// The controller of `SimpleDeployment` objects: the generic reconciler of
-    /// `runtime::reconciler` around `reconciler`, with its work queue named after `R`. Route the
-    /// informer's events to the returned `Impl` and hand it to sharedmain.
+    /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
+    /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
     pub fn new_impl<R: Interface>(
         ctx: &Context,
         reconciler: R,
         options: Options,
     ) -> Impl {
-        let queue_name = runtime::reconciler::queue_name(std::any::type_name::<R>());
-        runtime::reconciler::new_impl(
+        let queue_name = kinject_runtime::reconciler::queue_name(
+            std::any::type_name::<R>(),
+        );
+        kinject_runtime::reconciler::new_impl(
             ctx,
             Glue(reconciler),
             queue_name,

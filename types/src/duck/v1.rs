@@ -5,8 +5,8 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use crate::apis::condition::{Condition, ConditionType};
-use crate::apis::url::Url;
+use crate::condition::{Condition, ConditionType};
+use crate::url::Url;
 
 /// The status fields every Knative-shaped resource embeds (flattened) in its status.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
@@ -79,7 +79,7 @@ pub struct Addressable {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apis::condition::ConditionStatus;
+    use crate::condition::ConditionStatus;
     use serde_json::json;
 
     #[test]

@@ -34,7 +34,7 @@ impl fmt::Display for DiagnosticLevel {
 /// no problem; [`into_result`](Self::into_result) turns it into `Ok(())`.
 ///
 /// ```
-/// use runtime::apis::FieldError;
+/// use kinject_types::FieldError;
 /// let err = FieldError::missing_field(["serviceName"]).via_field("spec");
 /// assert_eq!(err.to_string(), "missing field(s): spec.serviceName");
 /// ```

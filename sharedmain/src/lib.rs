@@ -2,9 +2,9 @@
 //! `injection/sharedmain`).
 //!
 //! ```no_run
-//! # fn new_controller(_: &runtime::injection::Context) -> runtime::controller::Impl { unimplemented!() }
+//! # fn new_controller(_: &kinject_runtime::injection::Context) -> kinject_runtime::controller::Impl { unimplemented!() }
 //! fn main() -> std::process::ExitCode {
-//!     runtime::sharedmain::main("controller", [new_controller])
+//!     kinject_sharedmain::main("controller", [new_controller])
 //! }
 //! ```
 //!
@@ -51,12 +51,12 @@ use thiserror::Error;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::{Impl, WorkqueueMetrics};
-use crate::informer::EventHandler;
-use crate::injection::Context;
-use crate::leaderelection;
-use crate::reconciler::{ReconcileMetrics, ThreadsPerController};
 use client_layers::{RateLimitLayer, RequestMetricsLayer};
+use kinject_runtime::controller::{Impl, WorkqueueMetrics};
+use kinject_runtime::informer::EventHandler;
+use kinject_runtime::injection::Context;
+use kinject_runtime::leaderelection;
+use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 
 /// Builds one controller from the injection context.
 pub type Constructor = fn(&Context) -> Impl;
@@ -165,7 +165,7 @@ pub enum MainError {
     },
     /// Informer caches did not sync.
     #[error(transparent)]
-    CacheSync(#[from] crate::injection::CacheSyncError),
+    CacheSync(#[from] kinject_runtime::injection::CacheSyncError),
     /// A server could not start.
     #[error("{0}")]
     Serve(String),
@@ -248,7 +248,7 @@ impl Env {
             .filter(|s| !s.trim().is_empty())
             .ok_or(MainError::MissingSystemNamespace)?;
         let threads_per_controller = match lookup("K_THREADS_PER_CONTROLLER") {
-            None => crate::controller::DEFAULT_CONCURRENCY,
+            None => kinject_runtime::controller::DEFAULT_CONCURRENCY,
             Some(value) => match value.trim().parse::<usize>() {
                 Ok(n) if n > 0 => n,
                 _ => {
@@ -344,7 +344,7 @@ async fn read_config_map(
                 return Err(MainError::ConfigRead {
                     namespace: namespace.to_owned(),
                     name: name.to_owned(),
-                    why: crate::reconciler::api_message(&e),
+                    why: kinject_runtime::reconciler::api_message(&e),
                 });
             }
             Err(_) => tokio::time::sleep(Duration::from_secs(1)).await,

@@ -118,7 +118,7 @@ mod tests {
     #[tokio::test]
     async fn metrics_are_served_in_the_prometheus_text_format() {
         let mut registry = Registry::default();
-        crate::controller::WorkqueueMetrics::register(&mut registry);
+        kinject_runtime::controller::WorkqueueMetrics::register(&mut registry);
         let listener = bind(0).await.unwrap();
         let addr = SocketAddr::from(([127, 0, 0, 1], listener.local_addr().unwrap().port()));
         let stop = CancellationToken::new();

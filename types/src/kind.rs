@@ -1,45 +1,14 @@
-//! The `knative.dev/pkg/apis` analogue: conditions and condition sets, duck types,
-//! field errors, URLs, and the traits a Knative-shaped kind implements.
-//!
-//! A kind gets [`KindInfo`] and [`HasStatus`] from `#[derive(Kind)]`, and
-//! implements [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand in its
-//! lifecycle, defaults and validation files:
-//!
-//! ```
-//! use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
-//! use runtime::apis::{ConditionType, KRShaped};
-//!
-//! // apis/src/v1alpha1/addressable_service_lifecycle.rs has
-//! //     impl KRShaped for AddressableService {
-//! //         fn condition_set() -> &'static ConditionSet { &CONDITION_SET }
-//! //     }
-//! assert_eq!(AddressableService::condition_set().happy(), &ConditionType::READY);
-//! let mut asvc = AddressableService::new("rut", AddressableServiceSpec { service_name: "webhook".into() });
-//! asvc.duck_status_mut().observed_generation = 1;
-//! assert_eq!(asvc.duck_status().unwrap().observed_generation, 1);
-//! ```
-
-mod condition;
-mod condition_set;
-pub mod crd;
-pub mod duck;
-mod field_error;
-pub mod schema;
-mod url;
-pub mod validation;
+//! The traits a kind implements: [`KindInfo`] and [`HasStatus`] from
+//! `#[derive(Kind)]`, [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand.
 
 use std::fmt::Debug;
 
-use kube::Resource;
+use kube_core::Resource;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType, VolatileTime};
-pub use condition_set::{ClearTerminalConditionError, ConditionManager, ConditionSet};
-pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
-pub use url::{Url, UrlParseError};
-
-use duck::v1::{DuckStatus, Status};
+use crate::duck::v1::{DuckStatus, Status};
+use crate::{ConditionSet, FieldError};
 
 /// Any Kubernetes object the runtime can cache, watch and write: a static kind
 /// with serde support. Implemented for every type that qualifies.

@@ -5,7 +5,7 @@
 //! valid.
 //!
 //! ```
-//! use runtime::apis::validation::{is_dns1123_label, is_qualified_name};
+//! use kinject_types::validation::{is_dns1123_label, is_qualified_name};
 //!
 //! assert!(is_qualified_name("samples.knative.dev/v1alpha1").is_empty());
 //! assert_eq!(is_dns1123_label("a.b"), ["must not contain dots"]);
@@ -200,6 +200,38 @@ pub fn is_c_identifier(value: &str) -> Vec<String> {
     }
 }
 
+/// A Kubernetes API version name (`v1`, `v1alpha1`, `v2beta3`): the form
+/// kube-apiserver sorts versions by, and the only one the generator accepts.
+pub fn is_kube_version(value: &str) -> Vec<String> {
+    if matches_kube_version(value) {
+        Vec::new()
+    } else {
+        vec![format!(
+            "must match {KUBE_VERSION_FMT} (for example 'v1', 'v1alpha1' or 'v2beta3') with no leading zeros"
+        )]
+    }
+}
+
+const KUBE_VERSION_FMT: &str = "v[0-9]+((alpha|beta)[0-9]+)?";
+
+fn matches_kube_version(value: &str) -> bool {
+    let Some(rest) = value.strip_prefix('v') else {
+        return false;
+    };
+    let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+    if digits == 0 || rest.starts_with('0') {
+        return false;
+    }
+    let tail = &rest[digits..];
+    if tail.is_empty() {
+        return true;
+    }
+    let Some(n) = tail.strip_prefix("alpha").or_else(|| tail.strip_prefix("beta")) else {
+        return false;
+    };
+    !n.is_empty() && !n.starts_with('0') && n.bytes().all(|b| b.is_ascii_digit())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -284,5 +316,17 @@ mod tests {
               for validation is '[A-Za-z_][A-Za-z0-9_]*')"
             ]
         );
+    }
+
+    #[test]
+    fn kube_versions() {
+        for ok in ["v1", "v1alpha1", "v2beta3", "v10"] {
+            assert!(is_kube_version(ok).is_empty(), "{ok}");
+        }
+        for bad in [
+            "v0", "v1alpha", "v1gamma1", "V1", "v_1", "1", "v01", "v1beta01", "",
+        ] {
+            assert_eq!(is_kube_version(bad).len(), 1, "{bad}");
+        }
     }
 }

@@ -1,0 +1,78 @@
+//! The `knative.dev/pkg/apis` analogue: conditions and condition sets, duck types,
+//! field errors, URLs, and the traits a Knative-shaped kind implements.
+//!
+//! Everything here is plain data and pure functions: no I/O, no async runtime, so
+//! a CLI, a webhook or another operator can read these types cheaply. With
+//! `default-features = false` only [`validation`] and [`FieldError`] remain,
+//! without Kubernetes dependencies (the proc-macro's parser uses that).
+//!
+//! A kind gets [`KindInfo`] and [`HasStatus`] from `#[derive(Kind)]`, and
+//! implements [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand in its
+//! lifecycle, defaults and validation files:
+//!
+//! ```
+//! use std::sync::LazyLock;
+//! use kinject_types::duck::v1::{DuckStatus, Status};
+//! use kinject_types::{ConditionSet, ConditionType, HasStatus, KRShaped};
+//!
+//! #[derive(Clone, Debug, Default, PartialEq)]
+//! struct WidgetStatus { status: Status }
+//! impl DuckStatus for WidgetStatus {
+//!     fn duck(&self) -> &Status { &self.status }
+//!     fn duck_mut(&mut self) -> &mut Status { &mut self.status }
+//! }
+//! struct Widget { status: Option<WidgetStatus> }
+//! impl HasStatus for Widget {
+//!     type Status = WidgetStatus;
+//!     fn status(&self) -> Option<&WidgetStatus> { self.status.as_ref() }
+//!     fn status_mut(&mut self) -> &mut WidgetStatus { self.status.get_or_insert_with(Default::default) }
+//! }
+//! static CONDITIONS: LazyLock<ConditionSet> = LazyLock::new(|| ConditionSet::living([]));
+//! impl KRShaped for Widget {
+//!     fn condition_set() -> &'static ConditionSet { &CONDITIONS }
+//! }
+//!
+//! assert_eq!(Widget::condition_set().happy(), &ConditionType::READY);
+//! let mut widget = Widget { status: None };
+//! widget.duck_status_mut().observed_generation = 1;
+//! assert_eq!(widget.duck_status().map(|s| s.observed_generation), Some(1));
+//! ```
+
+#[cfg(feature = "kinds")]
+mod condition;
+#[cfg(feature = "kinds")]
+mod condition_set;
+#[cfg(feature = "kinds")]
+pub mod crd;
+#[cfg(feature = "kinds")]
+pub mod duck;
+mod field_error;
+#[cfg(feature = "kinds")]
+mod kind;
+#[cfg(feature = "kinds")]
+pub mod schema;
+#[cfg(feature = "kinds")]
+mod url;
+pub mod validation;
+
+#[cfg(feature = "kinds")]
+pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType, VolatileTime};
+#[cfg(feature = "kinds")]
+pub use condition_set::{ClearTerminalConditionError, ConditionManager, ConditionSet};
+pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
+#[cfg(feature = "kinds")]
+pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, Validatable};
+#[cfg(feature = "kinds")]
+pub use url::{Url, UrlParseError};
+
+/// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
+/// only this crate (and `serde` for its own derives).
+#[cfg(feature = "kinds")]
+#[doc(hidden)]
+pub mod __private {
+    pub use k8s_openapi;
+    pub use kube_core as kube;
+    pub use schemars;
+    pub use serde;
+    pub use serde_json;
+}
