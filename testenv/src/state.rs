@@ -482,7 +482,9 @@ impl State {
                 created: true,
             });
         }
-        let stored = self.store.put(&def.key(), key, def.to_storage(obj));
+        let obj = def.to_storage(obj);
+        check_storable(&obj)?;
+        let stored = self.store.put(&def.key(), key, obj);
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
         }
@@ -697,6 +699,7 @@ impl State {
                 created: false,
             });
         }
+        check_storable(&new)?;
         let deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null())
@@ -1091,6 +1094,33 @@ impl State {
             "items": items,
         }))
     }
+}
+
+/// etcd's default `--max-request-bytes` (1.5 MiB).
+const MAX_STORED_OBJECT_BYTES: usize = 1024 * 1024 + 512 * 1024;
+
+/// Refuses to store an object etcd would refuse: its request-size limit surfaces
+/// through kube-apiserver as an untyped 500 carrying etcd's own message. The size
+/// is that of the object's JSON (kube-apiserver stores built-ins as protobuf, a little
+/// smaller).
+fn check_storable(obj: &Value) -> Result<(), ErrorStatus> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing a `Value` into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, obj);
+    if n.0 > MAX_STORED_OBJECT_BYTES {
+        return Err(ErrorStatus::new(500, "", "etcdserver: request is too large"));
+    }
+    Ok(())
 }
 
 /// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).

@@ -1424,3 +1424,133 @@ async fn create_from_yaml_creates_every_document_in_order() {
         .unwrap_err();
     assert!(err.to_string().contains("bad.yaml, document 1"), "{err}");
 }
+
+/// A request body that yields `chunk`-byte frames until `total` bytes, counting what
+/// the server pulled.
+struct CountingBody {
+    pulled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    total: usize,
+    chunk: usize,
+}
+
+impl http_body::Body for CountingBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::sync::atomic::Ordering;
+        let sent = self.pulled.load(Ordering::SeqCst);
+        if sent >= self.total {
+            return std::task::Poll::Ready(None);
+        }
+        let n = self.chunk.min(self.total - sent);
+        self.pulled.fetch_add(n, Ordering::SeqCst);
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from(vec![
+            b' ';
+            n
+        ])))))
+    }
+}
+
+#[tokio::test]
+async fn request_bodies_and_stored_objects_have_size_limits() {
+    const LIMIT: usize = 3 * 1024 * 1024;
+    let env = TestEnv::new();
+
+    // A 50 MB body is refused once it passes 3 MiB, without being read to the end.
+    let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/json")
+        .body(CountingBody {
+            pulled: pulled.clone(),
+            total: 50 * 1024 * 1024,
+            chunk: 64 * 1024,
+        })
+        .unwrap();
+    let mut svc = env.service();
+    let res = tower_service::Service::call(&mut svc, req).await.unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+    let bytes = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Request entity too large: limit is 3145728",
+            "reason": "RequestEntityTooLarge", "code": 413,
+        })
+    );
+    let read = pulled.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(read <= LIMIT + 64 * 1024, "read {read} bytes of a refused body");
+
+    // Exactly the limit is still read; one byte more is not.
+    let client = env.client();
+    let padded = |len: usize| {
+        let head = r#"{"metadata":{"name":"big"}}"#;
+        format!("{head}{}", " ".repeat(len - head.len()))
+    };
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        "application/json",
+        &padded(LIMIT),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &client,
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/big",
+        "application/json",
+        &padded(LIMIT + 1),
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (413, json!("RequestEntityTooLarge"))
+    );
+
+    // An object etcd would refuse (over 1.5 MiB) is a 500 with etcd's message, unless
+    // the write is a dry run (which never reaches etcd).
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut big = cm("big");
+    big.data = Some([("k".to_owned(), "x".repeat(1600 * 1024))].into());
+    let e = api_err(api.create(&PostParams::default(), &big).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (500, "", "etcdserver: request is too large")
+    );
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&dry, &big).await.unwrap();
+    assert!(
+        env.get_object("", "v1", "configmaps", Some("default"), "big")
+            .is_none()
+    );
+
+    // Growing a stored object past the limit fails the same way and leaves it as it was.
+    let mut small = cm("grow");
+    small.data = Some([("k".to_owned(), "x".repeat(1024 * 1024))].into());
+    let created = api.create(&PostParams::default(), &small).await.unwrap();
+    let mut grown = created.clone();
+    grown.data = Some([("k".to_owned(), "x".repeat(1600 * 1024))].into());
+    let e = api_err(
+        api.replace("grow", &PostParams::default(), &grown)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (500, "etcdserver: request is too large")
+    );
+    assert_eq!(api.get("grow").await.unwrap(), created);
+}
