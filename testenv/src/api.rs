@@ -432,6 +432,54 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
     }
 }
 
+/// Custom resources decode as unstructured objects, which must name their kind (built-in
+/// bodies take it from the endpoint). The message depends on which decoder ran: the
+/// strict one (fieldValidation Warn or Strict) or the lenient one (Ignore).
+fn custom_kind_present(
+    req: &Request,
+    q: &QueryView<'_>,
+    def: &ResourceDef,
+    body: &Value,
+) -> Result<(), ErrorStatus> {
+    if !def.is_custom()
+        || !body.is_object()
+        || body
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| !k.is_empty())
+    {
+        return Ok(());
+    }
+    let raw = String::from_utf8_lossy(&req.body);
+    let missing = format!("Object 'Kind' is missing in '{raw}'");
+    if q.get("fieldValidation") == Some("Ignore") {
+        return Err(ErrorStatus::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {missing}",
+            kind = def.kind,
+            v = def.version,
+        )));
+    }
+    Err(ErrorStatus::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {missing} ({})",
+        def.kind,
+        summarize(&req.body, 30)
+    )))
+}
+
+/// The start of a body for an error message: text when it looks like JSON, else hex.
+fn summarize(data: &[u8], max: usize) -> String {
+    let cut = &data[..data.len().min(max)];
+    let more = if data.len() > max { " ..." } else { "" };
+    match data.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => {
+            let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
 fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
     Reply::Json {
         code: if w.created { 201 } else { 200 },
@@ -478,12 +526,14 @@ fn dispatch(
         }
         "create" => {
             let body = json_body(req, def)?;
+            custom_kind_present(req, q, def, &body)?;
             let opts = write_opts(q, req)?;
             let w = write(inner, |st| st.create(def, t.namespace.as_deref(), body, &opts))?;
             Ok(written(w, output, def))
         }
         "update" => {
             let body = json_body(req, def)?;
+            custom_kind_present(req, q, def, &body)?;
             let opts = write_opts(q, req)?;
             let w = write(inner, |st| st.update(def, ns, name, body, status_only, &opts))?;
             Ok(written(w, output, def))

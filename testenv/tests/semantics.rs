@@ -1554,3 +1554,116 @@ async fn request_bodies_and_stored_objects_have_size_limits() {
     );
     assert_eq!(api.get("grow").await.unwrap(), created);
 }
+
+#[tokio::test]
+async fn bodies_must_name_the_endpoints_type() {
+    let env = env_with_crd();
+    let client = env.client();
+    let url = "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices";
+
+    // A custom resource without kind cannot be decoded at all.
+    let body =
+        r#"{"apiVersion":"samples.knative.dev/v1alpha1","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 400);
+    assert_eq!(status["reason"], json!("BadRequest"));
+    assert_eq!(
+        status["message"],
+        json!(format!(
+            "the object provided is unrecognized (must be of type AddressableService): Object 'Kind' is missing in '{body}' ({} ...)",
+            &body[..30]
+        ))
+    );
+    let (code, status) = raw(
+        &client,
+        "POST",
+        &format!("{url}?fieldValidation=Ignore"),
+        "application/json",
+        body,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(format!(
+            "AddressableService in version \"v1alpha1\" cannot be handled as a AddressableService: Object 'Kind' is missing in '{body}'"
+        ))
+    );
+
+    // Without apiVersion it fails the handler's version check.
+    let body = r#"{"kind":"AddressableService","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(
+            "the API version in the data () does not match the expected API version (samples.knative.dev/v1alpha1)"
+        )
+    );
+
+    // Another kind is refused by the custom resource validator, on field `kind`.
+    let body = r#"{"apiVersion":"samples.knative.dev/v1alpha1","kind":"Other","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        status,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Other.samples.knative.dev \"x\" is invalid: kind: Invalid value: \"Other\": must be AddressableService",
+            "reason": "Invalid",
+            "details": {"name": "x", "group": "samples.knative.dev", "kind": "Other", "causes": [
+                {"reason": "FieldValueInvalid", "message": "Invalid value: \"Other\": must be AddressableService", "field": "kind"}
+            ]},
+            "code": 422,
+        })
+    );
+    assert!(
+        env.list_objects("samples.knative.dev", "v1alpha1", "addressableservices", None)
+            .is_empty()
+    );
+
+    // The same on update.
+    let api = asvc_api(client.clone(), "default");
+    let created = api.create(&PostParams::default(), &asvc("y", "s")).await.unwrap();
+    let mut other = serde_json::to_value(&created).unwrap();
+    other["kind"] = json!("Other");
+    let (code, status) = raw(
+        &client,
+        "PUT",
+        &format!("{url}/y"),
+        "application/json",
+        &other.to_string(),
+    )
+    .await;
+    assert_eq!(
+        (code, status["details"]["causes"][0]["field"].clone()),
+        (422, json!("kind"))
+    );
+
+    // Built-in bodies take a missing kind from the endpoint, and another kind fails to
+    // convert.
+    let (code, _) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        r#"{"metadata":{"name":"a"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, status) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        r#"{"kind":"Secret","metadata":{"name":"b"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(
+            "Secret in version \"v1\" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion"
+        )
+    );
+}
