@@ -1667,3 +1667,147 @@ async fn bodies_must_name_the_endpoints_type() {
         )
     );
 }
+
+#[tokio::test]
+async fn continue_tokens_are_checked_as_kube_apiserver_checks_them() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+    }
+    let list = |token: String| {
+        let client = client.clone();
+        async move {
+            raw(
+                &client,
+                "GET",
+                &format!("/api/v1/namespaces/default/configmaps?limit=1&continue={token}"),
+                "",
+                "",
+            )
+            .await
+        }
+    };
+    // A token of a namespaced list starts below the namespace, at the last key it read.
+    let page1 = api.list(&ListParams::default().limit(1)).await.unwrap();
+    let token = page1.metadata.continue_.unwrap();
+    let rv = page1.metadata.resource_version.unwrap();
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&token)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&decoded).unwrap(),
+        json!({"v": "meta.k8s.io/v1", "rv": rv.parse::<i64>().unwrap(), "start": "c0\u{0}"})
+    );
+
+    let cases = [
+        ("!!!!".to_owned(), "illegal base64 data at input byte 0"),
+        ("eyJ2Ijo=".to_owned(), "illegal base64 data at input byte 7"),
+        (
+            "eyJ2IjoxfQA".to_owned(),
+            "invalid character '\\x00' after top-level value",
+        ),
+        (b64("{\"v\":"), "unexpected end of JSON input"),
+        (
+            b64("nope"),
+            "invalid character 'o' in literal null (expecting 'u')",
+        ),
+        (
+            b64("[1]"),
+            "json: cannot unmarshal array into Go value of type storage.continueToken",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":"5","start":"a"}"#),
+            "json: cannot unmarshal string into Go struct field continueToken.rv of type int64",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v2","rv":5,"start":"a"}"#),
+            "server does not recognize this encoded version meta.k8s.io/v2",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","start":"a"}"#),
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":5}"#),
+            "encoded start key empty (version meta.k8s.io/v1)",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":5,"start":"../kube-system/x"}"#),
+            "../kube-system/x",
+        ),
+    ];
+    for (token, why) in cases {
+        let (code, status) = list(token.clone()).await;
+        assert_eq!(code, 400, "{token}: {status}");
+        assert_eq!(status["reason"], json!("BadRequest"));
+        let expected = if why.starts_with("continue key") {
+            why.to_owned()
+        } else {
+            format!("invalid continue token: continue key is not valid: {why}")
+        };
+        assert_eq!(status["message"], json!(expected), "{token}");
+    }
+
+    // A revision the server has not reached is etcd's untyped 500.
+    let future = b64(r#"{"v":"meta.k8s.io/v1","rv":999999,"start":"c0\u0000"}"#);
+    let (code, status) = list(future).await;
+    assert_eq!(
+        (code, status["message"].clone(), status.get("reason")),
+        (
+            500,
+            json!("etcdserver: mvcc: required revision is a future revision"),
+            None
+        )
+    );
+    // resourceVersionMatch cannot go with continue.
+    let (code, _) = raw(
+        &client,
+        "GET",
+        &format!("/api/v1/namespaces/default/configmaps?continue={token}&resourceVersion=1&resourceVersionMatch=Exact"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 422);
+
+    // Once compacted away, the token gets 410 with a token to go on at the latest revision.
+    api.create(&PostParams::default(), &cm("c3")).await.unwrap();
+    env.compact();
+    let (code, status) = list(token).await;
+    assert_eq!((code, status["reason"].clone()), (410, json!("Expired")));
+    let again = status["metadata"]["continue"].as_str().unwrap().to_owned();
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&again)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&decoded).unwrap(),
+        json!({"v": "meta.k8s.io/v1", "rv": -1, "start": "c0\u{0}"})
+    );
+    let (code, page) = list(again).await;
+    assert_eq!(code, 200);
+    assert_eq!(page["items"][0]["metadata"]["name"], json!("c1"));
+}
+
+#[tokio::test]
+async fn lists_across_namespaces_are_in_etcd_key_order() {
+    let env = TestEnv::builder().namespace("a").namespace("a-b").build();
+    for ns in ["a", "a-b"] {
+        let api: Api<ConfigMap> = Api::namespaced(env.client(), ns);
+        api.create(&PostParams::default(), &cm("x")).await.unwrap();
+    }
+    let all: Api<ConfigMap> = Api::all(env.client());
+    let first = all.list(&ListParams::default().limit(1)).await.unwrap();
+    // "a-b/x" < "a/x" byte-wise, as etcd orders its keys.
+    assert_eq!(first.items[0].metadata.namespace.as_deref(), Some("a-b"));
+    let rest = all
+        .list(&ListParams::default().continue_token(first.metadata.continue_.as_deref().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(rest.items[0].metadata.namespace.as_deref(), Some("a"));
+}
