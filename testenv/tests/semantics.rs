@@ -1811,3 +1811,134 @@ async fn lists_across_namespaces_are_in_etcd_key_order() {
         .unwrap();
     assert_eq!(rest.items[0].metadata.namespace.as_deref(), Some("a"));
 }
+
+#[tokio::test]
+async fn crd_schemas_are_validated_as_kube_apiserver_does() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let create = |crd: Value| {
+        let client = client.clone();
+        async move {
+            raw(
+                &client,
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                "application/json",
+                &crd.to_string(),
+            )
+            .await
+        }
+    };
+    let causes = |status: &Value| -> Vec<(String, String, String)> {
+        status["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["reason"].as_str().unwrap_or_default().to_owned(),
+                    c["field"].as_str().unwrap_or_default().to_owned(),
+                    c["message"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let cause =
+        |reason: &str, field: &str, message: &str| (reason.to_owned(), field.to_owned(), message.to_owned());
+    let root = "spec.versions[0].schema.openAPIV3Schema";
+
+    // Properties without type, a pattern that does not compile, bad defaults.
+    let mut crd = common::crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "untyped": {"description": "no type"},
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "port": {"x-kubernetes-int-or-string": true},
+                "list": {"type": "array", "items": {}},
+                "name": {"type": "string", "pattern": "(a"},
+                "replicas": {"type": "integer", "default": "one"},
+                "size": {"type": "integer", "minimum": 1, "default": 0},
+                "opts": {"type": "object", "properties": {"a": {"type": "string"}},
+                         "default": {"a": "x", "b": "y"}}
+            }}
+        }
+    });
+    let (code, status) = create(crd).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], json!("Invalid"));
+    let got = causes(&status);
+    let expected = [
+        cause(
+            "FieldValueRequired",
+            &format!("{root}.properties[spec].properties[list].items.type"),
+            "Required value: must not be empty for specified array items",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[name].pattern"),
+            "Invalid value: \"(a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(a`",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[opts].default"),
+            "Invalid value: map[string]interface {}{\"a\":\"x\", \"b\":\"y\"}: must not have unknown fields",
+        ),
+        cause(
+            "FieldValueTypeInvalid",
+            &format!("{root}.properties[spec].properties[replicas].default"),
+            "Invalid value: \"string\":  in body must be of type integer: \"string\"",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[size].default"),
+            "Invalid value: 0:  in body should be greater than or equal to 1",
+        ),
+        cause(
+            "FieldValueRequired",
+            &format!("{root}.properties[spec].properties[untyped].type"),
+            "Required value: must not be empty for specified object fields",
+        ),
+    ];
+    for e in &expected {
+        assert!(got.contains(e), "missing {e:?} in {got:#?}");
+    }
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+
+    // Version names are DNS-1035 labels, unique; the root must be an object.
+    let mut crd = common::crd();
+    let v = crd["spec"]["versions"][0].clone();
+    let mut second = v.clone();
+    second["storage"] = json!(false);
+    crd["spec"]["versions"] = json!([v, second]);
+    crd["spec"]["versions"][0]["name"] = json!("V1");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["type"] = json!("string");
+    let (code, status) = create(crd).await;
+    assert_eq!(code, 422, "{status}");
+    let got = causes(&status);
+    assert!(
+        got.contains(&cause(
+            "FieldValueInvalid",
+            "spec.versions[0].name",
+            "Invalid value: \"V1\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        )),
+        "{got:#?}"
+    );
+    assert!(
+        got.contains(&cause(
+            "FieldValueInvalid",
+            &format!("{root}.type"),
+            "Invalid value: \"string\": must be object at the root",
+        )),
+        "{got:#?}"
+    );
+    assert!(
+        env.list_objects("apiextensions.k8s.io", "v1", "customresourcedefinitions", None)
+            .is_empty()
+    );
+
+    // The fixture CRD, with int-or-string and preserved fields, is fine.
+    let (code, status) = create(common::crd()).await;
+    assert_eq!(code, 201, "{status}");
+}
