@@ -707,6 +707,16 @@ impl State {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
         }
         let (mut new, warnings) = Self::normalize(def, new, opts, &name)?;
+        match def.builtin() {
+            Some(Builtin::Service) if !status_only => {
+                crate::rules::prepare_service_update(&mut new, existing);
+            }
+            // Secret's type defaults on every decode, updates included.
+            Some(Builtin::Secret) if new.get("type").is_none_or(Value::is_null) => {
+                new["type"] = json!("Opaque");
+            }
+            _ => {}
+        }
         if def.builtin() == Some(Builtin::Crd) {
             crate::crds::validate(&new, &name)?;
         }

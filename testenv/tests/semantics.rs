@@ -1942,3 +1942,108 @@ async fn crd_schemas_are_validated_as_kube_apiserver_does() {
     let (code, status) = create(common::crd()).await;
     assert_eq!(code, 201, "{status}");
 }
+
+#[tokio::test]
+async fn immutable_config_and_allocated_cluster_ips() {
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    let env = TestEnv::new();
+    let client = env.client();
+    let causes = |e: &kube::core::Status| -> Vec<(String, String, String)> {
+        e.details
+            .as_ref()
+            .unwrap()
+            .causes
+            .iter()
+            .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+            .collect()
+    };
+    let forbidden = |field: &str| {
+        (
+            "FieldValueForbidden".to_owned(),
+            field.to_owned(),
+            "Forbidden: field is immutable when `immutable` is set".to_owned(),
+        )
+    };
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut frozen = cm("frozen");
+    frozen.immutable = Some(true);
+    let created = cms.create(&PostParams::default(), &frozen).await.unwrap();
+    let mut changed = created.clone();
+    changed.data = Some([("k".to_owned(), "w".to_owned())].into());
+    changed.immutable = None;
+    let e = api_err(
+        cms.replace("frozen", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(causes(&e), [forbidden("immutable"), forbidden("data")]);
+    // Metadata may still change.
+    let mut labelled = created.clone();
+    labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+    cms.replace("frozen", &PostParams::default(), &labelled)
+        .await
+        .unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s"}, "immutable": true, "data": {"k": "dg=="}
+    }))
+    .unwrap();
+    let created = secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let mut changed = created.clone();
+    changed.data = None;
+    changed.type_ = Some("kubernetes.io/tls".into());
+    let e = api_err(
+        secrets
+            .replace("s", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        causes(&e),
+        [
+            (
+                "FieldValueInvalid".to_owned(),
+                "type".to_owned(),
+                "Invalid value: \"kubernetes.io/tls\": field is immutable".to_owned()
+            ),
+            forbidden("data"),
+        ]
+    );
+
+    // A Service's cluster IP stays once allocated; leaving it out keeps it.
+    let svcs: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = svcs.create(&PostParams::default(), &svc).await.unwrap();
+    let ip = created.spec.as_ref().unwrap().cluster_ip.clone().unwrap();
+    let mut moved = created.clone();
+    moved.spec.as_mut().unwrap().cluster_ip = Some("10.0.0.99".into());
+    let e = api_err(
+        svcs.replace("web", &PostParams::default(), &moved)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Service \"web\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.99\"}: may not change once set"
+    );
+    let mut omitted = created.clone();
+    let spec = omitted.spec.as_mut().unwrap();
+    spec.cluster_ip = None;
+    spec.cluster_ips = None;
+    spec.ports.as_mut().unwrap()[0].port = 8080;
+    let updated = svcs
+        .replace("web", &PostParams::default(), &omitted)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.spec.as_ref().unwrap().cluster_ip.as_deref(),
+        Some(ip.as_str())
+    );
+    assert_eq!(updated.spec.unwrap().cluster_ips, Some(vec![ip]));
+}
