@@ -140,7 +140,11 @@ enum Route {
     OpenApi,
     Health,
     Resource(Target),
-    Missing(ErrorStatus),
+    /// A path inside a built-in group version's web service that matches no route:
+    /// go-restful's 404, a Status with empty details.
+    Unrouted,
+    /// A path no handler claims (unknown groups and versions, and anything the custom
+    /// resource handler passes on): Go's plain-text 404.
     NotFoundText,
 }
 
@@ -153,12 +157,13 @@ fn route(state: &State, path: &str) -> Route {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["openapi", ..] => Route::OpenApi,
         ["api", "v1", rest @ ..] => resource_route(state, "", "v1", rest),
-        ["api", ..] => Route::Missing(ErrorStatus::unknown_path()),
+        // Under `/api` (a go-restful web service), an unknown route is a Status.
+        ["api", ..] => Route::Unrouted,
         ["apis", g] => {
             if state.resources.iter().any(|d| d.group == *g) {
                 Route::Group((*g).to_owned())
             } else {
-                Route::Missing(ErrorStatus::unknown_path())
+                Route::NotFoundText
             }
         }
         ["apis", g, v, rest @ ..] => resource_route(state, g, v, rest),
@@ -167,13 +172,15 @@ fn route(state: &State, path: &str) -> Route {
 }
 
 fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> Route {
-    let served = state
+    let Some(any) = state
         .resources
         .iter()
-        .any(|d| d.group == group && d.version == version);
-    if !served {
-        return Route::Missing(ErrorStatus::unknown_path());
-    }
+        .find(|d| d.group == group && d.version == version)
+    else {
+        return Route::NotFoundText;
+    };
+    // The custom resource handler passes what it does not serve to the plain 404.
+    let custom = any.is_custom();
     if rest.is_empty() {
         return Route::ResourceList(group.to_owned(), version.to_owned());
     }
@@ -191,7 +198,11 @@ fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> R
             legacy_watch,
         })
     };
-    let missing = Route::Missing(ErrorStatus::unknown_path());
+    let missing = if custom {
+        Route::NotFoundText
+    } else {
+        Route::Unrouted
+    };
     let namespaced = |plural: &str| find(plural).filter(|d| d.namespaced);
     match rest {
         [plural] => match find(plural) {
@@ -219,6 +230,17 @@ fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> R
             None => missing,
         },
         _ => missing,
+    }
+}
+
+/// go-restful's 404 for a path in a web service that matches no route.
+fn no_route() -> Reply {
+    let mut body = ErrorStatus::unknown_path().to_json();
+    body["details"] = json!({});
+    Reply::Json {
+        code: 404,
+        body,
+        warnings: Vec::new(),
     }
 }
 
@@ -290,7 +312,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
                 text: "ok".into(),
             };
         }
-        Route::Missing(e) => return Reply::error(&e),
+        Route::Unrouted => return no_route(),
         Route::NotFoundText => {
             return Reply::Text {
                 code: 404,
@@ -307,7 +329,15 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Some(_) => false,
     };
     if !served {
-        return Reply::error(&ErrorStatus::unknown_path());
+        if target.def.is_custom() {
+            // The custom resource handler's answer for a subresource it lacks.
+            return Reply::error(&ErrorStatus::not_found(
+                &target.def.group,
+                &target.def.plural,
+                target.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        return no_route();
     }
     let q = QueryView(&req.query);
     let verb = match verb_of(&req.method, &target, &q) {

@@ -719,7 +719,7 @@ async fn error_statuses_for_paths_and_methods() {
     assert_eq!(body["kind"], json!("Status"));
     assert_eq!(body["apiVersion"], json!("v1"));
     assert_eq!(body["status"], json!("Failure"));
-    let (code, body) = raw(&client, "GET", "/apis/nope.dev/v1/things", "", "").await;
+    let (code, body) = raw(&client, "GET", "/api/v1/things", "", "").await;
     assert_eq!((code, body["reason"].clone()), (404, json!("NotFound")));
     let (code, body) = raw(
         &client,
@@ -2046,4 +2046,71 @@ async fn immutable_config_and_allocated_cluster_ips() {
         Some(ip.as_str())
     );
     assert_eq!(updated.spec.unwrap().cluster_ips, Some(vec![ip]));
+}
+
+#[tokio::test]
+async fn unknown_paths_answer_as_kube_apiserver_routes_them() {
+    let env = env_with_crd();
+    let client = env.client();
+    let get = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::get(path)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let res = client.send(req).await.unwrap();
+            let code = res.status().as_u16();
+            let ct = res
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let bytes = http_body_util::BodyExt::collect(res.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (code, ct, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let plain = (
+        404,
+        "text/plain; charset=utf-8".to_owned(),
+        "404 page not found\n".to_owned(),
+    );
+    // Groups and versions nobody serves, and whatever the custom resource handler
+    // passes on (unknown resources of a CRD's group, scope mismatches): Go's 404.
+    for path in [
+        "/apis/nope.dev",
+        "/apis/nope.dev/v1/things",
+        "/apis/apps/v2/deployments",
+        "/apis/samples.knative.dev/v1alpha1/unknowns",
+        "/apis/samples.knative.dev/v1alpha1/addressableservices/x",
+    ] {
+        assert_eq!(get(path).await, plain, "{path}");
+    }
+    // Inside a built-in group version's web service, go-restful's Status.
+    let no_route = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound", "details": {}, "code": 404,
+    });
+    for path in [
+        "/api/v1/things",
+        "/api/v2/pods",
+        "/apis/apps/v1/things",
+        "/api/v1/namespaces/default/configmaps/x/status",
+    ] {
+        let (code, _, body) = get(path).await;
+        assert_eq!(code, 404, "{path}");
+        assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), no_route, "{path}");
+    }
+    // A subresource a CRD does not declare: the custom resource handler's NotFound.
+    let (code, _, body) =
+        get("/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/x/logs").await;
+    assert_eq!(code, 404);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["message"],
+        json!("addressableservices.samples.knative.dev \"x\" not found")
+    );
 }
