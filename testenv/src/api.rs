@@ -17,7 +17,6 @@ use crate::state::{
     DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
 };
 use crate::status::ErrorStatus;
-use crate::store::ObjKey;
 use crate::table;
 use crate::watch;
 use crate::{Inner, TestEnv};
@@ -141,7 +140,11 @@ enum Route {
     OpenApi,
     Health,
     Resource(Target),
-    Missing(ErrorStatus),
+    /// A path inside a built-in group version's web service that matches no route:
+    /// go-restful's 404, a Status with empty details.
+    Unrouted,
+    /// A path no handler claims (unknown groups and versions, and anything the custom
+    /// resource handler passes on): Go's plain-text 404.
     NotFoundText,
 }
 
@@ -154,12 +157,13 @@ fn route(state: &State, path: &str) -> Route {
         ["healthz" | "livez" | "readyz", ..] => Route::Health,
         ["openapi", ..] => Route::OpenApi,
         ["api", "v1", rest @ ..] => resource_route(state, "", "v1", rest),
-        ["api", ..] => Route::Missing(ErrorStatus::unknown_path()),
+        // Under `/api` (a go-restful web service), an unknown route is a Status.
+        ["api", ..] => Route::Unrouted,
         ["apis", g] => {
             if state.resources.iter().any(|d| d.group == *g) {
                 Route::Group((*g).to_owned())
             } else {
-                Route::Missing(ErrorStatus::unknown_path())
+                Route::NotFoundText
             }
         }
         ["apis", g, v, rest @ ..] => resource_route(state, g, v, rest),
@@ -168,13 +172,15 @@ fn route(state: &State, path: &str) -> Route {
 }
 
 fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> Route {
-    let served = state
+    let Some(any) = state
         .resources
         .iter()
-        .any(|d| d.group == group && d.version == version);
-    if !served {
-        return Route::Missing(ErrorStatus::unknown_path());
-    }
+        .find(|d| d.group == group && d.version == version)
+    else {
+        return Route::NotFoundText;
+    };
+    // The custom resource handler passes what it does not serve to the plain 404.
+    let custom = any.is_custom();
     if rest.is_empty() {
         return Route::ResourceList(group.to_owned(), version.to_owned());
     }
@@ -192,7 +198,11 @@ fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> R
             legacy_watch,
         })
     };
-    let missing = Route::Missing(ErrorStatus::unknown_path());
+    let missing = if custom {
+        Route::NotFoundText
+    } else {
+        Route::Unrouted
+    };
     let namespaced = |plural: &str| find(plural).filter(|d| d.namespaced);
     match rest {
         [plural] => match find(plural) {
@@ -220,6 +230,17 @@ fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> R
             None => missing,
         },
         _ => missing,
+    }
+}
+
+/// go-restful's 404 for a path in a web service that matches no route.
+fn no_route() -> Reply {
+    let mut body = ErrorStatus::unknown_path().to_json();
+    body["details"] = json!({});
+    Reply::Json {
+        code: 404,
+        body,
+        warnings: Vec::new(),
     }
 }
 
@@ -291,7 +312,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
                 text: "ok".into(),
             };
         }
-        Route::Missing(e) => return Reply::error(&e),
+        Route::Unrouted => return no_route(),
         Route::NotFoundText => {
             return Reply::Text {
                 code: 404,
@@ -308,7 +329,15 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Some(_) => false,
     };
     if !served {
-        return Reply::error(&ErrorStatus::unknown_path());
+        if target.def.is_custom() {
+            // The custom resource handler's answer for a subresource it lacks.
+            return Reply::error(&ErrorStatus::not_found(
+                &target.def.group,
+                &target.def.plural,
+                target.name.as_deref().unwrap_or_default(),
+            ));
+        }
+        return no_route();
     }
     let q = QueryView(&req.query);
     let verb = match verb_of(&req.method, &target, &q) {
@@ -432,6 +461,54 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
     }
 }
 
+/// Custom resources decode as unstructured objects, which must name their kind (built-in
+/// bodies take it from the endpoint). The message depends on which decoder ran: the
+/// strict one (fieldValidation Warn or Strict) or the lenient one (Ignore).
+fn custom_kind_present(
+    req: &Request,
+    q: &QueryView<'_>,
+    def: &ResourceDef,
+    body: &Value,
+) -> Result<(), ErrorStatus> {
+    if !def.is_custom()
+        || !body.is_object()
+        || body
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| !k.is_empty())
+    {
+        return Ok(());
+    }
+    let raw = String::from_utf8_lossy(&req.body);
+    let missing = format!("Object 'Kind' is missing in '{raw}'");
+    if q.get("fieldValidation") == Some("Ignore") {
+        return Err(ErrorStatus::bad_request(format!(
+            "{kind} in version \"{v}\" cannot be handled as a {kind}: {missing}",
+            kind = def.kind,
+            v = def.version,
+        )));
+    }
+    Err(ErrorStatus::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {missing} ({})",
+        def.kind,
+        summarize(&req.body, 30)
+    )))
+}
+
+/// The start of a body for an error message: text when it looks like JSON, else hex.
+fn summarize(data: &[u8], max: usize) -> String {
+    let cut = &data[..data.len().min(max)];
+    let more = if data.len() > max { " ..." } else { "" };
+    match data.first() {
+        None => "<empty>".to_owned(),
+        Some(b'{') => format!("{}{more}", String::from_utf8_lossy(cut)),
+        Some(_) => {
+            let hex: String = cut.iter().map(|b| format!("{b:02x}")).collect();
+            format!("{hex}{more}")
+        }
+    }
+}
+
 fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
     Reply::Json {
         code: if w.created { 201 } else { 200 },
@@ -478,12 +555,14 @@ fn dispatch(
         }
         "create" => {
             let body = json_body(req, def)?;
+            custom_kind_present(req, q, def, &body)?;
             let opts = write_opts(q, req)?;
             let w = write(inner, |st| st.create(def, t.namespace.as_deref(), body, &opts))?;
             Ok(written(w, output, def))
         }
         "update" => {
             let body = json_body(req, def)?;
+            custom_kind_present(req, q, def, &body)?;
             let opts = write_opts(q, req)?;
             let w = write(inner, |st| st.update(def, ns, name, body, status_only, &opts))?;
             Ok(written(w, output, def))
@@ -640,43 +719,237 @@ fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts, ErrorStat
     Ok(opts)
 }
 
-/// A `continue` token: base64 of `{"v":"meta.k8s.io/v1","rv":N,"start":"<key>\u0000"}`,
-/// the shape kube-apiserver uses.
-fn encode_continue(rv: u64, key: &ObjKey) -> String {
-    let start = if key.namespace.is_empty() {
-        format!("{}\u{0}", key.name)
-    } else {
-        format!("{}/{}\u{0}", key.namespace, key.name)
-    };
+/// A `continue` token, shaped as kube-apiserver's: unpadded URL-safe base64 of
+/// `{"v":"meta.k8s.io/v1","rv":N,"start":"<key below the list's prefix>\u0000"}`.
+/// `rv` -1 continues at the latest revision.
+fn encode_continue(rv: i64, start: &str) -> String {
     let raw = json!({"v": "meta.k8s.io/v1", "rv": rv, "start": start}).to_string();
     base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(raw)
 }
 
-fn decode_continue(token: &str) -> Result<(u64, ObjKey), ErrorStatus> {
-    let bad = |why: &str| ErrorStatus::bad_request(format!("continue key is not valid: {why}"));
-    let raw = base64::engine::general_purpose::URL_SAFE_NO_PAD
-        .decode(token.trim_end_matches('='))
-        .map_err(|e| bad(&e.to_string()))?;
-    let v: Value = serde_json::from_slice(&raw).map_err(|e| bad(&e.to_string()))?;
-    if v.get("v").and_then(Value::as_str) != Some("meta.k8s.io/v1") {
+/// Decodes a `continue` token as kube-apiserver's storage does, with its errors:
+/// the revision (negative: the latest) and the key (below the list's prefix) to
+/// start from, inclusive.
+fn decode_continue(token: &str) -> Result<(i64, String), ErrorStatus> {
+    let bad = |why: String| {
+        ErrorStatus::bad_request(format!("invalid continue token: continue key is not valid{why}"))
+    };
+    let raw = go_base64_raw_url(token).map_err(|e| bad(format!(": {e}")))?;
+    let parsed: Value =
+        serde_json::from_slice(&raw).map_err(|e| bad(format!(": {}", go_json_error(&raw, &e))))?;
+    let Some(fields) = parsed.as_object() else {
+        return Err(bad(format!(
+            ": json: cannot unmarshal {} into Go value of type storage.continueToken",
+            go_json_type(&parsed)
+        )));
+    };
+    // encoding/json matches field names case-insensitively, preferring an exact match.
+    let field = |name: &str| {
+        fields.get(name).or_else(|| {
+            fields
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v)
+        })
+    };
+    let wrong = |name: &str, v: &Value, want: &str| {
+        let what = match v {
+            Value::Number(n) => format!("number {n}"),
+            other => go_json_type(other).to_owned(),
+        };
+        bad(format!(
+            ": json: cannot unmarshal {what} into Go struct field continueToken.{name} of type {want}"
+        ))
+    };
+    let version = match field("v") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => return Err(wrong("v", other, "string")),
+    };
+    let rv = match field("rv") {
+        None | Some(Value::Null) => 0,
+        Some(Value::Number(n)) => match n.as_i64() {
+            Some(rv) => rv,
+            None => return Err(wrong("rv", &Value::Number(n.clone()), "int64")),
+        },
+        Some(other) => return Err(wrong("rv", other, "int64")),
+    };
+    let start = match field("start") {
+        None | Some(Value::Null) => "",
+        Some(Value::String(s)) => s.as_str(),
+        Some(other) => return Err(wrong("start", other, "string")),
+    };
+    if version != "meta.k8s.io/v1" {
+        return Err(bad(format!(
+            ": server does not recognize this encoded version {version}"
+        )));
+    }
+    if rv == 0 {
         return Err(bad(
-            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+            ": incorrect encoded start resourceVersion (version meta.k8s.io/v1)".into(),
         ));
     }
-    let rv = v
-        .get("rv")
-        .and_then(Value::as_u64)
-        .ok_or_else(|| bad("missing rv"))?;
-    let start = v
-        .get("start")
-        .and_then(Value::as_str)
-        .ok_or_else(|| bad("missing start"))?
-        .trim_end_matches('\u{0}');
-    let key = match start.split_once('/') {
-        Some((ns, name)) => ObjKey::new(ns, name),
-        None => ObjKey::new("", start),
+    if start.is_empty() {
+        return Err(bad(": encoded start key empty (version meta.k8s.io/v1)".into()));
+    }
+    // No climbing out of the list's prefix: the key must already be a clean path.
+    let rooted = if start.starts_with('/') {
+        start.to_owned()
+    } else {
+        format!("/{start}")
     };
-    Ok((rv, key))
+    if clean_path(&rooted) != rooted {
+        return Err(bad(format!(": {start}")));
+    }
+    Ok((rv, rooted[1..].to_owned()))
+}
+
+/// Go's `path.Clean` for a rooted path.
+fn clean_path(p: &str) -> String {
+    let mut parts: Vec<&str> = Vec::new();
+    for seg in p.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            s => parts.push(s),
+        }
+    }
+    format!("/{}", parts.join("/"))
+}
+
+/// Go's `base64.RawURLEncoding.DecodeString`, errors included (it skips CR and LF and
+/// ignores the unused bits of the last character).
+fn go_base64_raw_url(s: &str) -> Result<Vec<u8>, String> {
+    let value = |c: u8| match c {
+        b'A'..=b'Z' => Some(c - b'A'),
+        b'a'..=b'z' => Some(c - b'a' + 26),
+        b'0'..=b'9' => Some(c - b'0' + 52),
+        b'-' => Some(62),
+        b'_' => Some(63),
+        _ => None,
+    };
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3 + 2);
+    let mut quad = [0u8; 4];
+    let mut n = 0;
+    for (i, &c) in bytes.iter().enumerate() {
+        if c == b'\r' || c == b'\n' {
+            continue;
+        }
+        let Some(v) = value(c) else {
+            return Err(format!("illegal base64 data at input byte {i}"));
+        };
+        quad[n] = v;
+        n += 1;
+        if n == 4 {
+            out.extend([
+                (quad[0] << 2) | (quad[1] >> 4),
+                (quad[1] << 4) | (quad[2] >> 2),
+                (quad[2] << 6) | quad[3],
+            ]);
+            n = 0;
+        }
+    }
+    match n {
+        1 => {
+            return Err(format!(
+                "illegal base64 data at input byte {}",
+                bytes.len().saturating_sub(1)
+            ));
+        }
+        2 => out.push((quad[0] << 2) | (quad[1] >> 4)),
+        3 => out.extend([(quad[0] << 2) | (quad[1] >> 4), (quad[1] << 4) | (quad[2] >> 2)]),
+        _ => {}
+    }
+    Ok(out)
+}
+
+/// A byte as encoding/json quotes it in errors (`strconv.Quote` of the byte as a rune).
+fn go_quote_char(c: u8) -> String {
+    let inner = match c {
+        b'\'' => "\\'".to_owned(),
+        b'"' => "\"".to_owned(),
+        b'\\' => "\\\\".to_owned(),
+        0x07 => "\\a".to_owned(),
+        0x08 => "\\b".to_owned(),
+        0x0c => "\\f".to_owned(),
+        b'\n' => "\\n".to_owned(),
+        b'\r' => "\\r".to_owned(),
+        b'\t' => "\\t".to_owned(),
+        0x0b => "\\v".to_owned(),
+        0x00..=0x1f | 0x7f => format!("\\x{c:02x}"),
+        0x80..=0xa0 | 0xad => format!("\\u{c:04x}"),
+        _ => char::from(c).to_string(),
+    };
+    format!("'{inner}'")
+}
+
+/// The JSON type names encoding/json uses in its errors.
+fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+/// encoding/json's wording of a syntax error, for the common cases.
+fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
+    if e.is_eof() {
+        return "unexpected end of JSON input".into();
+    }
+    // serde_json reports 1-based line and column of the offending character.
+    let offset = raw
+        .split_inclusive(|b| *b == b'\n')
+        .take(e.line().saturating_sub(1))
+        .map(<[u8]>::len)
+        .sum::<usize>()
+        + e.column().saturating_sub(1);
+    let c = raw.get(offset).copied().unwrap_or_default();
+    let msg = e.to_string();
+    if msg.starts_with("expected ident") {
+        // Inside `true`, `false` or `null`: say which letter was due.
+        let begin = raw[..offset.min(raw.len())]
+            .iter()
+            .rposition(|b| !b.is_ascii_lowercase())
+            .map_or(0, |p| p + 1);
+        let literal = match raw.get(begin) {
+            Some(b't') => "true",
+            Some(b'f') => "false",
+            _ => "null",
+        };
+        if let Some(due) = literal.as_bytes().get(offset - begin) {
+            return format!(
+                "invalid character {} in literal {literal} (expecting {})",
+                go_quote_char(c),
+                go_quote_char(*due)
+            );
+        }
+    }
+    let context = if msg.starts_with("expected `:`") {
+        "after object key"
+    } else if msg.starts_with("expected `,` or `}`") {
+        "after object key:value pair"
+    } else if msg.starts_with("expected `,` or `]`") {
+        "after array element"
+    } else if msg.starts_with("key must be a string") {
+        "looking for beginning of object key string"
+    } else if msg.starts_with("trailing characters") {
+        "after top-level value"
+    } else if msg.starts_with("control character") {
+        "in string literal"
+    } else if msg.starts_with("invalid escape") {
+        "in string escape code"
+    } else {
+        "looking for beginning of value"
+    };
+    let shown = go_quote_char(c);
+    format!("invalid character {shown} {context}")
 }
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
@@ -724,15 +997,38 @@ fn list(
     };
     let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
     let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
-    let (at, after, continuing) = match q.get("continue").filter(|s| !s.is_empty()) {
+    let (at, start, continuing) = match q.get("continue").filter(|s| !s.is_empty()) {
         Some(token) => {
+            if rvm.is_some() {
+                return Err(ErrorStatus::invalid(
+                    "meta.k8s.io",
+                    "ListOptions",
+                    "",
+                    vec![crate::status::FieldError::forbidden(
+                        "resourceVersionMatch",
+                        "resourceVersionMatch is forbidden when continue is provided",
+                    )],
+                ));
+            }
+            let (rv, start) = decode_continue(token)?;
             if rv_param.is_some_and(|r| r != "0") {
                 return Err(ErrorStatus::bad_request(
                     "specifying resource version is not allowed when using continue",
                 ));
             }
-            let (rv, key) = decode_continue(token)?;
-            (rv, Some(key), true)
+            let at = match u64::try_from(rv) {
+                Err(_) => current,
+                Ok(rv) if rv > current => {
+                    // etcd's error for a revision it has not reached, passed on untyped.
+                    return Err(ErrorStatus::new(
+                        500,
+                        "",
+                        "etcdserver: mvcc: required revision is a future revision",
+                    ));
+                }
+                Ok(rv) => rv,
+            };
+            (at, Some(start), true)
         }
         None => {
             let at = match (rv_param, rvm) {
@@ -778,26 +1074,47 @@ fn list(
             (at, None, false)
         }
     };
-    let snapshot = state
-        .store
-        .snapshot(&def.key(), at, after.as_ref())
-        .map_err(|c| {
-            if continuing {
-                ErrorStatus::expired(CONTINUE_EXPIRED)
-            } else {
-                ErrorStatus::expired(format!("too old resource version: {at} ({})", c.oldest))
-            }
-        })?;
+    let in_namespace = sel.namespace.is_some();
+    let snapshot = match state.store.snapshot(&def.key(), at) {
+        Ok(s) => s,
+        Err(_) if continuing => {
+            // etcd has compacted the token's revision: 410, with a token that
+            // continues from the same key at the latest revision.
+            let mut body = ErrorStatus::expired(CONTINUE_EXPIRED).to_json();
+            body["metadata"]["continue"] = json!(encode_continue(-1, start.as_deref().unwrap_or_default()));
+            return Ok(Reply::Json {
+                code: 410,
+                body,
+                warnings: Vec::new(),
+            });
+        }
+        Err(c) => {
+            return Err(ErrorStatus::expired(format!(
+                "too old resource version: {at} ({})",
+                c.oldest
+            )));
+        }
+    };
     let in_ns: Vec<_> = snapshot
         .into_iter()
         .filter(|(k, _)| sel.namespace.as_ref().is_none_or(|ns| &k.namespace == ns))
+        .filter(|(k, _)| {
+            start
+                .as_deref()
+                .is_none_or(|s| k.below(in_namespace).as_bytes() >= s.as_bytes())
+        })
         .collect();
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = None;
     for (i, (_, obj)) in in_ns.iter().enumerate() {
         if limit.is_some_and(|l| items.len() >= l) {
-            next = in_ns.get(i.wrapping_sub(1)).map(|(k, _)| encode_continue(at, k));
+            next = in_ns.get(i.wrapping_sub(1)).map(|(k, _)| {
+                encode_continue(
+                    i64::try_from(at).unwrap_or(i64::MAX),
+                    &format!("{}\u{0}", k.below(in_namespace)),
+                )
+            });
             if sel.labels.is_empty() && sel.fields.is_empty() {
                 remaining = Some(in_ns.len() - i);
             }

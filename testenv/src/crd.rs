@@ -69,6 +69,59 @@ impl Schema {
     }
 }
 
+/// Validates a `default` against the schema it sits in, as the apiextensions
+/// validation does: type and value rules (kube-openapi names the default's own root
+/// ""), and no fields the schema would prune. Errors are placed under `at`
+/// (`<schema path>.default`).
+pub(crate) fn check_default(schema: &Value, default: &Value, at: &str) -> Vec<FieldError> {
+    let mut v = default.clone();
+    let mut out = Checked::default();
+    walk(schema, &mut v, "", &mut out);
+    let mut errs: Vec<FieldError> = out
+        .errors
+        .into_iter()
+        .map(|mut e| {
+            e.field = if e.field.is_empty() {
+                at.to_owned()
+            } else if e.field.starts_with('[') {
+                format!("{at}{}", e.field)
+            } else {
+                format!("{at}.{}", e.field)
+            };
+            e
+        })
+        .collect();
+    if !out.unknown.is_empty() {
+        errs.insert(
+            0,
+            FieldError::invalid_raw(at, go_value(default), "must not have unknown fields"),
+        );
+    }
+    errs
+}
+
+/// A decoded JSON value as Go's `%#v` prints it (how field errors show values of
+/// no simpler type).
+fn go_value(v: &Value) -> String {
+    match v {
+        Value::Null => "interface {}(nil)".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        Value::String(s) => format!("{s:?}"),
+        Value::Array(a) => format!(
+            "[]interface {{}}{{{}}}",
+            a.iter().map(go_value).collect::<Vec<_>>().join(", ")
+        ),
+        Value::Object(m) => format!(
+            "map[string]interface {{}}{{{}}}",
+            m.iter()
+                .map(|(k, v)| format!("{k:?}:{}", go_value(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 fn preserves(s: &Value) -> bool {
     s.get("x-kubernetes-preserve-unknown-fields")
         .and_then(Value::as_bool)

@@ -67,11 +67,42 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             ));
         }
         for (i, v) in versions.iter().enumerate() {
-            if v.pointer("/schema/openAPIV3Schema").is_none() {
-                errs.push(FieldError::required(
+            let name = s(v, "/name");
+            let mut why = Vec::new();
+            if name.len() > 63 {
+                why.push("must be no more than 63 characters".to_owned());
+            }
+            if !is_dns1035(name) {
+                why.push(crate::validation::DNS1035_LABEL_MSG.to_owned());
+            }
+            if !why.is_empty() {
+                errs.push(FieldError::invalid(
+                    format!("spec.versions[{i}].name"),
+                    json!(name),
+                    why.join(","),
+                ));
+            }
+        }
+        let mut seen = std::collections::HashSet::new();
+        if !versions.iter().all(|v| seen.insert(s(v, "/name"))) {
+            errs.push(FieldError::invalid(
+                "spec.versions",
+                Value::Null,
+                "must contain unique version names",
+            ));
+        }
+        for (i, v) in versions.iter().enumerate() {
+            match v.pointer("/schema/openAPIV3Schema") {
+                None => errs.push(FieldError::required(
                     format!("spec.versions[{i}].schema.openAPIV3Schema"),
                     "schemas are required",
-                ));
+                )),
+                Some(schema) => check_schema(
+                    schema,
+                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
+                    Level::Root,
+                    &mut errs,
+                ),
             }
         }
     }
@@ -84,6 +115,114 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             name,
             errs,
         ))
+    }
+}
+
+fn is_dns1035(name: &str) -> bool {
+    let b = name.as_bytes();
+    b.first().is_some_and(u8::is_ascii_lowercase)
+        && b.last().is_some_and(u8::is_ascii_alphanumeric)
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+}
+
+/// Where a schema sits in its structural schema, which words a missing `type`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Root,
+    Field,
+    Item,
+}
+
+/// The structural-schema rules v1 CRDs must meet, as far as testenv checks them:
+/// every node has a `type` (unless it is int-or-string or preserves unknown fields),
+/// the root is an object, embedded resources are objects, every `pattern` compiles,
+/// and every `default` is valid for its schema and pruned.
+fn check_schema(schema: &Value, path: &str, lvl: Level, errs: &mut Vec<FieldError>) {
+    let flag = |k: &str| schema.get(k).and_then(Value::as_bool) == Some(true);
+    let ty = s(schema, "/type");
+    let embedded = flag("x-kubernetes-embedded-resource");
+    if embedded && ty != "object" {
+        let msg = "must be object if x-kubernetes-embedded-resource is true";
+        errs.push(if ty.is_empty() {
+            FieldError::required(format!("{path}.type"), msg)
+        } else {
+            FieldError::invalid(format!("{path}.type"), json!(ty), msg)
+        });
+    } else if ty.is_empty()
+        && !flag("x-kubernetes-int-or-string")
+        && !flag("x-kubernetes-preserve-unknown-fields")
+    {
+        let msg = match lvl {
+            Level::Root => "must not be empty at the root",
+            Level::Field => "must not be empty for specified object fields",
+            Level::Item => "must not be empty for specified array items",
+        };
+        errs.push(FieldError::required(format!("{path}.type"), msg));
+    }
+    if lvl == Level::Root && !ty.is_empty() && ty != "object" {
+        errs.push(FieldError::invalid(
+            format!("{path}.type"),
+            json!(ty),
+            "must be object at the root",
+        ));
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+        && !p.is_empty()
+        && let Err(e) = regex::Regex::new(p)
+    {
+        errs.push(FieldError::invalid(
+            format!("{path}.pattern"),
+            json!(p),
+            format!(
+                "must be a valid regular expression, but isn't: error parsing regexp: {}",
+                regexp_error(p, &e)
+            ),
+        ));
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            check_schema(sub, &format!("{path}.properties[{k}]"), Level::Field, errs);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        check_schema(items, &format!("{path}.items"), Level::Item, errs);
+    }
+    if let Some(add) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        check_schema(add, &format!("{path}.additionalProperties"), Level::Field, errs);
+    }
+    if let Some(d) = schema.get("default") {
+        errs.extend(crate::crd::check_default(schema, d, &format!("{path}.default")));
+    }
+}
+
+/// The reason Go's `regexp` gives for a pattern the `regex` crate refuses, for the
+/// common mistakes; otherwise the `regex` crate's own words.
+fn regexp_error(p: &str, e: &regex::Error) -> String {
+    let text = e.to_string();
+    let why = text
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or(text.as_str());
+    if why.contains("unclosed group") {
+        format!("missing closing ): `{p}`")
+    } else if why.contains("unopened group") {
+        format!("unexpected ): `{p}`")
+    } else if why.contains("unclosed character class") {
+        let from = p.rfind('[').unwrap_or(0);
+        format!("missing closing ]: `{}`", &p[from..])
+    } else if why.contains("repetition operator missing expression") {
+        let op = p
+            .char_indices()
+            .find(|(_, c)| matches!(c, '*' | '+' | '?'))
+            .map_or("", |(i, c)| &p[i..i + c.len_utf8()]);
+        format!("missing argument to repetition operator: `{op}`")
+    } else if why.contains("look-around") {
+        let at = p.find("(?").unwrap_or(0);
+        let end = p[at..].char_indices().nth(3).map_or(p.len(), |(i, _)| at + i);
+        format!("invalid or unsupported Perl syntax: `{}`", &p[at..end])
+    } else {
+        why.to_owned()
     }
 }
 

@@ -174,7 +174,15 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
                 ));
             }
         }
+        Builtin::ConfigMap | Builtin::Secret => {
+            if let Some(old) = old {
+                immutable_data(kind, obj, old, &mut errs);
+            }
+        }
         Builtin::Service => {
+            if let Some(old) = old {
+                cluster_ips_kept(obj, old, &mut errs);
+            }
             let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
             let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
             let ports = spec.get("ports").and_then(Value::as_array);
@@ -201,6 +209,130 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
         _ => {}
     }
     errs
+}
+
+/// A Secret's `type` never changes; an `immutable` ConfigMap or Secret keeps its data
+/// and stays immutable.
+fn immutable_data(kind: Builtin, obj: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    if kind == Builtin::Secret {
+        let ty = |v: &Value| {
+            v.get("type")
+                .and_then(Value::as_str)
+                .filter(|t| !t.is_empty())
+                .unwrap_or("Opaque")
+                .to_owned()
+        };
+        if ty(obj) != ty(old) {
+            errs.push(FieldError::invalid("type", json!(ty(obj)), "field is immutable"));
+        }
+    }
+    let immutable = |v: &Value| v.get("immutable").and_then(Value::as_bool) == Some(true);
+    if !immutable(old) {
+        return;
+    }
+    const WHY: &str = "field is immutable when `immutable` is set";
+    if !immutable(obj) {
+        errs.push(FieldError::forbidden("immutable", WHY));
+    }
+    let maps: &[&str] = if kind == Builtin::Secret {
+        &["data"]
+    } else {
+        &["data", "binaryData"]
+    };
+    for field in maps {
+        let get = |v: &Value| v.get(*field).filter(|d| !d.is_null()).cloned();
+        if get(obj) != get(old) {
+            errs.push(FieldError::forbidden(*field, WHY));
+        }
+    }
+}
+
+fn cluster_ips(svc: &Value) -> Vec<String> {
+    svc.pointer("/spec/clusterIPs")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(|ip| ip.as_str().map(str::to_owned)).collect())
+        .unwrap_or_default()
+}
+
+fn service_type(svc: &Value) -> &str {
+    svc.pointer("/spec/type")
+        .and_then(Value::as_str)
+        .unwrap_or("ClusterIP")
+}
+
+fn headless(svc: &Value) -> bool {
+    service_type(svc) == "ClusterIP" && cluster_ips(svc) == ["None"]
+}
+
+/// What the Service registry does to an update before validation: a cluster IP left
+/// out is kept, and a changed `clusterIP` with `clusterIPs` untouched carries over.
+pub(crate) fn prepare_service_update(obj: &mut Value, old: &Value) {
+    let needs_ip = |v: &Value| service_type(v) != "ExternalName";
+    if !(needs_ip(obj) && needs_ip(old)) {
+        return;
+    }
+    let old_ip = old.pointer("/spec/clusterIP").cloned().unwrap_or(Value::Null);
+    let old_ips = cluster_ips(old);
+    let Some(spec) = obj.get_mut("spec").and_then(Value::as_object_mut) else {
+        return;
+    };
+    if spec
+        .get("clusterIP")
+        .and_then(Value::as_str)
+        .is_none_or(str::is_empty)
+        && !old_ip.is_null()
+    {
+        spec.insert("clusterIP".into(), old_ip.clone());
+    }
+    let ips_now = spec
+        .get("clusterIPs")
+        .and_then(Value::as_array)
+        .is_some_and(|a| !a.is_empty());
+    if !ips_now && !old_ips.is_empty() {
+        spec.insert("clusterIPs".into(), json!(old_ips));
+    }
+    let ip = spec.get("clusterIP").cloned().unwrap_or(Value::Null);
+    let same_ips = spec.get("clusterIPs").cloned().unwrap_or(Value::Null) == json!(old_ips);
+    if ip != old_ip && same_ips {
+        match ip.as_str().filter(|s| !s.is_empty()) {
+            Some(s) => spec.insert("clusterIPs".into(), json!([s])),
+            None => spec.remove("clusterIPs"),
+        };
+    }
+}
+
+/// Cluster IPs, once allocated, may be added to or released but not changed.
+fn cluster_ips_kept(obj: &Value, old: &Value, errs: &mut Vec<FieldError>) {
+    if service_type(obj) == "ExternalName" || service_type(old) == "ExternalName" {
+        return;
+    }
+    if headless(obj) && headless(old) {
+        return;
+    }
+    let (new, was) = (cluster_ips(obj), cluster_ips(old));
+    let shown = format!(
+        "[]string{{{}}}",
+        new.iter()
+            .map(|ip| format!("{ip:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let changed = |i: usize| {
+        FieldError::invalid_raw(
+            format!("spec.clusterIPs[{i}]"),
+            shown.clone(),
+            "may not change once set",
+        )
+    };
+    if new.len() == was.len() {
+        for (i, ip) in was.iter().enumerate() {
+            if new.get(i) != Some(ip) {
+                errs.push(changed(i));
+            }
+        }
+    } else if !new.is_empty() && !was.is_empty() && new[0] != was[0] {
+        errs.push(changed(0));
+    }
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Buf as _, BufMut as _, Bytes};
 use http::{HeaderValue, Request, Response, header};
 use http_body::Frame;
 use http_body_util::BodyExt as _;
@@ -93,13 +93,9 @@ where
     B::Error: std::fmt::Display,
 {
     let (parts, body) = req.into_parts();
-    let body = match body.collect().await {
-        Ok(c) => c.to_bytes(),
-        Err(e) => {
-            return respond(Reply::error(&ErrorStatus::bad_request(format!(
-                "failed to read the request body: {e}"
-            ))));
-        }
+    let body = match read_body(body, MAX_REQUEST_BODY_BYTES).await {
+        Ok(b) => b,
+        Err(e) => return respond(Reply::error(&e)),
     };
     let header = |name: header::HeaderName| {
         parts
@@ -130,6 +126,35 @@ where
         user_agent: header(header::USER_AGENT),
     };
     respond(api::handle(env, request).await)
+}
+
+/// kube-apiserver's `--max-request-body-bytes` default (3 MiB).
+pub(crate) const MAX_REQUEST_BODY_BYTES: usize = 3 * 1024 * 1024;
+
+/// Reads a request body, giving up with `413` as soon as it grows past `limit`: a
+/// client streaming a huge body is refused after `limit + 1` bytes, not buffered whole.
+async fn read_body<B>(body: B, limit: usize) -> Result<Bytes, ErrorStatus>
+where
+    B: http_body::Body,
+    B::Error: std::fmt::Display,
+{
+    let mut body = std::pin::pin!(body);
+    let mut buf = bytes::BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame =
+            frame.map_err(|e| ErrorStatus::bad_request(format!("failed to read the request body: {e}")))?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len().saturating_add(data.remaining()) > limit {
+                return Err(ErrorStatus::new(
+                    413,
+                    "RequestEntityTooLarge",
+                    format!("Request entity too large: limit is {limit}"),
+                ));
+            }
+            buf.put(data);
+        }
+    }
+    Ok(buf.freeze())
 }
 
 fn respond(reply: Reply) -> Response<ResponseBody> {

@@ -267,25 +267,83 @@ impl State {
         Ok(())
     }
 
-    /// Checks `apiVersion`/`kind` in a body against the endpoint.
-    fn check_type(def: &ResourceDef, body: &Value) -> Result<(), ErrorStatus> {
+    /// Checks `apiVersion`/`kind` in a body against the endpoint. `request_body` is
+    /// true for a create or update body (the handler's API version check, a 400), false
+    /// for the result of a patch (only the validation of custom resources sees it).
+    fn check_type(&self, def: &ResourceDef, body: &Value, request_body: bool) -> Result<(), ErrorStatus> {
+        if !body.is_object() {
+            return Err(ErrorStatus::bad_request(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (expected a {} object)",
+                def.kind
+            )));
+        }
         let av = body.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = body.get("kind").and_then(Value::as_str).unwrap_or_default();
-        if !av.is_empty() && av != def.api_version() {
+        let av_mismatch = if def.is_custom() && request_body {
+            av != def.api_version()
+        } else {
+            !av.is_empty() && av != def.api_version()
+        };
+        if av_mismatch && (request_body || !def.is_custom()) {
             return Err(ErrorStatus::bad_request(format!(
                 "the API version in the data ({av}) does not match the expected API version ({})",
                 def.api_version()
             )));
         }
-        if !kind.is_empty() && kind != def.kind {
-            return Err(ErrorStatus::bad_request(format!(
-                "the kind in the data ({kind}) does not match the expected kind ({})",
-                def.kind
-            )));
+        if def.is_custom() {
+            // The custom resource validator's type check: a 422 about `kind` and
+            // `apiVersion`, reported for the kind the object claims to be.
+            let mut errs = Vec::new();
+            if kind != def.kind {
+                errs.push(FieldError::invalid(
+                    "kind",
+                    json!(kind),
+                    format!("must be {}", def.kind),
+                ));
+            }
+            if av != def.api_version() {
+                errs.push(FieldError::invalid(
+                    "apiVersion",
+                    json!(av),
+                    format!("must be {}", def.api_version()),
+                ));
+            }
+            if !errs.is_empty() {
+                let claimed = if kind.is_empty() { def.kind.as_str() } else { kind };
+                return Err(ErrorStatus::invalid(
+                    &def.group,
+                    claimed,
+                    meta_str(body, "name"),
+                    errs,
+                ));
+            }
+            return Ok(());
         }
-        if !body.is_object() {
+        if !kind.is_empty() && kind != def.kind {
+            // The decoder builds the kind the body names and fails to convert it to the
+            // endpoint's type.
+            let (group, version) = if av.is_empty() {
+                (def.group.as_str(), def.version.as_str())
+            } else {
+                av.rsplit_once('/').unwrap_or(("", av))
+            };
+            let why = match self.find_kind(av_or(av, def).as_str(), kind) {
+                Some(_) => format!(
+                    "converting ({version}.{kind}) to ({}.{}): unknown conversion",
+                    internal_package(&def.group),
+                    def.kind
+                ),
+                None => format!(
+                    "no kind \"{kind}\" is registered for version \"{}\" in scheme \"k8s.io/kubernetes/pkg/api/legacyscheme/scheme.go:30\"",
+                    if group.is_empty() {
+                        version.to_owned()
+                    } else {
+                        format!("{group}/{version}")
+                    }
+                ),
+            };
             return Err(ErrorStatus::bad_request(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (expected a {} object)",
+                "{kind} in version \"{version}\" cannot be handled as a {}: {why}",
                 def.kind
             )));
         }
@@ -368,7 +426,7 @@ impl State {
         mut obj: Value,
         opts: &WriteOpts,
     ) -> Result<Written, ErrorStatus> {
-        Self::check_type(def, &obj)?;
+        self.check_type(def, &obj, true)?;
         let body_ns = meta_str(&obj, "namespace").to_owned();
         let ns = if def.namespaced {
             let url_ns = url_ns.unwrap_or_default();
@@ -482,7 +540,9 @@ impl State {
                 created: true,
             });
         }
-        let stored = self.store.put(&def.key(), key, def.to_storage(obj));
+        let obj = def.to_storage(obj);
+        check_storable(&obj)?;
+        let stored = self.store.put(&def.key(), key, obj);
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
         }
@@ -503,7 +563,7 @@ impl State {
         status_only: bool,
         opts: &WriteOpts,
     ) -> Result<Written, ErrorStatus> {
-        Self::check_type(def, &obj)?;
+        self.check_type(def, &obj, true)?;
         let body_name = meta_str(&obj, "name").to_owned();
         if body_name != name {
             return Err(ErrorStatus::bad_request(format!(
@@ -647,6 +707,16 @@ impl State {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
         }
         let (mut new, warnings) = Self::normalize(def, new, opts, &name)?;
+        match def.builtin() {
+            Some(Builtin::Service) if !status_only => {
+                crate::rules::prepare_service_update(&mut new, existing);
+            }
+            // Secret's type defaults on every decode, updates included.
+            Some(Builtin::Secret) if new.get("type").is_none_or(Value::is_null) => {
+                new["type"] = json!("Opaque");
+            }
+            _ => {}
+        }
         if def.builtin() == Some(Builtin::Crd) {
             crate::crds::validate(&new, &name)?;
         }
@@ -697,6 +767,7 @@ impl State {
                 created: false,
             });
         }
+        check_storable(&new)?;
         let deleting = new
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null())
@@ -762,7 +833,7 @@ impl State {
                 "the namespace of the provided object does not match the namespace sent on the request",
             ));
         }
-        Self::check_type(def, &patched)?;
+        self.check_type(def, &patched, false)?;
         let rv = meta_str(&patched, "resourceVersion");
         if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
             return Err(ErrorStatus::stale(&def.group, &def.plural, name));
@@ -826,7 +897,7 @@ impl State {
                 String::from_utf8_lossy(body)
             )));
         }
-        Self::check_type(def, &applied)?;
+        self.check_type(def, &applied, true)?;
         let body_name = meta_str(&applied, "name").to_owned();
         if !body_name.is_empty() && body_name != name {
             return Err(ErrorStatus::bad_request(format!(
@@ -1091,6 +1162,51 @@ impl State {
             "items": items,
         }))
     }
+}
+
+/// A body's apiVersion, defaulted from the endpoint when absent.
+fn av_or(av: &str, def: &ResourceDef) -> String {
+    if av.is_empty() {
+        def.api_version()
+    } else {
+        av.to_owned()
+    }
+}
+
+/// The Go package of a built-in group's internal types, as conversion errors name it.
+fn internal_package(group: &str) -> &str {
+    match group {
+        "" | "events.k8s.io" => "core",
+        "apiextensions.k8s.io" => "apiextensions",
+        g => g.split('.').next().unwrap_or(g),
+    }
+}
+
+/// etcd's default `--max-request-bytes` (1.5 MiB).
+const MAX_STORED_OBJECT_BYTES: usize = 1024 * 1024 + 512 * 1024;
+
+/// Refuses to store an object etcd would refuse: its request-size limit surfaces
+/// through kube-apiserver as an untyped 500 carrying etcd's own message. The size
+/// is that of the object's JSON (kube-apiserver stores built-ins as protobuf, a little
+/// smaller).
+fn check_storable(obj: &Value) -> Result<(), ErrorStatus> {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing a `Value` into a counter cannot fail.
+    let _ = serde_json::to_writer(&mut n, obj);
+    if n.0 > MAX_STORED_OBJECT_BYTES {
+        return Err(ErrorStatus::new(500, "", "etcdserver: request is too large"));
+    }
+    Ok(())
 }
 
 /// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).

@@ -24,14 +24,46 @@ impl ResKey {
 }
 
 /// Object identity inside a resource: namespace (empty when cluster-scoped) and name.
-/// Ordering matches etcd's key order (`<namespace>/<name>`).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// Ordering matches etcd's key order: the bytes of `<namespace>/<name>` (or `<name>`),
+/// so namespace `a-b` sorts before `a` (`-` < `/`).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct ObjKey {
     pub(crate) namespace: String,
     pub(crate) name: String,
 }
 
+impl Ord for ObjKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.etcd_bytes().cmp(other.etcd_bytes())
+    }
+}
+
+impl PartialOrd for ObjKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 impl ObjKey {
+    /// The key's bytes below the resource's prefix, as etcd orders them.
+    fn etcd_bytes(&self) -> impl Iterator<Item = u8> + '_ {
+        let ns: &[u8] = if self.namespace.is_empty() { b"" } else { b"/" };
+        self.namespace
+            .bytes()
+            .chain(ns.iter().copied())
+            .chain(self.name.bytes())
+    }
+
+    /// The key below a list's prefix: `<name>` within one namespace (or for
+    /// cluster-scoped objects), `<namespace>/<name>` across namespaces.
+    pub(crate) fn below(&self, in_namespace: bool) -> String {
+        if in_namespace || self.namespace.is_empty() {
+            self.name.clone()
+        } else {
+            format!("{}/{}", self.namespace, self.name)
+        }
+    }
+
     pub(crate) fn new(namespace: &str, name: &str) -> Self {
         Self {
             namespace: namespace.to_owned(),
@@ -202,21 +234,13 @@ impl Store {
     }
 
     /// The objects of `res` as they were at revision `at` (current state when `at` is the
-    /// latest revision), in key order, starting strictly after `after`.
-    pub(crate) fn snapshot(
-        &self,
-        res: &ResKey,
-        at: u64,
-        after: Option<&ObjKey>,
-    ) -> Result<Vec<(ObjKey, Arc<Value>)>, Compacted> {
+    /// latest revision), in key order.
+    pub(crate) fn snapshot(&self, res: &ResKey, at: u64) -> Result<Vec<(ObjKey, Arc<Value>)>, Compacted> {
         let mut state: BTreeMap<ObjKey, Arc<Value>> = BTreeMap::new();
         let current = self.objects.get(res);
-        let in_range = |k: &ObjKey| after.is_none_or(|a| k > a);
         if let Some(objs) = current {
             for (k, v) in objs {
-                if in_range(k) {
-                    state.insert(k.clone(), Arc::clone(v));
-                }
+                state.insert(k.clone(), Arc::clone(v));
             }
         }
         if at < self.rv {
@@ -224,7 +248,7 @@ impl Store {
             // The oldest write after `at` to each key tells what that key held at `at`.
             let mut seen = std::collections::HashSet::new();
             for ev in later.iter().filter(|e| &e.res == res) {
-                if !seen.insert(ev.key.clone()) || !in_range(&ev.key) {
+                if !seen.insert(ev.key.clone()) {
                     continue;
                 }
                 match &ev.prev {

@@ -157,7 +157,7 @@ pub(crate) fn start(
             if send_initial != Some(false) {
                 let snapshot = state
                     .store
-                    .snapshot(&def.key(), current, None)
+                    .snapshot(&def.key(), current)
                     .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
                 for (_, obj) in snapshot {
                     if spec.sel.matches(def, &obj) {
@@ -185,7 +185,7 @@ pub(crate) fn start(
             if send_initial == Some(true) {
                 let snapshot = state
                     .store
-                    .snapshot(&def.key(), current, None)
+                    .snapshot(&def.key(), current)
                     .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
                 for (_, obj) in snapshot {
                     if spec.sel.matches(def, &obj) {

@@ -8,14 +8,37 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
+/// Whether kubectl can be run. Not being on PATH is a reason to skip; a kubectl that is
+/// there but fails is a broken setup, and fails the test.
 fn kubectl_available() -> bool {
-    Command::new("kubectl")
+    match Command::new("kubectl")
         .arg("version")
         .arg("--client")
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success())
+        .stderr(Stdio::piped())
+        .output()
+    {
+        Ok(out) if out.status.success() => true,
+        Ok(out) => panic!(
+            "kubectl is on PATH but `kubectl version --client` failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => panic!("cannot run kubectl: {e}"),
+    }
+}
+
+/// Reports a skipped test where it is seen: the harness captures `println!` and shows
+/// it only for failures, so this writes to the process's stderr directly. With
+/// `TESTENV_REQUIRE_KUBECTL` set (CI that installs kubectl), skipping is a failure.
+fn skip(why: &str) {
+    use std::io::Write as _;
+    assert!(
+        std::env::var_os("TESTENV_REQUIRE_KUBECTL").is_none(),
+        "TESTENV_REQUIRE_KUBECTL is set but the kubectl test would skip: {why}"
+    );
+    let _ = writeln!(std::io::stderr(), "skipped: {why}");
 }
 
 struct Kubectl {
@@ -55,7 +78,7 @@ fn write(dir: &Path, name: &str, content: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_apply_get_watch_delete() {
     if !kubectl_available() {
-        println!("kubectl not found on PATH: skipping the kubectl test");
+        skip("kubectl not found on PATH");
         return;
     }
     let env = kinject_testenv::TestEnv::new();
@@ -152,4 +175,24 @@ fn uuid_like() -> String {
             .map(|d| d.as_nanos())
             .unwrap_or_default()
     )
+}
+
+/// Without kubectl the test above is skipped visibly, not passed in silence.
+#[test]
+fn a_missing_kubectl_is_a_visible_skip() {
+    let empty = std::env::temp_dir().join(format!("testenv-no-kubectl-{}", uuid_like()));
+    std::fs::create_dir_all(&empty).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "kubectl_apply_get_watch_delete", "--test-threads=1"])
+        .env("PATH", &empty)
+        .env_remove("TESTENV_REQUIRE_KUBECTL")
+        .output()
+        .unwrap();
+    let _ = std::fs::remove_dir_all(&empty);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("skipped: kubectl not found on PATH"),
+        "stderr: {stderr}"
+    );
 }

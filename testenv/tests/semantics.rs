@@ -719,7 +719,7 @@ async fn error_statuses_for_paths_and_methods() {
     assert_eq!(body["kind"], json!("Status"));
     assert_eq!(body["apiVersion"], json!("v1"));
     assert_eq!(body["status"], json!("Failure"));
-    let (code, body) = raw(&client, "GET", "/apis/nope.dev/v1/things", "", "").await;
+    let (code, body) = raw(&client, "GET", "/api/v1/things", "", "").await;
     assert_eq!((code, body["reason"].clone()), (404, json!("NotFound")));
     let (code, body) = raw(
         &client,
@@ -1421,4 +1421,694 @@ async fn create_from_yaml_creates_every_document_in_order() {
         .create_from_yaml("bad.yaml", "apiVersion: v1\nkind: Nope\nmetadata: {name: x}\n")
         .unwrap_err();
     assert!(err.to_string().contains("bad.yaml, document 1"), "{err}");
+}
+
+/// A request body that yields `chunk`-byte frames until `total` bytes, counting what
+/// the server pulled.
+struct CountingBody {
+    pulled: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    total: usize,
+    chunk: usize,
+}
+
+impl http_body::Body for CountingBody {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Self::Error>>> {
+        use std::sync::atomic::Ordering;
+        let sent = self.pulled.load(Ordering::SeqCst);
+        if sent >= self.total {
+            return std::task::Poll::Ready(None);
+        }
+        let n = self.chunk.min(self.total - sent);
+        self.pulled.fetch_add(n, Ordering::SeqCst);
+        std::task::Poll::Ready(Some(Ok(http_body::Frame::data(bytes::Bytes::from(vec![
+            b' ';
+            n
+        ])))))
+    }
+}
+
+#[tokio::test]
+async fn request_bodies_and_stored_objects_have_size_limits() {
+    const LIMIT: usize = 3 * 1024 * 1024;
+    let env = TestEnv::new();
+
+    // A 50 MB body is refused once it passes 3 MiB, without being read to the end.
+    let pulled = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let req = http::Request::post("/api/v1/namespaces/default/configmaps")
+        .header("content-type", "application/json")
+        .body(CountingBody {
+            pulled: pulled.clone(),
+            total: 50 * 1024 * 1024,
+            chunk: 64 * 1024,
+        })
+        .unwrap();
+    let mut svc = env.service();
+    let res = tower_service::Service::call(&mut svc, req).await.unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+    let bytes = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    let body: Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(
+        body,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Request entity too large: limit is 3145728",
+            "reason": "RequestEntityTooLarge", "code": 413,
+        })
+    );
+    let read = pulled.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(read <= LIMIT + 64 * 1024, "read {read} bytes of a refused body");
+
+    // Exactly the limit is still read; one byte more is not.
+    let client = env.client();
+    let padded = |len: usize| {
+        let head = r#"{"metadata":{"name":"big"}}"#;
+        format!("{head}{}", " ".repeat(len - head.len()))
+    };
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps?dryRun=All",
+        "application/json",
+        &padded(LIMIT),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    let (code, body) = raw(
+        &client,
+        "PUT",
+        "/api/v1/namespaces/default/configmaps/big",
+        "application/json",
+        &padded(LIMIT + 1),
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (413, json!("RequestEntityTooLarge"))
+    );
+
+    // An object etcd would refuse (over 1.5 MiB) is a 500 with etcd's message, unless
+    // the write is a dry run (which never reaches etcd).
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut big = cm("big");
+    big.data = Some([("k".to_owned(), "x".repeat(1600 * 1024))].into());
+    let e = api_err(api.create(&PostParams::default(), &big).await.unwrap_err());
+    assert_eq!(
+        (e.code, e.reason.as_str(), e.message.as_str()),
+        (500, "", "etcdserver: request is too large")
+    );
+    let dry = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    api.create(&dry, &big).await.unwrap();
+    assert!(
+        env.get_object("", "v1", "configmaps", Some("default"), "big")
+            .is_none()
+    );
+
+    // Growing a stored object past the limit fails the same way and leaves it as it was.
+    let mut small = cm("grow");
+    small.data = Some([("k".to_owned(), "x".repeat(1024 * 1024))].into());
+    let created = api.create(&PostParams::default(), &small).await.unwrap();
+    let mut grown = created.clone();
+    grown.data = Some([("k".to_owned(), "x".repeat(1600 * 1024))].into());
+    let e = api_err(
+        api.replace("grow", &PostParams::default(), &grown)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        (e.code, e.message.as_str()),
+        (500, "etcdserver: request is too large")
+    );
+    assert_eq!(api.get("grow").await.unwrap(), created);
+}
+
+#[tokio::test]
+async fn bodies_must_name_the_endpoints_type() {
+    let env = env_with_crd();
+    let client = env.client();
+    let url = "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices";
+
+    // A custom resource without kind cannot be decoded at all.
+    let body =
+        r#"{"apiVersion":"samples.knative.dev/v1alpha1","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 400);
+    assert_eq!(status["reason"], json!("BadRequest"));
+    assert_eq!(
+        status["message"],
+        json!(format!(
+            "the object provided is unrecognized (must be of type AddressableService): Object 'Kind' is missing in '{body}' ({} ...)",
+            &body[..30]
+        ))
+    );
+    let (code, status) = raw(
+        &client,
+        "POST",
+        &format!("{url}?fieldValidation=Ignore"),
+        "application/json",
+        body,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(format!(
+            "AddressableService in version \"v1alpha1\" cannot be handled as a AddressableService: Object 'Kind' is missing in '{body}'"
+        ))
+    );
+
+    // Without apiVersion it fails the handler's version check.
+    let body = r#"{"kind":"AddressableService","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(
+            "the API version in the data () does not match the expected API version (samples.knative.dev/v1alpha1)"
+        )
+    );
+
+    // Another kind is refused by the custom resource validator, on field `kind`.
+    let body = r#"{"apiVersion":"samples.knative.dev/v1alpha1","kind":"Other","metadata":{"name":"x"},"spec":{"serviceName":"s"}}"#;
+    let (code, status) = raw(&client, "POST", url, "application/json", body).await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        status,
+        json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "message": "Other.samples.knative.dev \"x\" is invalid: kind: Invalid value: \"Other\": must be AddressableService",
+            "reason": "Invalid",
+            "details": {"name": "x", "group": "samples.knative.dev", "kind": "Other", "causes": [
+                {"reason": "FieldValueInvalid", "message": "Invalid value: \"Other\": must be AddressableService", "field": "kind"}
+            ]},
+            "code": 422,
+        })
+    );
+    assert!(
+        env.list_objects("samples.knative.dev", "v1alpha1", "addressableservices", None)
+            .is_empty()
+    );
+
+    // The same on update.
+    let api = asvc_api(client.clone(), "default");
+    let created = api.create(&PostParams::default(), &asvc("y", "s")).await.unwrap();
+    let mut other = serde_json::to_value(&created).unwrap();
+    other["kind"] = json!("Other");
+    let (code, status) = raw(
+        &client,
+        "PUT",
+        &format!("{url}/y"),
+        "application/json",
+        &other.to_string(),
+    )
+    .await;
+    assert_eq!(
+        (code, status["details"]["causes"][0]["field"].clone()),
+        (422, json!("kind"))
+    );
+
+    // Built-in bodies take a missing kind from the endpoint, and another kind fails to
+    // convert.
+    let (code, _) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        r#"{"metadata":{"name":"a"}}"#,
+    )
+    .await;
+    assert_eq!(code, 201);
+    let (code, status) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/configmaps",
+        "application/json",
+        r#"{"kind":"Secret","metadata":{"name":"b"}}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        status["message"],
+        json!(
+            "Secret in version \"v1\" cannot be handled as a ConfigMap: converting (v1.Secret) to (core.ConfigMap): unknown conversion"
+        )
+    );
+}
+
+#[tokio::test]
+async fn continue_tokens_are_checked_as_kube_apiserver_checks_them() {
+    use base64::Engine as _;
+    let b64 = |s: &str| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(s);
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("c{i}")))
+            .await
+            .unwrap();
+    }
+    let list = |token: String| {
+        let client = client.clone();
+        async move {
+            raw(
+                &client,
+                "GET",
+                &format!("/api/v1/namespaces/default/configmaps?limit=1&continue={token}"),
+                "",
+                "",
+            )
+            .await
+        }
+    };
+    // A token of a namespaced list starts below the namespace, at the last key it read.
+    let page1 = api.list(&ListParams::default().limit(1)).await.unwrap();
+    let token = page1.metadata.continue_.unwrap();
+    let rv = page1.metadata.resource_version.unwrap();
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&token)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&decoded).unwrap(),
+        json!({"v": "meta.k8s.io/v1", "rv": rv.parse::<i64>().unwrap(), "start": "c0\u{0}"})
+    );
+
+    let cases = [
+        ("!!!!".to_owned(), "illegal base64 data at input byte 0"),
+        ("eyJ2Ijo=".to_owned(), "illegal base64 data at input byte 7"),
+        (
+            "eyJ2IjoxfQA".to_owned(),
+            "invalid character '\\x00' after top-level value",
+        ),
+        (b64("{\"v\":"), "unexpected end of JSON input"),
+        (
+            b64("nope"),
+            "invalid character 'o' in literal null (expecting 'u')",
+        ),
+        (
+            b64("[1]"),
+            "json: cannot unmarshal array into Go value of type storage.continueToken",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":"5","start":"a"}"#),
+            "json: cannot unmarshal string into Go struct field continueToken.rv of type int64",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v2","rv":5,"start":"a"}"#),
+            "server does not recognize this encoded version meta.k8s.io/v2",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","start":"a"}"#),
+            "incorrect encoded start resourceVersion (version meta.k8s.io/v1)",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":5}"#),
+            "encoded start key empty (version meta.k8s.io/v1)",
+        ),
+        (
+            b64(r#"{"v":"meta.k8s.io/v1","rv":5,"start":"../kube-system/x"}"#),
+            "../kube-system/x",
+        ),
+    ];
+    for (token, why) in cases {
+        let (code, status) = list(token.clone()).await;
+        assert_eq!(code, 400, "{token}: {status}");
+        assert_eq!(status["reason"], json!("BadRequest"));
+        let expected = if why.starts_with("continue key") {
+            why.to_owned()
+        } else {
+            format!("invalid continue token: continue key is not valid: {why}")
+        };
+        assert_eq!(status["message"], json!(expected), "{token}");
+    }
+
+    // A revision the server has not reached is etcd's untyped 500.
+    let future = b64(r#"{"v":"meta.k8s.io/v1","rv":999999,"start":"c0\u0000"}"#);
+    let (code, status) = list(future).await;
+    assert_eq!(
+        (code, status["message"].clone(), status.get("reason")),
+        (
+            500,
+            json!("etcdserver: mvcc: required revision is a future revision"),
+            None
+        )
+    );
+    // resourceVersionMatch cannot go with continue.
+    let (code, _) = raw(
+        &client,
+        "GET",
+        &format!("/api/v1/namespaces/default/configmaps?continue={token}&resourceVersion=1&resourceVersionMatch=Exact"),
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(code, 422);
+
+    // Once compacted away, the token gets 410 with a token to go on at the latest revision.
+    api.create(&PostParams::default(), &cm("c3")).await.unwrap();
+    env.compact();
+    let (code, status) = list(token).await;
+    assert_eq!((code, status["reason"].clone()), (410, json!("Expired")));
+    let again = status["metadata"]["continue"].as_str().unwrap().to_owned();
+    let decoded = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(&again)
+        .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&decoded).unwrap(),
+        json!({"v": "meta.k8s.io/v1", "rv": -1, "start": "c0\u{0}"})
+    );
+    let (code, page) = list(again).await;
+    assert_eq!(code, 200);
+    assert_eq!(page["items"][0]["metadata"]["name"], json!("c1"));
+}
+
+#[tokio::test]
+async fn lists_across_namespaces_are_in_etcd_key_order() {
+    let env = TestEnv::builder().namespace("a").namespace("a-b").build();
+    for ns in ["a", "a-b"] {
+        let api: Api<ConfigMap> = Api::namespaced(env.client(), ns);
+        api.create(&PostParams::default(), &cm("x")).await.unwrap();
+    }
+    let all: Api<ConfigMap> = Api::all(env.client());
+    let first = all.list(&ListParams::default().limit(1)).await.unwrap();
+    // "a-b/x" < "a/x" byte-wise, as etcd orders its keys.
+    assert_eq!(first.items[0].metadata.namespace.as_deref(), Some("a-b"));
+    let rest = all
+        .list(&ListParams::default().continue_token(first.metadata.continue_.as_deref().unwrap()))
+        .await
+        .unwrap();
+    assert_eq!(rest.items[0].metadata.namespace.as_deref(), Some("a"));
+}
+
+#[tokio::test]
+async fn crd_schemas_are_validated_as_kube_apiserver_does() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let create = |crd: Value| {
+        let client = client.clone();
+        async move {
+            raw(
+                &client,
+                "POST",
+                "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+                "application/json",
+                &crd.to_string(),
+            )
+            .await
+        }
+    };
+    let causes = |status: &Value| -> Vec<(String, String, String)> {
+        status["details"]["causes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| {
+                (
+                    c["reason"].as_str().unwrap_or_default().to_owned(),
+                    c["field"].as_str().unwrap_or_default().to_owned(),
+                    c["message"].as_str().unwrap_or_default().to_owned(),
+                )
+            })
+            .collect()
+    };
+    let cause =
+        |reason: &str, field: &str, message: &str| (reason.to_owned(), field.to_owned(), message.to_owned());
+    let root = "spec.versions[0].schema.openAPIV3Schema";
+
+    // Properties without type, a pattern that does not compile, bad defaults.
+    let mut crd = common::crd();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"] = json!({
+        "type": "object",
+        "properties": {
+            "spec": {"type": "object", "properties": {
+                "untyped": {"description": "no type"},
+                "free": {"x-kubernetes-preserve-unknown-fields": true},
+                "port": {"x-kubernetes-int-or-string": true},
+                "list": {"type": "array", "items": {}},
+                "name": {"type": "string", "pattern": "(a"},
+                "replicas": {"type": "integer", "default": "one"},
+                "size": {"type": "integer", "minimum": 1, "default": 0},
+                "opts": {"type": "object", "properties": {"a": {"type": "string"}},
+                         "default": {"a": "x", "b": "y"}}
+            }}
+        }
+    });
+    let (code, status) = create(crd).await;
+    assert_eq!(code, 422, "{status}");
+    assert_eq!(status["reason"], json!("Invalid"));
+    let got = causes(&status);
+    let expected = [
+        cause(
+            "FieldValueRequired",
+            &format!("{root}.properties[spec].properties[list].items.type"),
+            "Required value: must not be empty for specified array items",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[name].pattern"),
+            "Invalid value: \"(a\": must be a valid regular expression, but isn't: error parsing regexp: missing closing ): `(a`",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[opts].default"),
+            "Invalid value: map[string]interface {}{\"a\":\"x\", \"b\":\"y\"}: must not have unknown fields",
+        ),
+        cause(
+            "FieldValueTypeInvalid",
+            &format!("{root}.properties[spec].properties[replicas].default"),
+            "Invalid value: \"string\":  in body must be of type integer: \"string\"",
+        ),
+        cause(
+            "FieldValueInvalid",
+            &format!("{root}.properties[spec].properties[size].default"),
+            "Invalid value: 0:  in body should be greater than or equal to 1",
+        ),
+        cause(
+            "FieldValueRequired",
+            &format!("{root}.properties[spec].properties[untyped].type"),
+            "Required value: must not be empty for specified object fields",
+        ),
+    ];
+    for e in &expected {
+        assert!(got.contains(e), "missing {e:?} in {got:#?}");
+    }
+    assert_eq!(got.len(), expected.len(), "{got:#?}");
+
+    // Version names are DNS-1035 labels, unique; the root must be an object.
+    let mut crd = common::crd();
+    let v = crd["spec"]["versions"][0].clone();
+    let mut second = v.clone();
+    second["storage"] = json!(false);
+    crd["spec"]["versions"] = json!([v, second]);
+    crd["spec"]["versions"][0]["name"] = json!("V1");
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["type"] = json!("string");
+    let (code, status) = create(crd).await;
+    assert_eq!(code, 422, "{status}");
+    let got = causes(&status);
+    assert!(
+        got.contains(&cause(
+            "FieldValueInvalid",
+            "spec.versions[0].name",
+            "Invalid value: \"V1\": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')",
+        )),
+        "{got:#?}"
+    );
+    assert!(
+        got.contains(&cause(
+            "FieldValueInvalid",
+            &format!("{root}.type"),
+            "Invalid value: \"string\": must be object at the root",
+        )),
+        "{got:#?}"
+    );
+    assert!(
+        env.list_objects("apiextensions.k8s.io", "v1", "customresourcedefinitions", None)
+            .is_empty()
+    );
+
+    // The fixture CRD, with int-or-string and preserved fields, is fine.
+    let (code, status) = create(common::crd()).await;
+    assert_eq!(code, 201, "{status}");
+}
+
+#[tokio::test]
+async fn immutable_config_and_allocated_cluster_ips() {
+    use k8s_openapi::api::core::v1::{Secret, Service};
+    let env = TestEnv::new();
+    let client = env.client();
+    let causes = |e: &kube::core::Status| -> Vec<(String, String, String)> {
+        e.details
+            .as_ref()
+            .unwrap()
+            .causes
+            .iter()
+            .map(|c| (c.reason.clone(), c.field.clone(), c.message.clone()))
+            .collect()
+    };
+    let forbidden = |field: &str| {
+        (
+            "FieldValueForbidden".to_owned(),
+            field.to_owned(),
+            "Forbidden: field is immutable when `immutable` is set".to_owned(),
+        )
+    };
+
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    let mut frozen = cm("frozen");
+    frozen.immutable = Some(true);
+    let created = cms.create(&PostParams::default(), &frozen).await.unwrap();
+    let mut changed = created.clone();
+    changed.data = Some([("k".to_owned(), "w".to_owned())].into());
+    changed.immutable = None;
+    let e = api_err(
+        cms.replace("frozen", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
+    assert_eq!(causes(&e), [forbidden("immutable"), forbidden("data")]);
+    // Metadata may still change.
+    let mut labelled = created.clone();
+    labelled.metadata.labels = Some([("a".to_owned(), "b".to_owned())].into());
+    cms.replace("frozen", &PostParams::default(), &labelled)
+        .await
+        .unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), "default");
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": "s"}, "immutable": true, "data": {"k": "dg=="}
+    }))
+    .unwrap();
+    let created = secrets.create(&PostParams::default(), &secret).await.unwrap();
+    let mut changed = created.clone();
+    changed.data = None;
+    changed.type_ = Some("kubernetes.io/tls".into());
+    let e = api_err(
+        secrets
+            .replace("s", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        causes(&e),
+        [
+            (
+                "FieldValueInvalid".to_owned(),
+                "type".to_owned(),
+                "Invalid value: \"kubernetes.io/tls\": field is immutable".to_owned()
+            ),
+            forbidden("data"),
+        ]
+    );
+
+    // A Service's cluster IP stays once allocated; leaving it out keeps it.
+    let svcs: Api<Service> = Api::namespaced(client.clone(), "default");
+    let svc: Service = serde_json::from_value(json!({
+        "metadata": {"name": "web"}, "spec": {"ports": [{"port": 80}]}
+    }))
+    .unwrap();
+    let created = svcs.create(&PostParams::default(), &svc).await.unwrap();
+    let ip = created.spec.as_ref().unwrap().cluster_ip.clone().unwrap();
+    let mut moved = created.clone();
+    moved.spec.as_mut().unwrap().cluster_ip = Some("10.0.0.99".into());
+    let e = api_err(
+        svcs.replace("web", &PostParams::default(), &moved)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "Service \"web\" is invalid: spec.clusterIPs[0]: Invalid value: []string{\"10.0.0.99\"}: may not change once set"
+    );
+    let mut omitted = created.clone();
+    let spec = omitted.spec.as_mut().unwrap();
+    spec.cluster_ip = None;
+    spec.cluster_ips = None;
+    spec.ports.as_mut().unwrap()[0].port = 8080;
+    let updated = svcs
+        .replace("web", &PostParams::default(), &omitted)
+        .await
+        .unwrap();
+    assert_eq!(
+        updated.spec.as_ref().unwrap().cluster_ip.as_deref(),
+        Some(ip.as_str())
+    );
+    assert_eq!(updated.spec.unwrap().cluster_ips, Some(vec![ip]));
+}
+
+#[tokio::test]
+async fn unknown_paths_answer_as_kube_apiserver_routes_them() {
+    let env = env_with_crd();
+    let client = env.client();
+    let get = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::get(path)
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let res = client.send(req).await.unwrap();
+            let code = res.status().as_u16();
+            let ct = res
+                .headers()
+                .get("content-type")
+                .map(|v| v.to_str().unwrap().to_owned())
+                .unwrap_or_default();
+            let bytes = http_body_util::BodyExt::collect(res.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            (code, ct, String::from_utf8(bytes.to_vec()).unwrap())
+        }
+    };
+    let plain = (
+        404,
+        "text/plain; charset=utf-8".to_owned(),
+        "404 page not found\n".to_owned(),
+    );
+    // Groups and versions nobody serves, and whatever the custom resource handler
+    // passes on (unknown resources of a CRD's group, scope mismatches): Go's 404.
+    for path in [
+        "/apis/nope.dev",
+        "/apis/nope.dev/v1/things",
+        "/apis/apps/v2/deployments",
+        "/apis/samples.knative.dev/v1alpha1/unknowns",
+        "/apis/samples.knative.dev/v1alpha1/addressableservices/x",
+    ] {
+        assert_eq!(get(path).await, plain, "{path}");
+    }
+    // Inside a built-in group version's web service, go-restful's Status.
+    let no_route = json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+        "message": "the server could not find the requested resource",
+        "reason": "NotFound", "details": {}, "code": 404,
+    });
+    for path in [
+        "/api/v1/things",
+        "/api/v2/pods",
+        "/apis/apps/v1/things",
+        "/api/v1/namespaces/default/configmaps/x/status",
+    ] {
+        let (code, _, body) = get(path).await;
+        assert_eq!(code, 404, "{path}");
+        assert_eq!(serde_json::from_str::<Value>(&body).unwrap(), no_route, "{path}");
+    }
+    // A subresource a CRD does not declare: the custom resource handler's NotFound.
+    let (code, _, body) =
+        get("/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/x/logs").await;
+    assert_eq!(code, 404);
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        body["message"],
+        json!("addressableservices.samples.knative.dev \"x\" not found")
+    );
 }
