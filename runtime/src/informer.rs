@@ -28,8 +28,6 @@
 //! Handlers run on the informer's task, in event order, and must not block:
 //! they enqueue keys, they do not reconcile.
 
-pub(crate) mod store;
-
 use std::fmt;
 use std::pin::pin;
 use std::sync::Arc;
@@ -47,9 +45,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
 use crate::lister::Lister;
-use store::{Change, Store};
+use crate::store::{Change, Store};
 
-pub use store::{CacheError, IndexError, IndexFn};
+pub use crate::store::{CacheError, IndexError, IndexFn};
 
 /// Knative's default handler resync period.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);

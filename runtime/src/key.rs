@@ -16,7 +16,7 @@ use crate::apis::go_quote;
 /// rules.
 ///
 /// ```
-/// use kinject_runtime::controller::ObjectKey;
+/// use kinject_runtime::key::ObjectKey;
 ///
 /// let key = ObjectKey::new("default", "web");
 /// assert_eq!(key.to_string(), "default/web");

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use parking_lot::RwLock;
 
-use crate::controller::ObjectKey;
+use crate::key::ObjectKey;
 
 /// A set of keys led together.
 pub trait Bucket: Send + Sync + fmt::Debug {

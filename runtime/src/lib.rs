@@ -9,19 +9,30 @@
 //! | [`controller`] | `knative.dev/pkg/controller`: the workqueue, `Impl`, enqueue helpers, filters |
 //! | [`leaderelection`] | `knative.dev/pkg/leaderelection` and `hash`: bucketed leader election over Leases |
 //! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
+//! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
+//! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
+//!
+//! The modules form a tree (`tests/module_layering.rs` checks it): the leaves
+//! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
+//! nothing above them.
 
 pub mod client;
 pub mod controller;
+pub mod duration;
 pub mod events;
 pub mod informer;
 pub mod injection;
+pub mod key;
 mod labels;
+pub mod leader;
 pub mod leaderelection;
 pub mod lister;
 pub mod network;
 pub mod reconciler;
+mod store;
 #[cfg(feature = "testing")]
 pub mod testing;
+pub mod token_bucket;
 pub mod tracker;
 
 /// Generated reconciler traits are async; implement them with this attribute.

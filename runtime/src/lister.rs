@@ -23,9 +23,8 @@ use kube::core::Selector;
 use parking_lot::RwLock;
 
 use crate::apis::Object;
-use crate::informer::store::Store;
-use crate::informer::{CacheError, IndexError};
 use crate::labels::CompiledSelector;
+use crate::store::{CacheError, IndexError, Store};
 
 /// Reads an informer's cache across namespaces.
 pub struct Lister<K> {

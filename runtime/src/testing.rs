@@ -40,7 +40,8 @@ use tokio_util::sync::CancellationToken;
 use crate::controller::Impl;
 use crate::events::FakeRecorder;
 use crate::injection::Context;
-use crate::reconciler::{SharedRecorder, UniversalBucket};
+use crate::leader::UniversalBucket;
+use crate::reconciler::SharedRecorder;
 
 pub use kinject_testenv as testenv;
 

@@ -20,7 +20,7 @@
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Service;
 //! use kube::api::ObjectMeta;
-//! use kinject_runtime::controller::ObjectKey;
+//! use kinject_runtime::key::ObjectKey;
 //! use kinject_runtime::tracker::{Reference, Tracker};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
@@ -58,7 +58,7 @@ use crate::apis::validation::{
     is_c_identifier, is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
 };
 use crate::apis::{FieldError, go_quote};
-use crate::controller::ObjectKey;
+use crate::key::ObjectKey;
 
 /// Knative's default lease: three times its default resync period of 10 hours.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(3 * 10 * 3600);

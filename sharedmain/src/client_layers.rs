@@ -6,10 +6,9 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
-use std::time::Duration;
 
 use http::{Request, Response};
-use parking_lot::Mutex;
+use kinject_runtime::token_bucket::TokenBucket;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -19,42 +18,6 @@ use tokio::time::Instant;
 use tower::{Layer, Service};
 
 type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
-
-/// A token bucket with client-go's semantics: `burst` tokens, refilled at `qps`
-/// per second; a request that finds no token waits for the next one (tokens are
-/// reserved, so waiters are served in order).
-#[derive(Debug)]
-pub struct TokenBucket {
-    qps: f64,
-    burst: f64,
-    state: Mutex<(f64, Instant)>,
-}
-
-impl TokenBucket {
-    /// A full bucket.
-    pub fn new(qps: f32, burst: u32) -> Self {
-        let burst = f64::from(burst.max(1));
-        TokenBucket {
-            qps: f64::from(qps).max(f64::MIN_POSITIVE),
-            burst,
-            state: Mutex::new((burst, Instant::now())),
-        }
-    }
-
-    /// Takes a token; returns how long to wait before using it.
-    pub fn reserve(&self) -> Duration {
-        let now = Instant::now();
-        let mut state = self.state.lock();
-        let (tokens, last) = *state;
-        let available = (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst) - 1.0;
-        *state = (available, now);
-        if available >= 0.0 {
-            Duration::ZERO
-        } else {
-            Duration::from_secs_f64(-available / self.qps)
-        }
-    }
-}
 
 /// Makes every request wait for a token of a shared [`TokenBucket`].
 #[derive(Clone, Debug)]
@@ -66,7 +29,8 @@ impl RateLimitLayer {
     /// `qps` requests per second with bursts of `burst`.
     pub fn new(qps: f32, burst: u32) -> Self {
         RateLimitLayer {
-            bucket: Arc::new(TokenBucket::new(qps, burst)),
+            // client-go treats a burst below one as one.
+            bucket: Arc::new(TokenBucket::new(f64::from(qps), burst.max(1))),
         }
     }
 }
@@ -214,23 +178,19 @@ where
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn bucket_allows_a_burst_then_paces_at_qps() {
-        let bucket = TokenBucket::new(5.0, 10);
-        let waits: Vec<Duration> = (0..12).map(|_| bucket.reserve()).collect();
-        assert!(waits[..10].iter().all(|w| w.is_zero()));
-        assert_eq!(waits[10], Duration::from_millis(200));
-        assert_eq!(waits[11], Duration::from_millis(400));
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert_eq!(
-            bucket.reserve(),
-            Duration::ZERO,
-            "one second refilled 5 tokens, 2 were owed"
-        );
-        assert_eq!(bucket.reserve(), Duration::ZERO);
-        assert_eq!(bucket.reserve(), Duration::ZERO);
-        assert_eq!(bucket.reserve(), Duration::from_millis(200));
+    async fn requests_beyond_the_burst_wait_for_a_token() {
+        let mut service = RateLimitLayer::new(2.0, 1).layer(tower::service_fn(|_: Request<()>| async {
+            Ok::<_, std::convert::Infallible>(Instant::now())
+        }));
+        let start = Instant::now();
+        let first = service.call(Request::new(())).await;
+        let second = service.call(Request::new(())).await;
+        assert_eq!(first.map(|at| at - start), Ok(Duration::ZERO));
+        assert_eq!(second.map(|at| at - start), Ok(Duration::from_millis(500)));
     }
 }

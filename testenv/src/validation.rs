@@ -1,4 +1,9 @@
 //! apimachinery's name, label and metadata validation, with its messages.
+//!
+//! `kinject-types` has the same checks for controllers and the generator; this
+//! copy is deliberate. testenv stands in for kube-apiserver, the oracle the
+//! framework's tests are judged against, so it depends on no framework crate: a
+//! bug in the shared checks must show up as a test failure, not be agreed with.
 
 use serde_json::Value;
 

@@ -6,6 +6,7 @@ use std::fmt;
 use std::time::Duration;
 
 use crate::apis::go_quote;
+use crate::duration::go_duration;
 use crate::events::Event;
 
 type BoxError = Box<dyn StdError + Send + Sync + 'static>;
@@ -330,44 +331,6 @@ fn status_is_conflict(status: &kube::core::Status) -> bool {
     status.reason == "Conflict" || (status.code == 409 && !KNOWN_REASONS.contains(&status.reason.as_str()))
 }
 
-/// Formats a duration as Go's `time.Duration.String` does (`1m30s`, `1.5s`,
-/// `5ms`, `0s`), so messages match Knative's byte for byte.
-pub(crate) fn go_duration(d: Duration) -> String {
-    let nanos = d.as_nanos();
-    if nanos == 0 {
-        return "0s".to_owned();
-    }
-    if nanos < 1_000_000_000 {
-        let (unit, scale, digits) = if nanos < 1_000 {
-            ("ns", 1, 0)
-        } else if nanos < 1_000_000 {
-            ("µs", 1_000, 3)
-        } else {
-            ("ms", 1_000_000, 6)
-        };
-        return format!("{}{}{unit}", nanos / scale, fraction(nanos % scale, digits));
-    }
-    let secs = nanos / 1_000_000_000;
-    let (hours, minutes, seconds) = (secs / 3600, (secs / 60) % 60, secs % 60);
-    let mut out = String::new();
-    if hours > 0 {
-        out.push_str(&format!("{hours}h{minutes}m"));
-    } else if minutes > 0 {
-        out.push_str(&format!("{minutes}m"));
-    }
-    out.push_str(&format!("{seconds}{}s", fraction(nanos % 1_000_000_000, 9)));
-    out
-}
-
-/// `.` and the `digits`-digit fraction without trailing zeros; empty for zero.
-fn fraction(value: u128, digits: usize) -> String {
-    if value == 0 || digits == 0 {
-        return String::new();
-    }
-    let text = format!("{value:0digits$}");
-    format!(".{}", text.trim_end_matches('0'))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -437,25 +400,5 @@ mod tests {
         assert!(Error::skip_key("k").source().is_none());
         assert!(Error::new("x").into_source().is_some());
         assert_eq!(format!("{:?}", Error::skip_key("k")), r#"SkipKey("k")"#);
-    }
-
-    #[test]
-    fn go_durations() {
-        let cases = [
-            (Duration::ZERO, "0s"),
-            (Duration::from_nanos(1), "1ns"),
-            (Duration::from_nanos(1_500), "1.5µs"),
-            (Duration::from_millis(5), "5ms"),
-            (Duration::from_micros(5_250), "5.25ms"),
-            (Duration::from_secs(1), "1s"),
-            (Duration::from_millis(1_500), "1.5s"),
-            (Duration::from_secs(90), "1m30s"),
-            (Duration::from_secs(3600), "1h0m0s"),
-            (Duration::from_secs(1000), "16m40s"),
-            (Duration::from_secs(36 * 3600 + 1), "36h0m1s"),
-        ];
-        for (d, want) in cases {
-            assert_eq!(go_duration(d), want, "{d:?}");
-        }
     }
 }

@@ -42,7 +42,7 @@
 
 mod error;
 pub mod filter;
-mod key;
+
 mod metrics;
 mod rate_limiter;
 mod workqueue;
@@ -61,8 +61,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Level};
 
+pub use crate::key::{InvalidKey, ObjectKey};
 pub use error::{Error, ResultExt};
-pub use key::{InvalidKey, ObjectKey};
 pub use metrics::WorkqueueMetrics;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
@@ -70,9 +70,9 @@ pub use rate_limiter::{
 };
 pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
 
-use crate::reconciler::{Bucket, Enqueue, LeaderAware};
+use crate::duration::go_duration;
+use crate::leader::{Bucket, Enqueue, LeaderAware};
 use crate::tracker::Tracker;
-pub(crate) use error::go_duration;
 
 /// Workers per controller when [`ControllerOptions::concurrency`] is zero
 /// (Knative's `DefaultThreadsPerController`). A process that wants another

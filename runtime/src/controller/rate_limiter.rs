@@ -5,9 +5,8 @@ use std::fmt::Debug;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
-use super::ObjectKey;
+use crate::key::ObjectKey;
+use crate::token_bucket::TokenBucket;
 
 /// Decides how long a key waits before it is retried
 /// ([`WorkQueue::add_rate_limited`](super::WorkQueue::add_rate_limited)); the
@@ -119,21 +118,13 @@ impl RateLimiter for ItemExponentialFailureRateLimiter {
     }
 }
 
-/// A token bucket shared by every key, with the reservation semantics of
-/// `golang.org/x/time/rate`: each call takes a token, and when none is left it
-/// reserves the next one and returns how long until it is due. Tokens refill at
-/// `qps` per second up to `burst`.
+/// A token bucket shared by every key (client-go's `BucketRateLimiter`): each
+/// call takes a token, and when none is left it reserves the next one and
+/// returns how long until it is due. Tokens refill at `qps` per second up to
+/// `burst`.
 #[derive(Debug)]
 pub struct BucketRateLimiter {
-    qps: f64,
-    burst: u32,
-    state: Mutex<Bucket>,
-}
-
-#[derive(Debug)]
-struct Bucket {
-    tokens: f64,
-    last: Option<Instant>,
+    bucket: TokenBucket,
 }
 
 impl BucketRateLimiter {
@@ -142,47 +133,18 @@ impl BucketRateLimiter {
     /// and then delays by [`BucketRateLimiter::NEVER`].
     pub fn new(qps: f64, burst: u32) -> Self {
         BucketRateLimiter {
-            qps,
-            burst,
-            state: Mutex::new(Bucket {
-                tokens: f64::from(burst),
-                last: None,
-            }),
+            bucket: TokenBucket::new(qps, burst),
         }
     }
 
     /// The delay returned when the bucket can never refill (a `qps` of zero): a
     /// year, long enough to mean "not until something else enqueues the key".
-    pub const NEVER: Duration = Duration::from_secs(365 * 24 * 3600);
+    pub const NEVER: Duration = TokenBucket::NEVER;
 }
 
 impl RateLimiter for BucketRateLimiter {
     fn when(&self, _key: &ObjectKey) -> Duration {
-        if self.qps == f64::INFINITY {
-            return Duration::ZERO;
-        }
-        let now = Instant::now();
-        let mut bucket = lock(&self.state);
-        let elapsed = bucket
-            .last
-            .map_or(Duration::ZERO, |last| now.saturating_duration_since(last));
-        // Zero, negative and NaN rates never refill.
-        let refilling = self.qps > 0.0;
-        let refill = if refilling {
-            elapsed.as_secs_f64() * self.qps
-        } else {
-            0.0
-        };
-        let tokens = (bucket.tokens + refill).min(f64::from(self.burst)) - 1.0;
-        bucket.tokens = tokens;
-        bucket.last = Some(now);
-        if tokens >= 0.0 {
-            return Duration::ZERO;
-        }
-        if !refilling {
-            return Self::NEVER;
-        }
-        Duration::try_from_secs_f64(-tokens / self.qps).map_or(Self::NEVER, |d| d.min(Self::NEVER))
+        self.bucket.reserve()
     }
 
     fn forget(&self, _key: &ObjectKey) {}

@@ -9,7 +9,7 @@ use k8s_openapi::api::core::v1::ConfigMap;
 
 use super::hash::BucketSet;
 use crate::apis::go_quote;
-use crate::controller::go_duration;
+use crate::duration::{parse_go_duration, signed_go_duration};
 
 /// The default name of the leader-election ConfigMap in the system namespace.
 pub const CONFIG_MAP_NAME: &str = "config-leader-election";
@@ -409,15 +409,6 @@ fn from_nanos(n: i128) -> Duration {
     )
 }
 
-fn signed_go_duration(n: i128) -> String {
-    let d = from_nanos(n.abs());
-    if n < 0 {
-        format!("-{}", go_duration(d))
-    } else {
-        go_duration(d)
-    }
-}
-
 /// Go's `strconv.ParseUint(s, 10, 32)`, with its error text.
 fn parse_uint32(s: &str) -> Result<u32, String> {
     let syntax = || format!("strconv.ParseUint: parsing {}: invalid syntax", go_quote(s));
@@ -438,144 +429,6 @@ fn parse_uint32(s: &str) -> Result<u32, String> {
         }
     }
     u32::try_from(n).map_err(|_| syntax())
-}
-
-/// Go's `time.ParseDuration`: signed nanoseconds, or its error text.
-pub(crate) fn parse_go_duration(orig: &str) -> Result<i128, String> {
-    const MAX: u128 = 1 << 63;
-    let invalid = || format!("time: invalid duration {}", time_quote(orig.as_bytes()));
-    let mut s = orig.as_bytes();
-    let mut neg = false;
-    if let Some(&c) = s.first()
-        && (c == b'-' || c == b'+')
-    {
-        neg = c == b'-';
-        s = &s[1..];
-    }
-    if s == b"0" {
-        return Ok(0);
-    }
-    if s.is_empty() {
-        return Err(invalid());
-    }
-    let mut total: u128 = 0;
-    while !s.is_empty() {
-        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
-            return Err(invalid());
-        }
-        // Integer part.
-        let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-        let mut v: u128 = 0;
-        for &c in &s[..digits] {
-            if v > MAX / 10 {
-                return Err(invalid());
-            }
-            v = v * 10 + u128::from(c - b'0');
-            if v > MAX {
-                return Err(invalid());
-            }
-        }
-        let pre = digits > 0;
-        s = &s[digits..];
-        // Fraction.
-        let (mut f, mut scale, mut post) = (0u128, 1f64, false);
-        if s.first() == Some(&b'.') {
-            s = &s[1..];
-            let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-            let mut overflow = false;
-            for &c in &s[..digits] {
-                if overflow {
-                    continue;
-                }
-                if f > (MAX - 1) / 10 {
-                    overflow = true;
-                    continue;
-                }
-                let y = f * 10 + u128::from(c - b'0');
-                if y > MAX {
-                    overflow = true;
-                    continue;
-                }
-                f = y;
-                scale *= 10.0;
-            }
-            post = digits > 0;
-            s = &s[digits..];
-        }
-        if !pre && !post {
-            return Err(invalid());
-        }
-        // Unit.
-        let unit_len = s
-            .iter()
-            .take_while(|&&c| c != b'.' && !c.is_ascii_digit())
-            .count();
-        if unit_len == 0 {
-            return Err(format!(
-                "time: missing unit in duration {}",
-                time_quote(orig.as_bytes())
-            ));
-        }
-        let unit_bytes = &s[..unit_len];
-        s = &s[unit_len..];
-        let unit: u128 = match unit_bytes {
-            b"ns" => 1,
-            // "µs" as U+00B5 (micro sign) or U+03BC (Greek mu).
-            b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000,
-            b"ms" => 1_000_000,
-            b"s" => 1_000_000_000,
-            b"m" => 60_000_000_000,
-            b"h" => 3_600_000_000_000,
-            other => {
-                return Err(format!(
-                    "time: unknown unit {} in duration {}",
-                    time_quote(other),
-                    time_quote(orig.as_bytes())
-                ));
-            }
-        };
-        if v > MAX / unit {
-            return Err(invalid());
-        }
-        v *= unit;
-        if f > 0 {
-            // Go computes the fraction in float64 and truncates.
-            v += (f as f64 * (unit as f64 / scale)) as u128;
-            if v > MAX {
-                return Err(invalid());
-            }
-        }
-        total += v;
-        if total > MAX {
-            return Err(invalid());
-        }
-    }
-    if neg {
-        return Ok(-(total as i128));
-    }
-    if total > MAX - 1 {
-        return Err(invalid());
-    }
-    Ok(total as i128)
-}
-
-/// The `time` package's own quoting (not `strconv`'s): ASCII from space on as
-/// is, with `"` and `\` escaped, and every other byte as `\xNN`.
-fn time_quote(bytes: &[u8]) -> String {
-    let mut out = String::with_capacity(bytes.len() + 2);
-    out.push('"');
-    for &b in bytes {
-        match b {
-            b'"' | b'\\' => {
-                out.push('\\');
-                out.push(char::from(b));
-            }
-            0x20..=0x7f => out.push(char::from(b)),
-            _ => out.push_str(&format!("\\x{b:02x}")),
-        }
-    }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -885,59 +738,5 @@ mod tests {
         assert_eq!(config.lease_name("empty", 1), "controller.empty.01-of-02");
         config.buckets = 10;
         assert_eq!(config.lease_name("other", 9), "controller.other.09-of-10");
-    }
-
-    #[test]
-    fn go_durations_parse_like_go() {
-        for (s, want) in [
-            ("0", 0i128),
-            ("-0", 0),
-            ("+0", 0),
-            ("0s", 0),
-            ("5s", 5_000_000_000),
-            ("1h30m", 5_400_000_000_000),
-            ("1.5h", 5_400_000_000_000),
-            ("300ms", 300_000_000),
-            ("-2s", -2_000_000_000),
-            ("+5s", 5_000_000_000),
-            ("1us", 1_000),
-            ("1µs", 1_000),
-            ("1μs", 1_000),
-            ("7ns", 7),
-            (".5s", 500_000_000),
-            ("5.s", 5_000_000_000),
-            ("1m0.5s", 60_500_000_000),
-            ("1h1m1s1ms1us1ns", 3_661_001_001_001),
-            ("0.3333333333333333333h", 1_200_000_000_000),
-            ("9223372036854775807ns", 9_223_372_036_854_775_807),
-            ("-9223372036854775808ns", -9_223_372_036_854_775_808),
-        ] {
-            assert_eq!(parse_go_duration(s), Ok(want), "{s}");
-        }
-        for (s, message) in [
-            ("", "time: invalid duration \"\""),
-            ("-", "time: invalid duration \"-\""),
-            ("abc", "time: invalid duration \"abc\""),
-            ("10", "time: missing unit in duration \"10\""),
-            ("5x", "time: unknown unit \"x\" in duration \"5x\""),
-            ("5S", "time: unknown unit \"S\" in duration \"5S\""),
-            ("1..5s", "time: missing unit in duration \"1..5s\""),
-            (".s", "time: invalid duration \".s\""),
-            ("1s ", "time: unknown unit \"s \" in duration \"1s \""),
-            (" 1s", "time: invalid duration \" 1s\""),
-            ("٣s", "time: invalid duration \"\\xd9\\xa3s\""),
-            (
-                "5µx",
-                "time: unknown unit \"\\xc2\\xb5x\" in duration \"5\\xc2\\xb5x\"",
-            ),
-            (
-                "9223372036854775808ns",
-                "time: invalid duration \"9223372036854775808ns\"",
-            ),
-            ("3000000h", "time: invalid duration \"3000000h\""),
-            ("a\"b", "time: invalid duration \"a\\\"b\""),
-        ] {
-            assert_eq!(parse_go_duration(s), Err(message.to_owned()), "{s:?}");
-        }
     }
 }

@@ -13,8 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{CONFIG_MAP_NAME, JITTER_FACTOR};
 use super::hash::HashBucket;
-use crate::controller::{Impl, go_duration};
-use crate::reconciler::Bucket;
+use crate::controller::Impl;
+use crate::duration::go_duration;
+use crate::leader::Bucket;
 
 /// The three timings of an election.
 #[derive(Clone, Copy, Debug)]

@@ -23,8 +23,8 @@ use std::sync::Arc;
 use lru::LruCache;
 use parking_lot::Mutex;
 
-use crate::controller::ObjectKey;
-use crate::reconciler::Bucket;
+use crate::key::ObjectKey;
+use crate::leader::Bucket;
 
 const START_SALT: &[u8] = b"start-angle-salt";
 const STEP_SALT: &[u8] = b"step-angle-salt";
@@ -131,9 +131,9 @@ pub fn choose_subset(from: &BTreeSet<String>, n: usize, target: &str) -> BTreeSe
 /// new lease names, hence a new set.
 ///
 /// ```
-/// use kinject_runtime::controller::ObjectKey;
+/// use kinject_runtime::key::ObjectKey;
 /// use kinject_runtime::leaderelection::BucketSet;
-/// use kinject_runtime::reconciler::Bucket;
+/// use kinject_runtime::leader::Bucket;
 ///
 /// let set = BucketSet::new(["controller.addressableservice.00-of-02", "controller.addressableservice.01-of-02"]);
 /// let key = ObjectKey::new("knative-samples", "web");

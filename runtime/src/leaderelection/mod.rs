@@ -18,7 +18,7 @@
 //! use std::sync::Arc;
 //! use kinject_runtime::controller::{ControllerOptions, Error, Impl, Reconciler};
 //! use kinject_runtime::leaderelection::{Config, spawn_electors, unique_id};
-//! use kinject_runtime::reconciler::LeaderAwareFuncs;
+//! use kinject_runtime::leader::LeaderAwareFuncs;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Noop;
@@ -170,7 +170,7 @@ pub use hash::{BucketSet, HashBucket, choose_subset};
 
 use crate::apis::validation::is_dns1123_subdomain;
 use crate::controller::Impl;
-use crate::reconciler::{Bucket, UniversalBucket};
+use crate::leader::{Bucket, UniversalBucket};
 use elector::{LeaseElector, Timing};
 
 /// Starts leader election for one controller: one elector per bucket of

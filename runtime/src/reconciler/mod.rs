@@ -31,7 +31,6 @@
 //! - the `concurrency` option is honoured (Knative's generated `NewImpl`
 //!   ignores it).
 
-mod leader;
 mod metrics;
 
 use std::any::Any;
@@ -47,12 +46,15 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::{Defaultable, HasStatus, KRShaped, Object, go_quote};
 use crate::client::{ApiScope, scoped_api};
-use crate::controller::{self, ControllerOptions, Error, Impl, ObjectKey};
+use crate::controller::{self, ControllerOptions, Error, Impl};
 use crate::events::object_reference;
 pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
 use crate::injection::Context;
+use crate::key::ObjectKey;
+pub use crate::leader::{
+    Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket,
+};
 use crate::lister::Lister;
-pub use leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket};
 pub use metrics::ReconcileMetrics;
 
 /// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
