@@ -28,6 +28,7 @@
 //! Handlers run on the informer's task, in event order, and must not block:
 //! they enqueue keys, they do not reconcile.
 
+use std::cell::Cell;
 use std::fmt;
 use std::pin::pin;
 use std::sync::Arc;
@@ -448,11 +449,13 @@ impl<K: Object> Informer<K> {
     }
 
     /// Re-delivers every cached object to the handlers as an update from itself
-    /// to itself, without calling the API server.
+    /// to itself, without calling the API server. Keys the handlers enqueue
+    /// meanwhile go to the slow lane ([`delivering_resync`]).
     pub(crate) fn resync(&self) {
         let (objects, errors) = self.shared.store.read().all();
         self.report_cache_errors(errors);
         let handlers = self.shared.handlers.read().clone();
+        let _resyncing = ResyncGuard::enter();
         for obj in &objects {
             for handler in &handlers {
                 handler.update(obj, obj);
@@ -464,6 +467,40 @@ impl<K: Object> Informer<K> {
         for err in errors {
             tracing::error!(informer = %self.shared.description, error = %err, "object skipped");
         }
+    }
+}
+
+thread_local! {
+    static DELIVERING_RESYNC: Cell<bool> = const { Cell::new(false) };
+}
+
+/// True while an informer re-delivers its cache on this thread (a periodic
+/// resync). Handlers run synchronously inside the delivery, so
+/// [`Impl::enqueue`](crate::controller::Impl::enqueue) asks this to put the key
+/// in the slow lane: a resync of every object then never delays a real change,
+/// and handlers written as `EventHandler::all(|o| controller.enqueue(o))` get
+/// that without knowing about resyncs.
+pub fn delivering_resync() -> bool {
+    DELIVERING_RESYNC.with(Cell::get)
+}
+
+/// Marks this thread as delivering a resync until dropped, also when a handler
+/// panics.
+struct ResyncGuard {
+    was: bool,
+}
+
+impl ResyncGuard {
+    fn enter() -> Self {
+        ResyncGuard {
+            was: DELIVERING_RESYNC.with(|flag| flag.replace(true)),
+        }
+    }
+}
+
+impl Drop for ResyncGuard {
+    fn drop(&mut self) {
+        DELIVERING_RESYNC.with(|flag| flag.set(self.was));
     }
 }
 
@@ -634,6 +671,33 @@ mod tests {
         let seen = recorder(&inf, Some("web"));
         inf.resync();
         assert_eq!(take(&seen), ["update:a@1->a@1"]);
+    }
+
+    #[tokio::test]
+    async fn keys_enqueued_by_a_resync_wait_in_the_slow_lane() {
+        use crate::controller::{ControllerOptions, Error, Impl, Reconciler};
+        use crate::key::ObjectKey;
+
+        struct Noop;
+        impl Reconciler for Noop {
+            async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+                Ok(())
+            }
+        }
+        let controller = Impl::new("configmaps", Noop, ControllerOptions::default());
+        let inf = informer(InformerSettings::default());
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        let enqueue = controller.clone();
+        inf.add_event_handler(EventHandler::all(move |c: &ConfigMap| enqueue.enqueue(c)));
+        let queue = controller.work_queue();
+        assert_eq!(queue.len(), 0, "{:?}", queue.snapshot());
+
+        inf.resync();
+        inf.apply_event(watcher::Event::Apply(cm("b", "1", "web")));
+        let snapshot = queue.snapshot();
+        assert_eq!(snapshot.slow, [ObjectKey::new("ns", "a")]);
+        assert_eq!(snapshot.fast, [ObjectKey::new("ns", "b")]);
+        assert!(!delivering_resync(), "the flag ends with the resync");
     }
 
     #[tokio::test]

@@ -307,7 +307,8 @@ async fn two_replicas_never_lead_the_same_bucket() {
 async fn replicas_split_the_keys_by_bucket() {
     let env = env();
     // B wrote lease 01 a moment ago (say, before a restart under the same
-    // identity); A, started first, finds it valid and leaves it to B.
+    // identity); A, started first, finds it valid and leaves it to B. The
+    // record's 30 s outlasts any scheduling delay, so A cannot take it.
     leases(&env)
         .create(
             &PostParams::default(),
@@ -318,7 +319,7 @@ async fn replicas_split_the_keys_by_bucket() {
                 },
                 spec: Some(LeaseSpec {
                     holder_identity: Some("pod-b_2".to_owned()),
-                    lease_duration_seconds: Some(3),
+                    lease_duration_seconds: Some(30),
                     acquire_time: Some(MicroTime(Timestamp::now())),
                     renew_time: Some(MicroTime(Timestamp::now())),
                     lease_transitions: Some(0),
@@ -328,10 +329,14 @@ async fn replicas_split_the_keys_by_bucket() {
         )
         .await
         .unwrap();
-    // Three-second leases: B's lease must still be valid when A first looks,
-    // however slowly a loaded machine starts B.
+    // Three-second leases keep renewals comfortably inside the lease on a
+    // loaded machine. B starts only once A leads bucket 00: started together,
+    // B's electors can reach the server first and take 00 as well.
     let slow = config_with(2, "3s", "2s");
     let a = Replica::start_with(&env, NS, "pod-a_1", &slow);
+    wait_until(Duration::from_secs(5), || a.led() == [lease_name(0, 2)])
+        .await
+        .expect("A leads bucket 00");
     let b = Replica::start_with(&env, NS, "pod-b_2", &slow);
     wait_until(Duration::from_secs(5), || {
         a.led().len() == 1 && b.led().len() == 1

@@ -205,33 +205,53 @@ fn fail(component: &str, err: &MainError) -> ExitCode {
 }
 
 /// First SIGTERM/SIGINT: graceful shutdown. Second: exit at once.
+///
+/// The listeners are registered once, before the first signal: a listener
+/// registered after the first signal was handled would miss a second one sent
+/// in between.
 async fn handle_signals(shutdown: CancellationToken) {
-    wait_for_signal().await;
+    let mut signals = TerminationSignals::register();
+    signals.recv().await;
     tracing::info!("Received a termination signal; shutting down (a second signal exits at once)");
     shutdown.cancel();
-    wait_for_signal().await;
+    signals.recv().await;
     eprintln!("second termination signal; exiting without waiting");
     std::process::exit(1);
 }
 
-async fn wait_for_signal() {
+/// SIGTERM and SIGINT (Ctrl-C elsewhere), each delivery seen once.
+struct TerminationSignals {
     #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
+    unix: Option<(tokio::signal::unix::Signal, tokio::signal::unix::Signal)>,
+}
+
+impl TerminationSignals {
+    fn register() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            let unix = match (signal(SignalKind::terminate()), signal(SignalKind::interrupt())) {
+                (Ok(term), Ok(int)) => Some((term, int)),
+                (Err(e), _) | (_, Err(e)) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM; only Ctrl-C stops the process");
+                    None
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
+            };
+            TerminationSignals { unix }
         }
+        #[cfg(not(unix))]
+        TerminationSignals {}
     }
-    #[cfg(not(unix))]
-    {
+
+    async fn recv(&mut self) {
+        #[cfg(unix)]
+        if let Some((term, int)) = &mut self.unix {
+            tokio::select! {
+                _ = term.recv() => {}
+                _ = int.recv() => {}
+            }
+            return;
+        }
         let _ = tokio::signal::ctrl_c().await;
     }
 }

@@ -524,7 +524,7 @@ async fn logging_follows_config_logging_live() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once() {
     let dir = tempdir("second-signal");
-    let (_env, _server, kubeconfig) = cluster(&dir).await;
+    let (env, _server, kubeconfig) = cluster(&dir).await;
     let mut controller = Controller::start(&kubeconfig, "controller-0", &dir);
     wait_for("the controller to start", Duration::from_secs(30), || {
         log_lines(&controller)
@@ -532,8 +532,12 @@ async fn a_second_signal_exits_at_once() {
             .any(|l| l["msg"] == "Starting controllers...")
     })
     .await;
+    // Every request now takes a minute, so the graceful shutdown (which
+    // releases leases) is still under way when the second signal comes,
+    // however fast the machine.
+    env.set_latency(Duration::from_secs(60));
     let pid = controller.child.id().to_string();
-    for _ in 0..2 {
+    let term = || {
         assert!(
             Command::new("kill")
                 .arg("-TERM")
@@ -542,15 +546,25 @@ async fn a_second_signal_exits_at_once() {
                 .unwrap()
                 .success()
         );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    };
+    term();
+    wait_for("the first signal to be handled", Duration::from_secs(30), || {
+        log_lines(&controller).iter().any(|l| {
+            l["msg"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("Received a termination signal"))
+        })
+    })
+    .await;
+    assert_eq!(controller.child.try_wait().unwrap(), None, "still shutting down");
+    term();
     let started = Instant::now();
     let status = loop {
         if let Some(status) = controller.child.try_wait().unwrap() {
             break status;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(30),
             "no exit after the second signal"
         );
         std::thread::sleep(Duration::from_millis(10));

@@ -71,6 +71,7 @@ pub use rate_limiter::{
 pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
 
 use crate::duration::go_duration;
+use crate::informer;
 use crate::leader::{Bucket, Enqueue, LeaderAware};
 use crate::tracker::Tracker;
 
@@ -255,13 +256,19 @@ impl Impl {
         )
     }
 
-    /// Enqueues the object's `namespace/name` in the fast lane.
+    /// Enqueues the object's `namespace/name` in the fast lane; called from an
+    /// informer's periodic resync, in the slow lane.
     pub fn enqueue<K: Resource>(&self, obj: &K) {
         self.enqueue_key(ObjectKey::of(obj));
     }
 
-    /// Enqueues `key` in the fast lane.
+    /// Enqueues `key` in the fast lane; called from an informer's periodic
+    /// resync ([`informer::delivering_resync`]), in the slow lane, so a resync
+    /// of every object never delays a real change.
     pub fn enqueue_key(&self, key: ObjectKey) {
+        if informer::delivering_resync() {
+            return self.enqueue_slow_key(key);
+        }
         let queue = &self.inner.queue;
         if tracing::enabled!(Level::DEBUG) {
             queue.add(key.clone());
