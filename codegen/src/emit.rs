@@ -6,7 +6,7 @@
 //! reconciler does lives in `kinject-runtime`, so a change of behaviour never needs a
 //! regeneration.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use proc_macro2::{Ident, Span, TokenStream};
@@ -276,9 +276,15 @@ fn space_items(text: &str) -> String {
         let cur = line.trim_start();
         let prev_trim = prev.trim_start();
         let starts_item = ITEM_STARTS.iter().any(|s| cur.starts_with(s));
-        let after_item = prev_trim == "}" || prev_trim.ends_with(';') || prev_trim.starts_with("//!");
+        let after_item = prev_trim == "}"
+            || prev_trim.ends_with(';')
+            || prev_trim.ends_with(" {}")
+            || prev_trim.starts_with("//!");
         let use_run = cur.starts_with("use ") && prev_trim.starts_with("use ");
-        if starts_item && after_item && !use_run && !prev.is_empty() {
+        // One-line marker impls (`impl verbs::Get for Verbs {}`) stay together.
+        let impl_run =
+            cur.starts_with("impl ") && prev_trim.starts_with("impl ") && prev_trim.ends_with(" {}");
+        if starts_item && after_item && !use_run && !impl_run && !prev.is_empty() {
             out.push('\n');
         }
         out.push_str(line);
@@ -388,45 +394,29 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
     }
 }
 
-/// The types a kind module names, with their paths: exactly those its verbs and
+/// The types a kind module names, with their paths: exactly those its client and
 /// accessors use, so no import is unused.
 fn imported_names(k: &KindPlan) -> Vec<(&'static str, &'static str)> {
-    let mut names = vec![("Context", "kinject_runtime::injection")];
+    let mut names = Vec::new();
     let Some(verbs) = &k.verbs else { return names };
     if !verbs.is_empty() {
         names.push(("TypedClient", "kinject_runtime::client"));
     }
-    for verb in verbs {
-        let used: &[(&str, &str)] = match verb {
-            Verb::List => &[("ListParams", "kube::api"), ("ObjectList", "kube::core")],
-            Verb::Watch => &[("WatchParams", "kube::api"), ("WatchEvent", "kube::core")],
-            Verb::Patch | Verb::PatchStatus => &[("Patch", "kube::api"), ("PatchParams", "kube::api")],
-            Verb::Delete => &[
-                ("DeleteParams", "kube::api"),
-                ("Status", "kube::core"),
-                ("Either", "either"),
-            ],
-            Verb::DeleteCollection => &[
-                ("DeleteParams", "kube::api"),
-                ("ListParams", "kube::api"),
-                ("ObjectList", "kube::core"),
-                ("Status", "kube::core"),
-                ("Either", "either"),
-            ],
-            Verb::Get | Verb::Create | Verb::Update | Verb::UpdateStatus => &[],
-        };
-        names.extend_from_slice(used);
-    }
-    if verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch) {
+    if has_informer(verbs) {
         names.extend([
+            ("Context", "kinject_runtime::injection"),
             ("Informer", "kinject_runtime::informer"),
             ("Lister", "kinject_runtime::lister"),
             ("Selector", "kube::core"),
         ]);
     }
     names.sort_by_key(|(name, module)| (*module, *name));
-    names.dedup();
     names
+}
+
+/// Informers need both `list` and `watch`.
+fn has_informer(verbs: &BTreeSet<Verb>) -> bool {
+    verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch)
 }
 
 /// `use module::{A, B};` per module, in a stable order.
@@ -448,141 +438,43 @@ fn imports(names: &[(&str, &str)]) -> TokenStream {
     quote!(#(#uses)*)
 }
 
+/// `Client`: the runtime's generic typed client for the kind, offering the verbs
+/// its `#[genclient]` allows (all of them unless it says otherwise).
 fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     let verbs = k.verbs.as_ref().filter(|v| !v.is_empty())?;
     let kind = &k.kind;
-    let methods = verbs.iter().map(|verb| verb_method(*verb, ty));
-    let (doc, constructors) = match k.scope {
-        Scope::Namespaced => (
-            docs(&format!(
-                "A typed client for `{kind}` objects in one namespace (or all), with the verbs its `#[genclient]` allows."
-            )),
-            quote! {
-                /// A client for the objects in `namespace`, over the context's kube client.
-                pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(TypedClient::new(ctx.client(), Some(namespace)))
-                }
-
-                /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-                pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-            },
-        ),
-        Scope::Cluster => (
-            docs(&format!(
-                "A typed client for the cluster-scoped `{kind}` objects, with the verbs its `#[genclient]` allows."
-            )),
-            quote! {
-                /// A client over the context's kube client.
-                pub fn new(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-            },
-        ),
+    let constructors = match k.scope {
+        Scope::Namespaced => "`Client::new(&ctx, namespace)` or `Client::all_namespaces(&ctx)`",
+        Scope::Cluster => "`Client::cluster(&ctx)`",
     };
+    let doc = docs(&format!(
+        "A typed client for `{kind}` objects ({constructors}), with the verbs its `#[genclient]` allows."
+    ));
+    if Verb::ALL.iter().all(|verb| verbs.contains(verb)) {
+        return Some(quote! {
+            #doc
+            pub type Client = TypedClient<#ty>;
+        });
+    }
+    let verb_doc = docs(&format!("The verbs `#[genclient]` allows for `{kind}`."));
+    let impls = verbs.iter().map(|verb| {
+        let marker = format_ident!("{}", format!("{verb:?}"));
+        quote!(impl kinject_runtime::client::verbs::#marker for Verbs {})
+    });
     Some(quote! {
         #doc
-        #[derive(Clone, Debug)]
-        pub struct Client(TypedClient<#ty>);
+        pub type Client = TypedClient<#ty, Verbs>;
 
-        impl Client {
-            #constructors
-            #(#methods)*
-        }
+        #verb_doc
+        #[derive(Debug)]
+        pub enum Verbs {}
+
+        #(#impls)*
     })
 }
 
-fn verb_method(verb: Verb, ty: &Ident) -> TokenStream {
-    match verb {
-        Verb::Get => quote! {
-            /// Reads the object called `name` from the API server.
-            pub async fn get(&self, name: &str) -> kube::Result<#ty> {
-                self.0.get(name).await
-            }
-        },
-        Verb::List => quote! {
-            /// Lists objects from the API server (prefer the lister in controllers).
-            pub async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<#ty>> {
-                self.0.list(params).await
-            }
-        },
-        Verb::Watch => quote! {
-            /// Streams changes after `resource_version` (prefer the informer in controllers).
-            pub async fn watch(
-                &self,
-                params: &WatchParams,
-                resource_version: &str,
-            ) -> kube::Result<impl futures::Stream<Item = kube::Result<WatchEvent<#ty>>> + use<>> {
-                self.0.watch(params, resource_version).await
-            }
-        },
-        Verb::Create => quote! {
-            /// Creates `obj`.
-            pub async fn create(&self, obj: &#ty) -> kube::Result<#ty> {
-                self.0.create(obj).await
-            }
-        },
-        Verb::Update => quote! {
-            /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-            pub async fn update(&self, obj: &#ty) -> kube::Result<#ty> {
-                self.0.update(obj).await
-            }
-        },
-        Verb::UpdateStatus => quote! {
-            /// Replaces the status of the object named by `obj`, through the status subresource.
-            pub async fn update_status(&self, obj: &#ty) -> kube::Result<#ty> {
-                self.0.update_status(obj).await
-            }
-        },
-        Verb::Patch => quote! {
-            /// Patches the object called `name`.
-            pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                &self,
-                name: &str,
-                params: &PatchParams,
-                patch: &Patch<P>,
-            ) -> kube::Result<#ty> {
-                self.0.patch(name, params, patch).await
-            }
-        },
-        Verb::PatchStatus => quote! {
-            /// Patches the status of the object called `name`.
-            pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-                &self,
-                name: &str,
-                params: &PatchParams,
-                patch: &Patch<P>,
-            ) -> kube::Result<#ty> {
-                self.0.patch_status(name, params, patch).await
-            }
-        },
-        Verb::Delete => quote! {
-            /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-            pub async fn delete(
-                &self,
-                name: &str,
-                params: &DeleteParams,
-            ) -> kube::Result<Either<#ty, Status>> {
-                self.0.delete(name, params).await
-            }
-        },
-        Verb::DeleteCollection => quote! {
-            /// Deletes every object `list` matches.
-            pub async fn delete_collection(
-                &self,
-                params: &DeleteParams,
-                list: &ListParams,
-            ) -> kube::Result<Either<ObjectList<#ty>, Status>> {
-                self.0.delete_collection(params, list).await
-            }
-        },
-    }
-}
-
 fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
-    let verbs = k.verbs.as_ref()?;
-    if !(verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch)) {
+    if !has_informer(k.verbs.as_ref()?) {
         return None;
     }
     let lister_doc = match k.scope {
@@ -655,7 +547,7 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
         (quote!(), quote!(None), "")
     };
     let module_doc = docs(&format!(
-        "The typed reconciler of `{kind}`: implement [`Interface`](reconciler::Interface) and pass it to [`new_impl`](reconciler::new_impl)."
+        "The reconciler of `{kind}`: implement [`ReconcileKind<{kind}>`](kinject_runtime::reconciler::ReconcileKind) (and [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to [`new_impl`](reconciler::new_impl)."
     ));
     let new_impl_doc = docs(&format!(
         "The controller of `{kind}` objects: the generic reconciler of `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.{class_doc} Route the informer's events to the returned `Impl` and hand it to sharedmain."
@@ -663,99 +555,23 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
     quote! {
         #module_doc
         pub mod reconciler {
-            use futures::future::BoxFuture;
-            use kinject_runtime::controller::{Impl, ObjectKey};
+            use kinject_runtime::controller::Impl;
             use kinject_runtime::injection::Context;
-            use kinject_runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+            use kinject_runtime::reconciler::{KindConfig, ReconcileKind};
 
             use super::#ty;
 
             /// The event source component, unless `Options::agent_name` says otherwise.
             pub const DEFAULT_AGENT_NAME: &str = #agent;
 
-            /// The finalizer added for a [`Finalizer`], unless `Options::finalizer_name` says otherwise.
+            /// The finalizer added for a reconciler that implements `FinalizeKind`, unless
+            /// `Options::finalizer_name` says otherwise.
             pub const DEFAULT_FINALIZER_NAME: &str = #finalizer;
 
             #class_const
 
-            /// What a reconciler implements; on the leader only.
-            #[kinject_runtime::async_trait]
-            pub trait Interface: Send + Sync + 'static {
-                /// Moves the world towards `resource`'s spec and records what it saw in its
-                /// status; the framework writes status and finalizer changes back. Not called
-                /// for objects being deleted.
-                async fn reconcile_kind(&self, ctx: &ReconcileContext, resource: &mut #ty) -> ReconcileResult;
-
-                /// `Some(self)` when the reconciler implements [`Finalizer`].
-                fn as_finalizer(&self) -> Option<&dyn Finalizer> {
-                    None
-                }
-
-                /// `Some(self)` when the reconciler implements [`ReadOnlyInterface`].
-                fn as_read_only(&self) -> Option<&dyn ReadOnlyInterface> {
-                    None
-                }
-
-                /// `Some(self)` when the reconciler implements [`OnDeletion`].
-                fn as_on_deletion(&self) -> Option<&dyn OnDeletion> {
-                    None
-                }
-            }
-
-            /// Cleans up before an object goes away: its finalizer is added before
-            /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-            /// Normal event. On the leader only.
-            #[kinject_runtime::async_trait]
-            pub trait Finalizer: Send + Sync {
-                /// Releases what `resource` holds outside the cluster object.
-                async fn finalize_kind(&self, ctx: &ReconcileContext, resource: &mut #ty) -> ReconcileResult;
-            }
-
-            /// Watches objects on replicas that are not the leader; must not write.
-            #[kinject_runtime::async_trait]
-            pub trait ReadOnlyInterface: Send + Sync {
-                /// Observes `resource` (for example to warm a cache).
-                async fn observe_kind(&self, ctx: &ReconcileContext, resource: &#ty) -> ReconcileResult;
-            }
-
-            /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-            #[kinject_runtime::async_trait]
-            pub trait OnDeletion: Send + Sync {
-                /// The object `key` names was deleted.
-                async fn observe_deletion(&self, ctx: &ReconcileContext, key: &ObjectKey) -> Result<(), kinject_runtime::controller::Error>;
-            }
-
             /// Finalizer and agent names, status handling, leader hooks and config store.
             pub type Options = kinject_runtime::reconciler::Options<#ty>;
-
-            /// Adapts the typed traits to the generic core.
-            struct Glue<R>(R);
-
-            impl<R: Interface> kinject_runtime::reconciler::KindReconciler<#ty> for Glue<R> {
-                fn reconcile_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a mut #ty) -> BoxFuture<'a, ReconcileResult> {
-                    self.0.reconcile_kind(ctx, resource)
-                }
-
-                fn finalizes(&self) -> bool {
-                    self.0.as_finalizer().is_some()
-                }
-
-                fn finalize_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a mut #ty) -> Option<BoxFuture<'a, ReconcileResult>> {
-                    Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
-                }
-
-                fn observes(&self) -> bool {
-                    self.0.as_read_only().is_some()
-                }
-
-                fn observe_kind<'a>(&'a self, ctx: &'a ReconcileContext, resource: &'a #ty) -> Option<BoxFuture<'a, ReconcileResult>> {
-                    Some(self.0.as_read_only()?.observe_kind(ctx, resource))
-                }
-
-                fn observe_deletion<'a>(&'a self, ctx: &'a ReconcileContext, key: &'a ObjectKey) -> Option<BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>> {
-                    Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
-                }
-            }
 
             static KIND: KindConfig<#ty> = KindConfig {
                 agent_name: DEFAULT_AGENT_NAME,
@@ -766,9 +582,8 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
             };
 
             #new_impl_doc
-            pub fn new_impl<R: Interface>(ctx: &Context, reconciler: R, #class_param options: Options) -> Impl {
-                let queue_name = kinject_runtime::reconciler::queue_name(std::any::type_name::<R>());
-                kinject_runtime::reconciler::new_impl(ctx, Glue(reconciler), queue_name, &KIND, #class_arg, options)
+            pub fn new_impl<R: ReconcileKind<#ty>>(ctx: &Context, reconciler: R, #class_param options: Options) -> Impl {
+                kinject_runtime::reconciler::new_impl(ctx, reconciler, &KIND, #class_arg, options)
             }
         }
     }

@@ -90,7 +90,11 @@ fn verify_fails_on_drift_and_update_repairs_it() {
     // A hand edit in generated/.
     let pod = copy.join("generated/src/core/v1/pod.rs");
     let original = std::fs::read_to_string(&pod).unwrap();
-    std::fs::write(&pod, original.replace("Reads the object", "Fetches the object")).unwrap();
+    std::fs::write(
+        &pod,
+        original.replace("The shared informer", "The common informer"),
+    )
+    .unwrap();
     let run = script(&copy, "verify-codegen.sh");
     assert!(!run.ok);
     assert!(
@@ -104,7 +108,9 @@ fn verify_fails_on_drift_and_update_repairs_it() {
         run.stderr
     );
     assert!(
-        std::fs::read_to_string(&pod).unwrap().contains("Fetches"),
+        std::fs::read_to_string(&pod)
+            .unwrap()
+            .contains("The common informer"),
         "verify changes nothing"
     );
 

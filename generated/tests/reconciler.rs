@@ -1,7 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-//! Drives a generated `new_impl` end to end (without an API server): the glue
-//! forwards reconcile, finalize and deletion to the user's traits.
+//! Drives a generated `new_impl` end to end (without an API server): the
+//! generic reconciler calls the user's reconcile, finalize and deletion hooks.
 
 use std::sync::{Arc, Mutex};
 
@@ -11,7 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinject_runtime::controller::{Error, ObjectKey};
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{
-    Event, FakeRecorder, ReconcileContext, ReconcileResult, SharedRecorder, UniversalBucket,
+    Event, FakeRecorder, FinalizeKind, ReconcileContext, ReconcileKind, ReconcileResult, SharedRecorder,
+    UniversalBucket, WithFinalizer,
 };
 use kube::runtime::watcher;
 
@@ -46,13 +47,16 @@ fn context(recorder: Arc<FakeRecorder>) -> (Context, Arc<Mutex<Vec<String>>>) {
     (ctx, seen)
 }
 
+/// Records each call in `calls`, which the test keeps a handle on.
 #[derive(Default)]
 struct Reconciler {
-    calls: Mutex<Vec<String>>,
+    calls: Arc<Mutex<Vec<String>>>,
 }
 
 #[kinject_runtime::async_trait]
-impl reconciler::Interface for Reconciler {
+impl ReconcileKind<AddressableService> for Reconciler {
+    type Finalizer = WithFinalizer;
+
     async fn reconcile_kind(
         &self,
         ctx: &ReconcileContext,
@@ -66,28 +70,17 @@ impl reconciler::Interface for Reconciler {
         Ok(Some(Event::normal("Reconciled", "done")))
     }
 
-    fn as_finalizer(&self) -> Option<&dyn reconciler::Finalizer> {
-        Some(self)
-    }
-
-    fn as_on_deletion(&self) -> Option<&dyn reconciler::OnDeletion> {
-        Some(self)
-    }
-}
-
-#[kinject_runtime::async_trait]
-impl reconciler::Finalizer for Reconciler {
-    async fn finalize_kind(&self, ctx: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
-        self.calls.lock().unwrap().push(format!("finalize {}", ctx.key()));
-        Ok(None)
-    }
-}
-
-#[kinject_runtime::async_trait]
-impl reconciler::OnDeletion for Reconciler {
     async fn observe_deletion(&self, _: &ReconcileContext, key: &ObjectKey) -> Result<(), Error> {
         self.calls.lock().unwrap().push(format!("deleted {key}"));
         Ok(())
+    }
+}
+
+#[kinject_runtime::async_trait]
+impl FinalizeKind<AddressableService> for Reconciler {
+    async fn finalize_kind(&self, ctx: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        self.calls.lock().unwrap().push(format!("finalize {}", ctx.key()));
+        Ok(None)
     }
 }
 
@@ -112,10 +105,11 @@ fn object(name: &str, deleting: bool) -> AddressableService {
 async fn new_impl_forwards_to_the_typed_traits() {
     let recorder = Arc::new(FakeRecorder::new());
     let (ctx, requests) = context(recorder.clone());
-    let rec = Arc::new(Reconciler::default());
-    let controller = reconciler::new_impl(&ctx, ArcReconciler(rec.clone()), reconciler::Options::default());
+    let rec = Reconciler::default();
+    let calls = rec.calls.clone();
+    let controller = reconciler::new_impl(&ctx, rec, reconciler::Options::default());
     assert!(
-        controller.name().ends_with("ArcReconciler"),
+        controller.name().ends_with(".Reconciler"),
         "{}",
         controller.name()
     );
@@ -130,7 +124,7 @@ async fn new_impl_forwards_to_the_typed_traits() {
     controller.reconcile_once("ns/gone").await.unwrap();
 
     assert_eq!(
-        *rec.calls.lock().unwrap(),
+        *calls.lock().unwrap(),
         ["reconcile ns/live", "finalize ns/dying", "deleted ns/gone"]
     );
     let requests = requests.lock().unwrap();
@@ -143,26 +137,4 @@ async fn new_impl_forwards_to_the_typed_traits() {
         "{:?}",
         recorder.events()
     );
-}
-
-/// The user's reconciler behind an `Arc`, so the test keeps a handle on it.
-struct ArcReconciler(Arc<Reconciler>);
-
-#[kinject_runtime::async_trait]
-impl reconciler::Interface for ArcReconciler {
-    async fn reconcile_kind(
-        &self,
-        ctx: &ReconcileContext,
-        resource: &mut AddressableService,
-    ) -> ReconcileResult {
-        self.0.reconcile_kind(ctx, resource).await
-    }
-
-    fn as_finalizer(&self) -> Option<&dyn reconciler::Finalizer> {
-        Some(self.0.as_ref())
-    }
-
-    fn as_on_deletion(&self) -> Option<&dyn reconciler::OnDeletion> {
-        Some(self.0.as_ref())
-    }
 }

@@ -8,7 +8,9 @@ use std::time::Duration;
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice::{self, reconciler};
-use kinject_runtime::reconciler::{Event, ReconcileContext, ReconcileResult, UniversalBucket};
+use kinject_runtime::reconciler::{
+    Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, UniversalBucket,
+};
 use tokio_util::sync::CancellationToken;
 
 fn asvc(name: &str) -> serde_json::Value {
@@ -68,7 +70,9 @@ async fn preloaded_objects_reach_clients_informers_and_listers() {
 struct MarkReady;
 
 #[kinject_runtime::async_trait]
-impl reconciler::Interface for MarkReady {
+impl ReconcileKind<AddressableService> for MarkReady {
+    type Finalizer = NoFinalizer;
+
     async fn reconcile_kind(
         &self,
         _: &ReconcileContext,

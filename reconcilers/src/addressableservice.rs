@@ -15,7 +15,7 @@ use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::network;
-use kinject_runtime::reconciler::{ReconcileContext, ReconcileResult};
+use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
 use kinject_runtime::tracker::{Reference, Tracker};
 use kube::ResourceExt;
 
@@ -31,7 +31,9 @@ pub struct Reconciler {
 }
 
 #[kinject_runtime::async_trait]
-impl addressableservice::reconciler::Interface for Reconciler {
+impl ReconcileKind<AddressableService> for Reconciler {
+    type Finalizer = NoFinalizer;
+
     async fn reconcile_kind(
         &self,
         _ctx: &ReconcileContext,

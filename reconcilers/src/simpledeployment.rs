@@ -14,7 +14,7 @@ use kinject_runtime::controller::{Impl, ResultExt};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
-use kinject_runtime::reconciler::{Event, ReconcileContext, ReconcileResult};
+use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
 use kube::api::DeleteParams;
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
@@ -30,7 +30,9 @@ pub struct Reconciler {
 }
 
 #[kinject_runtime::async_trait]
-impl simpledeployment::reconciler::Interface for Reconciler {
+impl ReconcileKind<SimpleDeployment> for Reconciler {
+    type Finalizer = NoFinalizer;
+
     async fn reconcile_kind(&self, _ctx: &ReconcileContext, d: &mut SimpleDeployment) -> ReconcileResult {
         // Knative's sample crashes on a negative replica count; an invalid spec
         // stored without the webhook ends in a clear status and event instead.

@@ -41,7 +41,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
-use crate::client::{ApiScope, scoped_api};
+use crate::client::{ApiScope, ClientSource, scoped_api};
 use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerSettings};
 
 /// The injection context: a cheap, cloneable handle shared by every controller
@@ -189,6 +189,12 @@ pub struct CacheSyncError {
     pub timeout: Duration,
     /// Each informer that did not sync, with its last watch error.
     pub unsynced: Vec<(String, Option<String>)>,
+}
+
+impl ClientSource for Context {
+    fn kube_client(&self) -> Client {
+        self.client()
+    }
 }
 
 impl Context {

@@ -6,13 +6,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
-use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kinject_runtime::controller::{Error, Impl, ObjectKey};
+use kinject_runtime::controller::{Error, Impl};
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{
-    Event, KRShapedHooks, KindConfig, KindReconciler, Options, ReconcileContext, ReconcileResult,
-    StatusHooks, new_impl,
+    Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
+    ReconcileResult, StatusHooks, WithFinalizer, new_impl,
 };
 use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
 use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
@@ -29,54 +28,39 @@ static KIND: KindConfig<AddressableService> = KindConfig {
 
 type Script = Arc<dyn Fn() -> ReconcileResult + Send + Sync>;
 
-/// A reconciler whose `reconcile_kind` and `finalize_kind` return what the row
-/// scripts.
+/// A reconciler whose `reconcile_kind` returns what the row scripts.
 struct Scripted {
     reconcile: Script,
-    finalize: Option<Script>,
 }
 
-impl KindReconciler<AddressableService> for Scripted {
-    fn reconcile_kind<'a>(
-        &'a self,
-        _: &'a ReconcileContext,
-        _: &'a mut AddressableService,
-    ) -> BoxFuture<'a, ReconcileResult> {
-        let result = (self.reconcile)();
-        Box::pin(async move { result })
-    }
+#[kinject_runtime::async_trait]
+impl ReconcileKind<AddressableService> for Scripted {
+    type Finalizer = NoFinalizer;
 
-    fn finalizes(&self) -> bool {
-        self.finalize.is_some()
+    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        (self.reconcile)()
     }
+}
 
-    fn finalize_kind<'a>(
-        &'a self,
-        _: &'a ReconcileContext,
-        _: &'a mut AddressableService,
-    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-        let result = self.finalize.as_ref()?();
-        Some(Box::pin(async move { result }))
+/// [`Scripted`] that also finalizes, returning what the row scripts.
+struct ScriptedFinalizer {
+    reconcile: Script,
+    finalize: Script,
+}
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<AddressableService> for ScriptedFinalizer {
+    type Finalizer = WithFinalizer;
+
+    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        (self.reconcile)()
     }
+}
 
-    fn observes(&self) -> bool {
-        false
-    }
-
-    fn observe_kind<'a>(
-        &'a self,
-        _: &'a ReconcileContext,
-        _: &'a AddressableService,
-    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-        None
-    }
-
-    fn observe_deletion<'a>(
-        &'a self,
-        _: &'a ReconcileContext,
-        _: &'a ObjectKey,
-    ) -> Option<BoxFuture<'a, Result<(), Error>>> {
-        None
+#[kinject_runtime::async_trait]
+impl FinalizeKind<AddressableService> for ScriptedFinalizer {
+    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        (self.finalize)()
     }
 }
 
@@ -107,18 +91,17 @@ fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
 async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
     let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
     let constructor = move |ctx: &Context| -> Impl {
-        let scripted = Scripted {
-            reconcile: reconcile.clone(),
-            finalize: finalize.clone(),
-        };
-        new_impl(
-            ctx,
-            scripted,
-            "test.Reconciler".into(),
-            &KIND,
-            None,
-            Options::default(),
-        )
+        let reconcile = reconcile.clone();
+        match finalize.clone() {
+            Some(finalize) => new_impl(
+                ctx,
+                ScriptedFinalizer { reconcile, finalize },
+                &KIND,
+                None,
+                Options::default(),
+            ),
+            None => new_impl(ctx, Scripted { reconcile }, &KIND, None, Options::default()),
+        }
     };
     Table {
         crds: vec![crd],

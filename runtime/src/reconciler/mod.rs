@@ -2,23 +2,24 @@
 //! (Knative's `reconciler.go` template, `reconciler.PreProcessReconcile` and
 //! friends).
 //!
-//! Users write only `reconcile_kind` (and optionally `finalize_kind`,
-//! `observe_kind`, `observe_deletion`) on the per-kind traits the generator
-//! emits. Generated glue turns those into a [`KindReconciler`] and calls
-//! [`new_impl`], which wraps them in Knative's algorithm, for each key:
+//! Users implement [`ReconcileKind`] for their kind (`reconcile_kind`, and
+//! optionally `observe_kind`, `observe_deletion`) and [`FinalizeKind`] when
+//! they finalize. The generated `new_impl` of a kind passes the reconciler and
+//! the kind's constants to [`new_impl`], which wraps them in Knative's
+//! algorithm, for each key:
 //!
 //! 1. an invalid key is logged and dropped;
-//! 2. a replica that neither leads the key nor observes returns a skip-key error;
-//! 3. the object is read from the informer's lister; when it is gone,
-//!    `observe_deletion` runs if implemented;
-//! 4. objects of another class (class annotation) are left alone;
-//! 5. the leader runs `reconcile_kind` (after adding the finalizer for
+//! 2. the object is read from the informer's lister; when it is gone,
+//!    `observe_deletion` runs (a no-op unless implemented);
+//! 3. objects of another class (class annotation) are left alone;
+//! 4. the leader runs `reconcile_kind` (after adding the finalizer for
 //!    finalizers, and with Knative's status pre- and post-processing),
-//!    `finalize_kind` on deletion (then removes the finalizer), or a non-leader
-//!    runs `observe_kind`;
-//! 6. a status that changed semantically (transition times aside) is written by
+//!    `finalize_kind` on deletion (then removes the finalizer); a replica that
+//!    does not lead the key runs `observe_kind`, which skips the key unless
+//!    implemented;
+//! 5. a status that changed semantically (transition times aside) is written by
 //!    the leader through the status subresource, retrying conflicts;
-//! 7. the returned event is recorded, and errors other than skip, requeue and
+//! 6. the returned event is recorded, and errors other than skip, requeue and
 //!    conflicts are recorded as `InternalError` events; the result goes back to
 //!    the work queue.
 //!
@@ -166,44 +167,140 @@ impl<K> fmt::Debug for Options<K> {
     }
 }
 
-/// The user's reconciler as the generic algorithm sees it. Generated glue
-/// implements it by forwarding to the per-kind traits.
-pub trait KindReconciler<K>: Send + Sync + 'static {
-    /// Converges the object; only called on the leader, never on deleted objects.
-    fn reconcile_kind<'a>(
-        &'a self,
-        ctx: &'a ReconcileContext,
-        resource: &'a mut K,
-    ) -> BoxFuture<'a, ReconcileResult>;
+/// What a reconciler of kind `K` implements (Knative's generated `Interface`,
+/// `ReadOnlyInterface` and `OnDeletionInterface` in one trait).
+///
+/// `type Finalizer` says whether the reconciler finalizes: [`NoFinalizer`], or
+/// [`WithFinalizer`] together with an implementation of [`FinalizeKind`]. The
+/// compiler holds the two together, so a `finalize_kind` that would never run
+/// cannot be written:
+///
+/// ```
+/// use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// struct Reconciler;
+///
+/// #[kinject_runtime::async_trait]
+/// impl ReconcileKind<ConfigMap> for Reconciler {
+///     type Finalizer = NoFinalizer;
+///
+///     async fn reconcile_kind(&self, _ctx: &ReconcileContext, cm: &mut ConfigMap) -> ReconcileResult {
+///         cm.data.get_or_insert_default().insert("seen".into(), "yes".into());
+///         Ok(None)
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait ReconcileKind<K: Send + Sync + 'static>: Send + Sync + Sized + 'static {
+    /// [`NoFinalizer`] or [`WithFinalizer`] (which requires [`FinalizeKind`]).
+    type Finalizer: Finalization<K, Self>;
 
-    /// True when the reconciler finalizes: a finalizer is then added before
-    /// `reconcile_kind` and removed after `finalize_kind` succeeds.
-    fn finalizes(&self) -> bool;
+    /// Moves the world towards `resource`'s spec and records what it saw in its
+    /// status; the framework writes status and finalizer changes back. Called on
+    /// the leader only, never for objects being deleted.
+    async fn reconcile_kind(&self, ctx: &ReconcileContext, resource: &mut K) -> ReconcileResult;
 
-    /// Cleans up a deleted object that still carries the finalizer; `None` when
-    /// the reconciler does not finalize.
-    fn finalize_kind<'a>(
-        &'a self,
+    /// Observes `resource` on a replica that does not lead its key (for example
+    /// to warm a cache); it cannot change the object. By default the key is
+    /// skipped, as Knative does for reconcilers without `ObserveKind`.
+    async fn observe_kind(&self, ctx: &ReconcileContext, resource: &K) -> ReconcileResult {
+        let _ = resource;
+        Err(Error::skip_key(ctx.key().to_string()))
+    }
+
+    /// The object `key` names is gone (Knative's `ObserveDeletion`). By default
+    /// nothing happens.
+    async fn observe_deletion(&self, ctx: &ReconcileContext, key: &ObjectKey) -> Result<(), Error> {
+        let _ = (ctx, key);
+        Ok(())
+    }
+}
+
+/// Cleans up before an object goes away: the finalizer is added before
+/// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
+/// Normal event. Called on the leader only.
+///
+/// Implementing it requires `type Finalizer = WithFinalizer` in
+/// [`ReconcileKind`]; saying [`NoFinalizer`] there does not compile:
+///
+/// ```compile_fail,E0271
+/// # use kinject_runtime::reconciler::*;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// struct Reconciler;
+/// #[kinject_runtime::async_trait]
+/// impl ReconcileKind<ConfigMap> for Reconciler {
+///     type Finalizer = NoFinalizer;
+///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+/// }
+/// #[kinject_runtime::async_trait]
+/// impl FinalizeKind<ConfigMap> for Reconciler {
+///     async fn finalize_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+/// }
+/// ```
+///
+/// and neither does `WithFinalizer` without `FinalizeKind`:
+///
+/// ```compile_fail,E0277
+/// # use kinject_runtime::reconciler::*;
+/// # use k8s_openapi::api::core::v1::ConfigMap;
+/// struct Reconciler;
+/// #[kinject_runtime::async_trait]
+/// impl ReconcileKind<ConfigMap> for Reconciler {
+///     type Finalizer = WithFinalizer;
+///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait FinalizeKind<K: Send + Sync + 'static>: ReconcileKind<K, Finalizer = WithFinalizer> {
+    /// Releases what `resource` holds outside the cluster object.
+    async fn finalize_kind(&self, ctx: &ReconcileContext, resource: &mut K) -> ReconcileResult;
+}
+
+/// Whether reconciler `R` finalizes kind `K`: implemented by [`NoFinalizer`]
+/// and [`WithFinalizer`] only.
+pub trait Finalization<K, R>: Send + Sync + 'static {
+    /// True when a finalizer is added and `finalize_kind` runs on deletion.
+    const FINALIZES: bool;
+
+    /// `R::finalize_kind`, when `R` finalizes.
+    fn finalize<'a>(
+        reconciler: &'a R,
         ctx: &'a ReconcileContext,
         resource: &'a mut K,
     ) -> Option<BoxFuture<'a, ReconcileResult>>;
+}
 
-    /// True when non-leaders should observe objects.
-    fn observes(&self) -> bool;
+/// The reconciler adds no finalizer; deleted objects are left to the API server.
+#[derive(Debug)]
+pub enum NoFinalizer {}
 
-    /// Observes an object on a non-leader; `None` when not an observer.
-    fn observe_kind<'a>(
-        &'a self,
+/// The reconciler finalizes: it implements [`FinalizeKind`].
+#[derive(Debug)]
+pub enum WithFinalizer {}
+
+impl<K, R> Finalization<K, R> for NoFinalizer {
+    const FINALIZES: bool = false;
+
+    fn finalize<'a>(
+        _: &'a R,
+        _: &'a ReconcileContext,
+        _: &'a mut K,
+    ) -> Option<BoxFuture<'a, ReconcileResult>> {
+        None
+    }
+}
+
+impl<K: Send + Sync + 'static, R: FinalizeKind<K>> Finalization<K, R> for WithFinalizer {
+    const FINALIZES: bool = true;
+
+    fn finalize<'a>(
+        reconciler: &'a R,
         ctx: &'a ReconcileContext,
-        resource: &'a K,
-    ) -> Option<BoxFuture<'a, ReconcileResult>>;
-
-    /// Observes a deleted key; `None` when not implemented.
-    fn observe_deletion<'a>(
-        &'a self,
-        ctx: &'a ReconcileContext,
-        key: &'a ObjectKey,
-    ) -> Option<BoxFuture<'a, Result<(), Error>>>;
+        resource: &'a mut K,
+    ) -> Option<BoxFuture<'a, ReconcileResult>> {
+        Some(reconciler.finalize_kind(ctx, resource))
+    }
 }
 
 /// Reads and writes the status of a kind that has one.
@@ -400,20 +497,21 @@ pub fn queue_name(type_name: &str) -> String {
 }
 
 /// Builds the controller for kind `K` around `reconciler` with Knative's
-/// generated-reconciler behaviour. Generated `new_impl` functions call this;
-/// `class_value` is the reconciler's class when the kind is class-filtered.
+/// generated-reconciler behaviour, its work queue named after `R`. Generated
+/// `new_impl` functions call this; `class_value` is the reconciler's class when
+/// the kind is class-filtered.
 pub fn new_impl<K, R>(
     ctx: &Context,
     reconciler: R,
-    queue_name: String,
     kind: &'static KindConfig<K>,
     class_value: Option<&str>,
     options: Options<K>,
 ) -> Impl
 where
     K: Object<Scope: ApiScope>,
-    R: KindReconciler<K>,
+    R: ReconcileKind<K>,
 {
+    let queue_name = queue_name(std::any::type_name::<R>());
     let informer = ctx.informer::<K>();
     let lister = informer.lister();
     let agent_name = options
@@ -572,7 +670,7 @@ enum Method {
 impl<K, R> controller::Reconciler for Core<K, R>
 where
     K: Object<Scope: ApiScope>,
-    R: KindReconciler<K>,
+    R: ReconcileKind<K>,
 {
     async fn reconcile(&self, key: &str) -> Result<(), Error> {
         let started = tokio::time::Instant::now();
@@ -601,7 +699,7 @@ enum Outcome {
 impl<K, R> Core<K, R>
 where
     K: Object<Scope: ApiScope>,
-    R: KindReconciler<K>,
+    R: ReconcileKind<K>,
 {
     async fn reconcile_key(&self, key: &str) -> Result<Outcome, Error> {
         let key: ObjectKey = match key.parse() {
@@ -612,9 +710,6 @@ where
             }
         };
         let leader = self.leadership.is_leader_for(&key);
-        if !leader && !self.reconciler.observes() {
-            return Err(Error::skip_key(key.to_string()));
-        }
         let ctx = ReconcileContext {
             key: key.clone(),
             recorder: self.recorder.clone(),
@@ -626,10 +721,11 @@ where
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
             tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
             self.written.forget(&key);
-            return match self.reconciler.observe_deletion(&ctx, &key) {
-                Some(observe) => observe.await.map(|()| Outcome::Done),
-                None => Ok(Outcome::Done),
-            };
+            return self
+                .reconciler
+                .observe_deletion(&ctx, &key)
+                .await
+                .map(|()| Outcome::Done);
         };
         if !self.class_matches(&original) {
             tracing::debug!(
@@ -667,7 +763,7 @@ where
                 result
             }
             Method::Finalize => {
-                let result = match self.reconciler.finalize_kind(&ctx, &mut resource) {
+                let result = match R::Finalizer::finalize(&self.reconciler, &ctx, &mut resource) {
                     Some(finalize) => finalize.await,
                     None => Ok(None),
                 };
@@ -676,10 +772,7 @@ where
                 }
                 result
             }
-            Method::Observe => match self.reconciler.observe_kind(&ctx, &resource) {
-                Some(observe) => observe.await,
-                None => Ok(None),
-            },
+            Method::Observe => self.reconciler.observe_kind(&ctx, &resource).await,
             Method::Unknown => Ok(None),
         };
 
@@ -729,8 +822,10 @@ where
 impl<K, R> Core<K, R>
 where
     K: Object<Scope: ApiScope>,
-    R: KindReconciler<K>,
+    R: ReconcileKind<K>,
 {
+    const FINALIZES: bool = <R::Finalizer as Finalization<K, R>>::FINALIZES;
+
     fn record(&self, obj: &K, event: &Event) {
         self.recorder.record(&object_reference(obj), event);
     }
@@ -756,12 +851,10 @@ where
         if obj.meta().deletion_timestamp.is_none() {
             if leader {
                 Method::Reconcile
-            } else if self.reconciler.observes() {
-                Method::Observe
             } else {
-                Method::Unknown
+                Method::Observe
             }
-        } else if leader && self.reconciler.finalizes() {
+        } else if leader && Self::FINALIZES {
             Method::Finalize
         } else {
             Method::Unknown
@@ -771,7 +864,7 @@ where
     /// Adds our finalizer (appended, existing order kept) when the reconciler
     /// finalizes and the object lacks it; the object becomes the patched one.
     async fn set_finalizer_if_finalizer(&self, resource: &mut K) -> Result<(), Error> {
-        if !self.reconciler.finalizes() {
+        if !Self::FINALIZES {
             return Ok(());
         }
         let mut finalizers = resource.meta().finalizers.clone().unwrap_or_default();
@@ -784,7 +877,7 @@ where
 
     /// Removes our finalizer after a successful (or Normal-event) finalize.
     async fn clear_finalizer(&self, resource: &mut K, result: &ReconcileResult) -> Result<(), Error> {
-        if !self.reconciler.finalizes() || resource.meta().deletion_timestamp.is_none() {
+        if !Self::FINALIZES || resource.meta().deletion_timestamp.is_none() {
             return Ok(());
         }
         let current = resource.meta().finalizers.clone().unwrap_or_default();

@@ -9,107 +9,15 @@ pub mod core {
         /// `v1` `Namespace`, the type `k8s_openapi::api::core::v1::Namespace`, declared in the codegen config.
         pub mod namespace {
             use k8s_openapi::api::core::v1::Namespace;
-            use either::Either;
             use kinject_runtime::client::TypedClient;
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for the cluster-scoped `Namespace` objects, with the verbs its
+            /// A typed client for `Namespace` objects (`Client::cluster(&ctx)`), with the verbs its
             /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<Namespace>);
-
-            impl Client {
-                /// A client over the context's kube client.
-                pub fn new(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<Namespace> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<Namespace>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<WatchEvent<Namespace>>,
-                    > + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-
-                /// Creates `obj`.
-                pub async fn create(&self, obj: &Namespace) -> kube::Result<Namespace> {
-                    self.0.create(obj).await
-                }
-
-                /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-                pub async fn update(&self, obj: &Namespace) -> kube::Result<Namespace> {
-                    self.0.update(obj).await
-                }
-
-                /// Replaces the status of the object named by `obj`, through the status subresource.
-                pub async fn update_status(
-                    &self,
-                    obj: &Namespace,
-                ) -> kube::Result<Namespace> {
-                    self.0.update_status(obj).await
-                }
-
-                /// Patches the object called `name`.
-                pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Namespace> {
-                    self.0.patch(name, params, patch).await
-                }
-
-                /// Patches the status of the object called `name`.
-                pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Namespace> {
-                    self.0.patch_status(name, params, patch).await
-                }
-
-                /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-                pub async fn delete(
-                    &self,
-                    name: &str,
-                    params: &DeleteParams,
-                ) -> kube::Result<Either<Namespace, Status>> {
-                    self.0.delete(name, params).await
-                }
-
-                /// Deletes every object `list` matches.
-                pub async fn delete_collection(
-                    &self,
-                    params: &DeleteParams,
-                    list: &ListParams,
-                ) -> kube::Result<Either<ObjectList<Namespace>, Status>> {
-                    self.0.delete_collection(params, list).await
-                }
-            }
+            pub type Client = TypedClient<Namespace>;
 
             /// The shared informer of `Namespace` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
@@ -136,107 +44,15 @@ pub mod core {
         /// `v1` `Pod`, the type `k8s_openapi::api::core::v1::Pod`, declared in the codegen config.
         pub mod pod {
             use k8s_openapi::api::core::v1::Pod;
-            use either::Either;
             use kinject_runtime::client::TypedClient;
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for `Pod` objects in one namespace (or all), with the verbs its
-            /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<Pod>);
-
-            impl Client {
-                /// A client for the objects in `namespace`, over the context's kube client.
-                pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(TypedClient::new(ctx.client(), Some(namespace)))
-                }
-
-                /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-                pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<Pod> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<Pod>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<Item = kube::Result<WatchEvent<Pod>>> + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-
-                /// Creates `obj`.
-                pub async fn create(&self, obj: &Pod) -> kube::Result<Pod> {
-                    self.0.create(obj).await
-                }
-
-                /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-                pub async fn update(&self, obj: &Pod) -> kube::Result<Pod> {
-                    self.0.update(obj).await
-                }
-
-                /// Replaces the status of the object named by `obj`, through the status subresource.
-                pub async fn update_status(&self, obj: &Pod) -> kube::Result<Pod> {
-                    self.0.update_status(obj).await
-                }
-
-                /// Patches the object called `name`.
-                pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Pod> {
-                    self.0.patch(name, params, patch).await
-                }
-
-                /// Patches the status of the object called `name`.
-                pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Pod> {
-                    self.0.patch_status(name, params, patch).await
-                }
-
-                /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-                pub async fn delete(
-                    &self,
-                    name: &str,
-                    params: &DeleteParams,
-                ) -> kube::Result<Either<Pod, Status>> {
-                    self.0.delete(name, params).await
-                }
-
-                /// Deletes every object `list` matches.
-                pub async fn delete_collection(
-                    &self,
-                    params: &DeleteParams,
-                    list: &ListParams,
-                ) -> kube::Result<Either<ObjectList<Pod>, Status>> {
-                    self.0.delete_collection(params, list).await
-                }
-            }
+            /// A typed client for `Pod` objects (`Client::new(&ctx, namespace)` or
+            /// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+            pub type Client = TypedClient<Pod>;
 
             /// The shared informer of `Pod` objects in the context's scope; registered with the context
             /// on first use, so sharedmain starts it.
@@ -288,86 +104,27 @@ pub mod fixtures {
         /// the Knative status logic.
         pub mod clusterpolicy {
             use fixture_apis::v1::ClusterPolicy;
-            use either::Either;
             use kinject_runtime::client::TypedClient;
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for the cluster-scoped `ClusterPolicy` objects, with the verbs its
+            /// A typed client for `ClusterPolicy` objects (`Client::cluster(&ctx)`), with the verbs its
             /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<ClusterPolicy>);
+            pub type Client = TypedClient<ClusterPolicy, Verbs>;
 
-            impl Client {
-                /// A client over the context's kube client.
-                pub fn new(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
+            /// The verbs `#[genclient]` allows for `ClusterPolicy`.
+            #[derive(Debug)]
+            pub enum Verbs {}
 
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<ClusterPolicy> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<ClusterPolicy>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<WatchEvent<ClusterPolicy>>,
-                    > + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-
-                /// Creates `obj`.
-                pub async fn create(
-                    &self,
-                    obj: &ClusterPolicy,
-                ) -> kube::Result<ClusterPolicy> {
-                    self.0.create(obj).await
-                }
-
-                /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-                pub async fn update(
-                    &self,
-                    obj: &ClusterPolicy,
-                ) -> kube::Result<ClusterPolicy> {
-                    self.0.update(obj).await
-                }
-
-                /// Patches the object called `name`.
-                pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<ClusterPolicy> {
-                    self.0.patch(name, params, patch).await
-                }
-
-                /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-                pub async fn delete(
-                    &self,
-                    name: &str,
-                    params: &DeleteParams,
-                ) -> kube::Result<Either<ClusterPolicy, Status>> {
-                    self.0.delete(name, params).await
-                }
-            }
+            impl kinject_runtime::client::verbs::Get for Verbs {}
+            impl kinject_runtime::client::verbs::List for Verbs {}
+            impl kinject_runtime::client::verbs::Watch for Verbs {}
+            impl kinject_runtime::client::verbs::Create for Verbs {}
+            impl kinject_runtime::client::verbs::Update for Verbs {}
+            impl kinject_runtime::client::verbs::Patch for Verbs {}
+            impl kinject_runtime::client::verbs::Delete for Verbs {}
 
             /// The shared informer of `ClusterPolicy` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
@@ -388,139 +145,25 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `ClusterPolicy`: implement [`Interface`](reconciler::Interface)
-            /// and pass it to [`new_impl`](reconciler::new_impl).
+            /// The reconciler of `ClusterPolicy`: implement
+            /// [`ReconcileKind<ClusterPolicy>`](kinject_runtime::reconciler::ReconcileKind) (and
+            /// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to
+            /// [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
-                use futures::future::BoxFuture;
-                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::controller::Impl;
                 use kinject_runtime::injection::Context;
-                use kinject_runtime::reconciler::{
-                    KindConfig, ReconcileContext, ReconcileResult,
-                };
-
+                use kinject_runtime::reconciler::{KindConfig, ReconcileKind};
                 use super::ClusterPolicy;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
                 pub const DEFAULT_AGENT_NAME: &str = "clusterpolicy-controller";
 
-                /// The finalizer added for a [`Finalizer`], unless `Options::finalizer_name` says otherwise.
+                /// The finalizer added for a reconciler that implements `FinalizeKind`, unless
+                /// `Options::finalizer_name` says otherwise.
                 pub const DEFAULT_FINALIZER_NAME: &str = "clusterpolicies.fixtures.example.dev";
-
-                /// What a reconciler implements; on the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Interface: Send + Sync + 'static {
-                    /// Moves the world towards `resource`'s spec and records what it saw in its
-                    /// status; the framework writes status and finalizer changes back. Not called
-                    /// for objects being deleted.
-                    async fn reconcile_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut ClusterPolicy,
-                    ) -> ReconcileResult;
-
-                    /// `Some(self)` when the reconciler implements [`Finalizer`].
-                    fn as_finalizer(&self) -> Option<&dyn Finalizer> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`ReadOnlyInterface`].
-                    fn as_read_only(&self) -> Option<&dyn ReadOnlyInterface> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`OnDeletion`].
-                    fn as_on_deletion(&self) -> Option<&dyn OnDeletion> {
-                        None
-                    }
-                }
-
-                /// Cleans up before an object goes away: its finalizer is added before
-                /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-                /// Normal event. On the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Finalizer: Send + Sync {
-                    /// Releases what `resource` holds outside the cluster object.
-                    async fn finalize_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut ClusterPolicy,
-                    ) -> ReconcileResult;
-                }
-
-                /// Watches objects on replicas that are not the leader; must not write.
-                #[kinject_runtime::async_trait]
-                pub trait ReadOnlyInterface: Send + Sync {
-                    /// Observes `resource` (for example to warm a cache).
-                    async fn observe_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &ClusterPolicy,
-                    ) -> ReconcileResult;
-                }
-
-                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[kinject_runtime::async_trait]
-                pub trait OnDeletion: Send + Sync {
-                    /// The object `key` names was deleted.
-                    async fn observe_deletion(
-                        &self,
-                        ctx: &ReconcileContext,
-                        key: &ObjectKey,
-                    ) -> Result<(), kinject_runtime::controller::Error>;
-                }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = kinject_runtime::reconciler::Options<ClusterPolicy>;
-
-                /// Adapts the typed traits to the generic core.
-                struct Glue<R>(R);
-
-                impl<
-                    R: Interface,
-                > kinject_runtime::reconciler::KindReconciler<ClusterPolicy>
-                for Glue<R> {
-                    fn reconcile_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut ClusterPolicy,
-                    ) -> BoxFuture<'a, ReconcileResult> {
-                        self.0.reconcile_kind(ctx, resource)
-                    }
-
-                    fn finalizes(&self) -> bool {
-                        self.0.as_finalizer().is_some()
-                    }
-
-                    fn finalize_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut ClusterPolicy,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
-                    }
-
-                    fn observes(&self) -> bool {
-                        self.0.as_read_only().is_some()
-                    }
-
-                    fn observe_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a ClusterPolicy,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_read_only()?.observe_kind(ctx, resource))
-                    }
-
-                    fn observe_deletion<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        key: &'a ObjectKey,
-                    ) -> Option<
-                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
-                    > {
-                        Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
-                    }
-                }
 
                 static KIND: KindConfig<ClusterPolicy> = KindConfig {
                     agent_name: DEFAULT_AGENT_NAME,
@@ -533,18 +176,14 @@ pub mod fixtures {
                 /// The controller of `ClusterPolicy` objects: the generic reconciler of
                 /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
                 /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
-                pub fn new_impl<R: Interface>(
+                pub fn new_impl<R: ReconcileKind<ClusterPolicy>>(
                     ctx: &Context,
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = kinject_runtime::reconciler::queue_name(
-                        std::any::type_name::<R>(),
-                    );
                     kinject_runtime::reconciler::new_impl(
                         ctx,
-                        Glue(reconciler),
-                        queue_name,
+                        reconciler,
                         &KIND,
                         None,
                         options,
@@ -559,112 +198,15 @@ pub mod fixtures {
         /// Gateway is reconciled only by the controller of its class.
         pub mod gateway {
             use fixture_apis::v1::inner::Gateway;
-            use either::Either;
             use kinject_runtime::client::TypedClient;
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for `Gateway` objects in one namespace (or all), with the verbs its
-            /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<Gateway>);
-
-            impl Client {
-                /// A client for the objects in `namespace`, over the context's kube client.
-                pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(TypedClient::new(ctx.client(), Some(namespace)))
-                }
-
-                /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-                pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<Gateway> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<Gateway>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<WatchEvent<Gateway>>,
-                    > + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-
-                /// Creates `obj`.
-                pub async fn create(&self, obj: &Gateway) -> kube::Result<Gateway> {
-                    self.0.create(obj).await
-                }
-
-                /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-                pub async fn update(&self, obj: &Gateway) -> kube::Result<Gateway> {
-                    self.0.update(obj).await
-                }
-
-                /// Replaces the status of the object named by `obj`, through the status subresource.
-                pub async fn update_status(
-                    &self,
-                    obj: &Gateway,
-                ) -> kube::Result<Gateway> {
-                    self.0.update_status(obj).await
-                }
-
-                /// Patches the object called `name`.
-                pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Gateway> {
-                    self.0.patch(name, params, patch).await
-                }
-
-                /// Patches the status of the object called `name`.
-                pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Gateway> {
-                    self.0.patch_status(name, params, patch).await
-                }
-
-                /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-                pub async fn delete(
-                    &self,
-                    name: &str,
-                    params: &DeleteParams,
-                ) -> kube::Result<Either<Gateway, Status>> {
-                    self.0.delete(name, params).await
-                }
-
-                /// Deletes every object `list` matches.
-                pub async fn delete_collection(
-                    &self,
-                    params: &DeleteParams,
-                    list: &ListParams,
-                ) -> kube::Result<Either<ObjectList<Gateway>, Status>> {
-                    self.0.delete_collection(params, list).await
-                }
-            }
+            /// A typed client for `Gateway` objects (`Client::new(&ctx, namespace)` or
+            /// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+            pub type Client = TypedClient<Gateway>;
 
             /// The shared informer of `Gateway` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
@@ -685,22 +227,21 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `Gateway`: implement [`Interface`](reconciler::Interface) and pass
-            /// it to [`new_impl`](reconciler::new_impl).
+            /// The reconciler of `Gateway`: implement
+            /// [`ReconcileKind<Gateway>`](kinject_runtime::reconciler::ReconcileKind) (and
+            /// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to
+            /// [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
-                use futures::future::BoxFuture;
-                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::controller::Impl;
                 use kinject_runtime::injection::Context;
-                use kinject_runtime::reconciler::{
-                    KindConfig, ReconcileContext, ReconcileResult,
-                };
-
+                use kinject_runtime::reconciler::{KindConfig, ReconcileKind};
                 use super::Gateway;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
                 pub const DEFAULT_AGENT_NAME: &str = "gateway-controller";
 
-                /// The finalizer added for a [`Finalizer`], unless `Options::finalizer_name` says otherwise.
+                /// The finalizer added for a reconciler that implements `FinalizeKind`, unless
+                /// `Options::finalizer_name` says otherwise.
                 pub const DEFAULT_FINALIZER_NAME: &str = "gateways.example.dev/cleanup";
 
                 /// The annotations naming an object's class; the first one present decides
@@ -710,119 +251,8 @@ pub mod fixtures {
                     "gateway.class",
                 ];
 
-                /// What a reconciler implements; on the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Interface: Send + Sync + 'static {
-                    /// Moves the world towards `resource`'s spec and records what it saw in its
-                    /// status; the framework writes status and finalizer changes back. Not called
-                    /// for objects being deleted.
-                    async fn reconcile_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut Gateway,
-                    ) -> ReconcileResult;
-
-                    /// `Some(self)` when the reconciler implements [`Finalizer`].
-                    fn as_finalizer(&self) -> Option<&dyn Finalizer> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`ReadOnlyInterface`].
-                    fn as_read_only(&self) -> Option<&dyn ReadOnlyInterface> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`OnDeletion`].
-                    fn as_on_deletion(&self) -> Option<&dyn OnDeletion> {
-                        None
-                    }
-                }
-
-                /// Cleans up before an object goes away: its finalizer is added before
-                /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-                /// Normal event. On the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Finalizer: Send + Sync {
-                    /// Releases what `resource` holds outside the cluster object.
-                    async fn finalize_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut Gateway,
-                    ) -> ReconcileResult;
-                }
-
-                /// Watches objects on replicas that are not the leader; must not write.
-                #[kinject_runtime::async_trait]
-                pub trait ReadOnlyInterface: Send + Sync {
-                    /// Observes `resource` (for example to warm a cache).
-                    async fn observe_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &Gateway,
-                    ) -> ReconcileResult;
-                }
-
-                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[kinject_runtime::async_trait]
-                pub trait OnDeletion: Send + Sync {
-                    /// The object `key` names was deleted.
-                    async fn observe_deletion(
-                        &self,
-                        ctx: &ReconcileContext,
-                        key: &ObjectKey,
-                    ) -> Result<(), kinject_runtime::controller::Error>;
-                }
-
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = kinject_runtime::reconciler::Options<Gateway>;
-
-                /// Adapts the typed traits to the generic core.
-                struct Glue<R>(R);
-
-                impl<R: Interface> kinject_runtime::reconciler::KindReconciler<Gateway>
-                for Glue<R> {
-                    fn reconcile_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut Gateway,
-                    ) -> BoxFuture<'a, ReconcileResult> {
-                        self.0.reconcile_kind(ctx, resource)
-                    }
-
-                    fn finalizes(&self) -> bool {
-                        self.0.as_finalizer().is_some()
-                    }
-
-                    fn finalize_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut Gateway,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
-                    }
-
-                    fn observes(&self) -> bool {
-                        self.0.as_read_only().is_some()
-                    }
-
-                    fn observe_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a Gateway,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_read_only()?.observe_kind(ctx, resource))
-                    }
-
-                    fn observe_deletion<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        key: &'a ObjectKey,
-                    ) -> Option<
-                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
-                    > {
-                        Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
-                    }
-                }
 
                 static KIND: KindConfig<Gateway> = KindConfig {
                     agent_name: DEFAULT_AGENT_NAME,
@@ -836,19 +266,15 @@ pub mod fixtures {
                 /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
                 /// Only objects whose class annotation equals `class_value` are reconciled. Route the
                 /// informer's events to the returned `Impl` and hand it to sharedmain.
-                pub fn new_impl<R: Interface>(
+                pub fn new_impl<R: ReconcileKind<Gateway>>(
                     ctx: &Context,
                     reconciler: R,
                     class_value: &str,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = kinject_runtime::reconciler::queue_name(
-                        std::any::type_name::<R>(),
-                    );
                     kinject_runtime::reconciler::new_impl(
                         ctx,
-                        Glue(reconciler),
-                        queue_name,
+                        reconciler,
                         &KIND,
                         Some(class_value),
                         options,
@@ -867,51 +293,19 @@ pub mod fixtures {
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{ListParams, WatchParams};
-            use kube::core::{ObjectList, Selector, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for `Snapshot` objects in one namespace (or all), with the verbs its
-            /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<Snapshot>);
+            /// A typed client for `Snapshot` objects (`Client::new(&ctx, namespace)` or
+            /// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+            pub type Client = TypedClient<Snapshot, Verbs>;
 
-            impl Client {
-                /// A client for the objects in `namespace`, over the context's kube client.
-                pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(TypedClient::new(ctx.client(), Some(namespace)))
-                }
+            /// The verbs `#[genclient]` allows for `Snapshot`.
+            #[derive(Debug)]
+            pub enum Verbs {}
 
-                /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-                pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<Snapshot> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<Snapshot>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<
-                        Item = kube::Result<WatchEvent<Snapshot>>,
-                    > + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-            }
+            impl kinject_runtime::client::verbs::Get for Verbs {}
+            impl kinject_runtime::client::verbs::List for Verbs {}
+            impl kinject_runtime::client::verbs::Watch for Verbs {}
 
             /// The shared informer of `Snapshot` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
@@ -940,107 +334,15 @@ pub mod fixtures {
         /// default finalizer.
         pub mod widget {
             use fixture_apis::v1::Widget;
-            use either::Either;
             use kinject_runtime::client::TypedClient;
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
             use kinject_runtime::lister::Lister;
-            use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-            use kube::core::{ObjectList, Selector, Status, WatchEvent};
+            use kube::core::Selector;
 
-            /// A typed client for `Widget` objects in one namespace (or all), with the verbs its
-            /// `#[genclient]` allows.
-            #[derive(Clone, Debug)]
-            pub struct Client(TypedClient<Widget>);
-
-            impl Client {
-                /// A client for the objects in `namespace`, over the context's kube client.
-                pub fn new(ctx: &Context, namespace: &str) -> Self {
-                    Client(TypedClient::new(ctx.client(), Some(namespace)))
-                }
-
-                /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-                pub fn all_namespaces(ctx: &Context) -> Self {
-                    Client(TypedClient::new(ctx.client(), None))
-                }
-
-                /// Reads the object called `name` from the API server.
-                pub async fn get(&self, name: &str) -> kube::Result<Widget> {
-                    self.0.get(name).await
-                }
-
-                /// Lists objects from the API server (prefer the lister in controllers).
-                pub async fn list(
-                    &self,
-                    params: &ListParams,
-                ) -> kube::Result<ObjectList<Widget>> {
-                    self.0.list(params).await
-                }
-
-                /// Streams changes after `resource_version` (prefer the informer in controllers).
-                pub async fn watch(
-                    &self,
-                    params: &WatchParams,
-                    resource_version: &str,
-                ) -> kube::Result<
-                    impl futures::Stream<Item = kube::Result<WatchEvent<Widget>>> + use<>,
-                > {
-                    self.0.watch(params, resource_version).await
-                }
-
-                /// Creates `obj`.
-                pub async fn create(&self, obj: &Widget) -> kube::Result<Widget> {
-                    self.0.create(obj).await
-                }
-
-                /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-                pub async fn update(&self, obj: &Widget) -> kube::Result<Widget> {
-                    self.0.update(obj).await
-                }
-
-                /// Replaces the status of the object named by `obj`, through the status subresource.
-                pub async fn update_status(&self, obj: &Widget) -> kube::Result<Widget> {
-                    self.0.update_status(obj).await
-                }
-
-                /// Patches the object called `name`.
-                pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Widget> {
-                    self.0.patch(name, params, patch).await
-                }
-
-                /// Patches the status of the object called `name`.
-                pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-                    &self,
-                    name: &str,
-                    params: &PatchParams,
-                    patch: &Patch<P>,
-                ) -> kube::Result<Widget> {
-                    self.0.patch_status(name, params, patch).await
-                }
-
-                /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-                pub async fn delete(
-                    &self,
-                    name: &str,
-                    params: &DeleteParams,
-                ) -> kube::Result<Either<Widget, Status>> {
-                    self.0.delete(name, params).await
-                }
-
-                /// Deletes every object `list` matches.
-                pub async fn delete_collection(
-                    &self,
-                    params: &DeleteParams,
-                    list: &ListParams,
-                ) -> kube::Result<Either<ObjectList<Widget>, Status>> {
-                    self.0.delete_collection(params, list).await
-                }
-            }
+            /// A typed client for `Widget` objects (`Client::new(&ctx, namespace)` or
+            /// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+            pub type Client = TypedClient<Widget>;
 
             /// The shared informer of `Widget` objects in the context's scope; registered with the
             /// context on first use, so sharedmain starts it.
@@ -1058,137 +360,25 @@ pub mod fixtures {
                 get(ctx).lister()
             }
 
-            /// The typed reconciler of `Widget`: implement [`Interface`](reconciler::Interface) and pass
-            /// it to [`new_impl`](reconciler::new_impl).
+            /// The reconciler of `Widget`: implement
+            /// [`ReconcileKind<Widget>`](kinject_runtime::reconciler::ReconcileKind) (and
+            /// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to
+            /// [`new_impl`](reconciler::new_impl).
             pub mod reconciler {
-                use futures::future::BoxFuture;
-                use kinject_runtime::controller::{Impl, ObjectKey};
+                use kinject_runtime::controller::Impl;
                 use kinject_runtime::injection::Context;
-                use kinject_runtime::reconciler::{
-                    KindConfig, ReconcileContext, ReconcileResult,
-                };
-
+                use kinject_runtime::reconciler::{KindConfig, ReconcileKind};
                 use super::Widget;
 
                 /// The event source component, unless `Options::agent_name` says otherwise.
                 pub const DEFAULT_AGENT_NAME: &str = "widget-controller";
 
-                /// The finalizer added for a [`Finalizer`], unless `Options::finalizer_name` says otherwise.
+                /// The finalizer added for a reconciler that implements `FinalizeKind`, unless
+                /// `Options::finalizer_name` says otherwise.
                 pub const DEFAULT_FINALIZER_NAME: &str = "widgets.fixtures.example.dev";
-
-                /// What a reconciler implements; on the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Interface: Send + Sync + 'static {
-                    /// Moves the world towards `resource`'s spec and records what it saw in its
-                    /// status; the framework writes status and finalizer changes back. Not called
-                    /// for objects being deleted.
-                    async fn reconcile_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut Widget,
-                    ) -> ReconcileResult;
-
-                    /// `Some(self)` when the reconciler implements [`Finalizer`].
-                    fn as_finalizer(&self) -> Option<&dyn Finalizer> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`ReadOnlyInterface`].
-                    fn as_read_only(&self) -> Option<&dyn ReadOnlyInterface> {
-                        None
-                    }
-
-                    /// `Some(self)` when the reconciler implements [`OnDeletion`].
-                    fn as_on_deletion(&self) -> Option<&dyn OnDeletion> {
-                        None
-                    }
-                }
-
-                /// Cleans up before an object goes away: its finalizer is added before
-                /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-                /// Normal event. On the leader only.
-                #[kinject_runtime::async_trait]
-                pub trait Finalizer: Send + Sync {
-                    /// Releases what `resource` holds outside the cluster object.
-                    async fn finalize_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &mut Widget,
-                    ) -> ReconcileResult;
-                }
-
-                /// Watches objects on replicas that are not the leader; must not write.
-                #[kinject_runtime::async_trait]
-                pub trait ReadOnlyInterface: Send + Sync {
-                    /// Observes `resource` (for example to warm a cache).
-                    async fn observe_kind(
-                        &self,
-                        ctx: &ReconcileContext,
-                        resource: &Widget,
-                    ) -> ReconcileResult;
-                }
-
-                /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-                #[kinject_runtime::async_trait]
-                pub trait OnDeletion: Send + Sync {
-                    /// The object `key` names was deleted.
-                    async fn observe_deletion(
-                        &self,
-                        ctx: &ReconcileContext,
-                        key: &ObjectKey,
-                    ) -> Result<(), kinject_runtime::controller::Error>;
-                }
 
                 /// Finalizer and agent names, status handling, leader hooks and config store.
                 pub type Options = kinject_runtime::reconciler::Options<Widget>;
-
-                /// Adapts the typed traits to the generic core.
-                struct Glue<R>(R);
-
-                impl<R: Interface> kinject_runtime::reconciler::KindReconciler<Widget>
-                for Glue<R> {
-                    fn reconcile_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut Widget,
-                    ) -> BoxFuture<'a, ReconcileResult> {
-                        self.0.reconcile_kind(ctx, resource)
-                    }
-
-                    fn finalizes(&self) -> bool {
-                        self.0.as_finalizer().is_some()
-                    }
-
-                    fn finalize_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a mut Widget,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
-                    }
-
-                    fn observes(&self) -> bool {
-                        self.0.as_read_only().is_some()
-                    }
-
-                    fn observe_kind<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        resource: &'a Widget,
-                    ) -> Option<BoxFuture<'a, ReconcileResult>> {
-                        Some(self.0.as_read_only()?.observe_kind(ctx, resource))
-                    }
-
-                    fn observe_deletion<'a>(
-                        &'a self,
-                        ctx: &'a ReconcileContext,
-                        key: &'a ObjectKey,
-                    ) -> Option<
-                        BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>,
-                    > {
-                        Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
-                    }
-                }
 
                 static KIND: KindConfig<Widget> = KindConfig {
                     agent_name: DEFAULT_AGENT_NAME,
@@ -1201,18 +391,14 @@ pub mod fixtures {
                 /// The controller of `Widget` objects: the generic reconciler of
                 /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
                 /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
-                pub fn new_impl<R: Interface>(
+                pub fn new_impl<R: ReconcileKind<Widget>>(
                     ctx: &Context,
                     reconciler: R,
                     options: Options,
                 ) -> Impl {
-                    let queue_name = kinject_runtime::reconciler::queue_name(
-                        std::any::type_name::<R>(),
-                    );
                     kinject_runtime::reconciler::new_impl(
                         ctx,
-                        Glue(reconciler),
-                        queue_name,
+                        reconciler,
                         &KIND,
                         None,
                         options,

@@ -5,104 +5,15 @@
 //! `v1` `Service`, the type `k8s_openapi::api::core::v1::Service`, declared in the codegen config.
 
 use k8s_openapi::api::core::v1::Service;
-use either::Either;
 use kinject_runtime::client::TypedClient;
 use kinject_runtime::informer::Informer;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-use kube::core::{ObjectList, Selector, Status, WatchEvent};
+use kube::core::Selector;
 
-/// A typed client for `Service` objects in one namespace (or all), with the verbs its
-/// `#[genclient]` allows.
-#[derive(Clone, Debug)]
-pub struct Client(TypedClient<Service>);
-
-impl Client {
-    /// A client for the objects in `namespace`, over the context's kube client.
-    pub fn new(ctx: &Context, namespace: &str) -> Self {
-        Client(TypedClient::new(ctx.client(), Some(namespace)))
-    }
-
-    /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-    pub fn all_namespaces(ctx: &Context) -> Self {
-        Client(TypedClient::new(ctx.client(), None))
-    }
-
-    /// Reads the object called `name` from the API server.
-    pub async fn get(&self, name: &str) -> kube::Result<Service> {
-        self.0.get(name).await
-    }
-
-    /// Lists objects from the API server (prefer the lister in controllers).
-    pub async fn list(&self, params: &ListParams) -> kube::Result<ObjectList<Service>> {
-        self.0.list(params).await
-    }
-
-    /// Streams changes after `resource_version` (prefer the informer in controllers).
-    pub async fn watch(
-        &self,
-        params: &WatchParams,
-        resource_version: &str,
-    ) -> kube::Result<
-        impl futures::Stream<Item = kube::Result<WatchEvent<Service>>> + use<>,
-    > {
-        self.0.watch(params, resource_version).await
-    }
-
-    /// Creates `obj`.
-    pub async fn create(&self, obj: &Service) -> kube::Result<Service> {
-        self.0.create(obj).await
-    }
-
-    /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-    pub async fn update(&self, obj: &Service) -> kube::Result<Service> {
-        self.0.update(obj).await
-    }
-
-    /// Replaces the status of the object named by `obj`, through the status subresource.
-    pub async fn update_status(&self, obj: &Service) -> kube::Result<Service> {
-        self.0.update_status(obj).await
-    }
-
-    /// Patches the object called `name`.
-    pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<Service> {
-        self.0.patch(name, params, patch).await
-    }
-
-    /// Patches the status of the object called `name`.
-    pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<Service> {
-        self.0.patch_status(name, params, patch).await
-    }
-
-    /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-    pub async fn delete(
-        &self,
-        name: &str,
-        params: &DeleteParams,
-    ) -> kube::Result<Either<Service, Status>> {
-        self.0.delete(name, params).await
-    }
-
-    /// Deletes every object `list` matches.
-    pub async fn delete_collection(
-        &self,
-        params: &DeleteParams,
-        list: &ListParams,
-    ) -> kube::Result<Either<ObjectList<Service>, Status>> {
-        self.0.delete_collection(params, list).await
-    }
-}
+/// A typed client for `Service` objects (`Client::new(&ctx, namespace)` or
+/// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+pub type Client = TypedClient<Service>;
 
 /// The shared informer of `Service` objects in the context's scope; registered with the
 /// context on first use, so sharedmain starts it.

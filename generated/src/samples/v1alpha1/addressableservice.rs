@@ -7,116 +7,15 @@
 //! carries the URL at which the Service can be reached.
 
 use apis::v1alpha1::AddressableService;
-use either::Either;
 use kinject_runtime::client::TypedClient;
 use kinject_runtime::informer::Informer;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
-use kube::api::{DeleteParams, ListParams, Patch, PatchParams, WatchParams};
-use kube::core::{ObjectList, Selector, Status, WatchEvent};
+use kube::core::Selector;
 
-/// A typed client for `AddressableService` objects in one namespace (or all), with the verbs
-/// its `#[genclient]` allows.
-#[derive(Clone, Debug)]
-pub struct Client(TypedClient<AddressableService>);
-
-impl Client {
-    /// A client for the objects in `namespace`, over the context's kube client.
-    pub fn new(ctx: &Context, namespace: &str) -> Self {
-        Client(TypedClient::new(ctx.client(), Some(namespace)))
-    }
-
-    /// A client whose `list`, `watch` and `delete_collection` span every namespace.
-    pub fn all_namespaces(ctx: &Context) -> Self {
-        Client(TypedClient::new(ctx.client(), None))
-    }
-
-    /// Reads the object called `name` from the API server.
-    pub async fn get(&self, name: &str) -> kube::Result<AddressableService> {
-        self.0.get(name).await
-    }
-
-    /// Lists objects from the API server (prefer the lister in controllers).
-    pub async fn list(
-        &self,
-        params: &ListParams,
-    ) -> kube::Result<ObjectList<AddressableService>> {
-        self.0.list(params).await
-    }
-
-    /// Streams changes after `resource_version` (prefer the informer in controllers).
-    pub async fn watch(
-        &self,
-        params: &WatchParams,
-        resource_version: &str,
-    ) -> kube::Result<
-        impl futures::Stream<Item = kube::Result<WatchEvent<AddressableService>>> + use<>,
-    > {
-        self.0.watch(params, resource_version).await
-    }
-
-    /// Creates `obj`.
-    pub async fn create(
-        &self,
-        obj: &AddressableService,
-    ) -> kube::Result<AddressableService> {
-        self.0.create(obj).await
-    }
-
-    /// Replaces the object named by `obj`; its resourceVersion guards against lost updates.
-    pub async fn update(
-        &self,
-        obj: &AddressableService,
-    ) -> kube::Result<AddressableService> {
-        self.0.update(obj).await
-    }
-
-    /// Replaces the status of the object named by `obj`, through the status subresource.
-    pub async fn update_status(
-        &self,
-        obj: &AddressableService,
-    ) -> kube::Result<AddressableService> {
-        self.0.update_status(obj).await
-    }
-
-    /// Patches the object called `name`.
-    pub async fn patch<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<AddressableService> {
-        self.0.patch(name, params, patch).await
-    }
-
-    /// Patches the status of the object called `name`.
-    pub async fn patch_status<P: serde::Serialize + std::fmt::Debug>(
-        &self,
-        name: &str,
-        params: &PatchParams,
-        patch: &Patch<P>,
-    ) -> kube::Result<AddressableService> {
-        self.0.patch_status(name, params, patch).await
-    }
-
-    /// Deletes the object called `name`; `Left` is the object while finalizers keep it.
-    pub async fn delete(
-        &self,
-        name: &str,
-        params: &DeleteParams,
-    ) -> kube::Result<Either<AddressableService, Status>> {
-        self.0.delete(name, params).await
-    }
-
-    /// Deletes every object `list` matches.
-    pub async fn delete_collection(
-        &self,
-        params: &DeleteParams,
-        list: &ListParams,
-    ) -> kube::Result<Either<ObjectList<AddressableService>, Status>> {
-        self.0.delete_collection(params, list).await
-    }
-}
+/// A typed client for `AddressableService` objects (`Client::new(&ctx, namespace)` or
+/// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+pub type Client = TypedClient<AddressableService>;
 
 /// The shared informer of `AddressableService` objects in the context's scope; registered
 /// with the context on first use, so sharedmain starts it.
@@ -134,132 +33,25 @@ pub fn lister(ctx: &Context) -> Lister<AddressableService> {
     get(ctx).lister()
 }
 
-/// The typed reconciler of `AddressableService`: implement
-/// [`Interface`](reconciler::Interface) and pass it to [`new_impl`](reconciler::new_impl).
+/// The reconciler of `AddressableService`: implement
+/// [`ReconcileKind<AddressableService>`](kinject_runtime::reconciler::ReconcileKind) (and
+/// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to
+/// [`new_impl`](reconciler::new_impl).
 pub mod reconciler {
-    use futures::future::BoxFuture;
-    use kinject_runtime::controller::{Impl, ObjectKey};
+    use kinject_runtime::controller::Impl;
     use kinject_runtime::injection::Context;
-    use kinject_runtime::reconciler::{KindConfig, ReconcileContext, ReconcileResult};
+    use kinject_runtime::reconciler::{KindConfig, ReconcileKind};
     use super::AddressableService;
 
     /// The event source component, unless `Options::agent_name` says otherwise.
     pub const DEFAULT_AGENT_NAME: &str = "addressableservice-controller";
 
-    /// The finalizer added for a [`Finalizer`], unless `Options::finalizer_name` says otherwise.
+    /// The finalizer added for a reconciler that implements `FinalizeKind`, unless
+    /// `Options::finalizer_name` says otherwise.
     pub const DEFAULT_FINALIZER_NAME: &str = "addressableservices.samples.knative.dev";
-
-    /// What a reconciler implements; on the leader only.
-    #[kinject_runtime::async_trait]
-    pub trait Interface: Send + Sync + 'static {
-        /// Moves the world towards `resource`'s spec and records what it saw in its
-        /// status; the framework writes status and finalizer changes back. Not called
-        /// for objects being deleted.
-        async fn reconcile_kind(
-            &self,
-            ctx: &ReconcileContext,
-            resource: &mut AddressableService,
-        ) -> ReconcileResult;
-
-        /// `Some(self)` when the reconciler implements [`Finalizer`].
-        fn as_finalizer(&self) -> Option<&dyn Finalizer> {
-            None
-        }
-
-        /// `Some(self)` when the reconciler implements [`ReadOnlyInterface`].
-        fn as_read_only(&self) -> Option<&dyn ReadOnlyInterface> {
-            None
-        }
-
-        /// `Some(self)` when the reconciler implements [`OnDeletion`].
-        fn as_on_deletion(&self) -> Option<&dyn OnDeletion> {
-            None
-        }
-    }
-
-    /// Cleans up before an object goes away: its finalizer is added before
-    /// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-    /// Normal event. On the leader only.
-    #[kinject_runtime::async_trait]
-    pub trait Finalizer: Send + Sync {
-        /// Releases what `resource` holds outside the cluster object.
-        async fn finalize_kind(
-            &self,
-            ctx: &ReconcileContext,
-            resource: &mut AddressableService,
-        ) -> ReconcileResult;
-    }
-
-    /// Watches objects on replicas that are not the leader; must not write.
-    #[kinject_runtime::async_trait]
-    pub trait ReadOnlyInterface: Send + Sync {
-        /// Observes `resource` (for example to warm a cache).
-        async fn observe_kind(
-            &self,
-            ctx: &ReconcileContext,
-            resource: &AddressableService,
-        ) -> ReconcileResult;
-    }
-
-    /// Observes keys whose object is gone (Knative's `OnDeletionInterface`); on every replica.
-    #[kinject_runtime::async_trait]
-    pub trait OnDeletion: Send + Sync {
-        /// The object `key` names was deleted.
-        async fn observe_deletion(
-            &self,
-            ctx: &ReconcileContext,
-            key: &ObjectKey,
-        ) -> Result<(), kinject_runtime::controller::Error>;
-    }
 
     /// Finalizer and agent names, status handling, leader hooks and config store.
     pub type Options = kinject_runtime::reconciler::Options<AddressableService>;
-
-    /// Adapts the typed traits to the generic core.
-    struct Glue<R>(R);
-
-    impl<R: Interface> kinject_runtime::reconciler::KindReconciler<AddressableService>
-    for Glue<R> {
-        fn reconcile_kind<'a>(
-            &'a self,
-            ctx: &'a ReconcileContext,
-            resource: &'a mut AddressableService,
-        ) -> BoxFuture<'a, ReconcileResult> {
-            self.0.reconcile_kind(ctx, resource)
-        }
-
-        fn finalizes(&self) -> bool {
-            self.0.as_finalizer().is_some()
-        }
-
-        fn finalize_kind<'a>(
-            &'a self,
-            ctx: &'a ReconcileContext,
-            resource: &'a mut AddressableService,
-        ) -> Option<BoxFuture<'a, ReconcileResult>> {
-            Some(self.0.as_finalizer()?.finalize_kind(ctx, resource))
-        }
-
-        fn observes(&self) -> bool {
-            self.0.as_read_only().is_some()
-        }
-
-        fn observe_kind<'a>(
-            &'a self,
-            ctx: &'a ReconcileContext,
-            resource: &'a AddressableService,
-        ) -> Option<BoxFuture<'a, ReconcileResult>> {
-            Some(self.0.as_read_only()?.observe_kind(ctx, resource))
-        }
-
-        fn observe_deletion<'a>(
-            &'a self,
-            ctx: &'a ReconcileContext,
-            key: &'a ObjectKey,
-        ) -> Option<BoxFuture<'a, Result<(), kinject_runtime::controller::Error>>> {
-            Some(self.0.as_on_deletion()?.observe_deletion(ctx, key))
-        }
-    }
 
     static KIND: KindConfig<AddressableService> = KindConfig {
         agent_name: DEFAULT_AGENT_NAME,
@@ -272,21 +64,11 @@ pub mod reconciler {
     /// The controller of `AddressableService` objects: the generic reconciler of
     /// `kinject_runtime::reconciler` around `reconciler`, with its work queue named after `R`.
     /// Route the informer's events to the returned `Impl` and hand it to sharedmain.
-    pub fn new_impl<R: Interface>(
+    pub fn new_impl<R: ReconcileKind<AddressableService>>(
         ctx: &Context,
         reconciler: R,
         options: Options,
     ) -> Impl {
-        let queue_name = kinject_runtime::reconciler::queue_name(
-            std::any::type_name::<R>(),
-        );
-        kinject_runtime::reconciler::new_impl(
-            ctx,
-            Glue(reconciler),
-            queue_name,
-            &KIND,
-            None,
-            options,
-        )
+        kinject_runtime::reconciler::new_impl(ctx, reconciler, &KIND, None, options)
     }
 }
