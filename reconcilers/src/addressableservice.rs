@@ -1,8 +1,6 @@
 //! AddressableService: exposes a Service as an Addressable by writing its URL
 //! into `status.address`.
 
-use std::sync::{Arc, OnceLock};
-
 use apis::v1alpha1::AddressableService;
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice;
@@ -10,22 +8,18 @@ use k8s_openapi::api::core::v1::Service;
 use kinject_runtime::apis::HasStatus;
 use kinject_runtime::apis::Url;
 use kinject_runtime::apis::duck::v1::Addressable;
-use kinject_runtime::controller::{Error, Impl, ResultExt};
+use kinject_runtime::controller::{Impl, ResultExt};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::network;
 use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
-use kinject_runtime::tracker::{Reference, Tracker};
+use kinject_runtime::tracker::Reference;
 use kube::ResourceExt;
 
 /// Reconciles AddressableServices.
 #[derive(Debug)]
 pub struct Reconciler {
-    /// Re-enqueues an AddressableService when the Service it names changes.
-    /// Set right after the controller is built, since the tracker enqueues
-    /// into the controller.
-    tracker: Arc<OnceLock<Tracker>>,
     service_lister: Lister<Service>,
     cluster_domain: String,
 }
@@ -34,19 +28,12 @@ pub struct Reconciler {
 impl ReconcileKind<AddressableService> for Reconciler {
     type Finalizer = NoFinalizer;
 
-    async fn reconcile_kind(
-        &self,
-        _ctx: &ReconcileContext,
-        asvc: &mut AddressableService,
-    ) -> ReconcileResult {
+    async fn reconcile_kind(&self, ctx: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
         let namespace = asvc.namespace().unwrap_or_default();
         let service_name = asvc.spec.service_name.clone();
-        let tracker = self
-            .tracker
-            .get()
-            .ok_or_else(|| Error::new("the service tracker is not set up"))?;
+        // Re-enqueues this AddressableService when the Service it names changes.
         let reference = Reference::named("v1", "Service", namespace.as_str(), service_name.as_str());
-        if let Err(err) = tracker.track_reference(&reference, asvc) {
+        if let Err(err) = ctx.tracker().track_reference(&reference, asvc) {
             tracing::error!("Error tracking service {service_name}: {err}");
             return Err(err.into());
         }
@@ -78,27 +65,20 @@ impl ReconcileKind<AddressableService> for Reconciler {
 pub fn new_controller(ctx: &Context) -> Impl {
     let asvc_informer = addressableservice::get(ctx);
     let service_informer = service::get(ctx);
-    let tracker = Arc::new(OnceLock::new());
     let reconciler = Reconciler {
-        tracker: tracker.clone(),
         service_lister: service_informer.lister(),
-        cluster_domain: network::cluster_domain().to_owned(),
+        cluster_domain: ctx.cluster_domain().to_owned(),
     };
     let controller = addressableservice::reconciler::new_impl(
         ctx,
         reconciler,
         addressableservice::reconciler::Options::default(),
     );
-    let _ = tracker.set(controller.tracker(3 * ctx.resync_period()));
-
     let enqueue = controller.clone();
     asvc_informer.add_event_handler(EventHandler::all(move |asvc: &AddressableService| {
         enqueue.enqueue(asvc)
     }));
-    service_informer.add_event_handler(EventHandler::all(move |svc: &Service| {
-        if let Some(tracker) = tracker.get() {
-            tracker.on_changed(svc);
-        }
-    }));
+    let tracker = controller.tracker().clone();
+    service_informer.add_event_handler(EventHandler::all(move |svc: &Service| tracker.on_changed(svc)));
     controller
 }

@@ -172,6 +172,24 @@ async fn a05_service_exists() {
     .await;
 }
 
+/// The address uses the context's cluster domain, so two contexts (or two
+/// controllers) in one process can serve different clusters.
+#[tokio::test]
+async fn a05_service_exists_in_another_cluster_domain() {
+    run(vec![TableRow {
+        name: "A5 service exists, cluster domain example.internal",
+        objects: vec![obj(&rut(1)), obj(&service("ns", "webhook"))],
+        key: "ns/rut",
+        cluster_domain: Some("example.internal"),
+        want_status_updates: vec![obj(&with_status(
+            rut(1),
+            ready(1, "http://webhook.ns.svc.example.internal"),
+        ))],
+        ..TableRow::default()
+    }])
+    .await;
+}
+
 #[tokio::test]
 async fn a06_steady_state() {
     run(vec![TableRow {

@@ -43,6 +43,7 @@ use tokio_util::sync::CancellationToken;
 use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
 use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerSettings};
+use crate::network;
 
 /// The injection context: a cheap, cloneable handle shared by every controller
 /// of a process.
@@ -59,6 +60,7 @@ struct Inner {
     settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     informers: Mutex<Vec<Registration>>,
     extensions: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    cluster_domain: String,
 }
 
 struct Registration {
@@ -101,6 +103,7 @@ impl fmt::Debug for Context {
         f.debug_struct("Context")
             .field("namespace", &self.inner.namespace)
             .field("resync_period", &self.inner.resync_period)
+            .field("cluster_domain", &self.inner.cluster_domain)
             .field("informers", &self.informer_descriptions())
             .finish_non_exhaustive()
     }
@@ -114,6 +117,7 @@ pub struct ContextBuilder {
     resync_period: Duration,
     settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
+    cluster_domain: Option<String>,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -152,6 +156,13 @@ impl ContextBuilder {
         self
     }
 
+    /// The cluster's DNS domain (`cluster.local`); without it, the context
+    /// detects it as [`network::detect_cluster_domain`] does.
+    pub fn cluster_domain(mut self, domain: impl Into<String>) -> Self {
+        self.cluster_domain = Some(domain.into());
+        self
+    }
+
     /// Adds a typed extension; see [`Context::get`].
     pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.extensions.insert(TypeId::of::<T>(), Arc::new(value));
@@ -169,6 +180,7 @@ impl ContextBuilder {
                 settings: self.settings,
                 informers: Mutex::new(Vec::new()),
                 extensions: RwLock::new(self.extensions),
+                cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
             }),
         }
     }
@@ -213,6 +225,7 @@ impl Context {
             resync_period: DEFAULT_RESYNC_PERIOD,
             settings: HashMap::new(),
             extensions: HashMap::new(),
+            cluster_domain: None,
         }
     }
 
@@ -234,6 +247,14 @@ impl Context {
     /// The handler resync period.
     pub fn resync_period(&self) -> Duration {
         self.inner.resync_period
+    }
+
+    /// The cluster's DNS domain, for the addresses of Services
+    /// (`<name>.<namespace>.svc.<domain>`): what the builder was given, else
+    /// `CLUSTER_DOMAIN`, the `search` line of `/etc/resolv.conf`, or
+    /// `cluster.local`, read when the context was built.
+    pub fn cluster_domain(&self) -> &str {
+        &self.inner.cluster_domain
     }
 
     /// The shared informer for `K`, created on the first request.

@@ -1,25 +1,22 @@
 //! Cluster networking facts controllers need: the cluster's DNS domain.
 
-use std::sync::OnceLock;
-
 /// The cluster domain when nothing says otherwise.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 
 /// The cluster's DNS domain (`cluster.local`): `CLUSTER_DOMAIN` if set, else
 /// the domain of the first `search` entry of `/etc/resolv.conf` that starts with
-/// `svc.`, else `cluster.local`. Read once per process.
+/// `svc.`, else `cluster.local`. Each [`Context`](crate::injection::Context)
+/// reads it once when built (controllers ask `ctx.cluster_domain()`), so two
+/// contexts in one process may differ.
 ///
 /// Knative honours `CLUSTER_DOMAIN` only when `/etc/resolv.conf` can be opened;
 /// here it always wins, so it also works outside a cluster.
-pub fn cluster_domain() -> &'static str {
-    static DOMAIN: OnceLock<String> = OnceLock::new();
-    DOMAIN.get_or_init(|| {
-        let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-        domain_from(std::env::var("CLUSTER_DOMAIN").ok().as_deref(), &resolv)
-    })
+pub fn detect_cluster_domain() -> String {
+    let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
+    domain_from(std::env::var("CLUSTER_DOMAIN").ok().as_deref(), &resolv)
 }
 
-/// The rule of [`cluster_domain`], for explicit inputs.
+/// The rule of [`detect_cluster_domain`], for explicit inputs.
 pub fn domain_from(env: Option<&str>, resolv_conf: &str) -> String {
     if let Some(domain) = env.map(str::trim).filter(|d| !d.is_empty()) {
         return domain.trim_end_matches('.').to_owned();

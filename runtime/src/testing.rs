@@ -41,6 +41,7 @@ use crate::controller::Impl;
 use crate::events::FakeRecorder;
 use crate::injection::Context;
 use crate::leader::UniversalBucket;
+use crate::network::DEFAULT_CLUSTER_DOMAIN;
 use crate::reconciler::SharedRecorder;
 
 pub use kinject_testenv as testenv;
@@ -144,6 +145,9 @@ pub struct TableRow {
     pub skip_namespace_validation: bool,
     /// Extra checks after the reconcile.
     pub post_conditions: Option<PostCondition>,
+    /// The cluster's DNS domain in the row's context; `None` means
+    /// `cluster.local`, whatever the machine running the test says.
+    pub cluster_domain: Option<&'static str>,
 }
 
 impl fmt::Debug for TableRow {
@@ -209,6 +213,7 @@ pub async fn run_row(
     let recorder = Arc::new(FakeRecorder::new());
     let ctx = Context::builder(env.client())
         .extension(SharedRecorder(recorder.clone()))
+        .cluster_domain(row.cluster_domain.unwrap_or(DEFAULT_CLUSTER_DOMAIN))
         .build();
     let controller = constructor(&ctx);
     let shutdown = CancellationToken::new();
@@ -267,7 +272,10 @@ pub fn context(
     let env = TestEnv::new();
     let objects: Vec<Value> = objects.into_iter().collect();
     seed(&env, crds, &objects, None)?;
-    Ok((Context::new(env.client()), env))
+    let ctx = Context::builder(env.client())
+        .cluster_domain(DEFAULT_CLUSTER_DOMAIN)
+        .build();
+    Ok((ctx, env))
 }
 
 /// Installs `crds`, creates the namespaces of `objects` (and `namespace`), and

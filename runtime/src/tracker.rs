@@ -506,14 +506,19 @@ impl Tracker {
     /// of the observer kind's informer, so deleted observers are not enqueued
     /// until their leases lapse.
     pub fn on_deleted_observer<O: Resource>(&self, observer: &O) {
-        let key = ObjectKey::of(observer);
+        self.forget_observer(&ObjectKey::of(observer));
+    }
+
+    /// Forgets every registration of the observer `key` names; the generated
+    /// reconciler calls it when the observer is gone from the cache.
+    pub fn forget_observer(&self, key: &ObjectKey) {
         let mut state = self.lock();
         state.exact.retain(|_, observers| {
-            observers.remove(&key);
+            observers.remove(key);
             !observers.is_empty()
         });
         state.inexact.retain(|_, observers| {
-            observers.remove(&key);
+            observers.remove(key);
             !observers.is_empty()
         });
     }

@@ -433,7 +433,7 @@ async fn global_resync_uses_the_slow_lane_and_stops_at_shutdown() {
 #[tokio::test(start_paused = true)]
 async fn the_controllers_tracker_enqueues_observers() {
     let c = controller();
-    let tracker = c.tracker(Duration::from_secs(60));
+    let tracker = c.tracker().clone();
     let reference = kinject_runtime::tracker::Reference::named("v1", "ConfigMap", "ns", "cm");
     let observer = config_map(&[], Vec::new());
     tracker.track_reference(&reference, &observer).unwrap();

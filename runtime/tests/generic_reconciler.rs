@@ -6,8 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kinject_runtime::controller::{Error, Impl};
+use kinject_runtime::controller::{Error, Impl, ObjectKey};
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{
     Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
@@ -15,6 +16,8 @@ use kinject_runtime::reconciler::{
 };
 use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
 use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
+use kinject_runtime::tracker::Reference;
+use kube::api::ObjectMeta;
 
 const FINALIZER: &str = "addressableservices.samples.knative.dev";
 
@@ -342,4 +345,58 @@ async fn g6_other_errors_become_internal_error_events() {
         ..TableRow::default()
     };
     run(row, Arc::new(|| Err(Error::new("the backend is down"))), None).await;
+}
+
+/// A deleted observer's tracker registrations go with it, so churn cannot grow
+/// the tracker and a change to what it referenced enqueues nothing.
+#[tokio::test]
+async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
+    let config_map = || ConfigMap {
+        metadata: ObjectMeta {
+            namespace: Some("ns".into()),
+            name: Some("settings".into()),
+            ..ObjectMeta::default()
+        },
+        ..ConfigMap::default()
+    };
+    let constructor = |ctx: &Context| -> Impl {
+        let controller = new_impl(
+            ctx,
+            Scripted { reconcile: done() },
+            &KIND,
+            None,
+            Options::default(),
+        );
+        let reference = Reference::named("v1", "ConfigMap", "ns", "settings");
+        controller
+            .tracker()
+            .track_reference(&reference, &rut(&[], false))
+            .unwrap();
+        assert_eq!(
+            controller.tracker().get_observers(&config_map()),
+            [ObjectKey::new("ns", "rut")]
+        );
+        controller
+    };
+    let row = TableRow {
+        name: "G7 gone",
+        key: "ns/rut",
+        post_conditions: Some(Box::new(move |outcome| {
+            let observers = outcome.controller.tracker().get_observers(&config_map());
+            Box::pin(async move {
+                if observers.is_empty() {
+                    Ok(())
+                } else {
+                    Err(format!("still tracked for {observers:?}"))
+                }
+            })
+        })),
+        ..TableRow::default()
+    };
+    Table {
+        crds: vec![kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap()],
+        rows: vec![row],
+    }
+    .run(&constructor)
+    .await;
 }

@@ -142,7 +142,14 @@ pub struct ControllerOptions {
     /// Cancelled as soon as [`Impl::run`] is told to shut down, so reconciles in
     /// flight can notice.
     pub shutdown_signal: Option<CancellationToken>,
+    /// How long the controller's [`Tracker`] keeps a registration after its
+    /// last renewal; `None` means [`DEFAULT_TRACKER_LEASE`]. Knative uses three
+    /// resync periods, so a reconcile renews it well before it lapses.
+    pub tracker_lease: Option<Duration>,
 }
+
+/// Three default resync periods of ten hours, as Knative's `GetTrackerLease`.
+pub const DEFAULT_TRACKER_LEASE: Duration = Duration::from_secs(3 * 10 * 60 * 60);
 
 impl ControllerOptions {
     /// Sets [`concurrency`](Self::concurrency).
@@ -174,6 +181,12 @@ impl ControllerOptions {
         self.shutdown_signal = Some(token);
         self
     }
+
+    /// Sets [`tracker_lease`](Self::tracker_lease).
+    pub fn tracker_lease(mut self, lease: Duration) -> Self {
+        self.tracker_lease = Some(lease);
+        self
+    }
 }
 
 /// A controller: a named [`WorkQueue`], the [`Reconciler`] its workers call,
@@ -191,6 +204,7 @@ struct Inner {
     concurrency: usize,
     leader_aware: Option<Arc<dyn LeaderAware>>,
     shutdown_signal: Option<CancellationToken>,
+    tracker: Tracker,
 }
 
 impl fmt::Debug for Impl {
@@ -208,6 +222,17 @@ impl Impl {
     /// `name` label of its metrics and the `knative.dev/controller` log field)
     /// that feeds keys to `reconciler`.
     pub fn new(name: impl Into<String>, reconciler: impl Reconciler, options: ControllerOptions) -> Self {
+        Self::with_tracker(name, options, |_| reconciler)
+    }
+
+    /// Like [`Impl::new`], for a reconciler that needs the controller's
+    /// [`Tracker`] (which enqueues into the controller, so it exists only once
+    /// the controller does): `make` receives it.
+    pub fn with_tracker<R: Reconciler>(
+        name: impl Into<String>,
+        options: ControllerOptions,
+        make: impl FnOnce(Tracker) -> R,
+    ) -> Self {
         let name = name.into();
         let rate_limiter = options
             .rate_limiter
@@ -218,16 +243,30 @@ impl Impl {
         } else {
             options.concurrency
         };
-        Impl {
-            inner: Arc::new(Inner {
+        let lease = options.tracker_lease.unwrap_or(DEFAULT_TRACKER_LEASE);
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let weak = weak.clone();
+            // Weak, so a reconciler holding the tracker does not keep the
+            // controller alive.
+            let tracker = Tracker::new(
+                move |key| {
+                    if let Some(inner) = weak.upgrade() {
+                        Impl { inner }.enqueue_key(key);
+                    }
+                },
+                lease,
+            );
+            Inner {
                 name,
-                reconciler: Box::new(reconciler),
+                reconciler: Box::new(make(tracker.clone())),
                 queue,
                 concurrency,
                 leader_aware: options.leader_aware,
                 shutdown_signal: options.shutdown_signal,
-            }),
-        }
+                tracker,
+            }
+        });
+        Impl { inner }
     }
 
     /// The controller's name.
@@ -241,19 +280,11 @@ impl Impl {
         &self.inner.queue
     }
 
-    /// A tracker whose callback enqueues the observer's key into this controller
-    /// (what Knative's `NewContext` builds). It holds the controller weakly, so a
-    /// reconciler may keep it without keeping the controller alive.
-    pub fn tracker(&self, lease: Duration) -> Tracker {
-        let weak: Weak<Inner> = Arc::downgrade(&self.inner);
-        Tracker::new(
-            move |key| {
-                if let Some(inner) = weak.upgrade() {
-                    Impl { inner }.enqueue_key(key);
-                }
-            },
-            lease,
-        )
+    /// The controller's tracker (Knative's `impl.Tracker`): its callback
+    /// enqueues the observer's key into this controller. Wire the referenced
+    /// kind's informer to [`Tracker::on_changed`].
+    pub fn tracker(&self) -> &Tracker {
+        &self.inner.tracker
     }
 
     /// Enqueues the object's `namespace/name` in the fast lane; called from an

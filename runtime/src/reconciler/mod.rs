@@ -56,6 +56,7 @@ pub use crate::leader::{
     Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket,
 };
 use crate::lister::Lister;
+use crate::tracker::Tracker;
 pub use metrics::ReconcileMetrics;
 
 /// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
@@ -69,6 +70,7 @@ const NEW_OBSERVED_GEN_FAILURE: &str = "NewObservedGenFailure";
 /// Everything a reconcile step receives besides the object.
 pub struct ReconcileContext {
     key: ObjectKey,
+    tracker: Tracker,
     recorder: Arc<dyn Recorder>,
     cancellation: CancellationToken,
     config: Option<Arc<dyn Any + Send + Sync>>,
@@ -93,6 +95,14 @@ impl ReconcileContext {
     /// Records an extra event about `obj` (returned events are recorded for you).
     pub fn record<K: Resource<DynamicType = ()>>(&self, obj: &K, event: &Event) {
         self.recorder.record(&object_reference(obj), event);
+    }
+
+    /// The controller's tracker: `track_reference` here, and wire the referenced
+    /// kind's informer to `controller.tracker().on_changed`, to be enqueued when
+    /// what the object references changes. Registrations of deleted objects are
+    /// dropped for you.
+    pub fn tracker(&self) -> &Tracker {
+        &self.tracker
     }
 
     /// Fires when the controller is shutting down: long waits should stop.
@@ -552,8 +562,21 @@ where
     ));
 
     let stopping = CancellationToken::new();
-    let core = Core {
+    let concurrency = options
+        .concurrency
+        .or_else(|| ctx.get::<ThreadsPerController>().map(|t| t.0))
+        .unwrap_or_default();
+    let mut controller_options = ControllerOptions::default()
+        .concurrency(concurrency)
+        .leader_aware(leadership.clone())
+        .shutdown_signal(stopping.clone())
+        .tracker_lease(3 * ctx.resync_period());
+    if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
+        controller_options = controller_options.metrics((*metrics).clone());
+    }
+    let make_core = move |tracker: Tracker| Core {
         reconciler,
+        tracker,
         lister,
         client: ctx.client(),
         kind,
@@ -565,31 +588,21 @@ where
         skip_status_updates: options.skip_status_updates,
         config_store: options.config_store.clone(),
         recorder,
-        leadership: leadership.clone(),
-        stopping: stopping.clone(),
+        leadership,
+        stopping,
         metrics: ctx.get::<ReconcileMetrics>(),
         written: WrittenVersions::default(),
         kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
             .trim_start_matches('.')
             .to_owned(),
     };
-    let concurrency = options
-        .concurrency
-        .or_else(|| ctx.get::<ThreadsPerController>().map(|t| t.0))
-        .unwrap_or_default();
-    let mut controller_options = ControllerOptions::default()
-        .concurrency(concurrency)
-        .leader_aware(leadership)
-        .shutdown_signal(stopping);
-    if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
-        controller_options = controller_options.metrics((*metrics).clone());
-    }
-    Impl::new(queue_name, core, controller_options)
+    Impl::with_tracker(queue_name, controller_options, make_core)
 }
 
 /// The generic reconciler: Knative's generated `Reconcile` for kind `K`.
 struct Core<K: 'static, R> {
     reconciler: R,
+    tracker: Tracker,
     lister: Lister<K>,
     client: kube::Client,
     kind: &'static KindConfig<K>,
@@ -712,6 +725,7 @@ where
         let leader = self.leadership.is_leader_for(&key);
         let ctx = ReconcileContext {
             key: key.clone(),
+            tracker: self.tracker.clone(),
             recorder: self.recorder.clone(),
             cancellation: self.stopping.child_token(),
             config: self.config_store.as_ref().map(|s| s.snapshot()),
@@ -721,6 +735,7 @@ where
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
             tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
             self.written.forget(&key);
+            self.tracker.forget_observer(&key);
             return self
                 .reconciler
                 .observe_deletion(&ctx, &key)
