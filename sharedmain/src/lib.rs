@@ -2,9 +2,11 @@
 //! `injection/sharedmain`).
 //!
 //! ```no_run
-//! # fn new_controller(_: &kinject_runtime::injection::Context) -> kinject_runtime::controller::Impl { unimplemented!() }
+//! # mod addressableservice { pub fn new_controller(_: &kinject_runtime::injection::Context) -> kinject_runtime::controller::Impl { unimplemented!() } }
+//! use kinject_sharedmain::controller;
+//!
 //! fn main() -> std::process::ExitCode {
-//!     kinject_sharedmain::main("controller", [new_controller])
+//!     kinject_sharedmain::main("controller", [controller!(addressableservice::new_controller)])
 //! }
 //! ```
 //!
@@ -19,8 +21,9 @@
 //!    `config-leader-election` and `config-observability` from
 //!    `SYSTEM_NAMESPACE`; a missing ConfigMap means the defaults, a malformed
 //!    one stops the process with the reason;
-//! 4. calls each constructor with the injection [`Context`]; constructors ask
-//!    for informers and return their [`Impl`];
+//! 4. calls each constructor that `--disable-controllers` does not name with
+//!    the injection [`Context`]; constructors ask for informers and return
+//!    their [`Impl`];
 //! 5. starts exactly the informers they asked for and waits for their caches;
 //! 6. runs the controllers, each with leader election (or leading everything
 //!    with `--disable-ha`), and serves `/metrics` (port 9090,
@@ -29,6 +32,10 @@
 //! 7. on SIGTERM or SIGINT turns readiness to 500, stops taking work, lets
 //!    in-flight reconciles finish, releases its leases and exits 0; a second
 //!    signal exits at once (status 1).
+//!
+//! Steps 1–3 are [`Setup::read`], then [`Setup::context`], step 4
+//! [`Setup::construct`] and steps 5–7 [`Setup::run`], for a `main` that needs
+//! its own steps in between; [`run`] chains them.
 //!
 //! Every failure before the controllers run exits 1 with a message that says
 //! what failed, where, and how to fix it.
@@ -58,8 +65,50 @@ use kinject_runtime::injection::Context;
 use kinject_runtime::leaderelection;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 
-/// Builds one controller from the injection context.
-pub type Constructor = fn(&Context) -> Impl;
+/// One controller of the process: its name (what `--disable-controllers`
+/// takes) and the function that builds it from the injection context. Build it
+/// with [`controller!`](crate::controller), which names it after the
+/// constructor's module.
+#[derive(Clone, Copy, Debug)]
+pub struct Constructor {
+    name: &'static str,
+    new: fn(&Context) -> Impl,
+}
+
+impl Constructor {
+    /// A controller called `name`, built by `new`.
+    pub const fn new(name: &'static str, new: fn(&Context) -> Impl) -> Self {
+        Constructor { name, new }
+    }
+
+    /// `new` named after the module its path names:
+    /// `reconcilers::addressableservice::new_controller` is `addressableservice`.
+    pub fn from_path(path: &'static str, new: fn(&Context) -> Impl) -> Self {
+        let mut segments = path.rsplit("::").map(str::trim);
+        let last = segments.next().unwrap_or(path);
+        Constructor::new(segments.next().unwrap_or(last), new)
+    }
+
+    /// The controller's name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// Builds the controller.
+    pub fn construct(&self, ctx: &Context) -> Impl {
+        (self.new)(ctx)
+    }
+}
+
+/// A [`Constructor`] named after the constructor's module:
+/// `controller!(addressableservice::new_controller)` is the controller
+/// `addressableservice`.
+#[macro_export]
+macro_rules! controller {
+    ($($path:tt)+) => {
+        $crate::Constructor::from_path(stringify!($($path)+), $($path)+)
+    };
+}
 
 /// The flags of every controller process (Knative's `sharedmain` flags).
 #[derive(Debug, Clone, Parser)]
@@ -84,9 +133,14 @@ pub struct Flags {
     /// Lead every key without electing (one replica only).
     #[arg(long)]
     pub disable_ha: bool,
-    /// Comma-separated controllers not to run (for example `addressableservice`).
+    /// Comma-separated controllers not to run (for example `addressableservice`);
+    /// they are not built, so their informers never start.
     #[arg(long, value_delimiter = ',')]
     pub disable_controllers: Vec<String>,
+    /// The address `/metrics`, `/health` and `/readiness` listen on: every
+    /// interface by default (as a pod needs), `127.0.0.1` on a workstation.
+    #[arg(long, env = "BIND_ADDRESS", default_value = "::")]
+    pub bind_address: std::net::IpAddr,
 }
 
 /// The environment of a controller process.
@@ -372,16 +426,9 @@ async fn read_config_map(
     }
 }
 
-/// The short name of a controller for `--disable-controllers`: the queue name's
-/// module (`reconcilers.addressableservice.Reconciler` → `addressableservice`).
-pub fn short_name(queue_name: &str) -> &str {
-    let mut parts = queue_name.rsplit('.');
-    let last = parts.next().unwrap_or(queue_name);
-    parts.next().unwrap_or(last)
-}
-
 /// Everything `main` does once the runtime is up; returns when the controllers
-/// have stopped after `shutdown`.
+/// have stopped after `shutdown`. The phases, each callable on its own:
+/// [`Setup::read`], [`Setup::context`], [`Setup::construct`], [`Setup::run`].
 pub async fn run(
     component: &str,
     constructors: &[Constructor],
@@ -389,6 +436,288 @@ pub async fn run(
     env: Env,
     shutdown: CancellationToken,
 ) -> Result<(), MainError> {
+    let enabled = constructors
+        .iter()
+        .filter(|c| !flags.disable_controllers.iter().any(|d| d == c.name()))
+        .count();
+    let setup = Setup::read(component, enabled, flags, env).await?;
+    let ctx = setup.context();
+    let controllers = setup.construct(&ctx, constructors)?;
+    setup.run(&ctx, controllers, shutdown).await
+}
+
+/// What the process learned before building controllers: flags, environment,
+/// the client, and the three configuration ConfigMaps.
+pub struct Setup {
+    component: String,
+    flags: Flags,
+    env: Env,
+    config: Config,
+    client: Client,
+    registry: Registry,
+    workqueue_metrics: WorkqueueMetrics,
+    reconcile_metrics: ReconcileMetrics,
+    levels: logging::LevelHandle,
+    election: leaderelection::ComponentConfig,
+    serve_metrics: bool,
+}
+
+impl std::fmt::Debug for Setup {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Setup")
+            .field("component", &self.component)
+            .field("flags", &self.flags)
+            .field("env", &self.env)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Setup {
+    /// Phase 1: checks the flags, builds the rate-limited client from the
+    /// kubeconfig, reads `config-logging` (and starts logging at its level),
+    /// `config-leader-election` and `config-observability`. `controllers` (the
+    /// number that will run) scales the default QPS and burst.
+    pub async fn read(
+        component: &str,
+        controllers: usize,
+        flags: Flags,
+        env: Env,
+    ) -> Result<Setup, MainError> {
+        let (qps, burst) = client_limits(&flags, controllers)?;
+        let mut config = kube_config(&flags).await?;
+        // Like client-go's `<binary>/<version>`, plus the pod, so API server audit
+        // logs (and testenv's action log) tell replicas apart.
+        let user_agent = format!(
+            "{component}/{} ({})",
+            env!("CARGO_PKG_VERSION"),
+            env.pod_name.as_deref().unwrap_or("unknown-pod")
+        );
+        if let Ok(value) = http::HeaderValue::from_str(&user_agent) {
+            config.headers.push((http::header::USER_AGENT, value));
+        }
+        let mut registry = Registry::default();
+        let request_metrics = RequestMetricsLayer::register(&mut registry);
+        let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
+        let reconcile_metrics = ReconcileMetrics::register(&mut registry);
+        let client = kube::client::ClientBuilder::try_from(config.clone())
+            .map_err(|e| MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?
+            .with_layer(&RateLimitLayer::new(qps, burst))
+            .with_layer(&request_metrics)
+            .build();
+
+        let ns = &env.system_namespace;
+        let invalid = |name: &str, why: String| MainError::Config {
+            namespace: ns.clone(),
+            name: name.to_owned(),
+            why,
+        };
+        let logging_data = read_config_map(&client, ns, &env.config_logging_name).await?;
+        let level = logging::level_from_config(component, &logging_data.unwrap_or_default())
+            .map_err(|e| invalid(&env.config_logging_name, e.to_string()))?;
+        let levels = logging::init(component, level, env.pod_name.clone());
+        tracing::info!(qps, burst, controllers, "Starting {component}");
+
+        let election_data = read_config_map(&client, ns, &env.config_leader_election_name).await?;
+        let election = leaderelection::Config::from_map(&election_data.unwrap_or_default())
+            .map_err(|e| invalid(&env.config_leader_election_name, format!("{e:#}")))?
+            .component_config(component);
+        let observability = read_config_map(&client, ns, &env.config_observability_name).await?;
+        let serve_metrics = metrics_enabled(&observability.unwrap_or_default())
+            .map_err(|why| invalid(&env.config_observability_name, why))?;
+        Ok(Setup {
+            component: component.to_owned(),
+            flags,
+            env,
+            config,
+            client,
+            registry,
+            workqueue_metrics,
+            reconcile_metrics,
+            levels,
+            election,
+            serve_metrics,
+        })
+    }
+
+    /// Phase 2: the injection context controllers are built from, over the
+    /// client, with the worker count and the metrics registries.
+    pub fn context(&self) -> Context {
+        Context::builder(self.client.clone())
+            .config(self.config.clone())
+            .extension(ThreadsPerController(self.env.threads_per_controller))
+            .extension(self.workqueue_metrics.clone())
+            .extension(self.reconcile_metrics.clone())
+            .build()
+    }
+
+    /// Phase 3: builds the controllers `--disable-controllers` leaves; see
+    /// [`construct`].
+    pub fn construct(&self, ctx: &Context, constructors: &[Constructor]) -> Result<Vec<Impl>, MainError> {
+        construct(ctx, constructors, &self.flags.disable_controllers)
+    }
+
+    /// Phase 4: starts the informers `ctx` was asked for, waits for their
+    /// caches, serves probes and metrics, elects leaders (or leads everything
+    /// with `--disable-ha`) and runs `controllers` until `shutdown`; then lets
+    /// reconciles in flight finish, releases the leases and stops.
+    pub async fn run(
+        mut self,
+        ctx: &Context,
+        controllers: Vec<Impl>,
+        shutdown: CancellationToken,
+    ) -> Result<(), MainError> {
+        let system = Context::builder(self.client.clone())
+            .namespace(self.env.system_namespace.clone())
+            .build();
+        follow_logging_config(&system, &self.env.config_logging_name, &self.levels);
+
+        tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
+        let informer_stop = CancellationToken::new();
+        ctx.start_informers(&informer_stop);
+        system.start_informers(&informer_stop);
+        let synced = async {
+            ctx.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await?;
+            system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await
+        };
+        tokio::select! {
+            result = synced => result?,
+            () = shutdown.cancelled() => {
+                informer_stop.cancel();
+                return Ok(());
+            }
+        }
+
+        let stop_servers = CancellationToken::new();
+        let registry = Arc::new(std::mem::take(&mut self.registry));
+        let mut servers = self.serve(registry, &shutdown, &stop_servers).await?;
+        tracing::info!("Starting controllers...");
+        // Electors stop only after the controllers, so no write follows the
+        // release of a lease.
+        let election_stop = CancellationToken::new();
+        let electors = self.elect(&controllers, &election_stop)?;
+        let mut running = JoinSet::new();
+        for controller in &controllers {
+            let controller = controller.clone();
+            let stop = shutdown.clone();
+            running.spawn(async move { controller.run(stop).await });
+        }
+
+        shutdown.cancelled().await;
+        tracing::info!("Stopping controllers; waiting for reconciles in flight");
+        while let Some(joined) = running.join_next().await {
+            if let Err(e) = joined {
+                tracing::error!(error = %e, "a controller task failed");
+            }
+        }
+        election_stop.cancel();
+        for elector in electors {
+            if let Err(e) = elector.await {
+                tracing::error!(error = %e, "a leader elector failed");
+            }
+        }
+        informer_stop.cancel();
+        stop_servers.cancel();
+        while servers.join_next().await.is_some() {}
+        tracing::info!("Stopped");
+        Ok(())
+    }
+
+    /// Serves `/health` and `/readiness` (readiness turns 500 on `shutdown`)
+    /// and, unless `config-observability` says `none`, `/metrics`.
+    async fn serve(
+        &self,
+        registry: Arc<Registry>,
+        shutdown: &CancellationToken,
+        stop: &CancellationToken,
+    ) -> Result<JoinSet<()>, MainError> {
+        let address = self.flags.bind_address;
+        let mut servers = JoinSet::new();
+        let probes = servers::bind(address, self.env.probes_port)
+            .await
+            .map_err(MainError::Serve)?;
+        tracing::info!(address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /health and /readiness");
+        servers.spawn(servers::serve_probes(probes, shutdown.clone(), stop.clone()));
+        if self.serve_metrics {
+            let metrics = servers::bind(address, self.env.metrics_port)
+                .await
+                .map_err(MainError::Serve)?;
+            tracing::info!(address = %metrics.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /metrics");
+            servers.spawn(servers::serve_metrics(metrics, registry, stop.clone()));
+        }
+        Ok(servers)
+    }
+
+    /// Starts one elector per controller and bucket, or promotes every
+    /// controller for every key with `--disable-ha`.
+    fn elect(
+        &self,
+        controllers: &[Impl],
+        stop: &CancellationToken,
+    ) -> Result<Vec<tokio::task::JoinHandle<()>>, MainError> {
+        if self.flags.disable_ha {
+            tracing::info!("High availability disabled: leading every key");
+            controllers.iter().for_each(leaderelection::promote_unopposed);
+            return Ok(Vec::new());
+        }
+        let identity = leaderelection::unique_id()
+            .map_err(|e| MainError::Serve(format!("cannot name this replica for leader election: {e}")))?;
+        tracing::info!(identity = %identity, buckets = self.election.buckets, "Running with leader election");
+        controllers
+            .iter()
+            .map(|controller| {
+                leaderelection::spawn_electors(
+                    self.client.clone(),
+                    &self.env.system_namespace,
+                    controller,
+                    &self.election,
+                    &identity,
+                    stop.clone(),
+                )
+                .map_err(|e| MainError::Config {
+                    namespace: self.env.system_namespace.clone(),
+                    name: self.env.config_leader_election_name.clone(),
+                    why: format!("{e:#}"),
+                })
+            })
+            .collect()
+    }
+}
+
+/// Builds the controllers of `constructors` whose names `disabled` does not
+/// list. A disabled controller is never built, so it registers no informer and
+/// nothing of it starts; a name in `disabled` that no constructor has is an
+/// error listing the names there are.
+pub fn construct(
+    ctx: &Context,
+    constructors: &[Constructor],
+    disabled: &[String],
+) -> Result<Vec<Impl>, MainError> {
+    if let Some(unknown) = disabled
+        .iter()
+        .find(|d| !constructors.iter().any(|c| c.name() == d.as_str()))
+    {
+        let known: Vec<&str> = constructors.iter().map(Constructor::name).collect();
+        return Err(MainError::BadFlag(format!(
+            "--disable-controllers names {unknown:?}, which is not a controller of this process; \
+             the controllers are: {}",
+            known.join(", ")
+        )));
+    }
+    let mut controllers = Vec::new();
+    for constructor in constructors {
+        if disabled.iter().any(|d| d == constructor.name()) {
+            tracing::info!("Disabling controller {}", constructor.name());
+            continue;
+        }
+        controllers.push(constructor.construct(ctx));
+    }
+    tracing::info!("Registered {} controllers", controllers.len());
+    Ok(controllers)
+}
+
+/// The client's QPS and burst: the flags, or 5 and 10 per controller when they
+/// say 0 (Knative's defaults).
+fn client_limits(flags: &Flags, controllers: usize) -> Result<(f32, u32), MainError> {
     if flags.kube_api_qps < 0.0 || !flags.kube_api_qps.is_finite() {
         return Err(MainError::BadFlag(format!(
             "--kube-api-qps {} must be a number ≥ 0",
@@ -401,211 +730,36 @@ pub async fn run(
             flags.kube_api_burst
         ))
     })?;
-    let controllers = constructors.len().max(1);
+    let controllers = controllers.max(1);
     let qps = if flags.kube_api_qps == 0.0 {
         5.0 * controllers as f32
     } else {
         flags.kube_api_qps
     };
     let burst = if burst == 0 {
-        10 * controllers as u32
+        10 * u32::try_from(controllers).unwrap_or(u32::MAX / 10)
     } else {
         burst
     };
+    Ok((qps, burst))
+}
 
-    let mut config = kube_config(&flags).await?;
-    // Like client-go's `<binary>/<version>`, plus the pod, so API server audit
-    // logs (and testenv's action log) tell replicas apart.
-    let user_agent = format!(
-        "{component}/{} ({})",
-        env!("CARGO_PKG_VERSION"),
-        env.pod_name.as_deref().unwrap_or("unknown-pod")
-    );
-    if let Ok(value) = http::HeaderValue::from_str(&user_agent) {
-        config.headers.push((http::header::USER_AGENT, value));
-    }
-    let mut registry = Registry::default();
-    let request_metrics = RequestMetricsLayer::register(&mut registry);
-    let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
-    let reconcile_metrics = ReconcileMetrics::register(&mut registry);
-    let client = kube::client::ClientBuilder::try_from(config.clone())
-        .map_err(|e| MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?
-        .with_layer(&RateLimitLayer::new(qps, burst))
-        .with_layer(&request_metrics)
-        .build();
-
-    let ns = env.system_namespace.clone();
-    let logging_data = read_config_map(&client, &ns, &env.config_logging_name)
-        .await?
-        .unwrap_or_default();
-    let level = logging::level_from_config(component, &logging_data).map_err(|e| MainError::Config {
-        namespace: ns.clone(),
-        name: env.config_logging_name.clone(),
-        why: e.to_string(),
-    })?;
-    let levels = logging::init(component, level, env.pod_name.clone());
-    tracing::info!(
-        qps,
-        burst,
-        controllers = constructors.len(),
-        "Starting {component}"
-    );
-
-    let election_data = read_config_map(&client, &ns, &env.config_leader_election_name)
-        .await?
-        .unwrap_or_default();
-    let election = leaderelection::Config::from_map(&election_data)
-        .map_err(|e| MainError::Config {
-            namespace: ns.clone(),
-            name: env.config_leader_election_name.clone(),
-            why: format!("{e:#}"),
-        })?
-        .component_config(component);
-    let observability = read_config_map(&client, &ns, &env.config_observability_name)
-        .await?
-        .unwrap_or_default();
-    let serve_metrics = metrics_enabled(&observability).map_err(|why| MainError::Config {
-        namespace: ns.clone(),
-        name: env.config_observability_name.clone(),
-        why,
-    })?;
-
-    let ctx = Context::builder(client.clone())
-        .config(config)
-        .extension(ThreadsPerController(env.threads_per_controller))
-        .extension(workqueue_metrics)
-        .extension(reconcile_metrics)
-        .build();
-    tracing::info!("Registering {} controllers", constructors.len());
-    let mut impls = Vec::new();
-    for constructor in constructors {
-        let controller = constructor(&ctx);
-        let short = short_name(controller.name());
-        if flags
-            .disable_controllers
-            .iter()
-            .any(|d| d == short || d == controller.name())
-        {
-            tracing::info!("Disabling controller {short}");
-            continue;
-        }
-        impls.push(controller);
-    }
-
-    // The logging level follows config-logging from its namespace.
-    let system = Context::builder(client.clone()).namespace(ns.clone()).build();
-    let logging_name = env.config_logging_name.clone();
-    let handler_levels = levels.clone();
-    let watched = logging_name.clone();
+/// Applies the log level of the ConfigMap `name` in `system`'s namespace live,
+/// and the default level when it is deleted.
+fn follow_logging_config(system: &Context, name: &str, levels: &logging::LevelHandle) {
+    let watched = name.to_owned();
+    let (on_add, on_update, on_delete) = (levels.clone(), levels.clone(), levels.clone());
     system.informer::<ConfigMap>().add_event_handler(
         EventHandler::new()
             .with_filter(move |cm: &ConfigMap| cm.metadata.name.as_deref() == Some(watched.as_str()))
-            .on_add({
-                let levels = handler_levels.clone();
-                move |cm: &ConfigMap| levels.apply(&cm.data.clone().unwrap_or_default())
-            })
-            .on_update({
-                let levels = handler_levels.clone();
-                move |_, cm: &ConfigMap| levels.apply(&cm.data.clone().unwrap_or_default())
-            })
+            .on_add(move |cm: &ConfigMap| on_add.apply(&cm.data.clone().unwrap_or_default()))
+            .on_update(move |_, cm: &ConfigMap| on_update.apply(&cm.data.clone().unwrap_or_default()))
             .on_delete(move |_| {
                 tracing::info!("config-logging was deleted; logging at the default level");
-                handler_levels.apply(&BTreeMap::new());
+                on_delete.apply(&BTreeMap::new());
             }),
     );
-
-    tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
-    let informer_stop = CancellationToken::new();
-    ctx.start_informers(&informer_stop);
-    system.start_informers(&informer_stop);
-    let synced = async {
-        ctx.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await?;
-        system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await
-    };
-    tokio::select! {
-        result = synced => result?,
-        () = shutdown.cancelled() => {
-            informer_stop.cancel();
-            return Ok(());
-        }
-    }
-
-    let registry = Arc::new(registry);
-    let stop_servers = CancellationToken::new();
-    let mut servers = JoinSet::new();
-    let probes = servers::bind(env.probes_port).await.map_err(MainError::Serve)?;
-    tracing::info!(address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /health and /readiness");
-    servers.spawn(servers::serve_probes(
-        probes,
-        shutdown.clone(),
-        stop_servers.clone(),
-    ));
-    if serve_metrics {
-        let metrics = servers::bind(env.metrics_port).await.map_err(MainError::Serve)?;
-        tracing::info!(address = %metrics.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /metrics");
-        servers.spawn(servers::serve_metrics(
-            metrics,
-            registry.clone(),
-            stop_servers.clone(),
-        ));
-    }
-
-    tracing::info!("Starting controllers...");
-    // Electors stop only after the controllers, so no write follows the release
-    // of a lease.
-    let election_stop = CancellationToken::new();
-    let mut electors = Vec::new();
-    if flags.disable_ha {
-        tracing::info!("High availability disabled: leading every key");
-        impls.iter().for_each(leaderelection::promote_unopposed);
-    } else {
-        let identity = leaderelection::unique_id()
-            .map_err(|e| MainError::Serve(format!("cannot name this replica for leader election: {e}")))?;
-        tracing::info!(identity = %identity, buckets = election.buckets, "Running with leader election");
-        for controller in &impls {
-            let elector = leaderelection::spawn_electors(
-                client.clone(),
-                &ns,
-                controller,
-                &election,
-                &identity,
-                election_stop.clone(),
-            )
-            .map_err(|e| MainError::Config {
-                namespace: ns.clone(),
-                name: env.config_leader_election_name.clone(),
-                why: format!("{e:#}"),
-            })?;
-            electors.push(elector);
-        }
-    }
-    let mut running = JoinSet::new();
-    for controller in &impls {
-        let controller = controller.clone();
-        let stop = shutdown.clone();
-        running.spawn(async move { controller.run(stop).await });
-    }
-
-    shutdown.cancelled().await;
-    tracing::info!("Stopping controllers; waiting for reconciles in flight");
-    while let Some(joined) = running.join_next().await {
-        if let Err(e) = joined {
-            tracing::error!(error = %e, "a controller task failed");
-        }
-    }
-    election_stop.cancel();
-    for elector in electors {
-        if let Err(e) = elector.await {
-            tracing::error!(error = %e, "a leader elector failed");
-        }
-    }
-    informer_stop.cancel();
-    stop_servers.cancel();
-    while servers.join_next().await.is_some() {}
-    tracing::info!("Stopped");
-    Ok(())
 }
-
 /// Whether `/metrics` is served, from `config-observability`'s
 /// `metrics-protocol`: Prometheus unless it says `none`. Knative's default is
 /// `none`; serving Prometheus by default is a deliberate difference, so a
@@ -678,13 +832,76 @@ mod tests {
         assert!(err.to_string().contains("TCP port"), "{err}");
     }
 
+    mod reconcilers {
+        pub(super) mod addressableservice {
+            use kinject_runtime::controller::{Error, Impl, Reconciler};
+            use kinject_runtime::injection::Context;
+
+            struct Noop;
+
+            impl Reconciler for Noop {
+                async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+                    Ok(())
+                }
+            }
+
+            pub(crate) fn new_controller(ctx: &Context) -> Impl {
+                // Registers an informer, as a real constructor does.
+                let _ = ctx.informer::<k8s_openapi::api::core::v1::ConfigMap>();
+                Impl::new("addressableservice", Noop, Default::default())
+            }
+        }
+    }
+
     #[test]
-    fn short_names_come_from_the_queue_name() {
+    fn constructors_are_named_after_their_module() {
+        use reconcilers::addressableservice;
         assert_eq!(
-            short_name("reconcilers.addressableservice.Reconciler"),
+            crate::controller!(reconcilers::addressableservice::new_controller).name(),
             "addressableservice"
         );
-        assert_eq!(short_name("greeter"), "greeter");
+        assert_eq!(
+            crate::controller!(addressableservice::new_controller).name(),
+            "addressableservice"
+        );
+        assert_eq!(
+            Constructor::new("greeter", addressableservice::new_controller).name(),
+            "greeter"
+        );
+    }
+
+    /// An offline context: building controllers makes no request.
+    fn offline_context() -> Context {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
+        });
+        Context::new(kube::Client::new(service, "default"))
+    }
+
+    #[tokio::test]
+    async fn a_disabled_controller_is_never_built() {
+        let constructors = [crate::controller!(
+            reconcilers::addressableservice::new_controller
+        )];
+        let ctx = offline_context();
+        let built = construct(&ctx, &constructors, &["addressableservice".to_owned()]).unwrap();
+        assert!(built.is_empty());
+        assert!(
+            ctx.informer_descriptions().is_empty(),
+            "{:?}",
+            ctx.informer_descriptions()
+        );
+
+        let built = construct(&ctx, &constructors, &[]).unwrap();
+        assert_eq!(built.len(), 1);
+        assert_eq!(ctx.informer_descriptions().len(), 1);
+
+        let err = construct(&ctx, &constructors, &["addressablesvc".to_owned()]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "--disable-controllers names \"addressablesvc\", which is not a controller of this process; \
+             the controllers are: addressableservice"
+        );
     }
 
     #[test]

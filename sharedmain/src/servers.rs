@@ -1,6 +1,6 @@
 //! The HTTP endpoints of a controller process: probes and Prometheus metrics.
 
-use std::net::{Ipv6Addr, SocketAddr};
+use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 
 use axum::Router;
@@ -12,15 +12,25 @@ use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
-/// Listens on every address at `port` (0 picks a free port).
-pub(crate) async fn bind(port: u16) -> Result<TcpListener, String> {
-    let v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
-    match TcpListener::bind(v6).await {
+/// Listens on `address` at `port` (0 picks a free port); `::` means every
+/// interface, on IPv4 too.
+pub(crate) async fn bind(address: IpAddr, port: u16) -> Result<TcpListener, String> {
+    let cannot = |e: std::io::Error| {
+        format!(
+            "cannot listen on {}: {e}; free the port or choose another (METRICS_PROMETHEUS_PORT, PROBES_PORT), \
+             or another address (--bind-address)",
+            SocketAddr::from((address, port))
+        )
+    };
+    match TcpListener::bind(SocketAddr::from((address, port))).await {
         Ok(listener) => Ok(listener),
-        // Hosts without IPv6 still get the port on IPv4.
-        Err(_) => TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))
-            .await
-            .map_err(|e| format!("cannot listen on port {port}: {e}; free the port or choose another (METRICS_PROMETHEUS_PORT, PROBES_PORT)")),
+        // Hosts without IPv6 still get every interface on IPv4.
+        Err(_) if address == IpAddr::V6(Ipv6Addr::UNSPECIFIED) => {
+            TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], port)))
+                .await
+                .map_err(cannot)
+        }
+        Err(e) => Err(cannot(e)),
     }
 }
 
@@ -98,7 +108,7 @@ mod tests {
 
     #[tokio::test]
     async fn probes_turn_500_when_shutdown_starts() {
-        let listener = bind(0).await.unwrap();
+        let listener = bind(IpAddr::from([127, 0, 0, 1]), 0).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let (shutting_down, stop) = (CancellationToken::new(), CancellationToken::new());
@@ -119,7 +129,7 @@ mod tests {
     async fn metrics_are_served_in_the_prometheus_text_format() {
         let mut registry = Registry::default();
         kinject_runtime::controller::WorkqueueMetrics::register(&mut registry);
-        let listener = bind(0).await.unwrap();
+        let listener = bind(IpAddr::from([127, 0, 0, 1]), 0).await.unwrap();
         let addr = SocketAddr::from(([127, 0, 0, 1], listener.local_addr().unwrap().port()));
         let stop = CancellationToken::new();
         let server = tokio::spawn(serve_metrics(listener, Arc::new(registry), stop.clone()));

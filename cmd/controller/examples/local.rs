@@ -16,7 +16,7 @@
 use std::path::Path;
 use std::time::Duration;
 
-use kinject_sharedmain::{Env, Flags};
+use kinject_sharedmain::{Env, Flags, controller};
 use kinject_testenv::TestEnv;
 use reconcilers::{addressableservice, simpledeployment};
 use serde_json::{Value, json};
@@ -98,6 +98,8 @@ async fn main() -> Result<(), BoxError> {
         kube_api_burst: 0,
         disable_ha: false,
         disable_controllers: Vec::new(),
+        // A workstation's metrics and probes stay on the loopback interface.
+        bind_address: std::net::Ipv4Addr::LOCALHOST.into(),
     };
     let process_env = Env::from_lookup(|name| match name {
         "SYSTEM_NAMESPACE" => Some(std::env::var(name).unwrap_or_else(|_| "knative-samples".into())),
@@ -106,8 +108,8 @@ async fn main() -> Result<(), BoxError> {
     kinject_sharedmain::run(
         "controller",
         &[
-            addressableservice::new_controller,
-            simpledeployment::new_controller,
+            controller!(addressableservice::new_controller),
+            controller!(simpledeployment::new_controller),
         ],
         flags,
         process_env,

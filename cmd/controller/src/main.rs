@@ -7,14 +7,15 @@
 
 use std::process::ExitCode;
 
+use kinject_sharedmain::controller;
 use reconcilers::{addressableservice, simpledeployment};
 
 fn main() -> ExitCode {
     kinject_sharedmain::main(
         "controller",
         [
-            addressableservice::new_controller,
-            simpledeployment::new_controller,
+            controller!(addressableservice::new_controller),
+            controller!(simpledeployment::new_controller),
         ],
     )
 }
