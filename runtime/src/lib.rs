@@ -12,7 +12,7 @@
 //! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
 //! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
 //!
-//! The modules form a tree (`tests/module_layering.rs` checks it): the leaves
+//! The modules form a tree (`tests/integration/module_layering.rs` checks it): the leaves
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
 //! nothing above them.
 

@@ -1,0 +1,4 @@
+//! The sample reconcilers' table tests (rows A1–A13 and S1–S11), one binary.
+
+mod addressableservice;
+mod simpledeployment;

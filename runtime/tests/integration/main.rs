@@ -1,0 +1,11 @@
+//! The runtime's integration tests, one binary so the workspace links one
+//! test executable for them instead of eight.
+
+mod controller;
+mod generic_reconciler;
+mod informer;
+mod metrics;
+mod module_layering;
+mod status_processing;
+mod tracker;
+mod workqueue;
