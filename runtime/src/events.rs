@@ -24,6 +24,7 @@ use std::collections::HashSet;
 use std::fmt;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Event as CoreEvent, EventSource, ObjectReference};
@@ -138,29 +139,44 @@ const SPAM_REFILL_PER_SECOND: f64 = 1.0 / 300.0;
 const AGGREGATE_MAX_EVENTS: usize = 10;
 const AGGREGATE_INTERVAL: Duration = Duration::from_secs(600);
 
+/// Events waiting for the writer, at most (client-go's `maxQueuedEvents`);
+/// beyond it events are dropped and counted, so a slow or unreachable API
+/// server cannot grow memory.
+pub const EVENT_QUEUE_LENGTH: usize = 1000;
+
+type Queued = (ObjectReference, Event);
+
+/// A writer not started yet, with the queue it will drain.
+type IdleWriter = Option<(Writer, mpsc::Receiver<Queued>)>;
+
 /// Writes core/v1 Events through the API server from a background task, with
 /// client-go's spam filter, aggregation and deduplication (see the module docs).
 #[derive(Clone)]
 pub struct KubeRecorder {
     component: Arc<str>,
-    tx: mpsc::UnboundedSender<(ObjectReference, Event)>,
+    tx: mpsc::Sender<Queued>,
+    /// The writer, until the first event spawns it on the runtime it was
+    /// recorded from: building a recorder needs no runtime.
+    idle_writer: Arc<Mutex<IdleWriter>>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for KubeRecorder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("KubeRecorder")
             .field("component", &self.component)
+            .field("dropped", &self.dropped_events())
             .finish()
     }
 }
 
 impl KubeRecorder {
     /// A recorder whose events name `component` (the controller's agent name,
-    /// such as `addressableservice-controller`) and `host` as their source. It
-    /// spawns its writer on the current tokio runtime; the writer stops when
-    /// every clone of the recorder is dropped.
+    /// such as `addressableservice-controller`) and `host` as their source. Its
+    /// writer starts on the tokio runtime of the first [`record`](Recorder::record)
+    /// and stops when every clone of the recorder is dropped.
     pub fn new(client: Client, component: &str, host: Option<String>) -> Self {
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE_LENGTH);
         let writer = Writer {
             client,
             source: EventSource {
@@ -169,19 +185,46 @@ impl KubeRecorder {
             },
             correlator: Correlator::default(),
         };
-        tokio::spawn(writer.run(rx));
         KubeRecorder {
             component: component.into(),
             tx,
+            idle_writer: Arc::new(Mutex::new(Some((writer, rx)))),
+            dropped: Arc::default(),
+        }
+    }
+
+    /// Events dropped because the queue was full or no runtime could run the
+    /// writer.
+    pub fn dropped_events(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    fn drop_event(&self, why: &str) {
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        // Powers of two: a storm is visible without a line per event.
+        if dropped.is_power_of_two() {
+            tracing::warn!(component = %self.component, dropped, "dropping events: {why}");
         }
     }
 }
 
 impl Recorder for KubeRecorder {
     fn record(&self, regarding: &ObjectReference, event: &Event) {
-        // The writer only stops when every sender is gone, so this cannot fail
-        // while `self` exists.
-        let _ = self.tx.send((regarding.clone(), event.clone()));
+        {
+            let mut idle = self.idle_writer.lock();
+            if idle.is_some() {
+                let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                    drop(idle);
+                    return self.drop_event("recorded outside a tokio runtime");
+                };
+                if let Some((writer, rx)) = idle.take() {
+                    runtime.spawn(writer.run(rx));
+                }
+            }
+        }
+        if self.tx.try_send((regarding.clone(), event.clone())).is_err() {
+            self.drop_event("the queue of events to write is full");
+        }
     }
 }
 
@@ -259,7 +302,7 @@ impl Correlator {
 }
 
 impl Writer {
-    async fn run(mut self, mut rx: mpsc::UnboundedReceiver<(ObjectReference, Event)>) {
+    async fn run(mut self, mut rx: mpsc::Receiver<Queued>) {
         while let Some((regarding, event)) = rx.recv().await {
             self.write(&regarding, &event).await;
         }
@@ -359,6 +402,42 @@ impl Writer {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client whose requests never finish: the writer blocks on its first event.
+    fn stuck_client() -> Client {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| {
+            futures::future::pending::<Result<http::Response<kube::client::Body>, std::io::Error>>()
+        });
+        Client::new(service, "default")
+    }
+
+    fn pod() -> ObjectReference {
+        ObjectReference {
+            kind: Some("Pod".into()),
+            namespace: Some("ns".into()),
+            name: Some("p".into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_full_queue_drops_and_counts_events() {
+        let recorder = KubeRecorder::new(stuck_client(), "test-controller", None);
+        let event = Event::normal("Reason", "message");
+        for _ in 0..EVENT_QUEUE_LENGTH + 5 {
+            recorder.record(&pod(), &event);
+        }
+        assert_eq!(recorder.dropped_events(), 5);
+    }
+
+    #[test]
+    fn recording_outside_a_runtime_drops_instead_of_panicking() {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let client = runtime.block_on(async { stuck_client() });
+        let recorder = KubeRecorder::new(client, "test-controller", None);
+        recorder.record(&pod(), &Event::normal("Reason", "message"));
+        assert_eq!(recorder.dropped_events(), 1);
+    }
 
     #[test]
     fn events_print_like_knatives_fake_recorder() {

@@ -375,13 +375,18 @@ impl<K: Object> Informer<K> {
         let shared = &self.shared;
         tracing::debug!(informer = %shared.description, "starting informer");
         let mut events = pin!(watcher(shared.api.clone(), shared.config.clone()).default_backoff());
-        let period = shared.resync_period;
-        let mut resync = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
-        resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // A zero period means no resync, as in client-go (tokio's interval
+        // would panic on it).
+        let mut resync = (!shared.resync_period.is_zero()).then(|| {
+            let period = shared.resync_period;
+            let mut interval = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        });
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
-                _ = resync.tick() => self.resync(),
+                Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
                 event = events.next() => match event {
                     Some(Ok(event)) => self.apply_event(event),
                     Some(Err(err)) => {
@@ -671,6 +676,25 @@ mod tests {
         let seen = recorder(&inf, Some("web"));
         inf.resync();
         assert_eq!(take(&seen), ["update:a@1->a@1"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_zero_resync_period_means_no_resync() {
+        let inf = Informer::new(
+            Api::<ConfigMap>::all(offline_client()),
+            None,
+            InformerSettings::default(),
+            Duration::ZERO,
+        );
+        let seen = recorder(&inf, None);
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        take(&seen);
+        let shutdown = CancellationToken::new();
+        let task = inf.spawn(&shutdown).unwrap();
+        tokio::time::sleep(Duration::from_secs(24 * 3600)).await;
+        shutdown.cancel();
+        assert!(task.await.is_ok(), "the informer task ran to its end");
+        assert_eq!(take(&seen), Vec::<String>::new(), "nothing was re-delivered");
     }
 
     #[tokio::test]

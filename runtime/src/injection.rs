@@ -143,7 +143,8 @@ impl ContextBuilder {
         self
     }
 
-    /// How often informers re-deliver their whole cache to handlers (default 10 h).
+    /// How often informers re-deliver their whole cache to handlers (default
+    /// 10 h; zero means never).
     pub fn resync_period(mut self, period: Duration) -> Self {
         self.resync_period = period;
         self

@@ -75,7 +75,9 @@ impl fmt::Debug for LeaderAwareFuncs {
 
 impl LeaderAwareFuncs {
     /// Leads nothing until promoted; runs `on_promote` after each promotion
-    /// that comes with an enqueue function, and `on_demote` after each demotion.
+    /// (with the enqueue function when the promotion brings one; a replica
+    /// leading alone and table tests promote without), and `on_demote` after
+    /// each demotion.
     pub fn new(on_promote: Option<PromoteHook>, on_demote: Option<BucketHook>) -> Self {
         LeaderAwareFuncs {
             buckets: RwLock::new(BTreeMap::new()),
@@ -95,8 +97,8 @@ impl LeaderAware for LeaderAwareFuncs {
         self.buckets
             .write()
             .insert(bucket.name().to_owned(), bucket.clone());
-        if let (Some(hook), Some(enqueue)) = (&self.on_promote, &enqueue) {
-            hook(bucket.as_ref(), Some(enqueue));
+        if let Some(hook) = &self.on_promote {
+            hook(bucket.as_ref(), enqueue.as_ref());
         }
     }
 
@@ -135,8 +137,13 @@ mod tests {
         let seen = Arc::new(Mutex::new(Vec::new()));
         let (p, d) = (seen.clone(), seen.clone());
         let la = LeaderAwareFuncs::new(
-            Some(Arc::new(move |b: &dyn Bucket, _: Option<&Enqueue>| {
-                p.lock().push(format!("promote {}", b.name()))
+            Some(Arc::new(move |b: &dyn Bucket, enqueue: Option<&Enqueue>| {
+                let how = if enqueue.is_some() {
+                    "re-enqueuing"
+                } else {
+                    "alone"
+                };
+                p.lock().push(format!("promote {} {how}", b.name()))
             })),
             Some(Arc::new(move |b: &dyn Bucket| {
                 d.lock().push(format!("demote {}", b.name()))
@@ -153,8 +160,8 @@ mod tests {
         assert_eq!(la.led_buckets(), ["b"]);
         assert_eq!(
             *seen.lock(),
-            ["promote a", "demote a"],
-            "no hook without an enqueue function"
+            ["promote a re-enqueuing", "promote b alone", "demote a"],
+            "the hook runs for every promotion, with or without an enqueue function"
         );
         la.promote(Arc::new(UniversalBucket), None);
         assert!(la.is_leader_for(&key));

@@ -734,11 +734,12 @@ fn spawn_outside_a_runtime_is_an_error() {
 }
 
 #[test]
-fn unopposed_leads_every_key_without_enqueuing() {
+fn unopposed_leads_every_key_and_runs_the_hook_without_enqueuing() {
     let calls = Arc::new(Mutex::new(0));
     let counted = calls.clone();
     let leadership = Arc::new(LeaderAwareFuncs::new(
-        Some(Arc::new(move |_: &dyn Bucket, _: Option<&Enqueue>| {
+        Some(Arc::new(move |_: &dyn Bucket, enqueue: Option<&Enqueue>| {
+            assert!(enqueue.is_none(), "nothing to re-enqueue");
             *counted.lock().unwrap() += 1;
         })),
         None,
@@ -753,7 +754,11 @@ fn unopposed_leads_every_key_without_enqueuing() {
     assert!(leadership.is_leader_for(&ObjectKey::new("ns", "a")));
     assert!(leadership.is_leader_for(&ObjectKey::new("", "cluster-scoped")));
     assert_eq!(leadership.led_buckets(), [""]);
-    assert_eq!(*calls.lock().unwrap(), 0, "no re-enqueue hook");
+    assert_eq!(
+        *calls.lock().unwrap(),
+        1,
+        "the promote hook runs, without an enqueue function"
+    );
     assert!(controller.work_queue().is_empty());
 }
 

@@ -556,10 +556,18 @@ where
             Err(err) => tracing::error!(error = %err, "could not list objects to enqueue on promotion"),
         }
     });
-    let leadership = Arc::new(LeaderAwareFuncs::new(
-        Some(on_promote),
-        options.demote_func.clone(),
-    ));
+    // A demoted replica no longer writes the bucket's keys, so what it
+    // remembers of its own writes to them is dropped with the leadership.
+    let written = Arc::new(WrittenVersions::default());
+    let forget_written = written.clone();
+    let user_demote = options.demote_func.clone();
+    let on_demote: BucketHook = Arc::new(move |bucket: &dyn Bucket| {
+        forget_written.forget_bucket(bucket);
+        if let Some(hook) = &user_demote {
+            hook(bucket);
+        }
+    });
+    let leadership = Arc::new(LeaderAwareFuncs::new(Some(on_promote), Some(on_demote)));
 
     let stopping = CancellationToken::new();
     let concurrency = options
@@ -570,7 +578,10 @@ where
         .concurrency(concurrency)
         .leader_aware(leadership.clone())
         .shutdown_signal(stopping.clone())
-        .tracker_lease(3 * ctx.resync_period());
+        .tracker_lease(match ctx.resync_period() {
+            Duration::ZERO => controller::DEFAULT_TRACKER_LEASE,
+            period => 3 * period,
+        });
     if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
         controller_options = controller_options.metrics((*metrics).clone());
     }
@@ -591,7 +602,7 @@ where
         leadership,
         stopping,
         metrics: ctx.get::<ReconcileMetrics>(),
-        written: WrittenVersions::default(),
+        written,
         kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
             .trim_start_matches('.')
             .to_owned(),
@@ -616,7 +627,7 @@ struct Core<K: 'static, R> {
     metrics: Option<Arc<ReconcileMetrics>>,
     /// `<group>.<Kind>`, the kind label of logs and metrics.
     kind_label: String,
-    written: WrittenVersions,
+    written: Arc<WrittenVersions>,
 }
 
 /// How soon a key whose cached copy is stale is looked at again, in case the
@@ -656,6 +667,17 @@ impl WrittenVersions {
     /// Drops what is remembered about a deleted object, so churn cannot grow the map.
     fn forget(&self, key: &ObjectKey) {
         self.0.lock().remove(key);
+    }
+
+    /// Drops what is remembered about the keys of a bucket this replica no
+    /// longer leads.
+    fn forget_bucket(&self, bucket: &dyn Bucket) {
+        self.0.lock().retain(|key, _| !bucket.has(key));
+    }
+
+    #[cfg(test)]
+    fn len(&self) -> usize {
+        self.0.lock().len()
     }
 
     fn is_stale<K: Resource>(&self, key: &ObjectKey, cached: &K) -> bool {
@@ -1045,6 +1067,37 @@ mod tests {
             queue_name("reconcilers::addressableservice::Reconciler"),
             "reconcilers.addressableservice.Reconciler"
         );
+    }
+
+    #[tokio::test]
+    async fn demotion_forgets_the_written_versions_of_the_bucket() {
+        #[derive(Debug)]
+        struct Named(&'static str);
+        impl Bucket for Named {
+            fn name(&self) -> &str {
+                self.0
+            }
+            fn has(&self, key: &ObjectKey) -> bool {
+                key.name == self.0
+            }
+        }
+        let cm = |name: &str, rv: &str| k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some(name.into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let written = WrittenVersions::default();
+        written.record(&cm("a", "1"), &cm("a", "2"));
+        written.record(&cm("b", "1"), &cm("b", "2"));
+        assert_eq!(written.len(), 2);
+        written.forget_bucket(&Named("a"));
+        assert_eq!(written.len(), 1);
+        assert!(written.is_stale(&ObjectKey::new("ns", "b"), &cm("b", "1")));
+        assert!(!written.is_stale(&ObjectKey::new("ns", "a"), &cm("a", "1")));
     }
 
     #[test]
