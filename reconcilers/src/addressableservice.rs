@@ -13,7 +13,7 @@ use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::network;
-use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
 use kinject_runtime::tracker::Reference;
 use kube::ResourceExt;
 
@@ -29,6 +29,14 @@ impl ReconcileKind<AddressableService> for Reconciler {
     type Finalizer = NoFinalizer;
 
     async fn reconcile_kind(&self, ctx: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+        // Knative leaves an invalid reference to the tracker, whose error
+        // surfaces only as NewObservedGenFailure and endless retries; here the
+        // status says which field is wrong and why, and nothing is retried
+        // until the spec changes.
+        if let Err(problem) = asvc.spec.validate().map_err(|e| e.via_field("spec")) {
+            asvc.status_mut().mark_invalid_service_name(&problem);
+            return Ok(Some(Event::warning("InvalidServiceName", problem.to_string())));
+        }
         let namespace = asvc.namespace().unwrap_or_default();
         let service_name = asvc.spec.service_name.clone();
         // Re-enqueues this AddressableService when the Service it names changes.

@@ -123,6 +123,8 @@ pub struct TableRow {
     pub key: &'static str,
     /// The reconcile must fail.
     pub want_err: bool,
+    /// The reconcile must fail with exactly this error (implies `want_err`).
+    pub want_error: Option<&'static str>,
     /// Objects created, in order, as sent.
     pub want_creates: Vec<Value>,
     /// Objects replaced (not through a subresource), in order.
@@ -353,10 +355,15 @@ fn check(
     resource_version: &str,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    match (&outcome, row.want_err) {
+    match (&outcome, row.want_err || row.want_error.is_some()) {
         (Ok(()), true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
         (Err(e), false) => problems.push(format!("unexpected error: {e}")),
-        _ => {}
+        (Err(e), true) => {
+            if let Some(want) = row.want_error.filter(|want| want != e) {
+                problems.push(format!("error differs:\n    want {want}\n    got  {e}"));
+            }
+        }
+        (Ok(()), false) => {}
     }
     let key_namespace = row.key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
     let writes: Vec<&Action> = actions

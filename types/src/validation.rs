@@ -100,6 +100,28 @@ pub fn is_dns1123_label(value: &str) -> Vec<String> {
     errs
 }
 
+const DNS1035_LABEL_FMT: &str = "[a-z]([-a-z0-9]*[a-z0-9])?";
+const DNS1035_LABEL_ERR: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character";
+
+/// Whether `value` is a DNS-1035 label: what Service names must be
+/// (`IsDNS1035Label`), since they become DNS names that may not start with a
+/// digit.
+pub fn is_dns1035_label(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_LABEL_MAX_LENGTH {
+        errs.push(max_len_chars(DNS1123_LABEL_MAX_LENGTH));
+    }
+    let starts_with_letter = value.as_bytes().first().is_some_and(u8::is_ascii_lowercase);
+    if !(starts_with_letter && matches_dns1123_label(value)) {
+        errs.push(regex_error(
+            DNS1035_LABEL_ERR,
+            DNS1035_LABEL_FMT,
+            &["my-name", "abc-123"],
+        ));
+    }
+    errs
+}
+
 /// Whether `value` is a DNS-1123 subdomain: what most object names must be
 /// (`IsDNS1123Subdomain`).
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
@@ -252,6 +274,27 @@ mod tests {
         assert!(is_dns1123_label("").len() == 1);
         assert_eq!(
             is_dns1123_label(&"a".repeat(64))[0],
+            "must be no more than 63 characters"
+        );
+    }
+
+    #[test]
+    fn dns1035_labels() {
+        assert!(is_dns1035_label("my-name").is_empty());
+        assert!(is_dns1035_label("abc-123").is_empty());
+        for bad in ["123-abc", "Bad_Name", "a.b", "-a", "a-", ""] {
+            assert_eq!(
+                is_dns1035_label(bad),
+                [
+                    "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an \
+                     alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', \
+                     regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')"
+                ],
+                "{bad:?}"
+            );
+        }
+        assert_eq!(
+            is_dns1035_label(&"a".repeat(64))[0],
             "must be no more than 63 characters"
         );
     }

@@ -1,6 +1,6 @@
 use std::sync::LazyLock;
 
-use kinject_types::{ConditionSet, ConditionType, KRShaped, go_quote};
+use kinject_types::{ConditionSet, ConditionType, FieldError, KRShaped, go_quote};
 
 use super::{AddressableService, AddressableServiceStatus};
 
@@ -29,6 +29,16 @@ impl AddressableServiceStatus {
             &ADDRESSABLE_SERVICE_CONDITION_READY,
             "ServiceUnavailable",
             format!("Service {} wasn't found.", go_quote(name)),
+        );
+    }
+
+    /// Ready=False, `InvalidServiceName`: the spec names no valid Service, and
+    /// `problem` says which field and why.
+    pub fn mark_invalid_service_name(&mut self, problem: &FieldError) {
+        CONDITION_SET.manage(&mut self.status.conditions).mark_false(
+            &ADDRESSABLE_SERVICE_CONDITION_READY,
+            "InvalidServiceName",
+            problem.to_string(),
         );
     }
 
