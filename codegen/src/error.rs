@@ -64,7 +64,11 @@ impl fmt::Display for Diagnostic {
 }
 
 /// Why generation failed: every problem found, not just the first.
-#[derive(Debug, thiserror::Error)]
+///
+/// `Debug` prints the same text as `Display`, so a `build.rs` whose `main`
+/// returns `Result<(), Error>` (or calls `.unwrap()`) shows the located
+/// messages rather than a struct dump.
+#[derive(thiserror::Error)]
 pub struct Error {
     /// The problems, in the order they were found.
     pub diagnostics: Vec<Diagnostic>,
@@ -84,6 +88,12 @@ impl From<Vec<Diagnostic>> for Error {
     }
 }
 
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for (i, d) in self.diagnostics.iter().enumerate() {
@@ -99,6 +109,17 @@ impl fmt::Display for Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_reads_like_display() {
+        let err = Error::from(vec![
+            Diagnostic::at("apis/src/lib.rs", 3, 5, "unknown key `namespace`"),
+            Diagnostic::file("codegen.toml", "no such file"),
+        ]);
+        let text = "error: apis/src/lib.rs:3:5: unknown key `namespace`\nerror: codegen.toml: no such file";
+        assert_eq!(err.to_string(), text);
+        assert_eq!(format!("{err:?}"), text);
+    }
 
     #[test]
     fn positions_are_one_based() {

@@ -6,35 +6,26 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
+use clap::Parser;
 use kinject_codegen::{Config, Layout};
 
-const USAGE: &str = "usage: codegen [--config <codegen.toml>] [--verify]
-
-Regenerates the files under the config's `output` from the API sources it names,
-writing only files whose content changed. Without --config, codegen.toml is
-looked up in the current directory and its parents.
-
-  --verify   write nothing; exit 1 listing the files that are out of date";
+/// Regenerates the files under the config's `output` from the API sources it
+/// names, writing only files whose content changed.
+#[derive(Debug, Parser)]
+#[command(name = "kinject-codegen")]
+struct Args {
+    /// The generator config; without it, codegen.toml is looked up in the
+    /// current directory and its parents.
+    #[arg(long, value_name = "PATH")]
+    config: Option<PathBuf>,
+    /// Write nothing; exit 1 listing the files that are out of date.
+    #[arg(long)]
+    verify: bool,
+}
 
 fn main() -> ExitCode {
-    let mut config_path: Option<PathBuf> = None;
-    let mut verify = false;
-    let mut args = std::env::args().skip(1);
-    while let Some(arg) = args.next() {
-        match arg.as_str() {
-            "--verify" => verify = true,
-            "--config" => match args.next() {
-                Some(path) => config_path = Some(PathBuf::from(path)),
-                None => return usage_error("--config needs a path"),
-            },
-            "-h" | "--help" => {
-                println!("{USAGE}");
-                return ExitCode::SUCCESS;
-            }
-            other => return usage_error(&format!("unknown argument `{other}`")),
-        }
-    }
-    let config_path = match config_path.or_else(find_config) {
+    let Args { config, verify } = Args::parse();
+    let config_path = match config.or_else(find_config) {
         Some(path) => path,
         None => {
             eprintln!(
@@ -107,11 +98,6 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
-}
-
-fn usage_error(message: &str) -> ExitCode {
-    eprintln!("error: {message}\n\n{USAGE}");
-    ExitCode::from(2)
 }
 
 fn find_config() -> Option<PathBuf> {

@@ -124,8 +124,20 @@ fn binary_generates_verifies_and_reports() {
     let (code, _, stderr) = codegen_bin(&["--bogus"], &dir);
     assert_eq!(code, 2);
     assert!(
-        stderr.contains("unknown argument `--bogus`") && stderr.contains("usage: codegen"),
+        stderr.contains("unexpected argument '--bogus'") && stderr.contains("Usage: kinject-codegen"),
         "{stderr}"
+    );
+    let (code, _, stderr) = codegen_bin(&["--config"], &dir);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.contains("a value is required for '--config <PATH>'"),
+        "{stderr}"
+    );
+    let (code, stdout, _) = codegen_bin(&["--help"], &dir);
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("--verify") && stdout.contains("--config <PATH>"),
+        "{stdout}"
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
