@@ -32,12 +32,12 @@ use std::cell::Cell;
 use std::fmt;
 use std::pin::pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Api;
-use kube::core::Selector;
+use kube::core::{ApiResource, DynamicObject, Selector};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use parking_lot::{Mutex, RwLock};
@@ -46,7 +46,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
 use crate::lister::Lister;
-use crate::store::{Change, Store};
+use crate::store::{Change, Store, StoreKey};
 
 pub use crate::store::{CacheError, IndexError, IndexFn};
 
@@ -246,6 +246,7 @@ struct Shared<K> {
     synced: watch::Sender<bool>,
     started: AtomicBool,
     last_error: Mutex<Option<String>>,
+    undecodable: AtomicU64,
 }
 
 /// A shared informer for kind `K`: the cache, its lister and its event handlers.
@@ -304,6 +305,7 @@ impl<K: Object> Informer<K> {
                 synced: watch::Sender::new(false),
                 started: AtomicBool::new(false),
                 last_error: Mutex::new(None),
+                undecodable: AtomicU64::new(0),
             }),
         }
     }
@@ -374,7 +376,17 @@ impl<K: Object> Informer<K> {
     async fn run(self, shutdown: CancellationToken) {
         let shared = &self.shared;
         tracing::debug!(informer = %shared.description, "starting informer");
-        let mut events = pin!(watcher(shared.api.clone(), shared.config.clone()).default_backoff());
+        // Objects arrive untyped and are decoded one by one, so one object the
+        // kind cannot hold (say, a replica count beyond i32 that a CRD without
+        // bounds let in) is skipped and reported instead of failing the whole
+        // list, as a typed watch (and client-go) would, forever.
+        let resource = ApiResource::erase::<K>(&());
+        let client = shared.api.clone().into_client();
+        let untyped: Api<DynamicObject> = match shared.api.namespace() {
+            Some(namespace) => Api::namespaced_with(client, namespace, &resource),
+            None => Api::all_with(client, &resource),
+        };
+        let mut events = pin!(watcher(untyped, shared.config.clone()).default_backoff());
         // A zero period means no resync, as in client-go (tokio's interval
         // would panic on it).
         let mut resync = (!shared.resync_period.is_zero()).then(|| {
@@ -388,7 +400,7 @@ impl<K: Object> Informer<K> {
                 () = shutdown.cancelled() => break,
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
                 event = events.next() => match event {
-                    Some(Ok(event)) => self.apply_event(event),
+                    Some(Ok(event)) => self.apply_untyped_event(event),
                     Some(Err(err)) => {
                         tracing::warn!(informer = %shared.description, error = %err,
                             "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
@@ -451,6 +463,73 @@ impl<K: Object> Informer<K> {
             // The first completed list makes the cache usable.
             shared.synced.send_replace(true);
         }
+    }
+
+    /// Applies a watch event whose objects are still untyped: each is decoded
+    /// on its own; one that does not decode is left out of the cache (its
+    /// last good version leaves it too) and reported, and comes back with its
+    /// next change.
+    fn apply_untyped_event(&self, event: watcher::Event<DynamicObject>) {
+        let typed = match event {
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitDone => watcher::Event::InitDone,
+            watcher::Event::InitApply(obj) => match self.decode(obj) {
+                Ok(obj) => watcher::Event::InitApply(obj),
+                // Unseen in the relist, a cached version is dropped when it ends.
+                Err(_) => return,
+            },
+            watcher::Event::Apply(obj) => match self.decode(obj) {
+                Ok(obj) => watcher::Event::Apply(obj),
+                Err(key) => return self.forget(&key),
+            },
+            watcher::Event::Delete(obj) => match self.decode(obj) {
+                Ok(obj) => watcher::Event::Delete(obj),
+                Err(key) => return self.forget(&key),
+            },
+        };
+        self.apply_event(typed);
+    }
+
+    /// `obj` as a `K`; when it cannot be one, logs why and returns its key.
+    fn decode(&self, obj: DynamicObject) -> Result<K, StoreKey> {
+        let key = StoreKey {
+            namespace: obj.metadata.namespace.as_deref().unwrap_or_default().into(),
+            name: obj.metadata.name.as_deref().unwrap_or_default().into(),
+        };
+        let error = match serde_json::to_value(obj).and_then(serde_json::from_value::<K>) {
+            Ok(obj) => return Ok(obj),
+            Err(error) => error,
+        };
+        let skipped = self.shared.undecodable.fetch_add(1, Ordering::Relaxed) + 1;
+        tracing::error!(
+            informer = %self.shared.description,
+            namespace = %key.namespace,
+            name = %key.name,
+            error = %error,
+            skipped,
+            "cannot decode the object; it is left out of the cache until it changes"
+        );
+        Err(key)
+    }
+
+    fn forget(&self, key: &StoreKey) {
+        let change = self.shared.store.write().forget(key);
+        match change {
+            Ok(Some(change)) => {
+                let handlers = self.shared.handlers.read().clone();
+                for handler in &handlers {
+                    handler.dispatch(&change);
+                }
+            }
+            Ok(None) => {}
+            Err(error) => self.report_cache_errors(vec![error]),
+        }
+    }
+
+    /// How many objects from the API server could not be decoded as `K` (each
+    /// delivery counts); they are logged and left out of the cache.
+    pub fn undecodable_objects(&self) -> u64 {
+        self.shared.undecodable.load(Ordering::Relaxed)
     }
 
     /// Re-delivers every cached object to the handlers as an update from itself

@@ -160,6 +160,16 @@ impl<K: Object> Store<K> {
         self.entries.remove(&key).map(|_| Change::Deleted(Arc::new(obj)))
     }
 
+    /// Drops `key`'s entry (its object can no longer be decoded): handlers see
+    /// the last good version deleted.
+    pub(crate) fn forget(&mut self, key: &StoreKey) -> Result<Option<Change<K>>, CacheError> {
+        self.unindex(key);
+        match self.entries.remove(key) {
+            Some(entry) => decode::<K>(key, &entry.encoded).map(|last| Some(Change::Deleted(Arc::new(last)))),
+            None => Ok(None),
+        }
+    }
+
     pub(crate) fn begin_relist(&mut self) {
         self.relist_seen = Some(BTreeSet::new());
     }

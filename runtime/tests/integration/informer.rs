@@ -287,3 +287,73 @@ async fn a_kind_that_is_not_served_fails_sync_naming_it() {
     assert!(err.contains("CRDs installed"), "{err}");
     stop.cancel();
 }
+
+/// A SimpleDeployment whose replica count the API server stored but `i32`
+/// cannot hold (its CRD has no bounds).
+fn simple_deployment(name: &str, replicas: i64) -> serde_json::Value {
+    serde_json::json!({
+        "apiVersion": "samples.knative.dev/v1alpha1",
+        "kind": "SimpleDeployment",
+        "metadata": {"namespace": NS, "name": name},
+        "spec": {"image": "nginx", "replicas": replicas},
+    })
+}
+
+/// One object the kind cannot hold does not stop the list: the rest syncs,
+/// the bad one is counted and left out, and it comes back once fixed.
+#[tokio::test]
+async fn an_undecodable_object_is_skipped_not_fatal() {
+    use apis::v1alpha1::SimpleDeployment;
+
+    let env = TestEnv::new();
+    env.install_crd(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
+        .unwrap();
+    env.create_object(simple_deployment("good", 1)).unwrap();
+    env.create_object(simple_deployment("huge", 3_000_000_000))
+        .unwrap();
+
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<SimpleDeployment>();
+    let stop = started(&ctx).await;
+    let lister = informer.lister();
+    let names = || -> Vec<String> {
+        lister
+            .list_all()
+            .unwrap()
+            .iter()
+            .map(|d| d.metadata.name.clone().unwrap_or_default())
+            .collect()
+    };
+    assert_eq!(names(), ["good"]);
+    assert_eq!(informer.undecodable_objects(), 1);
+
+    let mut fixed = env
+        .get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "simpledeployments",
+            Some(NS),
+            "huge",
+        )
+        .unwrap();
+    fixed["spec"]["replicas"] = serde_json::json!(2);
+    env.update_object(fixed).unwrap();
+    eventually("the fixed object to be cached", || names().len() == 2).await;
+    assert_eq!(names(), ["good", "huge"]);
+
+    // Broken again: its last good version leaves the cache.
+    let mut broken = env
+        .get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "simpledeployments",
+            Some(NS),
+            "huge",
+        )
+        .unwrap();
+    broken["spec"]["replicas"] = serde_json::json!(5_000_000_000_i64);
+    env.update_object(broken).unwrap();
+    eventually("the broken object to leave the cache", || names() == ["good"]).await;
+    assert_eq!(informer.undecodable_objects(), 2);
+    stop.cancel();
+}
