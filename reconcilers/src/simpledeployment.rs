@@ -9,8 +9,9 @@ use generated::samples::v1alpha1::simpledeployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kinject_runtime::apis::{HasStatus, Validatable};
+use kinject_runtime::batch::{Batched, slow_start};
 use kinject_runtime::controller::filter::filter_controller_gk;
-use kinject_runtime::controller::{Impl, ResultExt};
+use kinject_runtime::controller::{Error, Impl, ResultExt};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
@@ -33,7 +34,7 @@ pub struct Reconciler {
 impl ReconcileKind<SimpleDeployment> for Reconciler {
     type Finalizer = NoFinalizer;
 
-    async fn reconcile_kind(&self, _ctx: &ReconcileContext, d: &mut SimpleDeployment) -> ReconcileResult {
+    async fn reconcile_kind(&self, ctx: &ReconcileContext, d: &mut SimpleDeployment) -> ReconcileResult {
         // Knative's sample crashes on a negative replica count; an invalid spec
         // stored without the webhook ends in a clear status and event instead.
         if let Err(invalid) = d.validate() {
@@ -54,28 +55,33 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         let (current, outdated): (Vec<Arc<Pod>>, Vec<Arc<Pod>>) =
             existing.into_iter().partition(|p| runs_image(p, &d.spec.image));
         let pods = pod::Client::new(&self.ctx, &namespace);
-        for p in &outdated {
-            pods.delete(&p.name_any(), &DeleteParams::default())
-                .await
-                .context("failed to delete pod")?;
-        }
-
+        // Many pods go in slow-start batches (1, 2, 4, …): a refused request
+        // stops the rest, and a shutdown stops between batches.
+        let stop = ctx.cancellation();
         let replicas = usize::try_from(d.spec.replicas).unwrap_or_default();
-        if current.len() < replicas {
-            for _ in current.len()..replicas {
-                // A fresh pod per create: Knative reuses one object, which a
-                // generate-name reactor mutates under it.
-                pods.create(&make_pod(d)).await.context("failed to create pod")?;
-            }
-        } else if current.len() > replicas {
+        let surplus: Vec<&Arc<Pod>> = if current.len() > replicas {
             // Listers return pods sorted by name, so which pods go is
             // deterministic (Knative's order depends on a map).
-            for p in current.iter().take(current.len() - replicas) {
-                pods.delete(&p.name_any(), &DeleteParams::default())
-                    .await
-                    .context("failed to delete pod")?;
-            }
-        }
+            current.iter().take(current.len() - replicas).collect()
+        } else {
+            Vec::new()
+        };
+        let doomed: Vec<String> = outdated.iter().chain(surplus).map(|p| p.name_any()).collect();
+        let deleted = slow_start(doomed.len(), stop, |i| {
+            let (pods, name) = (&pods, &doomed[i]);
+            async move { pods.delete(name, &DeleteParams::default()).await.map(drop) }
+        })
+        .await;
+        finished(deleted, "failed to delete pod")?;
+        let missing = replicas.saturating_sub(current.len());
+        // A fresh pod per create: Knative reuses one object, which a
+        // generate-name reactor mutates under it.
+        let created = slow_start(missing, stop, |_| {
+            let (pods, pod) = (&pods, make_pod(d));
+            async move { pods.create(&pod).await.map(drop) }
+        })
+        .await;
+        finished(created, "failed to create pod")?;
 
         // Readiness counts the pods that existed before this reconcile, as
         // Knative does; new pods are counted once they report.
@@ -88,6 +94,16 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
             status.mark_pods_not_ready(i32::try_from(replicas - ready).unwrap_or(i32::MAX));
         }
         Ok(None)
+    }
+}
+
+/// `Ok` when every call of a batch run succeeded; a failure is the error (with
+/// `context`), and a run cut short by shutdown is requeued for the next leader.
+fn finished(outcome: Batched<kube::Error>, context: &'static str) -> Result<(), Error> {
+    match outcome {
+        Batched::Done => Ok(()),
+        Batched::Cancelled { .. } => Err(Error::requeue_immediately()),
+        Batched::Failed { error, .. } => Err(Error::from(error).context(context)),
     }
 }
 

@@ -16,6 +16,7 @@
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
 //! nothing above them.
 
+pub mod batch;
 pub mod client;
 pub mod controller;
 pub mod duration;
