@@ -215,6 +215,26 @@ impl KindModel {
     /// field at fault and saying how to fix it.
     pub fn from_derive_input(input: &DeriveInput) -> syn::Result<KindModel> {
         let mut errors = Errors::default();
+        if !input.generics.params.is_empty() {
+            errors.push(syn::Error::new(
+                input.generics.span(),
+                format!(
+                    "`{}` derives Kind but is generic; a kind is one concrete type: remove the \
+                     parameters and give its fields concrete types",
+                    input.ident
+                ),
+            ));
+        }
+        if !matches!(input.vis, syn::Visibility::Public(_)) {
+            errors.push(syn::Error::new(
+                input.ident.span(),
+                format!(
+                    "`{0}` derives Kind but is not `pub`; the generated clients, informers and \
+                     reconcilers live in another crate: declare it `pub struct {0}`",
+                    input.ident
+                ),
+            ));
+        }
         let fields = read_fields(input, &mut errors);
         let kind_attr = find_single(&input.attrs, "kind", &mut errors);
         let kind = match kind_attr {
@@ -460,9 +480,11 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
     let mut scope: Option<(Scope, Span)> = None;
     let mut short_names = Vec::new();
     let mut categories = Vec::new();
+    let mut given = BTreeSet::new();
 
     let parsed = attr.parse_nested_meta(|meta| {
         let key = key_of(&meta, "kind", &KIND_KEYS)?;
+        given_once(&meta, &key, "kind", &mut given)?;
         match key.as_str() {
             "group" => group = Some(string_value(&meta)?.value()),
             "version" => version = Some(string_value(&meta)?.value()),
@@ -578,10 +600,12 @@ fn parse_genclient(
     let mut no_verbs = false;
     let mut only: Option<Vec<Verb>> = None;
     let mut skip: Vec<Verb> = Vec::new();
+    let mut given = BTreeSet::new();
 
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let parsed = attr.parse_nested_meta(|meta| {
             let key = key_of(&meta, "genclient", &GENCLIENT_KEYS)?;
+            given_once(&meta, &key, "genclient", &mut given)?;
             match key.as_str() {
                 "no_status" => {
                     flag(&meta)?;
@@ -642,9 +666,11 @@ fn parse_genreconciler(
     let mut classes = Vec::new();
     let mut krshapedlogic = true;
     let mut finalizer = None;
+    let mut given = BTreeSet::new();
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let parsed = attr.parse_nested_meta(|meta| {
             let key = key_of(&meta, "genreconciler", &GENRECONCILER_KEYS)?;
+            given_once(&meta, &key, "genreconciler", &mut given)?;
             match key.as_str() {
                 "class" => {
                     let value = meta.value()?;
@@ -733,6 +759,19 @@ fn key_of(meta: &ParseNestedMeta<'_>, attr: &str, known: &[&str]) -> syn::Result
     )))
 }
 
+/// A key given twice in one attribute is an error, not "the last one wins".
+fn given_once(
+    meta: &ParseNestedMeta<'_>,
+    key: &str,
+    attr: &str,
+    given: &mut BTreeSet<String>,
+) -> syn::Result<()> {
+    if given.insert(key.to_owned()) {
+        return Ok(());
+    }
+    Err(meta.error(format!("`{key}` is given twice in #[{attr}(...)]; keep one")))
+}
+
 fn unreachable_key(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
     Err(meta.error("internal error: a known key has no parser"))
 }
@@ -765,6 +804,7 @@ fn string_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<String>> {
 }
 
 fn strings_of(array: &ExprArray) -> syn::Result<Vec<LitStr>> {
+    not_empty(array)?;
     array
         .elems
         .iter()
@@ -778,8 +818,21 @@ fn strings_of(array: &ExprArray) -> syn::Result<Vec<LitStr>> {
         .collect()
 }
 
+/// An empty list says nothing a missing key would not, and usually hides a
+/// mistake.
+fn not_empty(array: &ExprArray) -> syn::Result<()> {
+    if array.elems.is_empty() {
+        return Err(syn::Error::new(
+            array.span(),
+            "the list is empty; list at least one value, or leave the key out",
+        ));
+    }
+    Ok(())
+}
+
 fn verb_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Verb>> {
     let array: ExprArray = meta.value()?.parse()?;
+    not_empty(&array)?;
     array
         .elems
         .iter()
@@ -828,6 +881,64 @@ mod tests {
                 .collect::<Vec<_>>()
                 .join("\n")
         })
+    }
+
+    #[test]
+    fn refuses_what_it_cannot_honour() {
+        let generic = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", namespaced)]
+            pub struct Widget<T> { pub metadata: ObjectMeta, pub spec: T, pub status: Option<WidgetStatus> }
+        });
+        assert!(
+            generic
+                .unwrap_err()
+                .starts_with("`Widget` derives Kind but is generic")
+        );
+
+        let private = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", namespaced)]
+            struct Widget { pub metadata: ObjectMeta, pub spec: WidgetSpec, pub status: Option<WidgetStatus> }
+        });
+        assert!(
+            private.unwrap_err().contains("is not `pub`"),
+            "a private kind cannot be used by the generated crate"
+        );
+
+        let twice = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", version = "v2", namespaced)]
+            pub struct Widget { pub metadata: ObjectMeta, pub spec: WidgetSpec, pub status: Option<WidgetStatus> }
+        });
+        assert_eq!(
+            twice.unwrap_err(),
+            "`version` is given twice in #[kind(...)]; keep one"
+        );
+
+        let empty_class = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", namespaced)]
+            #[genclient]
+            #[genreconciler(class = [])]
+            pub struct Widget { pub metadata: ObjectMeta, pub spec: WidgetSpec, pub status: Option<WidgetStatus> }
+        });
+        assert_eq!(
+            empty_class.unwrap_err(),
+            "the list is empty; list at least one value, or leave the key out"
+        );
+
+        let no_verbs = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", namespaced)]
+            #[genclient(only_verbs = [])]
+            pub struct Widget { pub metadata: ObjectMeta, pub spec: WidgetSpec, pub status: Option<WidgetStatus> }
+        });
+        assert_eq!(
+            no_verbs.unwrap_err(),
+            "the list is empty; list at least one value, or leave the key out"
+        );
+
+        let an_enum = parse(parse_quote! {
+            #[kind(group = "example.dev", version = "v1", namespaced)]
+            pub enum Widget { A, B }
+        });
+        assert!(an_enum.unwrap_err().contains("can only be derived for a struct"));
     }
 
     #[test]
