@@ -30,7 +30,6 @@
 
 use std::cell::Cell;
 use std::fmt;
-use std::pin::pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
@@ -386,7 +385,7 @@ impl<K: Object> Informer<K> {
             Some(namespace) => Api::namespaced_with(client, namespace, &resource),
             None => Api::all_with(client, &resource),
         };
-        let mut events = pin!(watcher(untyped, shared.config.clone()).default_backoff());
+        let mut events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
         // A zero period means no resync, as in client-go (tokio's interval
         // would panic on it).
         let mut resync = (!shared.resync_period.is_zero()).then(|| {
@@ -401,6 +400,17 @@ impl<K: Object> Informer<K> {
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
                 event = events.next() => match event {
                     Some(Ok(event)) => self.apply_untyped_event(event),
+                    Some(Err(err)) if is_server_reset(&err) => {
+                        // The server's resource versions went back (etcd restored,
+                        // or an API server restarted empty): the watcher would retry
+                        // its old version forever while the cache shows a world the
+                        // server no longer has. List afresh, unsynced until done.
+                        tracing::warn!(informer = %shared.description, error = %err,
+                            "the API server's resource versions went back; listing again from scratch");
+                        *shared.last_error.lock() = Some(err.to_string());
+                        shared.synced.send_replace(false);
+                        events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+                    }
                     Some(Err(err)) => {
                         tracing::warn!(informer = %shared.description, error = %err,
                             "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
@@ -460,7 +470,7 @@ impl<K: Object> Informer<K> {
         }
         if list_done {
             *shared.last_error.lock() = None;
-            // The first completed list makes the cache usable.
+            // A completed list makes the cache usable (again, after a reset).
             shared.synced.send_replace(true);
         }
     }
@@ -586,6 +596,14 @@ impl Drop for ResyncGuard {
     fn drop(&mut self) {
         DELIVERING_RESYNC.with(|flag| flag.set(self.was));
     }
+}
+
+/// kube-apiserver's answer to a resource version beyond its own ("Too large
+/// resource version", 504): the server went back in time. The text is matched
+/// because kube-runtime's watcher error carries the Status only as text for
+/// some of its variants.
+fn is_server_reset(err: &watcher::Error) -> bool {
+    err.to_string().contains("Too large resource version")
 }
 
 fn describe_kind<K: Object>() -> String {

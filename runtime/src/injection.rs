@@ -345,15 +345,22 @@ impl Context {
         {
             return Ok(());
         }
-        let unsynced = self
-            .inner
+        Err(CacheSyncError {
+            timeout,
+            unsynced: self.unsynced_informers(),
+        })
+    }
+
+    /// The informers whose cache is not (or no longer) in sync with the API
+    /// server, each with its last watch error: what `/readiness` reports.
+    pub fn unsynced_informers(&self) -> Vec<(String, Option<String>)> {
+        self.inner
             .informers
             .lock()
             .iter()
             .filter(|r| !r.handle.has_synced())
             .map(|r| (r.handle.description(), r.handle.last_error()))
-            .collect();
-        Err(CacheSyncError { timeout, unsynced })
+            .collect()
     }
 
     /// Stores a typed extension, replacing any of the same type.

@@ -24,11 +24,12 @@
 //! 4. calls each constructor that `--disable-controllers` does not name with
 //!    the injection [`Context`]; constructors ask for informers and return
 //!    their [`Impl`];
-//! 5. starts exactly the informers they asked for and waits for their caches;
+//! 5. serves `/metrics` (port 9090, `METRICS_PROMETHEUS_PORT`) and `/health`
+//!    and `/readiness` (port 8080, `PROBES_PORT`; readiness answers 500 naming
+//!    the informers not in sync), starts exactly the informers the
+//!    controllers asked for and waits for their caches;
 //! 6. runs the controllers, each with leader election (or leading everything
-//!    with `--disable-ha`), and serves `/metrics` (port 9090,
-//!    `METRICS_PROMETHEUS_PORT`) and `/health` and `/readiness` (port 8080,
-//!    `PROBES_PORT`);
+//!    with `--disable-ha`);
 //! 7. on SIGTERM or SIGINT turns readiness to 500, stops taking work, lets
 //!    in-flight reconciles finish, releases its leases and exits 0; a second
 //!    signal exits at once (status 1).
@@ -571,6 +572,18 @@ impl Setup {
             .build();
         follow_logging_config(&system, &self.env.config_logging_name, &self.levels);
 
+        // Probes and metrics come first: /readiness says which informers are
+        // still syncing (and why) instead of the port being closed.
+        let stop_servers = CancellationToken::new();
+        let registry = Arc::new(std::mem::take(&mut self.registry));
+        let (watched, watched_system) = (ctx.clone(), system.clone());
+        let unsynced: servers::Unsynced = Arc::new(move || {
+            let mut unsynced = watched.unsynced_informers();
+            unsynced.extend(watched_system.unsynced_informers());
+            unsynced
+        });
+        let mut servers = self.serve(registry, unsynced, &shutdown, &stop_servers).await?;
+
         tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
         let informer_stop = CancellationToken::new();
         ctx.start_informers(&informer_stop);
@@ -583,13 +596,12 @@ impl Setup {
             result = synced => result?,
             () = shutdown.cancelled() => {
                 informer_stop.cancel();
+                stop_servers.cancel();
+                while servers.join_next().await.is_some() {}
                 return Ok(());
             }
         }
 
-        let stop_servers = CancellationToken::new();
-        let registry = Arc::new(std::mem::take(&mut self.registry));
-        let mut servers = self.serve(registry, &shutdown, &stop_servers).await?;
         tracing::info!("Starting controllers...");
         // Electors stop only after the controllers, so no write follows the
         // release of a lease.
@@ -622,11 +634,13 @@ impl Setup {
         Ok(())
     }
 
-    /// Serves `/health` and `/readiness` (readiness turns 500 on `shutdown`)
-    /// and, unless `config-observability` says `none`, `/metrics`.
+    /// Serves `/health` and `/readiness` (500 on `shutdown`; readiness also
+    /// while `unsynced` names informers) and, unless `config-observability`
+    /// says `none`, `/metrics`.
     async fn serve(
         &self,
         registry: Arc<Registry>,
+        unsynced: servers::Unsynced,
         shutdown: &CancellationToken,
         stop: &CancellationToken,
     ) -> Result<JoinSet<()>, MainError> {
@@ -636,7 +650,12 @@ impl Setup {
             .await
             .map_err(MainError::Serve)?;
         tracing::info!(address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /health and /readiness");
-        servers.spawn(servers::serve_probes(probes, shutdown.clone(), stop.clone()));
+        servers.spawn(servers::serve_probes(
+            probes,
+            shutdown.clone(),
+            unsynced,
+            stop.clone(),
+        ));
         if self.serve_metrics {
             let metrics = servers::bind(address, self.env.metrics_port)
                 .await

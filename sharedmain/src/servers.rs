@@ -34,17 +34,34 @@ pub(crate) async fn bind(address: IpAddr, port: u16) -> Result<TcpListener, Stri
     }
 }
 
-/// `/health` and `/readiness`: 200 until `shutting_down` fires, then 500, so
-/// the kubelet stops sending traffic while reconciles drain. Stops on `stop`.
+/// What keeps the process from being ready: the informers not in sync, each
+/// with its last watch error.
+pub(crate) type Unsynced = Arc<dyn Fn() -> Vec<(String, Option<String>)> + Send + Sync>;
+
+#[derive(Clone)]
+struct ProbeState {
+    shutting_down: CancellationToken,
+    unsynced: Unsynced,
+}
+
+/// `/health`: 200 until `shutting_down` fires, then 500. `/readiness`: the
+/// same, and also 500 while an informer is not in sync (before the first list,
+/// or while relisting after the API server went back in time), naming them,
+/// so the kubelet sends no traffic to a replica acting on an unsynced cache.
+/// Stops on `stop`.
 pub(crate) async fn serve_probes(
     listener: TcpListener,
     shutting_down: CancellationToken,
+    unsynced: Unsynced,
     stop: CancellationToken,
 ) {
     let app = Router::new()
-        .route("/health", get(probe))
-        .route("/readiness", get(probe))
-        .with_state(shutting_down);
+        .route("/health", get(health))
+        .route("/readiness", get(readiness))
+        .with_state(ProbeState {
+            shutting_down,
+            unsynced,
+        });
     if let Err(e) = axum::serve(listener, app)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
@@ -53,12 +70,33 @@ pub(crate) async fn serve_probes(
     }
 }
 
-async fn probe(State(shutting_down): State<CancellationToken>) -> impl IntoResponse {
-    if shutting_down.is_cancelled() {
-        (StatusCode::INTERNAL_SERVER_ERROR, "shutting down")
+async fn health(State(state): State<ProbeState>) -> (StatusCode, String) {
+    if state.shutting_down.is_cancelled() {
+        (StatusCode::INTERNAL_SERVER_ERROR, "shutting down".to_owned())
     } else {
-        (StatusCode::OK, "ok")
+        (StatusCode::OK, "ok".to_owned())
     }
+}
+
+async fn readiness(State(state): State<ProbeState>) -> (StatusCode, String) {
+    if state.shutting_down.is_cancelled() {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "shutting down".to_owned());
+    }
+    let unsynced = (state.unsynced)();
+    if unsynced.is_empty() {
+        return (StatusCode::OK, "ok".to_owned());
+    }
+    let listed: Vec<String> = unsynced
+        .into_iter()
+        .map(|(informer, error)| match error {
+            Some(error) => format!("{informer} (last error: {error})"),
+            None => informer,
+        })
+        .collect();
+    (
+        StatusCode::INTERNAL_SERVER_ERROR,
+        format!("informers not synced: {}", listed.join(", ")),
+    )
 }
 
 /// `/metrics` in the Prometheus text format. Stops on `stop`.
@@ -107,12 +145,36 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn probes_turn_500_when_shutdown_starts() {
+    async fn probes_turn_500_when_shutdown_starts_and_readiness_while_unsynced() {
         let listener = bind(IpAddr::from([127, 0, 0, 1]), 0).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let addr = SocketAddr::from(([127, 0, 0, 1], port));
         let (shutting_down, stop) = (CancellationToken::new(), CancellationToken::new());
-        let server = tokio::spawn(serve_probes(listener, shutting_down.clone(), stop.clone()));
+        let synced = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let seen = synced.clone();
+        let unsynced: Unsynced = Arc::new(move || {
+            if seen.load(std::sync::atomic::Ordering::SeqCst) {
+                Vec::new()
+            } else {
+                vec![("Pod v1".to_owned(), Some("forbidden".to_owned()))]
+            }
+        });
+        let server = tokio::spawn(serve_probes(
+            listener,
+            shutting_down.clone(),
+            unsynced,
+            stop.clone(),
+        ));
+        assert_eq!(
+            get(addr, "/readiness").await,
+            "HTTP/1.1 500 Internal Server Error"
+        );
+        assert_eq!(
+            get(addr, "/health").await,
+            "HTTP/1.1 200 OK",
+            "alive while syncing"
+        );
+        synced.store(true, std::sync::atomic::Ordering::SeqCst);
         assert_eq!(get(addr, "/readiness").await, "HTTP/1.1 200 OK");
         assert_eq!(get(addr, "/health").await, "HTTP/1.1 200 OK");
         shutting_down.cancel();

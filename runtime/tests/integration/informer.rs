@@ -357,3 +357,38 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     assert_eq!(informer.undecodable_objects(), 2);
     stop.cancel();
 }
+
+/// An API server that went back in time (restored from a backup, or restarted
+/// empty) answers the watch's resource version with 504 "Too large resource
+/// version". The informer lists again from scratch instead of retrying that
+/// version forever, and is unsynced until the list is done.
+#[tokio::test]
+async fn a_server_that_went_back_in_time_is_listed_again() {
+    use kinject_testenv::{ErrorStatus, Reactor};
+
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("a", "x", "1"))
+        .await
+        .unwrap();
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<ConfigMap>();
+    let stop = started(&ctx).await;
+    assert_eq!(env.request_count("list", "configmaps"), 1);
+
+    env.react(
+        Reactor::on("watch", "configmaps")
+            .times(1)
+            .respond(ErrorStatus::new(
+                504,
+                "Timeout",
+                "Timeout: Too large resource version: 1000, current: 5",
+            )),
+    );
+    env.close_watches();
+    eventually("a fresh list", || env.request_count("list", "configmaps") == 2).await;
+    eventually("the cache to sync again", || informer.has_synced()).await;
+    assert!(ctx.unsynced_informers().is_empty());
+    assert_eq!(informer.lister().list_all().unwrap().len(), 1);
+    stop.cancel();
+}
