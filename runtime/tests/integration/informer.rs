@@ -327,32 +327,25 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     assert_eq!(names(), ["good"]);
     assert_eq!(informer.undecodable_objects(), 1);
 
-    let mut fixed = env
-        .get_object(
-            "samples.knative.dev",
-            "v1alpha1",
-            "simpledeployments",
-            Some(NS),
-            "huge",
-        )
-        .unwrap();
-    fixed["spec"]["replicas"] = serde_json::json!(2);
-    env.update_object(fixed).unwrap();
+    let set_replicas = |replicas: i64| {
+        let mut huge = env
+            .get_object(
+                "samples.knative.dev",
+                "v1alpha1",
+                "simpledeployments",
+                Some(NS),
+                "huge",
+            )
+            .unwrap();
+        huge["spec"]["replicas"] = serde_json::json!(replicas);
+        env.update_object(huge).unwrap();
+    };
+    set_replicas(2);
     eventually("the fixed object to be cached", || names().len() == 2).await;
     assert_eq!(names(), ["good", "huge"]);
 
     // Broken again: its last good version leaves the cache.
-    let mut broken = env
-        .get_object(
-            "samples.knative.dev",
-            "v1alpha1",
-            "simpledeployments",
-            Some(NS),
-            "huge",
-        )
-        .unwrap();
-    broken["spec"]["replicas"] = serde_json::json!(5_000_000_000_i64);
-    env.update_object(broken).unwrap();
+    set_replicas(5_000_000_000);
     eventually("the broken object to leave the cache", || names() == ["good"]).await;
     assert_eq!(informer.undecodable_objects(), 2);
     stop.cancel();
