@@ -506,7 +506,7 @@ impl<K: Object> Informer<K> {
             namespace: obj.metadata.namespace.as_deref().unwrap_or_default().into(),
             name: obj.metadata.name.as_deref().unwrap_or_default().into(),
         };
-        let error = match serde_json::to_value(obj).and_then(serde_json::from_value::<K>) {
+        let error = match typed::<K>(obj) {
             Ok(obj) => return Ok(obj),
             Err(error) => error,
         };
@@ -596,6 +596,23 @@ impl Drop for ResyncGuard {
     fn drop(&mut self) {
         DELIVERING_RESYNC.with(|flag| flag.set(self.was));
     }
+}
+
+/// `obj` as a `K`. The body is moved, not copied (a round trip through
+/// `serde_json::to_value` would clone every field of every object listed).
+fn typed<K: Object>(obj: DynamicObject) -> serde_json::Result<K> {
+    let DynamicObject { types, metadata, data } = obj;
+    let mut body = match data {
+        serde_json::Value::Object(body) => body,
+        serde_json::Value::Null => serde_json::Map::new(),
+        other => return serde_json::from_value(other),
+    };
+    body.insert("metadata".to_owned(), serde_json::to_value(metadata)?);
+    if let Some(types) = types {
+        body.insert("apiVersion".to_owned(), types.api_version.into());
+        body.insert("kind".to_owned(), types.kind.into());
+    }
+    serde_json::from_value(serde_json::Value::Object(body))
 }
 
 /// kube-apiserver's answer to a resource version beyond its own ("Too large
