@@ -601,7 +601,11 @@ impl Drop for ResyncGuard {
 /// `obj` as a `K`. The body is moved, not copied (a round trip through
 /// `serde_json::to_value` would clone every field of every object listed).
 fn typed<K: Object>(obj: DynamicObject) -> serde_json::Result<K> {
-    let DynamicObject { types, metadata, data } = obj;
+    let DynamicObject {
+        types,
+        metadata,
+        data,
+    } = obj;
     let mut body = match data {
         serde_json::Value::Object(body) => body,
         serde_json::Value::Null => serde_json::Map::new(),

@@ -61,13 +61,15 @@ struct Inner {
     informers: Mutex<Vec<Registration>>,
     extensions: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     cluster_domain: String,
+    /// The informers asked for while [`Context::recording`] runs.
+    recording: Mutex<Option<Vec<Arc<dyn Startable>>>>,
 }
 
 struct Registration {
     type_id: TypeId,
     selector: String,
     informer: Box<dyn Any + Send + Sync>,
-    handle: Box<dyn Startable>,
+    handle: Arc<dyn Startable>,
 }
 
 /// The type-erased face of an informer that `start_informers` needs.
@@ -182,8 +184,40 @@ impl ContextBuilder {
                 informers: Mutex::new(Vec::new()),
                 extensions: RwLock::new(self.extensions),
                 cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
+                recording: Mutex::new(None),
             }),
         }
+    }
+}
+
+/// Some of a context's informers, as [`Context::recording`] saw them asked for.
+#[derive(Clone, Default)]
+pub struct InformerSet {
+    informers: Vec<Arc<dyn Startable>>,
+}
+
+impl fmt::Debug for InformerSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list()
+            .entries(self.informers.iter().map(|i| i.description()))
+            .finish()
+    }
+}
+
+impl InformerSet {
+    /// Waits until every informer of the set has synced (no time limit: a kind
+    /// that is not served yet may be installed later).
+    pub async fn wait_for_sync(&self) {
+        futures::future::join_all(self.informers.iter().map(|i| i.wait_for_sync())).await;
+    }
+
+    /// The informers of the set not in sync, each with its last watch error.
+    pub fn unsynced(&self) -> Vec<(String, Option<String>)> {
+        self.informers
+            .iter()
+            .filter(|i| !i.has_synced())
+            .map(|i| (i.description(), i.last_error()))
+            .collect()
     }
 }
 
@@ -287,6 +321,7 @@ impl Context {
             .find(|r| r.type_id == type_id && r.selector == selector_key)
             && let Some(informer) = existing.informer.downcast_ref::<Informer<K>>()
         {
+            self.record(&existing.handle);
             return informer.clone();
         }
         let settings = self
@@ -299,13 +334,32 @@ impl Context {
         let api = scoped_api::<K>(self.client(), self.namespace());
         let informer = Informer::new(api, selector, settings, self.inner.resync_period);
         tracing::debug!(informer = informer.description(), "registered informer");
+        let handle: Arc<dyn Startable> = Arc::new(informer.clone());
+        self.record(&handle);
         informers.push(Registration {
             type_id,
             selector: selector_key,
             informer: Box::new(informer.clone()),
-            handle: Box::new(informer.clone()),
+            handle,
         });
         informer
+    }
+
+    fn record(&self, handle: &Arc<dyn Startable>) {
+        if let Some(asked) = self.inner.recording.lock().as_mut() {
+            asked.push(handle.clone());
+        }
+    }
+
+    /// Runs `build` and returns, with its result, the informers it asked for
+    /// (new or shared): sharedmain starts each controller once the informers
+    /// its constructor asked for have synced, so one whose kind is not served
+    /// yet does not hold back the others.
+    pub fn recording<T>(&self, build: impl FnOnce(&Context) -> T) -> (T, InformerSet) {
+        *self.inner.recording.lock() = Some(Vec::new());
+        let built = build(self);
+        let informers = self.inner.recording.lock().take().unwrap_or_default();
+        (built, InformerSet { informers })
     }
 
     /// What every registered informer watches, in registration order.

@@ -62,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 use client_layers::{RateLimitLayer, RequestMetricsLayer};
 use kinject_runtime::controller::{Impl, WorkqueueMetrics};
 use kinject_runtime::informer::EventHandler;
-use kinject_runtime::injection::Context;
+use kinject_runtime::injection::{Context, InformerSet};
 use kinject_runtime::leaderelection;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 
@@ -553,18 +553,20 @@ impl Setup {
 
     /// Phase 3: builds the controllers `--disable-controllers` leaves; see
     /// [`construct`].
-    pub fn construct(&self, ctx: &Context, constructors: &[Constructor]) -> Result<Vec<Impl>, MainError> {
+    pub fn construct(&self, ctx: &Context, constructors: &[Constructor]) -> Result<Vec<Built>, MainError> {
         construct(ctx, constructors, &self.flags.disable_controllers)
     }
 
-    /// Phase 4: starts the informers `ctx` was asked for, waits for their
-    /// caches, serves probes and metrics, elects leaders (or leads everything
-    /// with `--disable-ha`) and runs `controllers` until `shutdown`; then lets
-    /// reconciles in flight finish, releases the leases and stops.
+    /// Phase 4: serves probes and metrics, starts the informers `ctx` was
+    /// asked for, elects leaders (or leads everything with `--disable-ha`) and
+    /// runs each controller once its own informers have synced, so one whose
+    /// kind is not served yet (CRD missing, RBAC missing) holds back no other
+    /// and starts by itself when it is; until `shutdown`, then lets reconciles
+    /// in flight finish, releases the leases and stops.
     pub async fn run(
         mut self,
         ctx: &Context,
-        controllers: Vec<Impl>,
+        controllers: Vec<Built>,
         shutdown: CancellationToken,
     ) -> Result<(), MainError> {
         let system = Context::builder(self.client.clone())
@@ -588,12 +590,10 @@ impl Setup {
         let informer_stop = CancellationToken::new();
         ctx.start_informers(&informer_stop);
         system.start_informers(&informer_stop);
-        let synced = async {
-            ctx.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await?;
-            system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT).await
-        };
+        // Only the process's own configuration must sync; each controller
+        // waits for its informers below.
         tokio::select! {
-            result = synced => result?,
+            result = system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT) => result?,
             () = shutdown.cancelled() => {
                 informer_stop.cancel();
                 stop_servers.cancel();
@@ -606,12 +606,11 @@ impl Setup {
         // Electors stop only after the controllers, so no write follows the
         // release of a lease.
         let election_stop = CancellationToken::new();
-        let electors = self.elect(&controllers, &election_stop)?;
+        let impls: Vec<Impl> = controllers.iter().map(|b| b.controller.clone()).collect();
+        let electors = self.elect(&impls, &election_stop)?;
         let mut running = JoinSet::new();
-        for controller in &controllers {
-            let controller = controller.clone();
-            let stop = shutdown.clone();
-            running.spawn(async move { controller.run(stop).await });
+        for built in controllers {
+            running.spawn(run_when_synced(built, shutdown.clone()));
         }
 
         shutdown.cancelled().await;
@@ -702,6 +701,16 @@ impl Setup {
     }
 }
 
+/// A built controller and the informers its constructor asked for: it starts
+/// working once those have synced.
+#[derive(Debug)]
+pub struct Built {
+    /// The controller.
+    pub controller: Impl,
+    /// The informers its constructor asked for, shared or not.
+    pub informers: InformerSet,
+}
+
 /// Builds the controllers of `constructors` whose names `disabled` does not
 /// list. A disabled controller is never built, so it registers no informer and
 /// nothing of it starts; a name in `disabled` that no constructor has is an
@@ -710,7 +719,7 @@ pub fn construct(
     ctx: &Context,
     constructors: &[Constructor],
     disabled: &[String],
-) -> Result<Vec<Impl>, MainError> {
+) -> Result<Vec<Built>, MainError> {
     if let Some(unknown) = disabled
         .iter()
         .find(|d| !constructors.iter().any(|c| c.name() == d.as_str()))
@@ -728,10 +737,51 @@ pub fn construct(
             tracing::info!("Disabling controller {}", constructor.name());
             continue;
         }
-        controllers.push(constructor.construct(ctx));
+        let (controller, informers) = ctx.recording(|ctx| constructor.construct(ctx));
+        controllers.push(Built {
+            controller,
+            informers,
+        });
     }
     tracing::info!("Registered {} controllers", controllers.len());
     Ok(controllers)
+}
+
+/// Runs `built`'s controller once its informers have synced, until `stop`;
+/// while they have not, says which every [`CACHE_SYNC_TIMEOUT`].
+async fn run_when_synced(
+    Built {
+        controller,
+        informers,
+    }: Built,
+    stop: CancellationToken,
+) {
+    let synced = informers.wait_for_sync();
+    tokio::pin!(synced);
+    loop {
+        tokio::select! {
+            () = &mut synced => break,
+            () = stop.cancelled() => return,
+            () = tokio::time::sleep(CACHE_SYNC_TIMEOUT) => {
+                let waiting: Vec<String> = informers
+                    .unsynced()
+                    .into_iter()
+                    .map(|(informer, error)| match error {
+                        Some(error) => format!("{informer} (last error: {error})"),
+                        None => informer,
+                    })
+                    .collect();
+                tracing::warn!(
+                    controller = %controller.name(),
+                    "waiting for informers to sync before starting: {}; check that the kinds are served \
+                     (CRDs installed) and that the service account may list and watch them",
+                    waiting.join(", ")
+                );
+            }
+        }
+    }
+    tracing::info!(controller = %controller.name(), "Caches synced; starting workers");
+    controller.run(stop).await;
 }
 
 /// The client's QPS and burst: the flags, or 5 and 10 per controller when they
@@ -914,6 +964,11 @@ mod tests {
         let built = construct(&ctx, &constructors, &[]).unwrap();
         assert_eq!(built.len(), 1);
         assert_eq!(ctx.informer_descriptions().len(), 1);
+        assert_eq!(
+            built[0].informers.unsynced().len(),
+            1,
+            "the controller waits for the informer its constructor asked for"
+        );
 
         let err = construct(&ctx, &constructors, &["addressablesvc".to_owned()]).unwrap_err();
         assert_eq!(

@@ -575,3 +575,80 @@ async fn a_second_signal_exits_at_once() {
         "the second signal skips the graceful shutdown"
     );
 }
+
+/// `GET path` on the controller's probe server, as the status line and body.
+fn probe(controller: &Controller, path: &str) -> String {
+    use std::io::{Read, Write};
+
+    let address = log_lines(controller)
+        .into_iter()
+        .find(|l| l["msg"] == "Serving /health and /readiness")
+        .and_then(|l| l["address"].as_str().map(str::to_owned))
+        .expect("the probe server's address is logged");
+    let port: u16 = address.rsplit(':').next().unwrap().parse().unwrap();
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: probe\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// A controller whose kind is not served yet (its CRD is missing) holds back
+/// no other: AddressableServices converge, /readiness names the missing kind,
+/// and the SimpleDeployment controller starts by itself once its CRD is
+/// installed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_holds_back_only_its_controller() {
+    let dir = tempdir("missing-crd");
+    let env = TestEnv::new();
+    apply(
+        &env,
+        &[
+            "100-namespace.yaml",
+            "300-addressableservice.yaml",
+            "config-logging.yaml",
+            "config-leader-election.yaml",
+            "config-observability.yaml",
+        ],
+    );
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    env.create_object(service("webhook")).unwrap();
+    env.create_object(addressable_service("asvc", "webhook")).unwrap();
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+
+    wait_for(
+        "the AddressableService to be Ready",
+        Duration::from_secs(60),
+        || is_ready(&env, NS, "asvc"),
+    )
+    .await;
+    let readiness = probe(&controller, "/readiness");
+    assert!(
+        readiness.starts_with("HTTP/1.1 500") && readiness.contains("SimpleDeployment"),
+        "{readiness}"
+    );
+    assert!(probe(&controller, "/health").starts_with("HTTP/1.1 200"));
+
+    apply(&env, &["300-simpledeployment.yaml"]);
+    env.create_object(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1", "kind": "SimpleDeployment",
+        "metadata": {"name": "sd", "namespace": NS}, "spec": {"image": "nginx", "replicas": 1}
+    }))
+    .unwrap();
+    wait_for("the SimpleDeployment's pod", Duration::from_secs(90), || {
+        !env.list_objects("", "v1", "pods", Some(NS)).is_empty()
+    })
+    .await;
+    wait_for("readiness", Duration::from_secs(10), || {
+        probe(&controller, "/readiness").starts_with("HTTP/1.1 200")
+    })
+    .await;
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+}
