@@ -20,6 +20,10 @@ use kube::api::DeleteParams;
 use kube::core::Selector;
 use kube::{Resource, ResourceExt};
 
+/// The most pods one reconcile creates; a larger gap is closed over several
+/// reconciles, so a shutdown or a changed spec is noticed in between.
+pub const BURST_REPLICAS: usize = 500;
+
 /// The label tying a pod to its SimpleDeployment.
 pub const POD_OWNER_LABEL: &str = "samples.knative.dev/podOwner";
 
@@ -73,7 +77,11 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         })
         .await;
         finished(deleted, "failed to delete pod")?;
+        // At most BURST_REPLICAS creates per reconcile (client-go's ReplicaSet
+        // controller uses 500 too); the rest come with the requeue.
         let missing = replicas.saturating_sub(current.len());
+        let more_later = missing > BURST_REPLICAS;
+        let missing = missing.min(BURST_REPLICAS);
         // A fresh pod per create: Knative reuses one object, which a
         // generate-name reactor mutates under it.
         let created = slow_start(missing, stop, |_| {
@@ -82,6 +90,9 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         })
         .await;
         finished(created, "failed to create pod")?;
+        if more_later {
+            return Err(Error::requeue_immediately());
+        }
 
         // Readiness counts the pods that existed before this reconcile, as
         // Knative does; new pods are counted once they report.

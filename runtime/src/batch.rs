@@ -5,7 +5,7 @@
 //! of 1, 2, 4, … running concurrently. A call that fails ends the run after
 //! its batch, so a quota or webhook that refuses every request costs one
 //! request, not thousands; a cancellation (the controller shutting down) ends
-//! it before the next batch.
+//! it at once, abandoning the requests of the batch in flight.
 
 use std::future::Future;
 
@@ -17,7 +17,8 @@ use tokio_util::sync::CancellationToken;
 pub enum Batched<E> {
     /// Every call succeeded.
     Done,
-    /// `cancellation` fired; `succeeded` calls had.
+    /// `cancellation` fired; `succeeded` calls had finished successfully (calls
+    /// in flight were abandoned and may have landed).
     Cancelled {
         /// Calls that succeeded before it stopped.
         succeeded: usize,
@@ -49,7 +50,15 @@ where
             return Batched::Cancelled { succeeded };
         }
         let size = batch.min(count - started);
-        let results = join_all((started..started + size).map(&mut call)).await;
+        let calls = join_all((started..started + size).map(&mut call));
+        // Shutdown does not wait for a batch: its requests are abandoned (the
+        // next leader's reconcile sees what landed).
+        let results = tokio::select! {
+            // A batch that is done counts, even when the cancellation came too.
+            biased;
+            results = calls => results,
+            () = cancellation.cancelled() => return Batched::Cancelled { succeeded },
+        };
         started += size;
         let mut first_error = None;
         for result in results {
@@ -122,6 +131,22 @@ mod tests {
         })
         .await;
         assert_eq!(outcome, Batched::Cancelled { succeeded: 3 });
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn cancellation_abandons_the_batch_in_flight() {
+        let cancellation = CancellationToken::new();
+        let stop = cancellation.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+            stop.cancel();
+        });
+        // Every call hangs, as a request to a stalled API server would.
+        let outcome = slow_start::<(), _>(100, &cancellation, |_| {
+            futures::future::pending::<Result<(), ()>>()
+        })
+        .await;
+        assert_eq!(outcome, Batched::Cancelled { succeeded: 0 });
     }
 
     #[tokio::test]

@@ -348,3 +348,25 @@ async fn a_pod_without_containers_is_replaced() {
     }])
     .await;
 }
+
+/// More missing pods than one reconcile creates: BURST_REPLICAS now, in
+/// slow-start batches, and the rest after an immediate requeue.
+#[tokio::test]
+async fn s12_a_large_gap_is_closed_over_several_reconciles() {
+    use reconcilers::simpledeployment::BURST_REPLICAS;
+
+    let replicas = i32::try_from(BURST_REPLICAS + 1).unwrap();
+    run(vec![TableRow {
+        name: "S12 more pods missing than one reconcile creates",
+        objects: vec![obj(&sd(replicas, "img:1"))],
+        key: "ns/sd",
+        want_error: Some("requeue after: 0s"),
+        want_creates: vec![created_pod("img:1"); BURST_REPLICAS],
+        want_status_updates: vec![obj(&with_status(
+            sd(replicas, "img:1"),
+            new_generation_failure(0),
+        ))],
+        ..TableRow::default()
+    }])
+    .await;
+}
