@@ -11,6 +11,7 @@
 //! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
 //! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
 //! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
+//! | [`batch`] | client-go's `slowStartBatch`: many writes in batches of 1, 2, 4, … that stop on failure and on shutdown |
 //!
 //! The modules form a tree (`tests/integration/module_layering.rs` checks it): the leaves
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
