@@ -221,15 +221,25 @@ impl InformerSet {
     }
 }
 
+/// `Pod v1 (last error: …), ConfigMap v1`: informers not in sync, as errors,
+/// logs and `/readiness` name them.
+pub fn describe_unsynced(unsynced: &[(String, Option<String>)]) -> String {
+    unsynced
+        .iter()
+        .map(|(informer, error)| match error {
+            Some(error) => format!("{informer} (last error: {error})"),
+            None => informer.clone(),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Some informers did not finish their first list in time.
 #[derive(Debug, Error)]
 #[error(
     "informer caches did not sync within {timeout:?}: {}; check that the kinds are served (CRDs installed) \
      and that the service account may list and watch them",
-    .unsynced.iter().map(|(kind, err)| match err {
-        Some(err) => format!("{kind} (last error: {err})"),
-        None => kind.clone(),
-    }).collect::<Vec<_>>().join(", ")
+    describe_unsynced(.unsynced)
 )]
 pub struct CacheSyncError {
     /// How long was waited.

@@ -62,7 +62,7 @@ use tokio_util::sync::CancellationToken;
 use client_layers::{RateLimitLayer, RequestMetricsLayer};
 use kinject_runtime::controller::{Impl, WorkqueueMetrics};
 use kinject_runtime::informer::EventHandler;
-use kinject_runtime::injection::{Context, InformerSet};
+use kinject_runtime::injection::{Context, InformerSet, describe_unsynced};
 use kinject_runtime::leaderelection;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 
@@ -763,19 +763,11 @@ async fn run_when_synced(
             () = &mut synced => break,
             () = stop.cancelled() => return,
             () = tokio::time::sleep(CACHE_SYNC_TIMEOUT) => {
-                let waiting: Vec<String> = informers
-                    .unsynced()
-                    .into_iter()
-                    .map(|(informer, error)| match error {
-                        Some(error) => format!("{informer} (last error: {error})"),
-                        None => informer,
-                    })
-                    .collect();
                 tracing::warn!(
                     controller = %controller.name(),
                     "waiting for informers to sync before starting: {}; check that the kinds are served \
                      (CRDs installed) and that the service account may list and watch them",
-                    waiting.join(", ")
+                    describe_unsynced(&informers.unsynced())
                 );
             }
         }

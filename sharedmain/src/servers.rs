@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
+use kinject_runtime::injection::describe_unsynced;
 use prometheus_client::registry::Registry;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -86,16 +87,9 @@ async fn readiness(State(state): State<ProbeState>) -> (StatusCode, String) {
     if unsynced.is_empty() {
         return (StatusCode::OK, "ok".to_owned());
     }
-    let listed: Vec<String> = unsynced
-        .into_iter()
-        .map(|(informer, error)| match error {
-            Some(error) => format!("{informer} (last error: {error})"),
-            None => informer,
-        })
-        .collect();
     (
         StatusCode::INTERNAL_SERVER_ERROR,
-        format!("informers not synced: {}", listed.join(", ")),
+        format!("informers not synced: {}", describe_unsynced(&unsynced)),
     )
 }
 
