@@ -460,14 +460,7 @@ impl<K: Object> Informer<K> {
             }
         }
         self.report_cache_errors(errors);
-        if !changes.is_empty() {
-            let handlers = shared.handlers.read().clone();
-            for change in &changes {
-                for handler in &handlers {
-                    handler.dispatch(change);
-                }
-            }
-        }
+        self.dispatch(&changes);
         if list_done {
             *shared.last_error.lock() = None;
             // A completed list makes the cache usable (again, after a reset).
@@ -522,16 +515,23 @@ impl<K: Object> Informer<K> {
         Err(key)
     }
 
+    /// Hands `changes` to every handler, in order.
+    fn dispatch(&self, changes: &[Change<K>]) {
+        if changes.is_empty() {
+            return;
+        }
+        let handlers = self.shared.handlers.read().clone();
+        for change in changes {
+            for handler in &handlers {
+                handler.dispatch(change);
+            }
+        }
+    }
+
     fn forget(&self, key: &StoreKey) {
         let change = self.shared.store.write().forget(key);
         match change {
-            Ok(Some(change)) => {
-                let handlers = self.shared.handlers.read().clone();
-                for handler in &handlers {
-                    handler.dispatch(&change);
-                }
-            }
-            Ok(None) => {}
+            Ok(change) => self.dispatch(change.as_slice()),
             Err(error) => self.report_cache_errors(vec![error]),
         }
     }
