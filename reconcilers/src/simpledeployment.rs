@@ -10,10 +10,12 @@ use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kinject_runtime::apis::{HasStatus, Validatable};
 use kinject_runtime::batch::{Batched, slow_start};
-use kinject_runtime::controller::filter::filter_controller_gk;
+use kinject_runtime::controller::filter::{controller_of, filter_controller_gk};
 use kinject_runtime::controller::{Error, Impl, ResultExt};
+use kinject_runtime::expectations::Expectations;
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
+use kinject_runtime::key::ObjectKey;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
 use kube::api::DeleteParams;
@@ -32,6 +34,9 @@ pub const POD_OWNER_LABEL: &str = "samples.knative.dev/podOwner";
 pub struct Reconciler {
     ctx: Context,
     pod_lister: Lister<Pod>,
+    /// Pod creates and deletes made and not yet seen by `pod_lister`, per
+    /// SimpleDeployment: counting pods before they show would create them twice.
+    expectations: Arc<Expectations>,
 }
 
 #[kinject_runtime::async_trait]
@@ -48,6 +53,15 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         }
         let namespace = d.namespace().unwrap_or_default();
         let name = d.name_any();
+        let key = ObjectKey::new(&namespace, &name);
+        if let Some(wait) = self.expectations.remaining(&key)
+            && !self.expectations.satisfied(&key)
+        {
+            // The pods this key created or deleted are still on their way to
+            // the cache; each one enqueues the key when it arrives.
+            tracing::debug!("waiting for the cache to show the pods created and deleted before");
+            return Err(Error::requeue_after(wait));
+        }
         let selector = Selector::from_iter([(POD_OWNER_LABEL.to_owned(), name.clone())]);
         let existing = self
             .pod_lister
@@ -71,17 +85,25 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
             Vec::new()
         };
         let doomed: Vec<String> = outdated.iter().chain(surplus).map(|p| p.name_any()).collect();
-        let deleted = slow_start(doomed.len(), stop, |i| {
-            let (pods, name) = (&pods, &doomed[i]);
-            async move { pods.delete(name, &DeleteParams::default()).await.map(drop) }
-        })
-        .await;
-        finished(deleted, "failed to delete pod")?;
         // At most BURST_REPLICAS creates per reconcile (client-go's ReplicaSet
         // controller uses 500 too); the rest come with the requeue.
         let missing = replicas.saturating_sub(current.len());
         let more_later = missing > BURST_REPLICAS;
         let missing = missing.min(BURST_REPLICAS);
+        self.expectations
+            .expect(&key, count(missing), count(doomed.len()));
+        let deleted = slow_start(doomed.len(), stop, |i| {
+            let (pods, name) = (&pods, &doomed[i]);
+            async move { pods.delete(name, &DeleteParams::default()).await.map(drop) }
+        })
+        .await;
+        if !matches!(deleted, Batched::Done) {
+            // Deletes that did not happen will not be observed, and no create
+            // is tried after a failed delete.
+            let unfinished = doomed.len() - deleted.succeeded_of(doomed.len());
+            self.expectations.lower(&key, count(missing), count(unfinished));
+        }
+        finished(deleted, "failed to delete pod")?;
         // A fresh pod per create: Knative reuses one object, which a
         // generate-name reactor mutates under it.
         let created = slow_start(missing, stop, |_| {
@@ -89,6 +111,8 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
             async move { pods.create(&pod).await.map(drop) }
         })
         .await;
+        self.expectations
+            .lower(&key, count(missing - created.succeeded_of(missing)), 0);
         finished(created, "failed to create pod")?;
         if more_later {
             return Err(Error::requeue_immediately());
@@ -116,6 +140,10 @@ fn finished(outcome: Batched<kube::Error>, context: &'static str) -> Result<(), 
         Batched::Cancelled { .. } => Err(Error::requeue_immediately()),
         Batched::Failed { error, .. } => Err(Error::from(error).context(context)),
     }
+}
+
+fn count(n: usize) -> u64 {
+    u64::try_from(n).unwrap_or(u64::MAX)
 }
 
 /// True when the pod's first container runs `image`; a pod without containers
@@ -179,9 +207,11 @@ pub fn make_pod(d: &SimpleDeployment) -> Pod {
 pub fn new_controller(ctx: &Context) -> Impl {
     let sd_informer = simpledeployment::get(ctx);
     let pod_informer = pod::get(ctx);
+    let expectations = Arc::new(Expectations::new());
     let reconciler = Reconciler {
         ctx: ctx.clone(),
         pod_lister: pod_informer.lister(),
+        expectations: expectations.clone(),
     };
     let controller = simpledeployment::reconciler::new_impl(
         ctx,
@@ -190,12 +220,36 @@ pub fn new_controller(ctx: &Context) -> Impl {
     );
 
     let enqueue = controller.clone();
-    sd_informer.add_event_handler(EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d)));
-    let enqueue = controller.clone();
+    let forget = expectations.clone();
+    sd_informer.add_event_handler(
+        EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d))
+            .on_delete(move |d: &SimpleDeployment| forget.forget(&ObjectKey::of(d))),
+    );
+    let owner_key = |p: &Pod| {
+        let namespace = p.namespace().unwrap_or_default();
+        controller_of(p).map(|owner| ObjectKey::new(namespace, owner.name.clone()))
+    };
+    let (on_add, on_delete, on_update) = (controller.clone(), controller.clone(), controller.clone());
+    let (created, deleted) = (expectations.clone(), expectations);
     pod_informer.add_event_handler(
-        EventHandler::all(move |p: &Pod| enqueue.enqueue_controller_of(p)).with_filter(
-            filter_controller_gk::<Pod>(SimpleDeployment::group(&()), SimpleDeployment::kind(&())),
-        ),
+        EventHandler::new()
+            .on_add(move |p: &Pod| {
+                if let Some(key) = owner_key(p) {
+                    created.creation_observed(&key);
+                    on_add.enqueue_key(key);
+                }
+            })
+            .on_update(move |_, p: &Pod| on_update.enqueue_controller_of(p))
+            .on_delete(move |p: &Pod| {
+                if let Some(key) = owner_key(p) {
+                    deleted.deletion_observed(&key);
+                    on_delete.enqueue_key(key);
+                }
+            })
+            .with_filter(filter_controller_gk::<Pod>(
+                SimpleDeployment::group(&()),
+                SimpleDeployment::kind(&()),
+            )),
     );
     controller
 }

@@ -32,6 +32,16 @@ pub enum Batched<E> {
     },
 }
 
+impl<E> Batched<E> {
+    /// How many of the run's `count` calls succeeded.
+    pub fn succeeded_of(&self, count: usize) -> usize {
+        match self {
+            Batched::Done => count,
+            Batched::Cancelled { succeeded } | Batched::Failed { succeeded, .. } => *succeeded,
+        }
+    }
+}
+
 /// Makes `count` calls of `call` (with the call's index) in batches of 1, 2,
 /// 4, … (at most `count` in all), until one fails or `cancellation` fires.
 pub async fn slow_start<E, Fut>(

@@ -12,6 +12,7 @@
 //! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
 //! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
 //! | [`batch`] | client-go's `slowStartBatch`: many writes in batches of 1, 2, 4, … that stop on failure and on shutdown |
+//! | [`expectations`] | client-go's `ControllerExpectations`: a reconcile waits until the cache shows the creates and deletes it made |
 //!
 //! The modules form a tree (`tests/integration/module_layering.rs` checks it): the leaves
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
@@ -22,6 +23,7 @@ pub mod client;
 pub mod controller;
 pub mod duration;
 pub mod events;
+pub mod expectations;
 pub mod informer;
 pub mod injection;
 pub mod key;

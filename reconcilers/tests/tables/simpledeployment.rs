@@ -370,3 +370,70 @@ async fn s12_a_large_gap_is_closed_over_several_reconciles() {
     }])
     .await;
 }
+
+/// A reconcile that runs before the pod cache shows the pods the previous one
+/// created must not create them again (client-go's expectations). The pod
+/// informer here is synced by hand and never started, so its cache never
+/// catches up: the second reconcile waits instead of doubling the pods, and
+/// each pod that arrives counts down until the third may scale again.
+#[tokio::test]
+async fn a_lagging_pod_cache_never_doubles_the_pods() {
+    use generated::core::v1::pod as pods;
+    use generated::samples::v1alpha1::simpledeployment as sds;
+    use kinject_runtime::leader::UniversalBucket;
+    use kube::runtime::watcher::Event as Watched;
+    use std::sync::Arc;
+
+    let stored = sd(3, "img:1");
+    let (ctx, env) = generated::testing::context([obj(&stored)]).unwrap();
+    let controller = new_controller(&ctx);
+    controller.promote_initial(Arc::new(UniversalBucket));
+    let sd_informer = sds::get(&ctx);
+    // The SimpleDeployment's cache follows the server (its status writes
+    // included); only the pods' lags.
+    let refresh_sd = || {
+        let stored = env
+            .get_object(
+                "samples.knative.dev",
+                "v1alpha1",
+                "simpledeployments",
+                Some("ns"),
+                "sd",
+            )
+            .unwrap();
+        sd_informer.apply_event(Watched::Apply(
+            serde_json::from_value::<SimpleDeployment>(stored).unwrap(),
+        ));
+    };
+    sd_informer.apply_event(Watched::Init);
+    sd_informer.apply_event(Watched::InitDone);
+    refresh_sd();
+    let pod_informer = pods::get(&ctx);
+    pod_informer.apply_event(Watched::Init);
+    pod_informer.apply_event(Watched::InitDone);
+
+    let pod_creates = |env: &kinject_runtime::testing::testenv::TestEnv| {
+        env.actions()
+            .iter()
+            .filter(|a| a.verb == "create" && a.resource == "pods")
+            .count()
+    };
+    controller.reconcile_once("ns/sd").await.unwrap();
+    assert_eq!(pod_creates(&env), 3);
+    refresh_sd();
+
+    let second = controller.reconcile_once("ns/sd").await;
+    assert_eq!(pod_creates(&env), 3, "the second reconcile created pods again");
+    assert!(
+        second.as_ref().err().and_then(|e| e.requeue_delay()).is_some(),
+        "the second reconcile waits for the cache and comes back: {second:?}"
+    );
+
+    // The pods arrive; then the count is right and nothing more is created.
+    for created in env.list_objects("", "v1", "pods", Some("ns")) {
+        pod_informer.apply_event(Watched::Apply(serde_json::from_value::<Pod>(created).unwrap()));
+    }
+    refresh_sd();
+    controller.reconcile_once("ns/sd").await.unwrap();
+    assert_eq!(pod_creates(&env), 3);
+}
