@@ -99,6 +99,18 @@ pub trait Recorder: Send + Sync + 'static {
     fn record(&self, regarding: &ObjectReference, event: &Event);
 }
 
+/// A recorder shared through the injection context (tests put a
+/// [`FakeRecorder`] there); without one, each reconciler writes core/v1 Events
+/// under its agent name, and informers under `informer`.
+#[derive(Clone)]
+pub struct SharedRecorder(pub Arc<dyn Recorder>);
+
+impl fmt::Debug for SharedRecorder {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("SharedRecorder")
+    }
+}
+
 /// A reference to `obj` for [`Recorder::record`].
 pub fn object_reference<K: Resource<DynamicType = ()>>(obj: &K) -> ObjectReference {
     obj.object_ref(&())

@@ -29,21 +29,28 @@
 //! they enqueue keys, they do not reconcile.
 
 use std::cell::Cell;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Api;
 use kube::core::{ApiResource, DynamicObject, Selector};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use parking_lot::{Mutex, RwLock};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
+use crate::events::{Event, Recorder};
 use crate::lister::Lister;
 use crate::store::{Change, Store, StoreKey};
 
@@ -51,6 +58,47 @@ pub use crate::store::{CacheError, IndexError, IndexFn};
 
 /// Knative's default handler resync period.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);
+
+/// The event reason on an object an informer cannot decode.
+pub const UNDECODABLE_REASON: &str = "DecodeFailed";
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InformerLabels {
+    informer: String,
+}
+
+/// The informers' Prometheus counters, registered once per process and handed
+/// to informers through the injection context
+/// ([`ContextBuilder::extension`](crate::injection::ContextBuilder::extension)).
+///
+/// | family | type | meaning |
+/// |---|---|---|
+/// | `informer_undecodable_objects_total` | counter | objects from the API server that could not be decoded as the informer's kind, by `informer` |
+#[derive(Clone, Debug, Default)]
+pub struct InformerMetrics {
+    undecodable: Family<InformerLabels, Counter>,
+}
+
+impl InformerMetrics {
+    /// Registers the families in `registry`; call it once per registry.
+    pub fn register(registry: &mut Registry) -> Self {
+        let metrics = InformerMetrics::default();
+        registry.register(
+            "informer_undecodable_objects",
+            "Objects from the API server that could not be decoded as the informer's kind",
+            metrics.undecodable.clone(),
+        );
+        metrics
+    }
+}
+
+/// Where an informer reports what it cannot cache, beyond its log: a Warning
+/// event on the object and a counter.
+#[derive(Clone, Default)]
+pub(crate) struct Reporting {
+    pub(crate) recorder: Option<Arc<dyn Recorder>>,
+    pub(crate) metrics: Option<InformerMetrics>,
+}
 
 type Callback<K> = Arc<dyn Fn(&K) + Send + Sync>;
 type UpdateCallback<K> = Arc<dyn Fn(&K, &K) + Send + Sync>;
@@ -246,6 +294,20 @@ struct Shared<K> {
     started: AtomicBool,
     last_error: Mutex<Option<String>>,
     undecodable: AtomicU64,
+    reporting: Reporting,
+    /// Set when a watch event replaced a cached object by another of the same
+    /// name (another uid) without a delete between them: deletes were lost.
+    history_changed: AtomicBool,
+    /// The resource version of each object reported as undecodable, so one
+    /// version gets one event however often it is listed again.
+    reported: Mutex<Reported>,
+}
+
+#[derive(Default)]
+struct Reported {
+    versions: HashMap<StoreKey, String>,
+    /// Keys reported during the list in progress; the others left the server.
+    relisted: Option<HashSet<StoreKey>>,
 }
 
 /// A shared informer for kind `K`: the cache, its lister and its event handlers.
@@ -279,6 +341,7 @@ impl<K: Object> Informer<K> {
         selector: Option<&Selector>,
         settings: InformerSettings<K>,
         resync_period: Duration,
+        reporting: Reporting,
     ) -> Self {
         let mut config = watcher::Config::default();
         let mut description = describe_kind::<K>();
@@ -305,6 +368,9 @@ impl<K: Object> Informer<K> {
                 started: AtomicBool::new(false),
                 last_error: Mutex::new(None),
                 undecodable: AtomicU64::new(0),
+                reporting,
+                history_changed: AtomicBool::new(false),
+                reported: Mutex::default(),
             }),
         }
     }
@@ -394,12 +460,36 @@ impl<K: Object> Informer<K> {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
+        let mut versions = Versions::default();
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
                 event = events.next() => match event {
-                    Some(Ok(event)) => self.apply_untyped_event(event),
+                    Some(Ok(event)) => match versions.went_back(&event) {
+                        None => {
+                            self.apply_untyped_event(event);
+                            if shared.history_changed.swap(false, Ordering::SeqCst) {
+                                tracing::warn!(informer = %shared.description,
+                                    "an object was replaced by another of the same name without a delete: the API server's history changed; listing again from scratch");
+                                shared.synced.send_replace(false);
+                                versions = Versions::default();
+                                events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+                            }
+                        }
+                        Some(back) => {
+                            // A watch that resumed on a server with another
+                            // history (restarted empty, restored from a backup)
+                            // and already past our version: what the cache holds
+                            // may be gone there without a delete ever coming.
+                            tracing::warn!(informer = %shared.description, %back,
+                                "the API server's history changed under the watch; listing again from scratch");
+                            *shared.last_error.lock() = Some(back.to_string());
+                            shared.synced.send_replace(false);
+                            versions = Versions::default();
+                            events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+                        }
+                    },
                     Some(Err(err)) if is_server_reset(&err) => {
                         // The server's resource versions went back (etcd restored,
                         // or an API server restarted empty): the watcher would retry
@@ -409,6 +499,7 @@ impl<K: Object> Informer<K> {
                             "the API server's resource versions went back; listing again from scratch");
                         *shared.last_error.lock() = Some(err.to_string());
                         shared.synced.send_replace(false);
+                        versions = Versions::default();
                         events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
                     }
                     Some(Err(err)) => {
@@ -443,10 +534,25 @@ impl<K: Object> Informer<K> {
         let mut list_done = false;
         match event {
             watcher::Event::Init => shared.store.write().begin_relist(),
-            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
+            watcher::Event::InitApply(obj) => {
                 let obj = self.prepare(obj);
                 match shared.store.write().upsert(obj) {
                     Ok(change) => changes.extend(change),
+                    Err(e) => errors.push(e),
+                }
+            }
+            watcher::Event::Apply(obj) => {
+                let obj = self.prepare(obj);
+                match shared.store.write().upsert(obj) {
+                    Ok(change) => {
+                        if let Some(Change::Updated { old, new }) = &change
+                            && old.meta().uid.is_some()
+                            && old.meta().uid != new.meta().uid
+                        {
+                            shared.history_changed.store(true, Ordering::SeqCst);
+                        }
+                        changes.extend(change);
+                    }
                     Err(e) => errors.push(e),
                 }
             }
@@ -474,8 +580,17 @@ impl<K: Object> Informer<K> {
     /// next change.
     fn apply_untyped_event(&self, event: watcher::Event<DynamicObject>) {
         let typed = match event {
-            watcher::Event::Init => watcher::Event::Init,
-            watcher::Event::InitDone => watcher::Event::InitDone,
+            watcher::Event::Init => {
+                self.shared.reported.lock().relisted = Some(HashSet::new());
+                watcher::Event::Init
+            }
+            watcher::Event::InitDone => {
+                let mut reported = self.shared.reported.lock();
+                if let Some(relisted) = reported.relisted.take() {
+                    reported.versions.retain(|key, _| relisted.contains(key));
+                }
+                watcher::Event::InitDone
+            }
             watcher::Event::InitApply(obj) => match self.decode(obj) {
                 Ok(obj) => watcher::Event::InitApply(obj),
                 // Unseen in the relist, a cached version is dropped when it ends.
@@ -485,34 +600,68 @@ impl<K: Object> Informer<K> {
                 Ok(obj) => watcher::Event::Apply(obj),
                 Err(key) => return self.forget(&key),
             },
-            watcher::Event::Delete(obj) => match self.decode(obj) {
-                Ok(obj) => watcher::Event::Delete(obj),
-                Err(key) => return self.forget(&key),
-            },
+            watcher::Event::Delete(obj) => {
+                let key = store_key(&obj);
+                self.shared.reported.lock().versions.remove(&key);
+                match typed::<K>(obj) {
+                    Ok(obj) => watcher::Event::Delete(obj),
+                    Err(_) => return self.forget(&key),
+                }
+            }
         };
         self.apply_event(typed);
     }
 
-    /// `obj` as a `K`; when it cannot be one, logs why and returns its key.
+    /// `obj` as a `K`; when it cannot be one, reports why and returns its key.
     fn decode(&self, obj: DynamicObject) -> Result<K, StoreKey> {
-        let key = StoreKey {
-            namespace: obj.metadata.namespace.as_deref().unwrap_or_default().into(),
-            name: obj.metadata.name.as_deref().unwrap_or_default().into(),
-        };
+        let key = store_key(&obj);
+        let reference = object_reference::<K>(&obj);
         let error = match typed::<K>(obj) {
-            Ok(obj) => return Ok(obj),
+            Ok(obj) => {
+                self.shared.reported.lock().versions.remove(&key);
+                return Ok(obj);
+            }
             Err(error) => error,
         };
-        let skipped = self.shared.undecodable.fetch_add(1, Ordering::Relaxed) + 1;
+        self.report_undecodable(&key, &reference, &error);
+        Err(key)
+    }
+
+    /// Logs, counts and (once per resource version) records a Warning event
+    /// on an object that cannot be decoded: the person who stored it learns
+    /// why the controller ignores it.
+    fn report_undecodable(&self, key: &StoreKey, reference: &ObjectReference, error: &serde_json::Error) {
+        let shared = &self.shared;
+        let skipped = shared.undecodable.fetch_add(1, Ordering::Relaxed) + 1;
         tracing::error!(
-            informer = %self.shared.description,
+            informer = %shared.description,
             namespace = %key.namespace,
             name = %key.name,
             error = %error,
             skipped,
             "cannot decode the object; it is left out of the cache until it changes"
         );
-        Err(key)
+        if let Some(metrics) = &shared.reporting.metrics {
+            let labels = InformerLabels {
+                informer: shared.description.clone(),
+            };
+            metrics.undecodable.get_or_create(&labels).inc();
+        }
+        let version = reference.resource_version.clone().unwrap_or_default();
+        let first_report = {
+            let mut reported = shared.reported.lock();
+            if let Some(relisted) = reported.relisted.as_mut() {
+                relisted.insert(key.clone());
+            }
+            reported.versions.insert(key.clone(), version.clone()) != Some(version)
+        };
+        if first_report && let Some(recorder) = &shared.reporting.recorder {
+            let message = format!(
+                "cannot read this object as {}, so controllers ignore it until it changes: {error}",
+                shared.description
+            );
+            recorder.record(reference, &Event::warning(UNDECODABLE_REASON, message));
+        }
     }
 
     /// Hands `changes` to every handler, in order.
@@ -598,6 +747,79 @@ impl Drop for ResyncGuard {
     }
 }
 
+fn store_key(obj: &DynamicObject) -> StoreKey {
+    StoreKey {
+        namespace: obj.metadata.namespace.as_deref().unwrap_or_default().into(),
+        name: obj.metadata.name.as_deref().unwrap_or_default().into(),
+    }
+}
+
+/// A reference to an object that is not (yet) a `K`, for events about it.
+fn object_reference<K: Object>(obj: &DynamicObject) -> ObjectReference {
+    let (api_version, kind) = match &obj.types {
+        Some(types) => (types.api_version.clone(), types.kind.clone()),
+        None => (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
+    };
+    ObjectReference {
+        api_version: Some(api_version),
+        kind: Some(kind),
+        namespace: obj.metadata.namespace.clone(),
+        name: obj.metadata.name.clone(),
+        uid: obj.metadata.uid.clone(),
+        resource_version: obj.metadata.resource_version.clone(),
+        field_path: None,
+    }
+}
+
+/// The highest resource version a watch has delivered, to notice a server
+/// whose history changed under it: within one list-then-watch, every watch
+/// event is newer than everything before it. Resource versions are opaque in
+/// the API conventions, so only versions that are integers (as every
+/// kube-apiserver's etcd revisions are) are compared.
+#[derive(Default)]
+struct Versions {
+    highest: u64,
+}
+
+/// A watch event older than what the watch had already delivered.
+struct WentBack {
+    seen: u64,
+    highest: u64,
+}
+
+impl fmt::Display for WentBack {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "a watch event has resource version {} after {} was seen: the API server's history changed",
+            self.seen, self.highest
+        )
+    }
+}
+
+impl Versions {
+    fn went_back(&mut self, event: &watcher::Event<DynamicObject>) -> Option<WentBack> {
+        let version = |obj: &DynamicObject| obj.metadata.resource_version.as_deref()?.parse::<u64>().ok();
+        match event {
+            watcher::Event::Init => self.highest = 0,
+            watcher::Event::InitDone => {}
+            // A list holds objects of any age, in any order.
+            watcher::Event::InitApply(obj) => self.highest = self.highest.max(version(obj).unwrap_or(0)),
+            watcher::Event::Apply(obj) | watcher::Event::Delete(obj) => {
+                let seen = version(obj)?;
+                if seen < self.highest {
+                    return Some(WentBack {
+                        seen,
+                        highest: self.highest,
+                    });
+                }
+                self.highest = seen;
+            }
+        }
+        None
+    }
+}
+
 /// `obj` as a `K`. The body is moved, not copied (a round trip through
 /// `serde_json::to_value` would clone every field of every object listed).
 fn typed<K: Object>(obj: DynamicObject) -> serde_json::Result<K> {
@@ -651,8 +873,45 @@ mod tests {
         kube::Client::new(service, "default")
     }
 
+    #[test]
+    fn a_watch_event_older_than_what_came_before_means_another_history() {
+        let obj = |rv: &str| {
+            let mut obj = DynamicObject::new("a", &ApiResource::erase::<ConfigMap>(&()));
+            obj.metadata.resource_version = Some(rv.into());
+            obj
+        };
+        let mut versions = Versions::default();
+        assert!(versions.went_back(&watcher::Event::Init).is_none());
+        assert!(versions.went_back(&watcher::Event::InitApply(obj("7"))).is_none());
+        assert!(
+            versions.went_back(&watcher::Event::InitApply(obj("3"))).is_none(),
+            "a list comes in any order"
+        );
+        assert!(versions.went_back(&watcher::Event::InitDone).is_none());
+        assert!(versions.went_back(&watcher::Event::Apply(obj("9"))).is_none());
+        let back = versions.went_back(&watcher::Event::Delete(obj("8")));
+        assert_eq!(back.map(|b| (b.seen, b.highest)), Some((8, 9)));
+        assert!(
+            versions
+                .went_back(&watcher::Event::Apply(obj("opaque")))
+                .is_none(),
+            "versions that are not integers are not compared"
+        );
+        assert!(versions.went_back(&watcher::Event::Init).is_none());
+        assert!(
+            versions.went_back(&watcher::Event::Apply(obj("2"))).is_none(),
+            "a new list starts over"
+        );
+    }
+
     fn informer(settings: InformerSettings<ConfigMap>) -> Informer<ConfigMap> {
-        Informer::new(Api::all(offline_client()), None, settings, DEFAULT_RESYNC_PERIOD)
+        Informer::new(
+            Api::all(offline_client()),
+            None,
+            settings,
+            DEFAULT_RESYNC_PERIOD,
+            Reporting::default(),
+        )
     }
 
     fn cm(name: &str, rv: &str, tier: &str) -> ConfigMap {
@@ -803,6 +1062,7 @@ mod tests {
             None,
             InformerSettings::default(),
             Duration::ZERO,
+            Reporting::default(),
         );
         let seen = recorder(&inf, None);
         inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));

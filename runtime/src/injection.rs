@@ -42,7 +42,8 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
-use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerSettings};
+use crate::events::{KubeRecorder, Recorder, SharedRecorder};
+use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
 use crate::network;
 
 /// The injection context: a cheap, cloneable handle shared by every controller
@@ -342,7 +343,19 @@ impl Context {
             .cloned()
             .unwrap_or_default();
         let api = scoped_api::<K>(self.client(), self.namespace());
-        let informer = Informer::new(api, selector, settings, self.inner.resync_period);
+        let recorder: Arc<dyn Recorder> = match self.get::<SharedRecorder>() {
+            Some(shared) => shared.0.clone(),
+            None => Arc::new(KubeRecorder::new(
+                self.client(),
+                "informer",
+                std::env::var("POD_NAME").ok(),
+            )),
+        };
+        let reporting = Reporting {
+            recorder: Some(recorder),
+            metrics: self.get::<InformerMetrics>().map(|m| (*m).clone()),
+        };
+        let informer = Informer::new(api, selector, settings, self.inner.resync_period, reporting);
         tracing::debug!(informer = informer.description(), "registered informer");
         let handle: Arc<dyn Startable> = Arc::new(informer.clone());
         self.record(&handle);

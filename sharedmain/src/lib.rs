@@ -61,7 +61,7 @@ use tokio_util::sync::CancellationToken;
 
 use client_layers::{RateLimitLayer, RequestMetricsLayer};
 use kinject_runtime::controller::{Impl, WorkqueueMetrics};
-use kinject_runtime::informer::EventHandler;
+use kinject_runtime::informer::{EventHandler, InformerMetrics};
 use kinject_runtime::injection::{Context, InformerSet, describe_unsynced};
 use kinject_runtime::leaderelection;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
@@ -458,6 +458,7 @@ pub struct Setup {
     registry: Registry,
     workqueue_metrics: WorkqueueMetrics,
     reconcile_metrics: ReconcileMetrics,
+    informer_metrics: InformerMetrics,
     levels: logging::LevelHandle,
     election: leaderelection::ComponentConfig,
     serve_metrics: bool,
@@ -500,6 +501,7 @@ impl Setup {
         let request_metrics = RequestMetricsLayer::register(&mut registry);
         let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
         let reconcile_metrics = ReconcileMetrics::register(&mut registry);
+        let informer_metrics = InformerMetrics::register(&mut registry);
         let client = kube::client::ClientBuilder::try_from(config.clone())
             .map_err(|e| MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?
             .with_layer(&RateLimitLayer::new(qps, burst))
@@ -534,6 +536,7 @@ impl Setup {
             registry,
             workqueue_metrics,
             reconcile_metrics,
+            informer_metrics,
             levels,
             election,
             serve_metrics,
@@ -548,6 +551,7 @@ impl Setup {
             .extension(ThreadsPerController(self.env.threads_per_controller))
             .extension(self.workqueue_metrics.clone())
             .extension(self.reconcile_metrics.clone())
+            .extension(self.informer_metrics.clone())
             .build()
     }
 

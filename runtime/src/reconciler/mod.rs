@@ -484,17 +484,7 @@ impl<K> fmt::Debug for KindConfig<K> {
     }
 }
 
-/// A recorder shared through the injection context (tests put a
-/// [`FakeRecorder`] there); without one, each reconciler writes core/v1 Events
-/// under its agent name.
-#[derive(Clone)]
-pub struct SharedRecorder(pub Arc<dyn Recorder>);
-
-impl fmt::Debug for SharedRecorder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("SharedRecorder")
-    }
-}
+pub use crate::events::SharedRecorder;
 
 /// The default worker count of the process (`K_THREADS_PER_CONTROLLER`), put in
 /// the injection context by `sharedmain`.

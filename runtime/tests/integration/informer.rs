@@ -8,12 +8,14 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kinject_runtime::informer::EventHandler;
+use kinject_runtime::events::{FakeRecorder, SharedRecorder};
+use kinject_runtime::informer::{EventHandler, InformerMetrics};
 use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
 use kube::core::Selector;
+use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "default";
@@ -312,10 +314,23 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     env.create_object(simple_deployment("huge", 3_000_000_000))
         .unwrap();
 
-    let ctx = Context::new(env.client());
+    let recorder = Arc::new(FakeRecorder::new());
+    let mut registry = Registry::default();
+    let ctx = Context::builder(env.client())
+        .extension(SharedRecorder(recorder.clone()))
+        .extension(InformerMetrics::register(&mut registry))
+        .build();
     let informer = ctx.informer::<SimpleDeployment>();
     let stop = started(&ctx).await;
     let lister = informer.lister();
+    let metric = || {
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).unwrap();
+        text.lines()
+            .find(|l| l.starts_with("informer_undecodable_objects_total{"))
+            .map(str::to_owned)
+            .unwrap_or_default()
+    };
     let names = || -> Vec<String> {
         lister
             .list_all()
@@ -326,6 +341,25 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     };
     assert_eq!(names(), ["good"]);
     assert_eq!(informer.undecodable_objects(), 1);
+    let events = recorder.events();
+    assert_eq!(events.len(), 1, "{events:?}");
+    assert!(
+        events[0].starts_with(
+            "Warning DecodeFailed cannot read this object as SimpleDeployment.samples.knative.dev/v1alpha1, \
+             so controllers ignore it until it changes: invalid value: integer `3000000000`, expected i32"
+        ),
+        "{events:?}"
+    );
+    assert_eq!(
+        metric(),
+        r#"informer_undecodable_objects_total{informer="SimpleDeployment.samples.knative.dev/v1alpha1"} 1"#
+    );
+
+    // Listed again, the same version is counted but not announced again.
+    env.expire_next_watch();
+    env.close_watches();
+    eventually("a second list", || informer.undecodable_objects() == 2).await;
+    assert_eq!(recorder.events().len(), 1);
 
     let set_replicas = |replicas: i64| {
         let mut huge = env
@@ -347,7 +381,9 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     // Broken again: its last good version leaves the cache.
     set_replicas(5_000_000_000);
     eventually("the broken object to leave the cache", || names() == ["good"]).await;
-    assert_eq!(informer.undecodable_objects(), 2);
+    assert_eq!(informer.undecodable_objects(), 3);
+    assert_eq!(recorder.events().len(), 2, "a new broken version is announced");
+    assert!(metric().ends_with("} 3"), "{}", metric());
     stop.cancel();
 }
 
@@ -383,5 +419,82 @@ async fn a_server_that_went_back_in_time_is_listed_again() {
     eventually("the cache to sync again", || informer.has_synced()).await;
     assert!(ctx.unsynced_informers().is_empty());
     assert_eq!(informer.lister().list_all().unwrap().len(), 1);
+    stop.cancel();
+}
+
+/// An API server that restarts empty on the same address and has objects
+/// created again before the informer's watch comes back: the watch resumes in
+/// a history that never deleted what the cache holds. The re-created object
+/// arrives with another uid and no delete before it, which shows the history
+/// changed; the informer lists again and the objects the server no longer has
+/// leave the cache (with a delete for the handlers).
+#[tokio::test]
+async fn a_server_that_restarted_with_another_history_is_listed_again() {
+    let first = TestEnv::new();
+    let server = first.serve().await.unwrap();
+    let port = server.addr().port();
+    let client = server.client().unwrap();
+    for name in ["kept", "ghost"] {
+        first
+            .create_object(serde_json::to_value(cm(name, "x", "old")).unwrap())
+            .unwrap();
+    }
+    let ctx = Context::new(client);
+    let informer = ctx.informer::<ConfigMap>();
+    let (seen, handler) = recorder();
+    informer.add_event_handler(handler);
+    let stop = started(&ctx).await;
+    server.shutdown().await;
+
+    // The new world has gone past the old one's resource version before the
+    // watch returns, so the watch resumes there instead of failing.
+    let second = TestEnv::builder().port(port).build();
+    let mut filler = 0;
+    while second.resource_version() <= first.resource_version() + 1 {
+        filler += 1;
+        second
+            .create_object(serde_json::to_value(cm(&format!("filler-{filler}"), "x", "1")).unwrap())
+            .unwrap();
+    }
+    second
+        .create_object(serde_json::to_value(cm("kept", "x", "new")).unwrap())
+        .unwrap();
+    let _server = second.serve().await.unwrap();
+
+    let lister = informer.lister();
+    for _ in 0..600 {
+        if lister.namespaced(NS).get("ghost").unwrap().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        lister.namespaced(NS).get("ghost").unwrap().is_none(),
+        "the object only the old server had is still cached"
+    );
+    eventually("the cache to equal the new server", || {
+        let mut keys: Vec<String> = lister.keys().into_iter().map(|(_, name)| name).collect();
+        keys.sort();
+        let mut want: Vec<String> = second
+            .list_objects("", "v1", "configmaps", Some(NS))
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap_or_default().to_owned())
+            .collect();
+        want.sort();
+        keys == want && informer.has_synced()
+    })
+    .await;
+    assert_eq!(
+        lister
+            .namespaced(NS)
+            .get("kept")
+            .unwrap()
+            .unwrap()
+            .data
+            .as_ref()
+            .unwrap()["value"],
+        "new"
+    );
+    assert!(seen.lock().unwrap().contains(&"delete ghost=old".to_owned()));
     stop.cancel();
 }
