@@ -6,7 +6,8 @@
 //! [`config`] names the inputs, [`model`] is the one parser of marker
 //! attributes (the `kinject-macros` crate's derive uses it too, so both agree on what a
 //! marker means), the emitter turns each kind into one module, prettyplease
-//! formats it, and only files whose bytes changed are written.
+//! formats it, and only files whose bytes changed are written, all or none
+//! (see [`Generated::write`]).
 //!
 //! Three ways to run it:
 //!
@@ -30,6 +31,7 @@ mod emit;
 mod error;
 pub use kinject_model as model;
 mod scan;
+mod stage;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -94,25 +96,30 @@ impl Generated {
     /// Writes the files into `dir`, touching only those whose bytes differ, and
     /// deletes generated files (those starting with [`HEADER`]) that are no
     /// longer produced. Hand-written files are never touched.
+    ///
+    /// All or nothing: every changed file is first written to a temporary file
+    /// beside it, and only once all were written are they renamed into place
+    /// (each rename replaces its file atomically; should one fail, the files
+    /// renamed before it are put back). On an error while writing, no file in
+    /// `dir` has changed and the error names the file or directory at fault.
+    /// Files no longer produced are deleted last, after every new file is in
+    /// place. Unchanged files are not written, so their modification times stay.
     pub fn write(&self, dir: &Path) -> Result<WriteReport, Error> {
         let mut report = WriteReport::default();
+        let mut extra = Vec::new();
         for stale in self.check(dir)? {
             match stale {
-                Stale::Missing(path) | Stale::Differs(path) => {
-                    let rel = path.strip_prefix(dir).unwrap_or(&path);
-                    let content = self.files.get(rel).map_or("", String::as_str);
-                    if let Some(parent) = path.parent() {
-                        std::fs::create_dir_all(parent)
-                            .map_err(|e| io_error(parent, "create directory", e))?;
-                    }
-                    std::fs::write(&path, content).map_err(|e| io_error(&path, "write", e))?;
-                    report.written.push(path);
-                }
-                Stale::Extra(path) => {
-                    std::fs::remove_file(&path).map_err(|e| io_error(&path, "remove", e))?;
-                    report.removed.push(path);
-                }
+                Stale::Missing(path) | Stale::Differs(path) => report.written.push(path),
+                Stale::Extra(path) => extra.push(path),
             }
+        }
+        stage::write_all(report.written.iter().map(|path| {
+            let rel = path.strip_prefix(dir).unwrap_or(path);
+            (path.as_path(), self.files.get(rel).map_or("", String::as_str))
+        }))?;
+        for path in extra {
+            std::fs::remove_file(&path).map_err(|e| io_error(&path, "remove", e))?;
+            report.removed.push(path);
         }
         Ok(report)
     }
@@ -265,7 +272,9 @@ impl Builder {
         self
     }
 
-    /// Generates and writes the output file if its content changed.
+    /// Generates and writes the output file if its content changed, through a
+    /// temporary file renamed into place, so the file is either the old one or
+    /// the new one, never a part of it.
     pub fn generate(self) -> Result<(), Error> {
         let out_dir = match self
             .out_dir
@@ -316,7 +325,9 @@ impl Builder {
             .map_or("", String::as_str);
         let path = out_dir.join(&self.file_name);
         if std::fs::read(&path).ok().as_deref() != Some(content.as_bytes()) {
-            std::fs::write(&path, content).map_err(|e| io_error(&path, "write", e))?;
+            // Through a temporary file and a rename: an interrupted build never
+            // leaves a half-written file for the next one to include.
+            stage::write_all([(path.as_path(), content)])?;
         }
         Ok(())
     }

@@ -1,8 +1,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-//! Writing is idempotent and only ever touches generated files; the binary
-//! prints a one-line summary and `--verify` lists stale files with the fix.
+//! Writing is idempotent, all or nothing, and only ever touches generated
+//! files; the binary prints a one-line summary and `--verify` lists stale
+//! files with the fix.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -68,6 +70,79 @@ fn writes_only_what_changed_and_removes_only_generated_files() {
         hand_written.exists(),
         "files without the header are never removed"
     );
+    assert!(generated.check(&out).unwrap().is_empty());
+    std::fs::remove_dir_all(&out).unwrap();
+}
+
+/// Every entry under `dir`: a file's bytes and modification time, a symlink's
+/// target, or a directory.
+fn tree(dir: &Path) -> BTreeMap<PathBuf, String> {
+    let mut out = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let meta = std::fs::symlink_metadata(&path).unwrap();
+        let what = if meta.is_symlink() {
+            format!("-> {}", std::fs::read_link(&path).unwrap().display())
+        } else if meta.is_dir() {
+            out.extend(tree(&path));
+            "dir".to_owned()
+        } else {
+            format!(
+                "{:?} at {:?}",
+                std::fs::read_to_string(&path).unwrap(),
+                meta.modified().unwrap()
+            )
+        };
+        out.insert(path, what);
+    }
+    out
+}
+
+/// A run that cannot write one file writes none: files it would rewrite
+/// before and after that one keep their bytes and times, files no longer
+/// generated stay, and no temporary file is left.
+#[cfg(unix)]
+#[test]
+fn a_write_that_fails_midway_changes_no_file() {
+    let out = temp_dir("all-or-nothing");
+    let config = fixture_config(&out);
+    let generated = kinject_codegen::generate(&config, &Layout::Crate).unwrap();
+    generated.write(&out).unwrap();
+
+    // Stale files written before (core/...) and after (lib.rs) the directory
+    // that cannot be made, and one no longer generated.
+    let (pod, lib) = (out.join("core/v1/pod.rs"), out.join("lib.rs"));
+    for path in [&pod, &lib] {
+        std::fs::write(path, format!("{}\n// stale\n", kinject_codegen::HEADER)).unwrap();
+    }
+    let leftover = out.join("core/v1/removedkind.rs");
+    std::fs::write(&leftover, format!("{}\n// old\n", kinject_codegen::HEADER)).unwrap();
+    // fixtures/v1 cannot become a directory: a symlink to nowhere holds its
+    // name, so its five files read as missing and cannot be created.
+    let v1 = out.join("fixtures/v1");
+    std::fs::remove_dir_all(&v1).unwrap();
+    std::os::unix::fs::symlink(out.join("nowhere"), &v1).unwrap();
+    let before = tree(&out);
+
+    let err = generated.write(&out).unwrap_err().to_string();
+    assert!(
+        err.contains(&format!("{}: cannot create directory", v1.display())),
+        "{err}"
+    );
+    let after = tree(&out);
+    let changed: Vec<&PathBuf> = before
+        .keys()
+        .chain(after.keys())
+        .filter(|p| before.get(*p) != after.get(*p))
+        .collect();
+    assert!(changed.is_empty(), "the failed run changed {changed:?}");
+
+    // With the way clear, the same run writes everything.
+    std::fs::remove_file(&v1).unwrap();
+    let report = generated.write(&out).unwrap();
+    assert_eq!(report.written.len(), 7, "{report:?}");
+    assert!(report.written.contains(&pod) && report.written.contains(&lib));
+    assert_eq!(report.removed, vec![leftover]);
     assert!(generated.check(&out).unwrap().is_empty());
     std::fs::remove_dir_all(&out).unwrap();
 }

@@ -5,13 +5,14 @@
 use std::time::Duration;
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use generated::samples::v1alpha1::addressableservice;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinject_runtime::apis::duck::v1::Addressable;
 use kinject_runtime::apis::{KRShaped, Url};
-use kinject_runtime::controller::ObjectKey;
+use kinject_runtime::controller::{ObjectKey, QueueSnapshot};
 use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
-use kinject_runtime::testing::{Table, TableRow, obj};
+use kinject_runtime::testing::{RowOutcome, Table, TableRow, obj};
 use reconcilers::addressableservice::new_controller;
 
 fn table(rows: Vec<TableRow>) -> Table {
@@ -148,28 +149,94 @@ async fn a05_service_exists() {
         key: "ns/rut",
         want_status_updates: vec![obj(&with_status(rut(1), ready(1, URL)))],
         // The tracker watches ns/webhook for ns/rut: a change to the Service
-        // enqueues the AddressableService.
+        // enqueues the AddressableService. The informer's initial add (and the
+        // status update's echo) queued ns/rut already, so the queue is drained
+        // first: the key must be absent before the Service changes and present
+        // after, or the check proves nothing.
         post_conditions: Some(Box::new(|outcome| {
             Box::pin(async move {
+                let key = ObjectKey::new("ns", "rut");
+                await_status_update_echo(outcome).await?;
+                let queue = outcome.controller.work_queue();
+                while !queue.is_empty() {
+                    let Some(queued) = queue.get().await else {
+                        return Err("the work queue shut down while draining it".into());
+                    };
+                    queue.done(&queued);
+                    queue.forget(&queued);
+                }
+                let before = queue.snapshot();
+                if mentions(&before, &key) {
+                    return Err(format!("ns/rut is still queued after draining: {before:?}"));
+                }
+
                 let mut svc = outcome
                     .env
                     .get_object("", "v1", "services", Some("ns"), "webhook")
                     .unwrap();
                 svc["metadata"]["labels"] = serde_json::json!({"touched": "yes"});
                 outcome.env.update_object(svc).map_err(|e| e.to_string())?;
-                let key = ObjectKey::new("ns", "rut");
-                for _ in 0..200 {
-                    if outcome.controller.work_queue().snapshot().fast.contains(&key) {
+                // A bound on failure only: the key normally appears within
+                // milliseconds.
+                let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+                while tokio::time::Instant::now() < deadline {
+                    if queue.snapshot().fast.contains(&key) {
                         return Ok(());
                     }
                     tokio::time::sleep(Duration::from_millis(10)).await;
                 }
-                Err("changing the Service did not enqueue ns/rut".into())
+                Err(format!(
+                    "changing the Service did not enqueue ns/rut within 10 s: {:?}",
+                    queue.snapshot()
+                ))
             })
         })),
         ..TableRow::default()
     }])
     .await;
+}
+
+/// Waits until the AddressableService informer has delivered ns/rut as the API
+/// server now stores it (the reconcile's status update), so no event for it is
+/// still on its way to the controller's handler. The informer updates its cache
+/// and calls its handlers in one synchronous step, and table rows run on a
+/// current-thread runtime, so a cache holding that version means the handlers
+/// have seen it too.
+async fn await_status_update_echo(outcome: &RowOutcome<'_>) -> Result<(), String> {
+    let stored = outcome
+        .env
+        .get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some("ns"),
+            "rut",
+        )
+        .ok_or("ns/rut is not stored")?;
+    let want = stored["metadata"]["resourceVersion"].as_str().map(str::to_owned);
+    let lister = addressableservice::get(outcome.ctx).lister();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let cached = lister.get_by_key("ns", "rut").map_err(|e| e.to_string())?;
+        if cached.as_ref().and_then(|a| a.metadata.resource_version.clone()) == want {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(format!(
+                "the informer did not see ns/rut at resourceVersion {want:?} within 10 s"
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// True when `key` is queued, delayed or being processed.
+fn mentions(snapshot: &QueueSnapshot, key: &ObjectKey) -> bool {
+    snapshot.fast.contains(key)
+        || snapshot.slow.contains(key)
+        || snapshot.processing.contains(key)
+        || snapshot.requeued_after_processing.contains(key)
+        || snapshot.waiting.iter().any(|(k, _)| k == key)
 }
 
 /// The address uses the context's cluster domain, so two contexts (or two

@@ -128,6 +128,42 @@ async fn two_controllers_on_one_informer_see_every_change_over_one_watch() {
     stop.cancel();
 }
 
+/// The configmaps of `NS` as JSON by name, without `managedFields` (which the
+/// informer drops).
+fn by_name(objects: impl IntoIterator<Item = serde_json::Value>) -> BTreeMap<String, serde_json::Value> {
+    objects
+        .into_iter()
+        .map(|mut o| {
+            if let Some(meta) = o.get_mut("metadata").and_then(serde_json::Value::as_object_mut) {
+                meta.remove("managedFields");
+            }
+            let name = o["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            (name, o)
+        })
+        .collect()
+}
+
+/// The informer's list and watch requests for configmaps, in order, as
+/// `"list"` or `"watch rv=<resourceVersion>"`.
+fn list_watch_requests(env: &TestEnv) -> Vec<String> {
+    env.actions()
+        .iter()
+        .filter(|a| a.resource == "configmaps" && (a.verb == "list" || a.verb == "watch"))
+        .map(|a| match a.verb.as_str() {
+            "watch" => {
+                let rv = a
+                    .query
+                    .iter()
+                    .find(|(k, _)| k == "resourceVersion")
+                    .map(|(_, v)| v.as_str())
+                    .unwrap_or_default();
+                format!("watch rv={rv}")
+            }
+            verb => verb.to_owned(),
+        })
+        .collect()
+}
+
 #[tokio::test]
 async fn a_forced_410_relists_without_duplicate_or_lost_events() {
     let env = TestEnv::new();
@@ -136,17 +172,38 @@ async fn a_forced_410_relists_without_duplicate_or_lost_events() {
     let informer = ctx.informer::<ConfigMap>();
     informer.add_event_handler(handler);
     let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
-    for name in ["kept", "changed", "deleted"] {
+    for name in ["changed", "deleted"] {
         api.create(&PostParams::default(), &cm(name, "x", "1"))
             .await
             .unwrap();
     }
     let stop = started(&ctx).await;
-    eventually("the initial list", || seen.lock().unwrap().len() == 3).await;
+    // Created once the informer runs, "kept" reaches it through its first
+    // watch: that watch is then open and past the server's check for a forced
+    // expiry, so the expiry below is served to the next watch, not this one.
+    let kept = api
+        .create(&PostParams::default(), &cm("kept", "x", "1"))
+        .await
+        .unwrap();
+    let kept_rv = kept.metadata.resource_version.clone().unwrap();
+    eventually("the initial list and the first watch", || {
+        seen.lock().unwrap().len() == 3
+    })
+    .await;
+    assert_eq!(
+        *seen.lock().unwrap(),
+        ["add changed=1", "add deleted=1", "add kept=1"]
+    );
+    let requests = list_watch_requests(&env);
+    assert_eq!(requests.len(), 2, "{requests:?}");
+    assert_eq!(requests[0], "list", "{requests:?}");
+    assert!(requests[1].starts_with("watch rv="), "{requests:?}");
+    env.clear_actions();
     seen.lock().unwrap().clear();
 
-    // The watch is cut and the resume point is gone: the next watch gets 410,
-    // so the informer relists while these changes happen.
+    // The watch is cut and the resume point is gone: the next watch, resuming
+    // from "kept", gets 410, so the informer relists while these changes
+    // happen.
     env.expire_next_watch();
     env.close_watches();
     let mut changed = api.get("changed").await.unwrap();
@@ -159,30 +216,61 @@ async fn a_forced_410_relists_without_duplicate_or_lost_events() {
         .await
         .unwrap();
 
-    eventually("the relist to settle", || {
-        let mut keys = informer.lister().keys();
-        keys.sort();
-        keys == [
-            (NS.to_string(), "changed".to_string()),
-            (NS.to_string(), "created".to_string()),
-            (NS.to_string(), "kept".to_string()),
-        ]
+    // The re-watch from kept's resourceVersion got the 410, and the informer
+    // answered it with exactly one list and a watch from that list. A plain
+    // re-watch (no 410) would list nothing; the watcher relists only when told
+    // its resourceVersion is gone.
+    eventually("the relist and the watch after it", || {
+        list_watch_requests(&env).len() >= 3
     })
     .await;
-    eventually("all three changes", || seen.lock().unwrap().len() >= 3).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    let mut events = seen.lock().unwrap().clone();
-    events.sort();
+    let requests = list_watch_requests(&env);
+    assert_eq!(requests.len(), 3, "{requests:?}");
+    assert_eq!(requests[0], format!("watch rv={kept_rv}"), "{requests:?}");
+    assert_eq!(requests[1], "list", "{requests:?}");
+    assert!(requests[2].starts_with("watch rv="), "{requests:?}");
+
+    // Once the cache equals the server, every change was seen exactly once.
+    let server = || by_name(env.list_objects("", "v1", "configmaps", Some(NS)));
+    let cache = || {
+        by_name(
+            informer
+                .lister()
+                .list_all()
+                .unwrap()
+                .iter()
+                .map(|c| serde_json::to_value(c.as_ref()).unwrap()),
+        )
+    };
+    eventually("the cache to equal the server", || cache() == server()).await;
     assert_eq!(
-        events,
+        server().keys().collect::<Vec<_>>(),
+        ["changed", "created", "kept"]
+    );
+
+    // A barrier instead of a quiet period: one more change, made after the
+    // relist, arrives after anything the relist could still deliver; once it
+    // is seen, the event list is final.
+    let mut kept = api.get("kept").await.unwrap();
+    kept.data = Some([("value".to_string(), "2".to_string())].into());
+    api.replace("kept", &PostParams::default(), &kept).await.unwrap();
+    eventually("the change after the relist", || {
+        seen.lock().unwrap().iter().any(|e| e == "update kept=1->2")
+    })
+    .await;
+    let events = seen.lock().unwrap().clone();
+    assert_eq!(events.len(), 4, "{events:?}");
+    assert_eq!(events[3], "update kept=1->2", "{events:?}");
+    let mut changes = events[..3].to_vec();
+    changes.sort();
+    assert_eq!(
+        changes,
         ["add created=1", "delete deleted=1", "update changed=1->2"]
     );
-    assert!(
-        env.request_count("list", "configmaps") >= 2,
-        "the informer really relisted"
-    );
-    let cached = informer.lister().namespaced(NS).get("changed").unwrap().unwrap();
-    assert_eq!(cached.data.as_ref().unwrap()["value"], "2");
+    eventually("the cache to equal the server again", || cache() == server()).await;
+    assert_eq!(list_watch_requests(&env).len(), 3, "no further list or watch");
+    assert_eq!(env.request_count("list", "configmaps"), 2);
+    assert_eq!(env.request_count("watch", "configmaps"), 3);
     stop.cancel();
 }
 
