@@ -772,12 +772,20 @@ impl State {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null())
             && finalizers(&new).is_empty();
+        if deleting {
+            // kube-apiserver does not store the emptied finalizers: it deletes the stored
+            // object as it is (one DELETED event, no MODIFIED), and answers the write with
+            // that last state at the deletion's revision.
+            let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
+            return Ok(Written {
+                object: Self::present(def, &gone),
+                warnings,
+                created: false,
+            });
+        }
         let stored = self.store.put(&def.key(), key.clone(), new);
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
-        }
-        if deleting {
-            self.remove(def, key);
         }
         Ok(Written {
             object: Self::present(def, &stored),

@@ -498,3 +498,60 @@ async fn a_watch_from_a_future_revision_waits_for_it() {
     let e = api.watch(&WatchParams::default(), &far).await.err().unwrap();
     assert!(matches!(e, kube::Error::Api(s) if s.code == 504));
 }
+
+/// The next `n` events of a raw watch, failing after a generous bound rather than hanging.
+async fn take_events(
+    s: &mut (impl futures::Stream<Item = serde_json::Value> + Unpin),
+    n: usize,
+) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        match tokio::time::timeout(Duration::from_secs(10), s.next()).await {
+            Ok(Some(ev)) => out.push(ev),
+            other => panic!("watch ended or stalled after {out:?}: {other:?}"),
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn finalized_deletion_emits_one_modified_then_one_deleted() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut obj = cm("fin", "1");
+    obj.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut s = Box::pin(raw_watch(&env, &format!("watch=true&resourceVersion={rv}")).await);
+
+    api.delete("fin", &DeleteParams::default()).await.unwrap();
+    let patch = json!({"metadata": {"finalizers": null}});
+    let last = api
+        .patch("fin", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // A marker write after the deletion bounds the events to look at.
+    api.create(&PostParams::default(), &cm("marker", "1"))
+        .await
+        .unwrap();
+
+    let evs = take_events(&mut s, 3).await;
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["MODIFIED", "DELETED", "ADDED"], "{evs:#?}");
+    assert!(evs[0]["object"]["metadata"]["deletionTimestamp"].is_string());
+    // Emptying the finalizers deletes the stored object as it was: the DELETED event
+    // and the write's answer carry the finalizer, at the deletion's revision.
+    assert_eq!(
+        evs[1]["object"]["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    assert_eq!(
+        last.metadata.finalizers,
+        Some(vec!["example.com/hold".to_owned()])
+    );
+    assert_eq!(
+        evs[1]["object"]["metadata"]["resourceVersion"].as_str(),
+        last.metadata.resource_version.as_deref()
+    );
+    assert!(api.get_opt("fin").await.unwrap().is_none());
+}
