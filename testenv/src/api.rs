@@ -632,8 +632,11 @@ fn scale(
                 Err(crate::patch::PatchError::Decode(e)) => {
                     return Err(ErrorStatus::bad_request(e));
                 }
-                Err(crate::patch::PatchError::Apply(e)) => {
-                    return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
+                Err(crate::patch::PatchError::Apply) => {
+                    return Err(ErrorStatus::unprocessable());
+                }
+                Err(crate::patch::PatchError::Internal(e)) => {
+                    return Err(ErrorStatus::new(500, "", e));
                 }
             }
         }

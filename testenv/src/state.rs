@@ -826,9 +826,10 @@ impl State {
         let patched = match patched {
             Ok(p) => p,
             Err(PatchError::Decode(e)) => return Err(ErrorStatus::bad_request(e)),
-            Err(PatchError::Apply(e)) => {
-                return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
+            Err(PatchError::Apply) => {
+                return Err(ErrorStatus::unprocessable());
             }
+            Err(PatchError::Internal(e)) => return Err(ErrorStatus::new(500, "", e)),
         };
         if meta_str(&patched, "name") != name {
             return Err(ErrorStatus::bad_request(format!(

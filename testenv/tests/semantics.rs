@@ -2112,3 +2112,29 @@ async fn unknown_paths_answer_as_kube_apiserver_routes_them() {
         json!("addressableservices.samples.knative.dev \"x\" not found")
     );
 }
+
+#[tokio::test]
+async fn failing_json_patch_answers_the_generic_422_without_causes() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm("jp")).await.unwrap();
+    let uri = "/api/v1/namespaces/default/configmaps/jp";
+    for patch in [
+        r#"[{"op": "test", "path": "/data/k", "value": "other"}]"#,
+        r#"[{"op": "remove", "path": "/data/missing"}]"#,
+        r#"[{"op": "replace", "path": "/spec/nothing", "value": 1}]"#,
+    ] {
+        let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", patch).await;
+        assert_eq!(code, 422, "{patch}");
+        assert_eq!(
+            body,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server rejected our request due to an error in our request",
+                "reason": "Invalid", "details": {}, "code": 422
+            }),
+            "{patch}"
+        );
+    }
+}
