@@ -346,6 +346,7 @@ impl State {
         self.resources
             .retain(|d| !(d.is_custom() && d.group == group && d.plural == plural));
         self.resources.extend(defs(crd).into_iter().map(Arc::new));
+        self.store.open_window(&ResKey::new(&group, &plural));
     }
 
     /// Deletes every instance of a CRD's resource and stops serving it.

@@ -259,6 +259,7 @@ impl Builder {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
             }));
         }
+        env.inner.state().store.start();
         env
     }
 }

@@ -175,11 +175,11 @@ pub(crate) fn start(
             if rv > current {
                 return Err(too_large(rv, current));
             }
-            if rv < state.store.compacted() {
-                let e = ErrorStatus::expired(format!(
-                    "too old resource version: {rv} ({})",
-                    state.store.compacted() + 1
-                ));
+            if send_initial != Some(true)
+                && let Err(old) = state.store.watch_window_check(&def.key(), rv)
+            {
+                let e =
+                    ErrorStatus::expired(format!("too old resource version: {rv} ({})", old.oldest_listed));
                 return Ok(one_shot(vec![error_line(&e)]));
             }
             if send_initial == Some(true) {
@@ -266,7 +266,10 @@ async fn pump(
                 if changed.is_err() {
                     return;
                 }
-                let events = inner.state().store.events_after(cursor);
+                let (events, head) = {
+                    let st = inner.state();
+                    (st.store.watch_events_after(&spec.def.key(), cursor), st.store.rv())
+                };
                 match events {
                     Ok(evs) => {
                         for ev in evs {
@@ -277,12 +280,14 @@ async fn pump(
                                 return;
                             }
                         }
+                        // Writes to other resources move bookmarks on too.
+                        cursor = cursor.max(head);
                     }
-                    Err(c) => {
-                        // This watcher fell behind the history window.
+                    Err(old) => {
+                        // This watcher fell behind its resource's window.
                         let e = ErrorStatus::expired(format!(
                             "too old resource version: {cursor} ({})",
-                            c.oldest
+                            old.oldest_listed
                         ));
                         deliver(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
                         return;

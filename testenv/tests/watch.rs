@@ -555,3 +555,113 @@ async fn finalized_deletion_emits_one_modified_then_one_deleted() {
     );
     assert!(api.get_opt("fin").await.unwrap().is_none());
 }
+
+async fn raw_watch_at(
+    env: &TestEnv,
+    path_and_query: &str,
+) -> impl futures::Stream<Item = serde_json::Value> + Unpin + use<> {
+    let req = http::Request::get(path_and_query).body(Vec::new()).unwrap();
+    let lines = env
+        .client()
+        .request_events::<serde_json::Value>(req)
+        .await
+        .unwrap();
+    Box::pin(lines.map(|e| serde_json::to_value(e.unwrap()).unwrap()))
+}
+
+/// The single ERROR event the watch cache sends for a too-old revision, then the end.
+async fn expect_too_old(mut s: impl futures::Stream<Item = serde_json::Value> + Unpin, rv: u64, oldest: u64) {
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(evs[0]["type"], "ERROR", "{evs:?}");
+    let status = &evs[0]["object"];
+    assert_eq!(status["code"], 410);
+    assert_eq!(status["reason"], "Expired");
+    assert_eq!(
+        status["message"],
+        format!("too old resource version: {rv} ({oldest})")
+    );
+    let end = tokio::time::timeout(Duration::from_secs(10), s.next()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "the stream ends after the error: {end:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_server_does_not_replay_history_from_before_its_start() {
+    let env = TestEnv::new();
+    let start = env.resource_version();
+    assert!(start > 1, "the default namespaces were written at start");
+    expect_too_old(
+        raw_watch_at(&env, "/api/v1/namespaces?watch=true&resourceVersion=1").await,
+        1,
+        start,
+    )
+    .await;
+    expect_too_old(
+        raw_watch_at(
+            &env,
+            "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1",
+        )
+        .await,
+        1,
+        start,
+    )
+    .await;
+
+    // From the start revision itself, a watch sees what follows.
+    let mut s = raw_watch_at(
+        &env,
+        &format!("/api/v1/namespaces?watch=true&resourceVersion={start}"),
+    )
+    .await;
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "later"}}))
+        .unwrap();
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(evs[0]["type"], "ADDED");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "later");
+}
+
+#[tokio::test]
+async fn each_resource_keeps_its_own_watch_window() {
+    let env = TestEnv::builder().watch_history(3).build();
+    let start = env.resource_version();
+    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s1", "namespace": "default"}}))
+        .unwrap();
+    for i in 0..5 {
+        env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("c{i}"), "namespace": "default"}}))
+            .unwrap();
+    }
+    // ConfigMaps keep their last three events (start+4 ..= start+6).
+    let cms = "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=";
+    expect_too_old(
+        raw_watch_at(&env, &format!("{cms}{}", start + 2)).await,
+        start + 2,
+        start + 3,
+    )
+    .await;
+    let mut s = raw_watch_at(&env, &format!("{cms}{}", start + 3)).await;
+    let names: Vec<_> = take_events(&mut s, 3)
+        .await
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["c2", "c3", "c4"]);
+
+    // The ConfigMap writes did not push the Secret out of the Secrets' window.
+    let mut s = raw_watch_at(
+        &env,
+        &format!("/api/v1/namespaces/default/secrets?watch=true&resourceVersion={start}"),
+    )
+    .await;
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(
+        (
+            evs[0]["type"].as_str(),
+            evs[0]["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("s1"))
+    );
+}
