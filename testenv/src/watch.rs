@@ -14,6 +14,17 @@ use crate::state::Selection;
 use crate::status::ErrorStatus;
 use crate::store::{EventType, StoredEvent};
 
+/// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
+/// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket
+/// buffers behind it; here the channel is the only slack, so it takes the larger size.
+const WATCH_BUFFER: usize = 1000;
+
+/// How long a live event may wait for room in a full buffer before the watch is closed
+/// for unresponsiveness: the most kube-apiserver's cacher lets one dispatch block
+/// (`maxBudget` of its time budget). Its client re-watches or relists, as it would
+/// after kube-apiserver's `Forcing watcher close due to unresponsiveness`.
+const BLOCKED_SEND_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Per-watch settings from the query.
 #[derive(Debug)]
 struct Spec {
@@ -203,7 +214,7 @@ pub(crate) fn start(
     // Writes between `cursor` and now are already in the history; look at them first.
     changes.mark_changed();
     drop(state);
-    let (tx, rx) = mpsc::channel(256);
+    let (tx, rx) = mpsc::channel(WATCH_BUFFER);
     let closed = inner.close_watches.subscribe();
     tokio::spawn(pump(
         Arc::clone(inner),
@@ -231,6 +242,29 @@ async fn deliver(
         _ = closed.changed() => false,
         () = deadline => false,
         sent = tx.send(line) => sent.is_ok(),
+    }
+}
+
+/// Sends one live event: at once if the buffer has room, else within
+/// `BLOCKED_SEND_GRACE`; `false` means stop (the watch ends, or its client is not reading
+/// and the watch is closed, dropping what it could not take).
+async fn deliver_live(
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    let line = match tx.try_send(line) {
+        Ok(()) => return true,
+        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(mpsc::error::TrySendError::Full(line)) => line,
+    };
+    tokio::select! {
+        biased;
+        _ = closed.changed() => false,
+        () = deadline => false,
+        sent = tx.send(line) => sent.is_ok(),
+        () = tokio::time::sleep(BLOCKED_SEND_GRACE) => false,
     }
 }
 
@@ -275,7 +309,7 @@ async fn pump(
                         for ev in evs {
                             cursor = ev.rv;
                             if let Some(l) = spec.event(&ev)
-                                && !deliver(&tx, l, &mut closed, deadline.as_mut()).await
+                                && !deliver_live(&tx, l, &mut closed, deadline.as_mut()).await
                             {
                                 return;
                             }
@@ -289,14 +323,14 @@ async fn pump(
                             "too old resource version: {cursor} ({})",
                             old.oldest_listed
                         ));
-                        deliver(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
+                        deliver_live(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
                         return;
                     }
                 }
             }
             _ = ticks.tick(), if spec.bookmarks => {
-                let bm = spec.bookmark(cursor, false);
-                if !deliver(&tx, bm, &mut closed, deadline.as_mut()).await {
+                // As the cacher does, a bookmark only goes into a buffer with room.
+                if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(spec.bookmark(cursor, false)) {
                     return;
                 }
             }

@@ -665,3 +665,40 @@ async fn each_resource_keeps_its_own_watch_window() {
         (Some("ADDED"), Some("s1"))
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_is_not_read_is_closed_while_others_go_on() {
+    const N: usize = 1500;
+    let env = TestEnv::new();
+    let from = env.resource_version();
+    let query = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={from}");
+    let mut idle = raw_watch_at(&env, &query).await;
+    let mut reader = raw_watch_at(&env, &query).await;
+    let counter = tokio::spawn(async move {
+        let evs = take_events(&mut reader, N).await;
+        (evs.len(), reader)
+    });
+    for i in 0..N {
+        env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("c{i}"), "namespace": "default"}}))
+            .unwrap();
+    }
+    let (seen, mut reader) = counter.await.unwrap();
+    assert_eq!(seen, N);
+    // The idle watch's client goes on not reading for a while (paused time: no flake).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // The idle watch kept a bounded buffer and was then closed.
+    let mut buffered = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(60), idle.next()).await {
+        buffered += 1;
+    }
+    assert!(buffered < N, "an idle watch buffered all {buffered} events");
+
+    // The reading watch is still open.
+    env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "after", "namespace": "default"}}))
+        .unwrap();
+    let evs = take_events(&mut reader, 1).await;
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "after");
+}
