@@ -2138,3 +2138,42 @@ async fn failing_json_patch_answers_the_generic_422_without_causes() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn serve_drops_a_connection_that_never_finishes_its_headers() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = TestEnv::new();
+    let server = env.serve().await.unwrap();
+
+    // A complete request is answered.
+    let mut ok = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    ok.write_all(b"GET /version HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    ok.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    // A head that never ends: closed without an answer after the 32 s header timeout
+    // (paused time, so the wait is virtual; the bound only stops a hang).
+    let mut slow = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    slow.write_all(b"GET /version HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(3600), slow.read_to_end(&mut rest)).await;
+    assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+    assert!(rest.is_empty());
+    assert!(
+        started.elapsed() <= Duration::from_secs(33),
+        "{:?}",
+        started.elapsed()
+    );
+    server.shutdown().await;
+}
