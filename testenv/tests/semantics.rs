@@ -2177,3 +2177,80 @@ async fn serve_drops_a_connection_that_never_finishes_its_headers() {
     );
     server.shutdown().await;
 }
+
+#[tokio::test]
+async fn status_details_name_the_resource_or_the_kind_as_kube_apiserver_does() {
+    let env = env_with_crd();
+    let client = env.client();
+    let base = "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices";
+    let body = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "d"}, "spec": {"serviceName": "s"}})
+    .to_string();
+    let (code, _) = raw(&client, "POST", base, "application/json", &body).await;
+    assert_eq!(code, 201);
+
+    // Storage errors name the resource (plural) and its group.
+    let (code, st) = raw(&client, "GET", &format!("{base}/nope"), "application/json", "").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        st["details"],
+        json!({"name": "nope", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+    let (code, st) = raw(&client, "POST", base, "application/json", &body).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        st["details"],
+        json!({"name": "d", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+    let stale = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "d", "resourceVersion": "1"}, "spec": {"serviceName": "s"}})
+    .to_string();
+    let (code, st) = raw(&client, "PUT", &format!("{base}/d"), "application/json", &stale).await;
+    assert_eq!((code, st["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        st["details"],
+        json!({"name": "d", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+
+    // Validation errors name the kind.
+    let bad = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "e"}, "spec": {}})
+    .to_string();
+    let (code, st) = raw(&client, "POST", base, "application/json", &bad).await;
+    assert_eq!(code, 422);
+    assert_eq!(st["details"]["kind"], "AddressableService");
+    assert_eq!(st["details"]["group"], "samples.knative.dev");
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, st) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        r#"{"metadata": {"name": "Not_Valid"}}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(st["details"]["kind"], "ConfigMap");
+    assert!(st["details"].get("group").is_none());
+
+    // An apply conflict (NewApplyConflict) names nothing: its details are the causes.
+    let apply = |manager: &'static str, service: &'static str| {
+        let client = client.clone();
+        async move {
+            let body = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+                "metadata": {"name": "ap"}, "spec": {"serviceName": service}})
+            .to_string();
+            raw(&client, "PATCH",
+                &format!("/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/ap?fieldManager={manager}"),
+                "application/apply-patch+yaml", &body).await
+        }
+    };
+    assert_eq!(apply("one", "a").await.0, 201);
+    let (code, st) = apply("two", "b").await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        st["details"],
+        json!({"causes": [{"reason": "FieldManagerConflict",
+            "message": "conflict with \"one\"", "field": ".spec.serviceName"}]})
+    );
+}
