@@ -443,6 +443,25 @@ impl State {
         if def.namespaced {
             self.check_namespace(def, &ns, &given_name)?;
         }
+        if def.is_custom() {
+            let crd_name = format!("{}.{}", def.plural, def.group);
+            let crd_res = ResKey::new("apiextensions.k8s.io", "customresourcedefinitions");
+            if self
+                .store
+                .get(&crd_res, &ObjKey::new("", &crd_name))
+                .is_some_and(|crd| crate::crds::is_terminating(crd))
+            {
+                // The custom resource handler's answer while the CRD's instances are removed.
+                let mut e = ErrorStatus::new(
+                    405,
+                    "MethodNotAllowed",
+                    "create not allowed while custom resource definition is terminating",
+                );
+                e.group.clone_from(&def.group);
+                e.kind.clone_from(&def.plural);
+                return Err(e);
+            }
+        }
         if !meta_str(&obj, "resourceVersion").is_empty() {
             // etcd3's storage error, which kube-apiserver passes on as an untyped 500.
             return Err(ErrorStatus::new(
@@ -975,7 +994,7 @@ impl State {
         self.finish_update(def, &key, &existing, new, &opts, status_only)
     }
 
-    fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
+    pub(crate) fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
         if def.builtin() == Some(Builtin::Crd) {
             // Instances go first, as the CRD finalizer controller deletes them before the CRD.
             if let Some(crd) = self.store.get(&def.key(), key).cloned() {
@@ -1025,6 +1044,13 @@ impl State {
         }
         if def.builtin() == Some(Builtin::Namespace) {
             return self.delete_namespace(def, &key, &existing, opts);
+        }
+        if def.builtin() == Some(Builtin::Crd)
+            && !existing
+                .pointer("/metadata/deletionTimestamp")
+                .is_some_and(|v| !v.is_null())
+        {
+            return Ok(self.mark_crd_deleted(def, &key, &existing, opts.dry_run));
         }
         let mut fins = finalizers(&existing);
         let extra = match opts.propagation.as_deref() {

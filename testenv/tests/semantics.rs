@@ -2254,3 +2254,122 @@ async fn status_details_name_the_resource_or_the_kind_as_kube_apiserver_does() {
             "message": "conflict with \"one\"", "field": ".spec.serviceName"}]})
     );
 }
+
+#[tokio::test]
+async fn deleting_a_crd_answers_the_terminating_crd_and_cleans_up_its_instances() {
+    use futures::StreamExt;
+    let env = env_with_crd();
+    let client = env.client();
+    let api = asvc_api(client.clone(), "default");
+    api.create(&PostParams::default(), &asvc("free", "s"))
+        .await
+        .unwrap();
+    let mut held = asvc("held", "s");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let name = "addressableservices.samples.knative.dev";
+    let req = http::Request::get(format!(
+        "{crds}?watch=true&resourceVersion={}&fieldSelector=metadata.name%3D{name}",
+        env.resource_version()
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut events = Box::pin(client.request_events::<Value>(req).await.unwrap());
+
+    let (code, body) = raw(
+        &client,
+        "DELETE",
+        &format!("{crds}/{name}"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "CustomResourceDefinition");
+    assert!(body["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        body["metadata"]["finalizers"],
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+    let terminating = body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Terminating")
+        .unwrap();
+    assert_eq!(
+        (
+            &terminating["status"],
+            &terminating["reason"],
+            &terminating["message"]
+        ),
+        (
+            &json!("True"),
+            &json!("InstanceDeletionPending"),
+            &json!("CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon")
+        )
+    );
+
+    // The instance without finalizers is gone; the held one waits, and so does the CRD,
+    // which refuses new instances meanwhile.
+    assert!(api.get_opt("free").await.unwrap().is_none());
+    let h = api.get("held").await.unwrap();
+    assert!(h.metadata.deletion_timestamp.is_some());
+    let e = api_err(
+        api.create(&PostParams::default(), &asvc("new", "s"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 405);
+    assert_eq!(
+        e.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+    let (code, _) = raw(&client, "GET", &format!("{crds}/{name}"), "application/json", "").await;
+    assert_eq!(code, 200);
+
+    // Releasing the last instance lets the cleanup finish: the CRD goes, and its
+    // resource is no longer served.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let (code, _) = raw(&client, "GET", &format!("{crds}/{name}"), "application/json", "").await;
+    assert_eq!(code, 404);
+    let (code, _) = raw(
+        &client,
+        "GET",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v = serde_json::to_value(&ev).unwrap();
+        let reason = v["object"]["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Terminating"))
+            .map(|c| c["reason"].clone());
+        seen.push((v["type"].as_str().unwrap().to_owned(), reason));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("MODIFIED".to_owned(), Some(json!("InstanceDeletionPending"))),
+            ("MODIFIED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
+            ("DELETED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
+        ]
+    );
+}
