@@ -2373,3 +2373,94 @@ async fn deleting_a_crd_answers_the_terminating_crd_and_cleans_up_its_instances(
         ]
     );
 }
+
+#[tokio::test]
+async fn service_port_errors_are_all_reported_in_kube_apiserver_order() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ports"},
+    "spec": {"ports": [
+        {"port": 0, "protocol": "FOO"},
+        {"port": 70000, "protocol": ""},
+        {"name": "c", "port": 80, "targetPort": "Not--ok-"}
+    ]}})
+    .to_string();
+    let (code, st) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(code, 422);
+    let range = "must be between 1 and 65535, inclusive";
+    let causes: Vec<(String, String, String)> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["reason"].as_str().unwrap().to_owned(),
+                c["field"].as_str().unwrap().to_owned(),
+                c["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = |r: &str, f: &str, m: &str| (r.to_owned(), f.to_owned(), m.to_owned());
+    assert_eq!(
+        causes,
+        [
+            want("FieldValueRequired", "spec.ports[0].name", "Required value"),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[0].port",
+                &format!("Invalid value: 0: {range}")
+            ),
+            want(
+                "FieldValueNotSupported",
+                "spec.ports[0].protocol",
+                "Unsupported value: \"FOO\": supported values: \"SCTP\", \"TCP\", \"UDP\""
+            ),
+            // An unset targetPort defaults to the port, so it is out of range as well.
+            want(
+                "FieldValueInvalid",
+                "spec.ports[0].targetPort",
+                &format!("Invalid value: 0: {range}")
+            ),
+            want("FieldValueRequired", "spec.ports[1].name", "Required value"),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[1].port",
+                &format!("Invalid value: 70000: {range}")
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[1].targetPort",
+                &format!("Invalid value: 70000: {range}")
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must not contain consecutive hyphens"
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must not begin or end with a hyphen"
+            ),
+        ]
+    );
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Service \"ports\" is invalid: [spec.ports[0].name: Required value, spec.ports[0].port: Invalid value: 0: "),
+        "{st}"
+    );
+}
