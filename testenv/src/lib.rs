@@ -45,6 +45,7 @@ mod crd;
 mod crds;
 mod discovery;
 mod hooks;
+mod microtime;
 mod names;
 mod patch;
 mod proto;

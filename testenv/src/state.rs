@@ -360,6 +360,14 @@ impl State {
     ) -> Result<(Value, Vec<String>), ErrorStatus> {
         let (out, unknown, errors) = match &def.imp {
             KindImpl::Builtin(b) => {
+                let mut obj = obj;
+                crate::microtime::normalize(*b, &mut obj).map_err(|e| {
+                    ErrorStatus::bad_request(format!(
+                        "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+                        kind = def.kind,
+                        v = def.version
+                    ))
+                })?;
                 let out = b.normalize(&obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
                         "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
@@ -850,6 +858,11 @@ impl State {
             }
             Err(PatchError::Internal(e)) => return Err(ErrorStatus::new(500, "", e)),
         };
+        if let Some(b) = def.builtin()
+            && let Err(e) = crate::microtime::normalize(b, &mut patched.clone())
+        {
+            return Err(patch_decode_error(ptype, &patched, body, &e));
+        }
         if meta_str(&patched, "name") != name {
             return Err(ErrorStatus::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -1046,9 +1059,9 @@ impl State {
             return self.delete_namespace(def, &key, &existing, opts);
         }
         if def.builtin() == Some(Builtin::Crd)
-            && !existing
+            && existing
                 .pointer("/metadata/deletionTimestamp")
-                .is_some_and(|v| !v.is_null())
+                .is_none_or(Value::is_null)
         {
             return Ok(self.mark_crd_deleted(def, &key, &existing, opts.dry_run));
         }
@@ -1282,6 +1295,79 @@ fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
 }
 
 /// Apply patches are routed to `State::apply` before the patch-type dispatch.
+/// kube-apiserver's answer when a patched built-in does not decode: a 422 about the
+/// field `patch`, quoting the patched object (JSON and merge patches) or the patch as Go
+/// prints a map (strategic merge patches).
+fn patch_decode_error(ptype: PatchType, patched: &Value, body: &[u8], why: &str) -> ErrorStatus {
+    let shown = match ptype {
+        PatchType::Strategic => serde_json::from_slice::<Value>(body)
+            .map(|p| go_map_string(&p))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ErrorStatus::invalid(
+        "",
+        "",
+        "",
+        vec![FieldError::invalid_raw("patch", go_quote(&shown), why)],
+    )
+}
+
+/// Go's `%q` of a string.
+fn go_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `%+v` of a decoded JSON value (`map[k:v ...]`, sorted keys).
+fn go_map_string(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.as_f64().map(go_float).unwrap_or_default(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_map_string).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let parts: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", go_map_string(v)))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+    }
+}
+
+/// Go's `%v` of a float64 (JSON numbers decode to float64): shortest digits, with an
+/// exponent below 1e-4 and from 1e6 on (`1e+06`).
+fn go_float(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return format!("{f}");
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..6).contains(&exp) {
+        format!("{f}")
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
 fn unreachable_apply() -> Result<Value, PatchError> {
     Err(PatchError::Decode("apply patches are handled separately".into()))
 }

@@ -2464,3 +2464,88 @@ async fn service_port_errors_are_all_reported_in_kube_apiserver_order() {
         "{st}"
     );
 }
+
+#[tokio::test]
+async fn lease_micro_times_parse_and_serialise_as_kube_apiserver_does() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, renew: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+            "spec": {"holderIdentity": "a", "renewTime": renew}})
+        .to_string()
+    };
+
+    // Exactly six digits parse; the offset is normalised to UTC.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        leases,
+        "application/json",
+        &lease("l", "2024-01-01T01:00:00.000001+02:00"),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["renewTime"], "2023-12-31T23:00:00.000001Z");
+
+    // Other precisions do not parse: 400 on create.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        leases,
+        "application/json",
+        &lease("m", "2024-01-01T00:00:00.123Z"),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        r#"Lease in version "v1" cannot be handled as a Lease: parsing time "2024-01-01T00:00:00.123Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse ".123Z" as ".000000""#
+    );
+
+    // A merge patch: 422 about `patch`, quoting the patched object.
+    let uri = format!("{leases}/l");
+    let patch = r#"{"spec": {"renewTime": "2024-01-01T00:00:00.123456789Z"}}"#;
+    let (code, body) = raw(&client, "PATCH", &uri, "application/merge-patch+json", patch).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid");
+    let why = r#"parsing time "2024-01-01T00:00:00.123456789Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "789Z" as "Z07:00""#;
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":"#),
+        "{msg}"
+    );
+    assert!(msg.ends_with(&format!("\": {why}")), "{msg}");
+    let causes = body["details"]["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0]["field"], "patch");
+    assert!(body["details"].get("kind").is_none() && body["details"].get("name").is_none());
+
+    // A strategic merge patch quotes the patch as Go prints a map.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &uri,
+        "application/strategic-merge-patch+json",
+        r#"{"spec": {"renewTime": "soon", "leaseDurationSeconds": 15}}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        r#" "" is invalid: patch: Invalid value: "map[spec:map[leaseDurationSeconds:15 renewTime:soon]]": parsing time "soon" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "soon" as "2006""#
+    );
+
+    // Nothing was stored by the failed writes; a valid patch is normalised too.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &uri,
+        "application/merge-patch+json",
+        r#"{"spec": {"acquireTime": "2024-06-01T12:00:00.500000-01:30"}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["acquireTime"], "2024-06-01T13:30:00.500000Z");
+    assert_eq!(body["spec"]["renewTime"], "2023-12-31T23:00:00.000001Z");
+}
