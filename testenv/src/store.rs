@@ -119,6 +119,8 @@ struct Window {
     events: VecDeque<Arc<StoredEvent>>,
     /// Whether an event has been dropped since `list_rv`.
     trimmed: bool,
+    /// The resource is no longer served; the events stay for watches still sending them.
+    closed: bool,
 }
 
 impl Window {
@@ -127,6 +129,7 @@ impl Window {
             list_rv,
             events: VecDeque::new(),
             trimmed: false,
+            closed: false,
         }
     }
 
@@ -242,7 +245,9 @@ impl Store {
     /// the CRD's own deletion; instances are deleted one by one before that).
     pub(crate) fn drop_resource(&mut self, res: &ResKey) {
         self.objects.remove(res);
-        self.windows.remove(res);
+        if let Some(w) = self.windows.get_mut(res) {
+            w.closed = true;
+        }
     }
 
     fn record(&mut self, ev: StoredEvent) {
@@ -277,7 +282,10 @@ impl Store {
     /// it is already served.
     pub(crate) fn open_window(&mut self, res: &ResKey) {
         let rv = self.rv;
-        self.windows.entry(res.clone()).or_insert_with(|| Window::new(rv));
+        let window = self.windows.entry(res.clone()).or_insert_with(|| Window::new(rv));
+        if window.closed {
+            *window = Window::new(rv);
+        }
     }
 
     /// Forgets all history: every older revision becomes unreadable (like an etcd

@@ -300,9 +300,14 @@ async fn pump(
                 if changed.is_err() {
                     return;
                 }
-                let (events, head) = {
+                let (events, head, served) = {
                     let st = inner.state();
-                    (st.store.watch_events_after(&spec.def.key(), cursor), st.store.rv())
+                    let key = spec.def.key();
+                    (
+                        st.store.watch_events_after(&key, cursor),
+                        st.store.rv(),
+                        st.resources.iter().any(|d| d.key() == key),
+                    )
                 };
                 match events {
                     Ok(evs) => {
@@ -316,6 +321,11 @@ async fn pump(
                         }
                         // Writes to other resources move bookmarks on too.
                         cursor = cursor.max(head);
+                        if !served {
+                            // The resource's CRD is gone: kube-apiserver tears its storage
+                            // down, which ends every watch on it.
+                            return;
+                        }
                     }
                     Err(old) => {
                         // This watcher fell behind its resource's window.

@@ -2276,6 +2276,13 @@ async fn deleting_a_crd_answers_the_terminating_crd_and_cleans_up_its_instances(
     .body(Vec::new())
     .unwrap();
     let mut events = Box::pin(client.request_events::<Value>(req).await.unwrap());
+    let instances = http::Request::get(format!(
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices?watch=true&resourceVersion={}",
+        env.resource_version()
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut instance_events = Box::pin(client.request_events::<Value>(instances).await.unwrap());
 
     let (code, body) = raw(
         &client,
@@ -2371,6 +2378,23 @@ async fn deleting_a_crd_answers_the_terminating_crd_and_cleans_up_its_instances(
             ("MODIFIED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
             ("DELETED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
         ]
+    );
+    // Watches on the instances saw them go, then ended with the resource.
+    let mut kinds = Vec::new();
+    while let Some(ev) = tokio::time::timeout(std::time::Duration::from_secs(10), instance_events.next())
+        .await
+        .unwrap()
+    {
+        let v = serde_json::to_value(ev.unwrap()).unwrap();
+        kinds.push((
+            v["type"].as_str().unwrap().to_owned(),
+            v["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let k = |t: &str, n: &str| (t.to_owned(), n.to_owned());
+    assert_eq!(
+        kinds,
+        [k("DELETED", "free"), k("MODIFIED", "held"), k("DELETED", "held")]
     );
 }
 
