@@ -449,7 +449,13 @@ impl State {
         };
         let given_name = meta_str(&obj, "name").to_owned();
         if def.namespaced {
-            self.check_namespace(def, &ns, &given_name)?;
+            // NamespaceLifecycle names the object by its generateName until it has a name.
+            let admission_name = match (given_name.as_str(), meta_str(&obj, "generateName")) {
+                ("", "") => "Unknown",
+                ("", prefix) => prefix,
+                (name, _) => name,
+            };
+            self.check_namespace(def, &ns, admission_name)?;
         }
         if def.is_custom() {
             let crd_name = format!("{}.{}", def.plural, def.group);

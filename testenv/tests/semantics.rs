@@ -477,6 +477,14 @@ async fn namespaces_and_names() {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     let e = api_err(api.create(&PostParams::default(), &cm("a")).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    // Admission names a generated object by its prefix (the name is not chosen yet).
+    let generated: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let e = api_err(api.create(&PostParams::default(), &generated).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "configmaps \"gen-\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+    assert_eq!(e.details.unwrap().name, "gen-");
     let e = api_err(nss.delete("default", &DeleteParams::default()).await.unwrap_err());
     assert_eq!(e.code, 403);
 }
