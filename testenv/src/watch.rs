@@ -229,22 +229,6 @@ pub(crate) fn start(
     Ok(Reply::Stream(rx))
 }
 
-/// Sends one line unless the watch ends first (forced close or timeout, even while the
-/// client is not reading); `false` means stop.
-async fn deliver(
-    tx: &mpsc::Sender<Bytes>,
-    line: Bytes,
-    closed: &mut tokio::sync::watch::Receiver<u64>,
-    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
-) -> bool {
-    tokio::select! {
-        biased;
-        _ = closed.changed() => false,
-        () = deadline => false,
-        sent = tx.send(line) => sent.is_ok(),
-    }
-}
-
 /// Sends one live event: at once if the buffer has room, else within
 /// `BLOCKED_SEND_GRACE`; `false` means stop (the watch ends, or its client is not reading
 /// and the watch is closed, dropping what it could not take).
@@ -268,6 +252,47 @@ async fn deliver_live(
     }
 }
 
+/// Sends one initial event, waiting for room as long as it takes, as the cacher does,
+/// unless live events pile up meanwhile: once a buffer's worth of them waits and the
+/// client has not made room for `BLOCKED_SEND_GRACE`, the watch is closed, as the
+/// cacher closes a watcher whose input channel stays full.
+async fn deliver_initial(
+    inner: &Inner,
+    spec: &Spec,
+    cursor: u64,
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    loop {
+        tokio::select! {
+            biased;
+            _ = closed.changed() => return false,
+            () = &mut deadline => return false,
+            permit = tx.reserve() => {
+                return match permit {
+                    Ok(p) => {
+                        p.send(line);
+                        true
+                    }
+                    Err(_) => false,
+                };
+            }
+            () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
+                let pending = inner
+                    .state()
+                    .store
+                    .watch_events_after(&spec.def.key(), cursor)
+                    .map_or(usize::MAX, |evs| evs.len());
+                if pending >= WATCH_BUFFER {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn pump(
     inner: Arc<Inner>,
@@ -283,7 +308,7 @@ async fn pump(
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     for l in initial {
-        if !deliver(&tx, l, &mut closed, deadline.as_mut()).await {
+        if !deliver_initial(&inner, &spec, cursor, &tx, l, &mut closed, deadline.as_mut()).await {
             return;
         }
     }

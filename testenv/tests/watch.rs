@@ -702,3 +702,30 @@ async fn a_watch_that_is_not_read_is_closed_while_others_go_on() {
     let evs = take_events(&mut reader, 1).await;
     assert_eq!(evs[0]["object"]["metadata"]["name"], "after");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_not_read_during_its_initial_events_is_closed_once_live_events_pile_up() {
+    const INITIAL: usize = 1100;
+    const LIVE: usize = 1000;
+    let env = TestEnv::new();
+    let cm = |name: String| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+    for i in 0..INITIAL {
+        env.create_object(cm(format!("i{i}"))).unwrap();
+    }
+    let mut idle = raw_watch_at(&env, "/api/v1/namespaces/default/configmaps?watch=true").await;
+    // The client reads nothing, first while the initial events wait, then while live
+    // events pile up.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for i in 0..LIVE {
+        env.create_object(cm(format!("l{i}"))).unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut received = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(60), idle.next()).await {
+        received += 1;
+    }
+    assert!(
+        received < INITIAL,
+        "the closed watch still delivered {received} events"
+    );
+}
