@@ -638,6 +638,9 @@ fn scale(
                 Err(crate::patch::PatchError::Internal(e)) => {
                     return Err(ErrorStatus::new(500, "", e));
                 }
+                Err(crate::patch::PatchError::TooManyOperations(n)) => {
+                    return Err(crate::patch::too_many_operations(n));
+                }
             }
         }
         _ => return Err(ErrorStatus::method_not_allowed()),

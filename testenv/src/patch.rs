@@ -34,14 +34,62 @@ pub(crate) enum PatchError {
     /// The patch is well-formed but cannot be applied (422; kube-apiserver does not pass
     /// the patch library's reason on).
     Apply,
+    /// More operations than kube-apiserver takes in one JSON patch (413).
+    TooManyOperations(usize),
     /// A strategic merge patch that does not fit the object: strategicpatch returns plain
     /// Go errors here, which kube-apiserver answers as a reason-less 500.
     Internal(String),
 }
 
+/// kube-apiserver refuses JSON patches with more operations (413).
+const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
+
+/// The name of a JSON value's type as Go's `UnmarshalTypeError` gives it.
+fn go_json_type(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "bool",
+        Value::Number(_) => "number",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+pub(crate) fn too_many_operations(n: usize) -> crate::status::ErrorStatus {
+    crate::status::ErrorStatus::new(
+        413,
+        "RequestEntityTooLarge",
+        format!(
+            "Request entity too large: The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {n}"
+        ),
+    )
+}
+
 pub(crate) fn json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    let ops: json_patch::Patch =
-        serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+    // evanphx/json-patch only decodes the document up front (an array of objects); an
+    // operation it cannot make sense of fails when applied, as a 422.
+    let raw: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+    let items = match &raw {
+        Value::Array(items) => items,
+        Value::Null => return Ok(doc.clone()),
+        other => {
+            return Err(PatchError::Decode(format!(
+                "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
+                go_json_type(other)
+            )));
+        }
+    };
+    if let Some(bad) = items.iter().find(|i| !i.is_object() && !i.is_null()) {
+        return Err(PatchError::Decode(format!(
+            "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
+            go_json_type(bad)
+        )));
+    }
+    if items.len() > MAX_JSON_PATCH_OPERATIONS {
+        return Err(PatchError::TooManyOperations(items.len()));
+    }
+    let ops: json_patch::Patch = serde_json::from_value(raw).map_err(|_| PatchError::Apply)?;
     let mut out = doc.clone();
     for op in ops.0 {
         // kube-apiserver's JSON patch (evanphx/json-patch) lets `test` of a missing

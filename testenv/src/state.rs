@@ -863,6 +863,7 @@ impl State {
                 return Err(ErrorStatus::unprocessable());
             }
             Err(PatchError::Internal(e)) => return Err(ErrorStatus::new(500, "", e)),
+            Err(PatchError::TooManyOperations(n)) => return Err(patch::too_many_operations(n)),
         };
         if let Some(b) = def.builtin()
             && let Err(e) = crate::microtime::normalize(b, &mut patched.clone())

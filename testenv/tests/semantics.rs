@@ -2132,6 +2132,10 @@ async fn failing_json_patch_answers_the_generic_422_without_causes() {
         r#"[{"op": "test", "path": "/data/k", "value": "other"}]"#,
         r#"[{"op": "remove", "path": "/data/missing"}]"#,
         r#"[{"op": "replace", "path": "/spec/nothing", "value": 1}]"#,
+        // Operations evanphx/json-patch cannot make sense of fail when applied.
+        r#"[{"op": "frobnicate", "path": "/data"}]"#,
+        r#"[{"op": "add", "value": 1}]"#,
+        r#"[null]"#,
     ] {
         let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", patch).await;
         assert_eq!(code, 422, "{patch}");
@@ -2145,6 +2149,40 @@ async fn failing_json_patch_answers_the_generic_422_without_causes() {
             "{patch}"
         );
     }
+    // Only a document that is not an array of operations is a 400.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        uri,
+        "application/json-patch+json",
+        r#"{"op": "add"}"#,
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        "json: cannot unmarshal object into Go value of type jsonpatch.Patch"
+    );
+    let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", "[1]").await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        "json: cannot unmarshal number into Go value of type jsonpatch.Operation"
+    );
+    let many = serde_json::to_string(&vec![
+        json!({"op": "test", "path": "/data/k", "value": "v"});
+        10_001
+    ])
+    .unwrap();
+    let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", &many).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    assert_eq!(
+        body["message"],
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
 }
 
 #[tokio::test(start_paused = true)]
