@@ -620,7 +620,11 @@ fn scale(
         "patch" => {
             let current = inner.state().scale_get(def, ns, name)?;
             let patched = match PatchType::from_content_type(&req.content_type) {
-                Some(PatchType::Json) => crate::patch::json_patch(&current, &req.body),
+                Some(PatchType::Json) => crate::patch::json_patch(
+                    &current,
+                    &req.body,
+                    opts.validation != crate::state::FieldValidation::Ignore,
+                ),
                 // Scale has no lists, so a strategic merge patch is a merge patch.
                 Some(PatchType::Merge | PatchType::Strategic) => {
                     crate::patch::merge_patch(&current, &req.body)

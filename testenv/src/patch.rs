@@ -66,13 +66,27 @@ pub(crate) fn too_many_operations(n: usize) -> crate::status::ErrorStatus {
     )
 }
 
-pub(crate) fn json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
-    // evanphx/json-patch only decodes the document up front (an array of objects); an
-    // operation it cannot make sense of fails when applied, as a 422.
-    let raw: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
+/// Applies a JSON patch. `strict_decode` is kube-apiserver's first, typed decode of the
+/// operations, done unless `fieldValidation=Ignore`; its errors say `error decoding
+/// patch`. Either way, evanphx/json-patch then only needs an array of objects: an
+/// operation it cannot make sense of fails when applied, as a 422.
+pub(crate) fn json_patch(doc: &Value, patch: &[u8], strict_decode: bool) -> Result<Value, PatchError> {
+    let raw: Value = serde_json::from_slice(patch).map_err(|e| {
+        PatchError::Decode(if strict_decode {
+            format!("error decoding patch: {e}")
+        } else {
+            e.to_string()
+        })
+    })?;
     let items = match &raw {
         Value::Array(items) => items,
         Value::Null => return Ok(doc.clone()),
+        other if strict_decode => {
+            return Err(PatchError::Decode(format!(
+                "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
+                go_json_type(other)
+            )));
+        }
         other => {
             return Err(PatchError::Decode(format!(
                 "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
@@ -80,11 +94,33 @@ pub(crate) fn json_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError>
             )));
         }
     };
-    if let Some(bad) = items.iter().find(|i| !i.is_object() && !i.is_null()) {
-        return Err(PatchError::Decode(format!(
-            "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-            go_json_type(bad)
-        )));
+    for item in items {
+        match item {
+            Value::Null => {}
+            Value::Object(op) if strict_decode => {
+                for field in ["op", "path", "from"] {
+                    if let Some(v) = op.get(field).filter(|v| !v.is_string() && !v.is_null()) {
+                        return Err(PatchError::Decode(format!(
+                            "error decoding patch: json: cannot unmarshal {} into Go struct field jsonPatchOp.{field} of type string",
+                            go_json_type(v)
+                        )));
+                    }
+                }
+            }
+            Value::Object(_) => {}
+            other if strict_decode => {
+                return Err(PatchError::Decode(format!(
+                    "error decoding patch: json: cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
+                    go_json_type(other)
+                )));
+            }
+            other => {
+                return Err(PatchError::Decode(format!(
+                    "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
+                    go_json_type(other)
+                )));
+            }
+        }
     }
     if items.len() > MAX_JSON_PATCH_OPERATIONS {
         return Err(PatchError::TooManyOperations(items.len()));
@@ -385,10 +421,10 @@ mod tests {
         let doc = json!({"metadata": {"name": "x"}});
         let p = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
                      {"op":"add","path":"/metadata/finalizers","value":["f"]}]"#;
-        let out = json_patch(&doc, p).unwrap();
+        let out = json_patch(&doc, p, true).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["f"]));
         let bad = br#"[{"op":"test","path":"/metadata/name","value":"y"}]"#;
-        assert!(matches!(json_patch(&doc, bad), Err(PatchError::Apply)));
+        assert!(matches!(json_patch(&doc, bad, true), Err(PatchError::Apply)));
     }
 
     #[test]

@@ -848,7 +848,7 @@ impl State {
         };
         let current = Self::present(def, &existing);
         let patched = match ptype {
-            PatchType::Json => patch::json_patch(&current, body),
+            PatchType::Json => patch::json_patch(&current, body, opts.validation != FieldValidation::Ignore),
             PatchType::Merge => patch::merge_patch(&current, body),
             PatchType::Strategic => match def.builtin() {
                 Some(b) => patch::strategic_merge_patch(b, &current, body),
