@@ -381,13 +381,21 @@ fn has_cleanup_finalizer(o: &Value) -> bool {
 /// apiextensions' `SetCRDCondition`: the transition time moves only when the status does.
 /// Returns whether anything changed.
 fn set_condition(crd: &mut Value, kind: &str, status: &str, reason: &str, message: &str) -> bool {
-    if !crd.get("status").is_some_and(Value::is_object) {
-        crd["status"] = json!({});
+    let Some(top) = crd.as_object_mut() else {
+        return false;
+    };
+    let block = top.entry("status").or_insert_with(|| json!({}));
+    if !block.is_object() {
+        *block = json!({});
     }
-    if !crd["status"].get("conditions").is_some_and(Value::is_array) {
-        crd["status"]["conditions"] = json!([]);
+    let Some(block) = block.as_object_mut() else {
+        return false;
+    };
+    let conds = block.entry("conditions").or_insert_with(|| json!([]));
+    if !conds.is_array() {
+        *conds = json!([]);
     }
-    let Some(conds) = crd["status"]["conditions"].as_array_mut() else {
+    let Some(conds) = conds.as_array_mut() else {
         return false;
     };
     let wanted = |t: String| {

@@ -167,11 +167,13 @@ pub(crate) fn parse(value: &str) -> Result<String, String> {
     } else {
         let tz = rest;
         let b = tz.as_bytes();
-        if b.len() < 6 || b[3] != b':' {
+        if b.len() < 6 || b.get(3) != Some(&b':') {
             return Err(bad(value, "Z07:00", tz));
         }
-        let (hh, _) = getnum(&tz[1..3], true).ok_or_else(|| bad(value, "Z07:00", tz))?;
-        let (mm, _) = getnum(&tz[4..6], true).ok_or_else(|| bad(value, "Z07:00", tz))?;
+        let field = |r: std::ops::Range<usize>| tz.get(r).and_then(|f| getnum(f, true)).map(|(n, _)| n);
+        let (Some(hh), Some(mm), Some(after)) = (field(1..3), field(4..6), tz.get(6..)) else {
+            return Err(bad(value, "Z07:00", tz));
+        };
         if hh > 24 {
             return Err(out_of_range(value, "time zone offset hour"));
         }
@@ -179,10 +181,10 @@ pub(crate) fn parse(value: &str) -> Result<String, String> {
             return Err(out_of_range(value, "time zone offset minute"));
         }
         let magnitude = i32::try_from(hh * 3600 + mm * 60).unwrap_or(0);
-        rest = &tz[6..];
-        match b[0] {
-            b'+' => magnitude,
-            b'-' => -magnitude,
+        rest = after;
+        match b.first() {
+            Some(b'+') => magnitude,
+            Some(b'-') => -magnitude,
             _ => return Err(bad(value, "Z07:00", tz)),
         }
     };
@@ -265,6 +267,9 @@ mod tests {
             parse("yesterday").unwrap_err(),
             r#"parsing time "yesterday" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "yesterday" as "2006""#
         );
+        assert!(parse("2024-01-01T00:00:00.000000+01:5\u{20ac}").is_err());
+        assert!(parse("2024-01-01T00:00:00.000000\u{e9}1:00").is_err());
+        assert!(parse("\u{e9}\u{e9}\u{e9}\u{e9}").is_err());
         assert_eq!(
             parse("2024-01-01T00:00:00.000000Zjunk").unwrap_err(),
             r#"parsing time "2024-01-01T00:00:00.000000Zjunk": extra text: "junk""#
