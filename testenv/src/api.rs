@@ -620,7 +620,11 @@ fn scale(
         "patch" => {
             let current = inner.state().scale_get(def, ns, name)?;
             let patched = match PatchType::from_content_type(&req.content_type) {
-                Some(PatchType::Json) => crate::patch::json_patch(&current, &req.body),
+                Some(PatchType::Json) => crate::patch::json_patch(
+                    &current,
+                    &req.body,
+                    opts.validation != crate::state::FieldValidation::Ignore,
+                ),
                 // Scale has no lists, so a strategic merge patch is a merge patch.
                 Some(PatchType::Merge | PatchType::Strategic) => {
                     crate::patch::merge_patch(&current, &req.body)
@@ -632,8 +636,14 @@ fn scale(
                 Err(crate::patch::PatchError::Decode(e)) => {
                     return Err(ErrorStatus::bad_request(e));
                 }
-                Err(crate::patch::PatchError::Apply(e)) => {
-                    return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
+                Err(crate::patch::PatchError::Apply) => {
+                    return Err(ErrorStatus::unprocessable());
+                }
+                Err(crate::patch::PatchError::Internal(e)) => {
+                    return Err(ErrorStatus::new(500, "", e));
+                }
+                Err(crate::patch::PatchError::TooManyOperations(n)) => {
+                    return Err(crate::patch::too_many_operations(n));
                 }
             }
         }

@@ -86,19 +86,21 @@ impl State {
             && v.pointer("/metadata/finalizers")
                 .and_then(Value::as_array)
                 .is_none_or(Vec::is_empty);
-        self.store.put(&o.def.key(), o.key.clone(), v);
+        // As for any update, emptying a deleted object's finalizers deletes it as stored.
         if done {
             self.store.remove(&o.def.key(), &o.key);
+        } else {
+            self.store.put(&o.def.key(), o.key.clone(), v);
         }
     }
 
-    /// Runs the enabled controllers until the store stops changing.
+    /// Runs kube-apiserver's CRD finalizer and the enabled controllers until the store
+    /// stops changing.
     pub(crate) fn settle(&mut self) {
-        if !self.controllers.garbage_collector && !self.controllers.namespaces {
-            return;
-        }
         for _ in 0..1000 {
             let before = self.store.rv();
+            // Not opt-in: this controller runs inside kube-apiserver itself.
+            self.crd_finalizer_pass();
             if self.controllers.namespaces {
                 self.namespace_pass();
             }

@@ -45,6 +45,7 @@ mod crd;
 mod crds;
 mod discovery;
 mod hooks;
+mod microtime;
 mod names;
 mod patch;
 mod proto;
@@ -259,6 +260,7 @@ impl Builder {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
             }));
         }
+        env.inner.state().store.start();
         env
     }
 }

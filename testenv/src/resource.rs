@@ -531,6 +531,15 @@ fn default_service(obj: &mut Value) {
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for p in ports {
+            // Defaulting treats an empty protocol and a zero or empty targetPort as unset.
+            if let Some(m) = p.as_object_mut() {
+                if m.get("protocol").is_some_and(|v| v == "") {
+                    m.remove("protocol");
+                }
+                if m.get("targetPort").is_some_and(|v| v == 0 || v == "") {
+                    m.remove("targetPort");
+                }
+            }
             set_default(p, "protocol", json!("TCP"));
             let port = p.get("port").cloned().unwrap_or(Value::Null);
             set_default(p, "targetPort", port);

@@ -190,25 +190,88 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
             if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
                 errs.push(FieldError::required("spec.ports", ""));
             }
+            let several = ports.is_some_and(|ps| ps.len() > 1);
             for (i, p) in ports.into_iter().flatten().enumerate() {
-                let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
-                if !(1..=65535).contains(&port) {
-                    errs.push(FieldError::invalid(
-                        format!("spec.ports[{i}].port"),
-                        json!(port),
-                        "must be between 1 and 65535, inclusive",
-                    ));
-                }
-                if ports.is_some_and(|ps| ps.len() > 1)
-                    && p.get("name").and_then(Value::as_str).is_none_or(str::is_empty)
-                {
-                    errs.push(FieldError::required(format!("spec.ports[{i}].name"), ""));
-                }
+                service_port(p, &format!("spec.ports[{i}]"), several, &mut errs);
             }
         }
         _ => {}
     }
     errs
+}
+
+const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
+
+/// apimachinery's `IsValidPortName`, one message per broken rule.
+fn port_name_errors(name: &str) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if name.len() > 15 {
+        out.push("must be no more than 15 characters");
+    }
+    if name.is_empty()
+        || !name
+            .bytes()
+            .all(|b| b == b'-' || b.is_ascii_lowercase() || b.is_ascii_digit())
+    {
+        out.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
+    }
+    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
+        out.push("must contain at least one letter (a-z)");
+    }
+    if name.contains("--") {
+        out.push("must not contain consecutive hyphens");
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        out.push("must not begin or end with a hyphen");
+    }
+    out
+}
+
+/// kube-apiserver's `validateServicePort`: every broken rule of a port is reported, in
+/// its order (name, port, protocol, targetPort).
+fn service_port(p: &Value, at: &str, require_name: bool, errs: &mut Vec<FieldError>) {
+    let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
+    if require_name && name.is_empty() {
+        errs.push(FieldError::required(format!("{at}.name"), ""));
+    } else if !name.is_empty()
+        && let Err(e) = crate::validation::check_dns_label(name)
+    {
+        errs.push(FieldError::invalid(format!("{at}.name"), json!(name), e));
+    }
+    let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
+    if !(1..=65535).contains(&port) {
+        errs.push(FieldError::invalid(format!("{at}.port"), json!(port), PORT_RANGE));
+    }
+    // Defaulting, which kube-apiserver runs on every write, makes an empty protocol TCP
+    // and an unset, zero or empty targetPort the port.
+    match p.get("protocol").and_then(Value::as_str).unwrap_or_default() {
+        "" | "TCP" | "UDP" | "SCTP" => {}
+        other => errs.push(FieldError::not_supported(
+            format!("{at}.protocol"),
+            json!(other),
+            &["SCTP".into(), "TCP".into(), "UDP".into()],
+        )),
+    }
+    let target = p
+        .get("targetPort")
+        .filter(|t| **t != 0 && **t != "" && !t.is_null());
+    match target {
+        Some(Value::String(t)) => {
+            for msg in port_name_errors(t) {
+                errs.push(FieldError::invalid(format!("{at}.targetPort"), json!(t), msg));
+            }
+        }
+        other => {
+            let n = other.and_then(Value::as_i64).unwrap_or(port);
+            if !(1..=65535).contains(&n) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.targetPort"),
+                    json!(n),
+                    PORT_RANGE,
+                ));
+            }
+        }
+    }
 }
 
 /// A Secret's `type` never changes; an `immutable` ConfigMap or Secret keeps its data

@@ -4,12 +4,17 @@ use std::net::SocketAddr;
 use std::path::Path;
 
 use hyper::server::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 use crate::{Error, TestEnv};
+
+/// kube-apiserver's `http.Server` has `ReadHeaderTimeout: 32s` ("just shy of
+/// requestTimeoutUpperBound"), so a client that never finishes its request head does not
+/// hold a connection open; Go then closes the connection without a response, as hyper does.
+const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(32);
 
 /// A running loopback server. Dropping it stops accepting connections.
 #[derive(Debug)]
@@ -47,6 +52,8 @@ impl Server {
                                 }
                             });
                             let conn = http1::Builder::new()
+                                .timer(TokioTimer::new())
+                                .header_read_timeout(HEADER_READ_TIMEOUT)
                                 .serve_connection(TokioIo::new(stream), svc);
                             tokio::pin!(conn);
                             tokio::select! {

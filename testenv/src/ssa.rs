@@ -373,7 +373,7 @@ pub(crate) fn apply(
             }
         }
         if !conflicts.is_empty() {
-            return Err(conflict(def, &conflicts));
+            return Err(conflict(&conflicts));
         }
     }
     merge(def, &mut merged, applied, &mut Vec::new());
@@ -522,7 +522,7 @@ fn render(p: &Path) -> String {
         .collect()
 }
 
-fn conflict(def: &ResourceDef, conflicts: &[(String, Path)]) -> ErrorStatus {
+fn conflict(conflicts: &[(String, Path)]) -> ErrorStatus {
     let n = conflicts.len();
     let lines: Vec<String> = conflicts
         .iter()
@@ -533,8 +533,8 @@ fn conflict(def: &ResourceDef, conflicts: &[(String, Path)]) -> ErrorStatus {
         409,
         "Conflict",
         format!("Apply failed with {n} {plural}: {}", lines.join("\n")),
-    )
-    .with_details(&def.group, &def.plural, "");
+    );
+    // apimachinery's NewApplyConflict names no resource: its details hold only the causes.
     for (who, p) in conflicts {
         e = e.with_cause(
             "FieldManagerConflict",

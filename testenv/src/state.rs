@@ -360,6 +360,14 @@ impl State {
     ) -> Result<(Value, Vec<String>), ErrorStatus> {
         let (out, unknown, errors) = match &def.imp {
             KindImpl::Builtin(b) => {
+                let mut obj = obj;
+                crate::microtime::normalize(*b, &mut obj).map_err(|e| {
+                    ErrorStatus::bad_request(format!(
+                        "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+                        kind = def.kind,
+                        v = def.version
+                    ))
+                })?;
                 let out = b.normalize(&obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
                         "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
@@ -441,7 +449,32 @@ impl State {
         };
         let given_name = meta_str(&obj, "name").to_owned();
         if def.namespaced {
-            self.check_namespace(def, &ns, &given_name)?;
+            // NamespaceLifecycle names the object by its generateName until it has a name.
+            let admission_name = match (given_name.as_str(), meta_str(&obj, "generateName")) {
+                ("", "") => "Unknown",
+                ("", prefix) => prefix,
+                (name, _) => name,
+            };
+            self.check_namespace(def, &ns, admission_name)?;
+        }
+        if def.is_custom() {
+            let crd_name = format!("{}.{}", def.plural, def.group);
+            let crd_res = ResKey::new("apiextensions.k8s.io", "customresourcedefinitions");
+            if self
+                .store
+                .get(&crd_res, &ObjKey::new("", &crd_name))
+                .is_some_and(|crd| crate::crds::is_terminating(crd))
+            {
+                // The custom resource handler's answer while the CRD's instances are removed.
+                let mut e = ErrorStatus::new(
+                    405,
+                    "MethodNotAllowed",
+                    "create not allowed while custom resource definition is terminating",
+                );
+                e.group.clone_from(&def.group);
+                e.kind.clone_from(&def.plural);
+                return Err(e);
+            }
         }
         if !meta_str(&obj, "resourceVersion").is_empty() {
             // etcd3's storage error, which kube-apiserver passes on as an untyped 500.
@@ -772,12 +805,20 @@ impl State {
             .pointer("/metadata/deletionTimestamp")
             .is_some_and(|v| !v.is_null())
             && finalizers(&new).is_empty();
+        if deleting {
+            // kube-apiserver does not store the emptied finalizers: it deletes the stored
+            // object as it is (one DELETED event, no MODIFIED), and answers the write with
+            // that last state at the deletion's revision.
+            let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
+            return Ok(Written {
+                object: Self::present(def, &gone),
+                warnings,
+                created: false,
+            });
+        }
         let stored = self.store.put(&def.key(), key.clone(), new);
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
-        }
-        if deleting {
-            self.remove(def, key);
         }
         Ok(Written {
             object: Self::present(def, &stored),
@@ -807,7 +848,7 @@ impl State {
         };
         let current = Self::present(def, &existing);
         let patched = match ptype {
-            PatchType::Json => patch::json_patch(&current, body),
+            PatchType::Json => patch::json_patch(&current, body, opts.validation != FieldValidation::Ignore),
             PatchType::Merge => patch::merge_patch(&current, body),
             PatchType::Strategic => match def.builtin() {
                 Some(b) => patch::strategic_merge_patch(b, &current, body),
@@ -818,10 +859,17 @@ impl State {
         let patched = match patched {
             Ok(p) => p,
             Err(PatchError::Decode(e)) => return Err(ErrorStatus::bad_request(e)),
-            Err(PatchError::Apply(e)) => {
-                return Err(ErrorStatus::unprocessable(&def.group, &def.plural, name, &e));
+            Err(PatchError::Apply) => {
+                return Err(ErrorStatus::unprocessable());
             }
+            Err(PatchError::Internal(e)) => return Err(ErrorStatus::new(500, "", e)),
+            Err(PatchError::TooManyOperations(n)) => return Err(patch::too_many_operations(n)),
         };
+        if let Some(b) = def.builtin()
+            && let Err(e) = crate::microtime::normalize(b, &mut patched.clone())
+        {
+            return Err(patch_decode_error(ptype, &patched, body, &e));
+        }
         if meta_str(&patched, "name") != name {
             return Err(ErrorStatus::bad_request(format!(
                 "the name of the object ({}) does not match the name on the URL ({name})",
@@ -966,7 +1014,7 @@ impl State {
         self.finish_update(def, &key, &existing, new, &opts, status_only)
     }
 
-    fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
+    pub(crate) fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {
         if def.builtin() == Some(Builtin::Crd) {
             // Instances go first, as the CRD finalizer controller deletes them before the CRD.
             if let Some(crd) = self.store.get(&def.key(), key).cloned() {
@@ -1016,6 +1064,13 @@ impl State {
         }
         if def.builtin() == Some(Builtin::Namespace) {
             return self.delete_namespace(def, &key, &existing, opts);
+        }
+        if def.builtin() == Some(Builtin::Crd)
+            && existing
+                .pointer("/metadata/deletionTimestamp")
+                .is_none_or(Value::is_null)
+        {
+            return Ok(self.mark_crd_deleted(def, &key, &existing, opts.dry_run));
         }
         let mut fins = finalizers(&existing);
         let extra = match opts.propagation.as_deref() {
@@ -1247,6 +1302,79 @@ fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
 }
 
 /// Apply patches are routed to `State::apply` before the patch-type dispatch.
+/// kube-apiserver's answer when a patched built-in does not decode: a 422 about the
+/// field `patch`, quoting the patched object (JSON and merge patches) or the patch as Go
+/// prints a map (strategic merge patches).
+fn patch_decode_error(ptype: PatchType, patched: &Value, body: &[u8], why: &str) -> ErrorStatus {
+    let shown = match ptype {
+        PatchType::Strategic => serde_json::from_slice::<Value>(body)
+            .map(|p| go_map_string(&p))
+            .unwrap_or_default(),
+        _ => patched.to_string(),
+    };
+    ErrorStatus::invalid(
+        "",
+        "",
+        "",
+        vec![FieldError::invalid_raw("patch", go_quote(&shown), why)],
+    )
+}
+
+/// Go's `%q` of a string.
+fn go_quote(s: &str) -> String {
+    let mut out = String::from("\"");
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `%+v` of a decoded JSON value (`map[k:v ...]`, sorted keys).
+fn go_map_string(v: &Value) -> String {
+    match v {
+        Value::Null => "<nil>".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.as_f64().map(go_float).unwrap_or_default(),
+        Value::String(s) => s.clone(),
+        Value::Array(a) => format!("[{}]", a.iter().map(go_map_string).collect::<Vec<_>>().join(" ")),
+        Value::Object(m) => {
+            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
+            entries.sort_by(|a, b| a.0.cmp(b.0));
+            let parts: Vec<String> = entries
+                .into_iter()
+                .map(|(k, v)| format!("{k}:{}", go_map_string(v)))
+                .collect();
+            format!("map[{}]", parts.join(" "))
+        }
+    }
+}
+
+/// Go's `%v` of a float64 (JSON numbers decode to float64): shortest digits, with an
+/// exponent below 1e-4 and from 1e6 on (`1e+06`).
+fn go_float(f: f64) -> String {
+    if f == 0.0 || !f.is_finite() {
+        return format!("{f}");
+    }
+    let sci = format!("{f:e}");
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    if (-4..6).contains(&exp) {
+        format!("{f}")
+    } else {
+        let sign = if exp < 0 { '-' } else { '+' };
+        format!("{mantissa}e{sign}{:02}", exp.abs())
+    }
+}
+
 fn unreachable_apply() -> Result<Value, PatchError> {
     Err(PatchError::Decode("apply patches are handled separately".into()))
 }

@@ -37,6 +37,9 @@ pub struct ErrorStatus {
     pub causes: Vec<StatusCause>,
     /// `details.retryAfterSeconds`.
     pub retry_after_seconds: Option<u32>,
+    /// Errors built by apimachinery's `NewGenericServerResponse` always carry a
+    /// `details` object, `{}` when every field is empty.
+    empty_details: bool,
 }
 
 impl ErrorStatus {
@@ -51,6 +54,7 @@ impl ErrorStatus {
             kind: String::new(),
             causes: Vec::new(),
             retry_after_seconds: None,
+            empty_details: false,
         }
     }
 
@@ -197,15 +201,16 @@ impl ErrorStatus {
         )
     }
 
-    /// `422` from applying a JSON patch, as kube-apiserver's `NewGenericServerResponse`.
-    pub(crate) fn unprocessable(group: &str, resource: &str, name: &str, server_msg: &str) -> Self {
-        Self::new(
+    /// `422` for a patch that cannot be applied: apimachinery's `NewGenericServerResponse`
+    /// with no resource, name or causes, so the patch library's own message is not sent.
+    pub(crate) fn unprocessable() -> Self {
+        let mut s = Self::new(
             422,
             "Invalid",
             "the server rejected our request due to an error in our request",
-        )
-        .with_details(group, resource, name)
-        .with_cause("UnexpectedServerResponse", server_msg, "")
+        );
+        s.empty_details = true;
+        s
     }
 
     /// Fills an empty message and details from the request a reactor matched.
@@ -278,7 +283,7 @@ impl ErrorStatus {
         {
             m.remove("reason");
         }
-        if !details.is_empty() {
+        if !details.is_empty() || self.empty_details {
             body["details"] = Value::Object(details);
         }
         body
@@ -309,6 +314,9 @@ impl ErrorStatus {
             kind: d("kind"),
             causes: Vec::new(),
             retry_after_seconds: None,
+            empty_details: v
+                .get("details")
+                .is_some_and(|d| d.as_object().is_some_and(Map::is_empty)),
         })
     }
 }

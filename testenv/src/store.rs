@@ -109,12 +109,55 @@ pub(crate) struct Compacted {
     pub(crate) oldest: u64,
 }
 
+/// The events of one resource a watch can start from, like the watch cache kube-apiserver
+/// keeps per resource: it starts empty at the revision the resource began to be served
+/// (the server's start for built-ins) and keeps the latest `history_limit` events.
+#[derive(Debug)]
+struct Window {
+    /// The revision the window starts after (the watch cache's initial list).
+    list_rv: u64,
+    events: VecDeque<Arc<StoredEvent>>,
+    /// Whether an event has been dropped since `list_rv`.
+    trimmed: bool,
+    /// The resource is no longer served; the events stay for watches still sending them.
+    closed: bool,
+}
+
+impl Window {
+    fn new(list_rv: u64) -> Self {
+        Self {
+            list_rv,
+            events: VecDeque::new(),
+            trimmed: false,
+            closed: false,
+        }
+    }
+
+    /// The oldest revision a watch can receive, computed as the watch cache does.
+    fn oldest(&self) -> u64 {
+        match self.events.front() {
+            Some(first) if self.trimmed => first.rv,
+            _ => self.list_rv + 1,
+        }
+    }
+}
+
+/// A watch asked for a revision older than its resource's window.
+#[derive(Debug)]
+pub(crate) struct TooOld {
+    /// The revision the watch cache names in its message (`too old resource version: X (Y)`).
+    pub(crate) oldest_listed: u64,
+}
+
 #[derive(Debug)]
 pub(crate) struct Store {
     rv: u64,
     objects: HashMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>,
     history: VecDeque<Arc<StoredEvent>>,
     history_limit: usize,
+    windows: HashMap<ResKey, Window>,
+    /// The revision the server started at: where the windows of built-ins begin.
+    start_rv: u64,
     /// Every revision up to and including this one has left the history.
     compacted: u64,
     notify: tokio::sync::watch::Sender<u64>,
@@ -128,6 +171,8 @@ impl Store {
             objects: HashMap::new(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
+            windows: HashMap::new(),
+            start_rv: 0,
             compacted: 0,
             notify,
         }
@@ -135,10 +180,6 @@ impl Store {
 
     pub(crate) fn rv(&self) -> u64 {
         self.rv
-    }
-
-    pub(crate) fn compacted(&self) -> u64 {
-        self.compacted
     }
 
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -204,10 +245,24 @@ impl Store {
     /// the CRD's own deletion; instances are deleted one by one before that).
     pub(crate) fn drop_resource(&mut self, res: &ResKey) {
         self.objects.remove(res);
+        if let Some(w) = self.windows.get_mut(res) {
+            w.closed = true;
+        }
     }
 
     fn record(&mut self, ev: StoredEvent) {
-        self.history.push_back(Arc::new(ev));
+        let ev = Arc::new(ev);
+        let start = self.start_rv;
+        let window = self
+            .windows
+            .entry(ev.res.clone())
+            .or_insert_with(|| Window::new(start));
+        window.events.push_back(Arc::clone(&ev));
+        while window.events.len() > self.history_limit {
+            window.events.pop_front();
+            window.trimmed = true;
+        }
+        self.history.push_back(ev);
         while self.history.len() > self.history_limit {
             if let Some(old) = self.history.pop_front() {
                 self.compacted = old.rv;
@@ -216,10 +271,59 @@ impl Store {
         self.notify.send_replace(self.rv);
     }
 
-    /// Forgets all history: every older revision becomes unreadable (like an etcd compaction).
+    /// Marks the server as started: watches cannot go back before this revision, as a
+    /// freshly started kube-apiserver's watch cache begins at etcd's current revision.
+    pub(crate) fn start(&mut self) {
+        self.start_rv = self.rv;
+        self.windows.clear();
+    }
+
+    /// Starts the window of a resource that begins to be served now (a CRD's), unless
+    /// it is already served.
+    pub(crate) fn open_window(&mut self, res: &ResKey) {
+        let rv = self.rv;
+        let window = self.windows.entry(res.clone()).or_insert_with(|| Window::new(rv));
+        if window.closed {
+            *window = Window::new(rv);
+        }
+    }
+
+    /// Forgets all history: every older revision becomes unreadable (like an etcd
+    /// compaction followed by a restart of every watch cache).
     pub(crate) fn compact(&mut self) {
         self.history.clear();
         self.compacted = self.rv;
+        self.start_rv = self.rv;
+        for w in self.windows.values_mut() {
+            *w = Window::new(self.rv);
+        }
+    }
+
+    /// Whether a watch of `res` can start after revision `after`.
+    pub(crate) fn watch_window_check(&self, res: &ResKey, after: u64) -> Result<(), TooOld> {
+        let oldest = self.windows.get(res).map_or(self.start_rv + 1, Window::oldest);
+        // The watch cache's rule: a watch may start at the revision just before the
+        // oldest event it can deliver, not earlier.
+        let oldest_listed = oldest.saturating_sub(1);
+        if after < oldest_listed {
+            return Err(TooOld { oldest_listed });
+        }
+        Ok(())
+    }
+
+    /// The events of `res` after revision `after`, from the resource's window, or
+    /// `TooOld` when the window no longer reaches back that far.
+    pub(crate) fn watch_events_after(
+        &self,
+        res: &ResKey,
+        after: u64,
+    ) -> Result<Vec<Arc<StoredEvent>>, TooOld> {
+        self.watch_window_check(res, after)?;
+        let Some(window) = self.windows.get(res) else {
+            return Ok(Vec::new());
+        };
+        let first = window.events.partition_point(|e| e.rv <= after);
+        Ok(window.events.range(first..).cloned().collect())
     }
 
     /// Events with a revision greater than `after`, or `Compacted` if some are gone.

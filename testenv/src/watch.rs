@@ -14,6 +14,17 @@ use crate::state::Selection;
 use crate::status::ErrorStatus;
 use crate::store::{EventType, StoredEvent};
 
+/// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
+/// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket
+/// buffers behind it; here the channel is the only slack, so it takes the larger size.
+const WATCH_BUFFER: usize = 1000;
+
+/// How long a live event may wait for room in a full buffer before the watch is closed
+/// for unresponsiveness: the most kube-apiserver's cacher lets one dispatch block
+/// (`maxBudget` of its time budget). Its client re-watches or relists, as it would
+/// after kube-apiserver's `Forcing watcher close due to unresponsiveness`.
+const BLOCKED_SEND_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// Per-watch settings from the query.
 #[derive(Debug)]
 struct Spec {
@@ -175,11 +186,11 @@ pub(crate) fn start(
             if rv > current {
                 return Err(too_large(rv, current));
             }
-            if rv < state.store.compacted() {
-                let e = ErrorStatus::expired(format!(
-                    "too old resource version: {rv} ({})",
-                    state.store.compacted() + 1
-                ));
+            if send_initial != Some(true)
+                && let Err(old) = state.store.watch_window_check(&def.key(), rv)
+            {
+                let e =
+                    ErrorStatus::expired(format!("too old resource version: {rv} ({})", old.oldest_listed));
                 return Ok(one_shot(vec![error_line(&e)]));
             }
             if send_initial == Some(true) {
@@ -203,7 +214,7 @@ pub(crate) fn start(
     // Writes between `cursor` and now are already in the history; look at them first.
     changes.mark_changed();
     drop(state);
-    let (tx, rx) = mpsc::channel(256);
+    let (tx, rx) = mpsc::channel(WATCH_BUFFER);
     let closed = inner.close_watches.subscribe();
     tokio::spawn(pump(
         Arc::clone(inner),
@@ -218,19 +229,67 @@ pub(crate) fn start(
     Ok(Reply::Stream(rx))
 }
 
-/// Sends one line unless the watch ends first (forced close or timeout, even while the
-/// client is not reading); `false` means stop.
-async fn deliver(
+/// Sends one live event: at once if the buffer has room, else within
+/// `BLOCKED_SEND_GRACE`; `false` means stop (the watch ends, or its client is not reading
+/// and the watch is closed, dropping what it could not take).
+async fn deliver_live(
     tx: &mpsc::Sender<Bytes>,
     line: Bytes,
     closed: &mut tokio::sync::watch::Receiver<u64>,
     deadline: std::pin::Pin<&mut tokio::time::Sleep>,
 ) -> bool {
+    let line = match tx.try_send(line) {
+        Ok(()) => return true,
+        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(mpsc::error::TrySendError::Full(line)) => line,
+    };
     tokio::select! {
         biased;
         _ = closed.changed() => false,
         () = deadline => false,
         sent = tx.send(line) => sent.is_ok(),
+        () = tokio::time::sleep(BLOCKED_SEND_GRACE) => false,
+    }
+}
+
+/// Sends one initial event, waiting for room as long as it takes, as the cacher does,
+/// unless live events pile up meanwhile: once a buffer's worth of them waits and the
+/// client has not made room for `BLOCKED_SEND_GRACE`, the watch is closed, as the
+/// cacher closes a watcher whose input channel stays full.
+async fn deliver_initial(
+    inner: &Inner,
+    spec: &Spec,
+    cursor: u64,
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    loop {
+        tokio::select! {
+            biased;
+            _ = closed.changed() => return false,
+            () = &mut deadline => return false,
+            permit = tx.reserve() => {
+                return match permit {
+                    Ok(p) => {
+                        p.send(line);
+                        true
+                    }
+                    Err(_) => false,
+                };
+            }
+            () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
+                let pending = inner
+                    .state()
+                    .store
+                    .watch_events_after(&spec.def.key(), cursor)
+                    .map_or(usize::MAX, |evs| evs.len());
+                if pending >= WATCH_BUFFER {
+                    return false;
+                }
+            }
+        }
     }
 }
 
@@ -249,7 +308,7 @@ async fn pump(
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
     for l in initial {
-        if !deliver(&tx, l, &mut closed, deadline.as_mut()).await {
+        if !deliver_initial(&inner, &spec, cursor, &tx, l, &mut closed, deadline.as_mut()).await {
             return;
         }
     }
@@ -266,32 +325,47 @@ async fn pump(
                 if changed.is_err() {
                     return;
                 }
-                let events = inner.state().store.events_after(cursor);
+                let (events, head, served) = {
+                    let st = inner.state();
+                    let key = spec.def.key();
+                    (
+                        st.store.watch_events_after(&key, cursor),
+                        st.store.rv(),
+                        st.resources.iter().any(|d| d.key() == key),
+                    )
+                };
                 match events {
                     Ok(evs) => {
                         for ev in evs {
                             cursor = ev.rv;
                             if let Some(l) = spec.event(&ev)
-                                && !deliver(&tx, l, &mut closed, deadline.as_mut()).await
+                                && !deliver_live(&tx, l, &mut closed, deadline.as_mut()).await
                             {
                                 return;
                             }
                         }
+                        // Writes to other resources move bookmarks on too.
+                        cursor = cursor.max(head);
+                        if !served {
+                            // The resource's CRD is gone: kube-apiserver tears its storage
+                            // down, which ends every watch on it.
+                            return;
+                        }
                     }
-                    Err(c) => {
-                        // This watcher fell behind the history window.
+                    Err(old) => {
+                        // This watcher fell behind its resource's window.
                         let e = ErrorStatus::expired(format!(
                             "too old resource version: {cursor} ({})",
-                            c.oldest
+                            old.oldest_listed
                         ));
-                        deliver(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
+                        deliver_live(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
                         return;
                     }
                 }
             }
             _ = ticks.tick(), if spec.bookmarks => {
-                let bm = spec.bookmark(cursor, false);
-                if !deliver(&tx, bm, &mut closed, deadline.as_mut()).await {
+                // As the cacher does, a bookmark only goes into a buffer with room.
+                if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(spec.bookmark(cursor, false)) {
                     return;
                 }
             }

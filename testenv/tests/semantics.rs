@@ -477,6 +477,14 @@ async fn namespaces_and_names() {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), "doomed");
     let e = api_err(api.create(&PostParams::default(), &cm("a")).await.unwrap_err());
     assert_eq!((e.code, e.reason.as_str()), (403, "Forbidden"));
+    // Admission names a generated object by its prefix (the name is not chosen yet).
+    let generated: ConfigMap = serde_json::from_value(json!({"metadata": {"generateName": "gen-"}})).unwrap();
+    let e = api_err(api.create(&PostParams::default(), &generated).await.unwrap_err());
+    assert_eq!(
+        e.message,
+        "configmaps \"gen-\" is forbidden: unable to create new content in namespace doomed because it is being terminated"
+    );
+    assert_eq!(e.details.unwrap().name, "gen-");
     let e = api_err(nss.delete("default", &DeleteParams::default()).await.unwrap_err());
     assert_eq!(e.code, 403);
 }
@@ -2111,4 +2119,526 @@ async fn unknown_paths_answer_as_kube_apiserver_routes_them() {
         body["message"],
         json!("addressableservices.samples.knative.dev \"x\" not found")
     );
+}
+
+#[tokio::test]
+async fn failing_json_patch_answers_the_generic_422_without_causes() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    api.create(&PostParams::default(), &cm("jp")).await.unwrap();
+    let uri = "/api/v1/namespaces/default/configmaps/jp";
+    for patch in [
+        r#"[{"op": "test", "path": "/data/k", "value": "other"}]"#,
+        r#"[{"op": "remove", "path": "/data/missing"}]"#,
+        r#"[{"op": "replace", "path": "/spec/nothing", "value": 1}]"#,
+        // Operations evanphx/json-patch cannot make sense of fail when applied.
+        r#"[{"op": "frobnicate", "path": "/data"}]"#,
+        r#"[{"op": "add", "value": 1}]"#,
+        r#"[null]"#,
+    ] {
+        let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", patch).await;
+        assert_eq!(code, 422, "{patch}");
+        assert_eq!(
+            body,
+            json!({
+                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+                "message": "the server rejected our request due to an error in our request",
+                "reason": "Invalid", "details": {}, "code": 422
+            }),
+            "{patch}"
+        );
+    }
+    // A document that does not decode as operations is a 400: from kube-apiserver's own
+    // typed decode, unless fieldValidation=Ignore skips it and the library's remains.
+    for (query, body, message) in [
+        (
+            "",
+            r#"{"op": "add"}"#,
+            "error decoding patch: json: cannot unmarshal object into Go value of type []handlers.jsonPatchOp",
+        ),
+        (
+            "",
+            "[1]",
+            "error decoding patch: json: cannot unmarshal number into Go value of type handlers.jsonPatchOp",
+        ),
+        (
+            "",
+            r#"[{"op": 1}]"#,
+            "error decoding patch: json: cannot unmarshal number into Go struct field jsonPatchOp.op of type string",
+        ),
+        (
+            "?fieldValidation=Ignore",
+            r#"{"op": "add"}"#,
+            "json: cannot unmarshal object into Go value of type jsonpatch.Patch",
+        ),
+        (
+            "?fieldValidation=Ignore",
+            "[1]",
+            "json: cannot unmarshal number into Go value of type jsonpatch.Operation",
+        ),
+    ] {
+        let (code, st) = raw(
+            &client,
+            "PATCH",
+            &format!("{uri}{query}"),
+            "application/json-patch+json",
+            body,
+        )
+        .await;
+        assert_eq!(
+            (code, st["message"].as_str()),
+            (400, Some(message)),
+            "{query} {body}"
+        );
+    }
+    let many = serde_json::to_string(&vec![
+        json!({"op": "test", "path": "/data/k", "value": "v"});
+        10_001
+    ])
+    .unwrap();
+    let (code, body) = raw(&client, "PATCH", uri, "application/json-patch+json", &many).await;
+    assert_eq!(
+        (code, body["reason"].as_str()),
+        (413, Some("RequestEntityTooLarge"))
+    );
+    assert_eq!(
+        body["message"],
+        "Request entity too large: The allowed maximum operations in a JSON patch is 10000, got 10001"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn serve_drops_a_connection_that_never_finishes_its_headers() {
+    use std::time::Duration;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let env = TestEnv::new();
+    let server = env.serve().await.unwrap();
+
+    // A complete request is answered.
+    let mut ok = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    ok.write_all(b"GET /version HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut answer = Vec::new();
+    ok.read_to_end(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200 OK"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    // A head that never ends: closed without an answer after the 32 s header timeout
+    // (paused time, so the wait is virtual; the bound only stops a hang).
+    let mut slow = tokio::net::TcpStream::connect(server.addr()).await.unwrap();
+    slow.write_all(b"GET /version HTTP/1.1\r\nHost: t\r\n")
+        .await
+        .unwrap();
+    let started = tokio::time::Instant::now();
+    let mut rest = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(3600), slow.read_to_end(&mut rest)).await;
+    assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+    assert!(rest.is_empty());
+    assert!(
+        started.elapsed() <= Duration::from_secs(33),
+        "{:?}",
+        started.elapsed()
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn status_details_name_the_resource_or_the_kind_as_kube_apiserver_does() {
+    let env = env_with_crd();
+    let client = env.client();
+    let base = "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices";
+    let body = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "d"}, "spec": {"serviceName": "s"}})
+    .to_string();
+    let (code, _) = raw(&client, "POST", base, "application/json", &body).await;
+    assert_eq!(code, 201);
+
+    // Storage errors name the resource (plural) and its group.
+    let (code, st) = raw(&client, "GET", &format!("{base}/nope"), "application/json", "").await;
+    assert_eq!(code, 404);
+    assert_eq!(
+        st["details"],
+        json!({"name": "nope", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+    let (code, st) = raw(&client, "POST", base, "application/json", &body).await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        st["details"],
+        json!({"name": "d", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+    let stale = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "d", "resourceVersion": "1"}, "spec": {"serviceName": "s"}})
+    .to_string();
+    let (code, st) = raw(&client, "PUT", &format!("{base}/d"), "application/json", &stale).await;
+    assert_eq!((code, st["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        st["details"],
+        json!({"name": "d", "group": "samples.knative.dev", "kind": "addressableservices"})
+    );
+
+    // Validation errors name the kind.
+    let bad = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "e"}, "spec": {}})
+    .to_string();
+    let (code, st) = raw(&client, "POST", base, "application/json", &bad).await;
+    assert_eq!(code, 422);
+    assert_eq!(st["details"]["kind"], "AddressableService");
+    assert_eq!(st["details"]["group"], "samples.knative.dev");
+    let cms = "/api/v1/namespaces/default/configmaps";
+    let (code, st) = raw(
+        &client,
+        "POST",
+        cms,
+        "application/json",
+        r#"{"metadata": {"name": "Not_Valid"}}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(st["details"]["kind"], "ConfigMap");
+    assert!(st["details"].get("group").is_none());
+
+    // An apply conflict (NewApplyConflict) names nothing: its details are the causes.
+    let apply = |manager: &'static str, service: &'static str| {
+        let client = client.clone();
+        async move {
+            let body = json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+                "metadata": {"name": "ap"}, "spec": {"serviceName": service}})
+            .to_string();
+            raw(&client, "PATCH",
+                &format!("/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices/ap?fieldManager={manager}"),
+                "application/apply-patch+yaml", &body).await
+        }
+    };
+    assert_eq!(apply("one", "a").await.0, 201);
+    let (code, st) = apply("two", "b").await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        st["details"],
+        json!({"causes": [{"reason": "FieldManagerConflict",
+            "message": "conflict with \"one\"", "field": ".spec.serviceName"}]})
+    );
+}
+
+#[tokio::test]
+async fn deleting_a_crd_answers_the_terminating_crd_and_cleans_up_its_instances() {
+    use futures::StreamExt;
+    let env = env_with_crd();
+    let client = env.client();
+    let api = asvc_api(client.clone(), "default");
+    api.create(&PostParams::default(), &asvc("free", "s"))
+        .await
+        .unwrap();
+    let mut held = asvc("held", "s");
+    held.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    api.create(&PostParams::default(), &held).await.unwrap();
+    let crds = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+    let name = "addressableservices.samples.knative.dev";
+    let req = http::Request::get(format!(
+        "{crds}?watch=true&resourceVersion={}&fieldSelector=metadata.name%3D{name}",
+        env.resource_version()
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut events = Box::pin(client.request_events::<Value>(req).await.unwrap());
+    let instances = http::Request::get(format!(
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices?watch=true&resourceVersion={}",
+        env.resource_version()
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let mut instance_events = Box::pin(client.request_events::<Value>(instances).await.unwrap());
+
+    let (code, body) = raw(
+        &client,
+        "DELETE",
+        &format!("{crds}/{name}"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(body["kind"], "CustomResourceDefinition");
+    assert!(body["metadata"]["deletionTimestamp"].is_string());
+    assert_eq!(
+        body["metadata"]["finalizers"],
+        json!(["customresourcecleanup.apiextensions.k8s.io"])
+    );
+    let terminating = body["status"]["conditions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["type"] == "Terminating")
+        .unwrap();
+    assert_eq!(
+        (
+            &terminating["status"],
+            &terminating["reason"],
+            &terminating["message"]
+        ),
+        (
+            &json!("True"),
+            &json!("InstanceDeletionPending"),
+            &json!("CustomResourceDefinition marked for deletion; CustomResource deletion will begin soon")
+        )
+    );
+
+    // The instance without finalizers is gone; the held one waits, and so does the CRD,
+    // which refuses new instances meanwhile.
+    assert!(api.get_opt("free").await.unwrap().is_none());
+    let h = api.get("held").await.unwrap();
+    assert!(h.metadata.deletion_timestamp.is_some());
+    let e = api_err(
+        api.create(&PostParams::default(), &asvc("new", "s"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(e.code, 405);
+    assert_eq!(
+        e.message,
+        "create not allowed while custom resource definition is terminating"
+    );
+    let (code, _) = raw(&client, "GET", &format!("{crds}/{name}"), "application/json", "").await;
+    assert_eq!(code, 200);
+
+    // Releasing the last instance lets the cleanup finish: the CRD goes, and its
+    // resource is no longer served.
+    api.patch(
+        "held",
+        &PatchParams::default(),
+        &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+    )
+    .await
+    .unwrap();
+    let (code, _) = raw(&client, "GET", &format!("{crds}/{name}"), "application/json", "").await;
+    assert_eq!(code, 404);
+    let (code, _) = raw(
+        &client,
+        "GET",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices",
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 404);
+
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let ev = tokio::time::timeout(std::time::Duration::from_secs(10), events.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        let v = serde_json::to_value(&ev).unwrap();
+        let reason = v["object"]["status"]["conditions"]
+            .as_array()
+            .and_then(|cs| cs.iter().find(|c| c["type"] == "Terminating"))
+            .map(|c| c["reason"].clone());
+        seen.push((v["type"].as_str().unwrap().to_owned(), reason));
+    }
+    assert_eq!(
+        seen,
+        [
+            ("MODIFIED".to_owned(), Some(json!("InstanceDeletionPending"))),
+            ("MODIFIED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
+            ("DELETED".to_owned(), Some(json!("InstanceDeletionInProgress"))),
+        ]
+    );
+    // Watches on the instances saw them go, then ended with the resource.
+    let mut kinds = Vec::new();
+    while let Some(ev) = tokio::time::timeout(std::time::Duration::from_secs(10), instance_events.next())
+        .await
+        .unwrap()
+    {
+        let v = serde_json::to_value(ev.unwrap()).unwrap();
+        kinds.push((
+            v["type"].as_str().unwrap().to_owned(),
+            v["object"]["metadata"]["name"].as_str().unwrap().to_owned(),
+        ));
+    }
+    let k = |t: &str, n: &str| (t.to_owned(), n.to_owned());
+    assert_eq!(
+        kinds,
+        [k("DELETED", "free"), k("MODIFIED", "held"), k("DELETED", "held")]
+    );
+}
+
+#[tokio::test]
+async fn service_port_errors_are_all_reported_in_kube_apiserver_order() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let body = json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": "ports"},
+    "spec": {"ports": [
+        {"port": 0, "protocol": "FOO"},
+        {"port": 70000, "protocol": ""},
+        {"name": "c", "port": 80, "targetPort": "Not--ok-"}
+    ]}})
+    .to_string();
+    let (code, st) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        "application/json",
+        &body,
+    )
+    .await;
+    assert_eq!(code, 422);
+    let range = "must be between 1 and 65535, inclusive";
+    let causes: Vec<(String, String, String)> = st["details"]["causes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["reason"].as_str().unwrap().to_owned(),
+                c["field"].as_str().unwrap().to_owned(),
+                c["message"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    let want = |r: &str, f: &str, m: &str| (r.to_owned(), f.to_owned(), m.to_owned());
+    assert_eq!(
+        causes,
+        [
+            want("FieldValueRequired", "spec.ports[0].name", "Required value"),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[0].port",
+                &format!("Invalid value: 0: {range}")
+            ),
+            want(
+                "FieldValueNotSupported",
+                "spec.ports[0].protocol",
+                "Unsupported value: \"FOO\": supported values: \"SCTP\", \"TCP\", \"UDP\""
+            ),
+            // An unset targetPort defaults to the port, so it is out of range as well.
+            want(
+                "FieldValueInvalid",
+                "spec.ports[0].targetPort",
+                &format!("Invalid value: 0: {range}")
+            ),
+            want("FieldValueRequired", "spec.ports[1].name", "Required value"),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[1].port",
+                &format!("Invalid value: 70000: {range}")
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[1].targetPort",
+                &format!("Invalid value: 70000: {range}")
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)"
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must not contain consecutive hyphens"
+            ),
+            want(
+                "FieldValueInvalid",
+                "spec.ports[2].targetPort",
+                "Invalid value: \"Not--ok-\": must not begin or end with a hyphen"
+            ),
+        ]
+    );
+    assert!(
+        st["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("Service \"ports\" is invalid: [spec.ports[0].name: Required value, spec.ports[0].port: Invalid value: 0: "),
+        "{st}"
+    );
+}
+
+#[tokio::test]
+async fn lease_micro_times_parse_and_serialise_as_kube_apiserver_does() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let leases = "/apis/coordination.k8s.io/v1/namespaces/default/leases";
+    let lease = |name: &str, renew: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": name},
+            "spec": {"holderIdentity": "a", "renewTime": renew}})
+        .to_string()
+    };
+
+    // Exactly six digits parse; the offset is normalised to UTC.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        leases,
+        "application/json",
+        &lease("l", "2024-01-01T01:00:00.000001+02:00"),
+    )
+    .await;
+    assert_eq!(code, 201, "{body}");
+    assert_eq!(body["spec"]["renewTime"], "2023-12-31T23:00:00.000001Z");
+
+    // Other precisions do not parse: 400 on create.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        leases,
+        "application/json",
+        &lease("m", "2024-01-01T00:00:00.123Z"),
+    )
+    .await;
+    assert_eq!(code, 400);
+    assert_eq!(
+        body["message"],
+        r#"Lease in version "v1" cannot be handled as a Lease: parsing time "2024-01-01T00:00:00.123Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse ".123Z" as ".000000""#
+    );
+
+    // A merge patch: 422 about `patch`, quoting the patched object.
+    let uri = format!("{leases}/l");
+    let patch = r#"{"spec": {"renewTime": "2024-01-01T00:00:00.123456789Z"}}"#;
+    let (code, body) = raw(&client, "PATCH", &uri, "application/merge-patch+json", patch).await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["reason"], "Invalid");
+    let why = r#"parsing time "2024-01-01T00:00:00.123456789Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "789Z" as "Z07:00""#;
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with(r#" "" is invalid: patch: Invalid value: "{\"apiVersion\":"#),
+        "{msg}"
+    );
+    assert!(msg.ends_with(&format!("\": {why}")), "{msg}");
+    let causes = body["details"]["causes"].as_array().unwrap();
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0]["field"], "patch");
+    assert!(body["details"].get("kind").is_none() && body["details"].get("name").is_none());
+
+    // A strategic merge patch quotes the patch as Go prints a map.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &uri,
+        "application/strategic-merge-patch+json",
+        r#"{"spec": {"renewTime": "soon", "leaseDurationSeconds": 15}}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        body["message"],
+        r#" "" is invalid: patch: Invalid value: "map[spec:map[leaseDurationSeconds:15 renewTime:soon]]": parsing time "soon" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "soon" as "2006""#
+    );
+
+    // Nothing was stored by the failed writes; a valid patch is normalised too.
+    let (code, body) = raw(
+        &client,
+        "PATCH",
+        &uri,
+        "application/merge-patch+json",
+        r#"{"spec": {"acquireTime": "2024-06-01T12:00:00.500000-01:30"}}"#,
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(body["spec"]["acquireTime"], "2024-06-01T13:30:00.500000Z");
+    assert_eq!(body["spec"]["renewTime"], "2023-12-31T23:00:00.000001Z");
 }

@@ -498,3 +498,234 @@ async fn a_watch_from_a_future_revision_waits_for_it() {
     let e = api.watch(&WatchParams::default(), &far).await.err().unwrap();
     assert!(matches!(e, kube::Error::Api(s) if s.code == 504));
 }
+
+/// The next `n` events of a raw watch, failing after a generous bound rather than hanging.
+async fn take_events(
+    s: &mut (impl futures::Stream<Item = serde_json::Value> + Unpin),
+    n: usize,
+) -> Vec<serde_json::Value> {
+    let mut out = Vec::new();
+    for _ in 0..n {
+        match tokio::time::timeout(Duration::from_secs(10), s.next()).await {
+            Ok(Some(ev)) => out.push(ev),
+            other => panic!("watch ended or stalled after {out:?}: {other:?}"),
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn finalized_deletion_emits_one_modified_then_one_deleted() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut obj = cm("fin", "1");
+    obj.metadata.finalizers = Some(vec!["example.com/hold".into()]);
+    let created = api.create(&PostParams::default(), &obj).await.unwrap();
+    let rv = created.metadata.resource_version.clone().unwrap();
+    let mut s = Box::pin(raw_watch(&env, &format!("watch=true&resourceVersion={rv}")).await);
+
+    api.delete("fin", &DeleteParams::default()).await.unwrap();
+    let patch = json!({"metadata": {"finalizers": null}});
+    let last = api
+        .patch("fin", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    // A marker write after the deletion bounds the events to look at.
+    api.create(&PostParams::default(), &cm("marker", "1"))
+        .await
+        .unwrap();
+
+    let evs = take_events(&mut s, 3).await;
+    let kinds: Vec<&str> = evs.iter().map(|e| e["type"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["MODIFIED", "DELETED", "ADDED"], "{evs:#?}");
+    assert!(evs[0]["object"]["metadata"]["deletionTimestamp"].is_string());
+    // Emptying the finalizers deletes the stored object as it was: the DELETED event
+    // and the write's answer carry the finalizer, at the deletion's revision.
+    assert_eq!(
+        evs[1]["object"]["metadata"]["finalizers"],
+        json!(["example.com/hold"])
+    );
+    assert_eq!(
+        last.metadata.finalizers,
+        Some(vec!["example.com/hold".to_owned()])
+    );
+    assert_eq!(
+        evs[1]["object"]["metadata"]["resourceVersion"].as_str(),
+        last.metadata.resource_version.as_deref()
+    );
+    assert!(api.get_opt("fin").await.unwrap().is_none());
+}
+
+async fn raw_watch_at(
+    env: &TestEnv,
+    path_and_query: &str,
+) -> impl futures::Stream<Item = serde_json::Value> + Unpin + use<> {
+    let req = http::Request::get(path_and_query).body(Vec::new()).unwrap();
+    let lines = env
+        .client()
+        .request_events::<serde_json::Value>(req)
+        .await
+        .unwrap();
+    Box::pin(lines.map(|e| serde_json::to_value(e.unwrap()).unwrap()))
+}
+
+/// The single ERROR event the watch cache sends for a too-old revision, then the end.
+async fn expect_too_old(mut s: impl futures::Stream<Item = serde_json::Value> + Unpin, rv: u64, oldest: u64) {
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(evs[0]["type"], "ERROR", "{evs:?}");
+    let status = &evs[0]["object"];
+    assert_eq!(status["code"], 410);
+    assert_eq!(status["reason"], "Expired");
+    assert_eq!(
+        status["message"],
+        format!("too old resource version: {rv} ({oldest})")
+    );
+    let end = tokio::time::timeout(Duration::from_secs(10), s.next()).await;
+    assert!(
+        matches!(end, Ok(None)),
+        "the stream ends after the error: {end:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_fresh_server_does_not_replay_history_from_before_its_start() {
+    let env = TestEnv::new();
+    let start = env.resource_version();
+    assert!(start > 1, "the default namespaces were written at start");
+    expect_too_old(
+        raw_watch_at(&env, "/api/v1/namespaces?watch=true&resourceVersion=1").await,
+        1,
+        start,
+    )
+    .await;
+    expect_too_old(
+        raw_watch_at(
+            &env,
+            "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=1",
+        )
+        .await,
+        1,
+        start,
+    )
+    .await;
+
+    // From the start revision itself, a watch sees what follows.
+    let mut s = raw_watch_at(
+        &env,
+        &format!("/api/v1/namespaces?watch=true&resourceVersion={start}"),
+    )
+    .await;
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "later"}}))
+        .unwrap();
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(evs[0]["type"], "ADDED");
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "later");
+}
+
+#[tokio::test]
+async fn each_resource_keeps_its_own_watch_window() {
+    let env = TestEnv::builder().watch_history(3).build();
+    let start = env.resource_version();
+    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "s1", "namespace": "default"}}))
+        .unwrap();
+    for i in 0..5 {
+        env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("c{i}"), "namespace": "default"}}))
+            .unwrap();
+    }
+    // ConfigMaps keep their last three events (start+4 ..= start+6).
+    let cms = "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion=";
+    expect_too_old(
+        raw_watch_at(&env, &format!("{cms}{}", start + 2)).await,
+        start + 2,
+        start + 3,
+    )
+    .await;
+    let mut s = raw_watch_at(&env, &format!("{cms}{}", start + 3)).await;
+    let names: Vec<_> = take_events(&mut s, 3)
+        .await
+        .iter()
+        .map(|e| e["object"]["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["c2", "c3", "c4"]);
+
+    // The ConfigMap writes did not push the Secret out of the Secrets' window.
+    let mut s = raw_watch_at(
+        &env,
+        &format!("/api/v1/namespaces/default/secrets?watch=true&resourceVersion={start}"),
+    )
+    .await;
+    let evs = take_events(&mut s, 1).await;
+    assert_eq!(
+        (
+            evs[0]["type"].as_str(),
+            evs[0]["object"]["metadata"]["name"].as_str()
+        ),
+        (Some("ADDED"), Some("s1"))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_is_not_read_is_closed_while_others_go_on() {
+    const N: usize = 1500;
+    let env = TestEnv::new();
+    let from = env.resource_version();
+    let query = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={from}");
+    let mut idle = raw_watch_at(&env, &query).await;
+    let mut reader = raw_watch_at(&env, &query).await;
+    let counter = tokio::spawn(async move {
+        let evs = take_events(&mut reader, N).await;
+        (evs.len(), reader)
+    });
+    for i in 0..N {
+        env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("c{i}"), "namespace": "default"}}))
+            .unwrap();
+    }
+    let (seen, mut reader) = counter.await.unwrap();
+    assert_eq!(seen, N);
+    // The idle watch's client goes on not reading for a while (paused time: no flake).
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    // The idle watch kept a bounded buffer and was then closed.
+    let mut buffered = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(60), idle.next()).await {
+        buffered += 1;
+    }
+    assert!(buffered < N, "an idle watch buffered all {buffered} events");
+
+    // The reading watch is still open.
+    env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "after", "namespace": "default"}}))
+        .unwrap();
+    let evs = take_events(&mut reader, 1).await;
+    assert_eq!(evs[0]["object"]["metadata"]["name"], "after");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_not_read_during_its_initial_events_is_closed_once_live_events_pile_up() {
+    const INITIAL: usize = 1100;
+    const LIVE: usize = 1000;
+    let env = TestEnv::new();
+    let cm = |name: String| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+    for i in 0..INITIAL {
+        env.create_object(cm(format!("i{i}"))).unwrap();
+    }
+    let mut idle = raw_watch_at(&env, "/api/v1/namespaces/default/configmaps?watch=true").await;
+    // The client reads nothing, first while the initial events wait, then while live
+    // events pile up.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for i in 0..LIVE {
+        env.create_object(cm(format!("l{i}"))).unwrap();
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut received = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(60), idle.next()).await {
+        received += 1;
+    }
+    assert!(
+        received < INITIAL,
+        "the closed watch still delivered {received} events"
+    );
+}
