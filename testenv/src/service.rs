@@ -164,6 +164,15 @@ fn respond(reply: Reply) -> Response<ResponseBody> {
             builder = builder
                 .status(code)
                 .header(header::CONTENT_TYPE, "application/json");
+            // kube-apiserver repeats a Status's retryAfterSeconds as the
+            // Retry-After header, which clients' retry policies read.
+            if body["kind"] == "Status"
+                && let Some(seconds) = body
+                    .pointer("/details/retryAfterSeconds")
+                    .and_then(serde_json::Value::as_u64)
+            {
+                builder = builder.header(header::RETRY_AFTER, seconds);
+            }
             for w in warnings {
                 if let Ok(v) = HeaderValue::from_str(&format!("299 - \"{w}\"")) {
                     builder = builder.header(header::WARNING, v);
