@@ -55,6 +55,8 @@ pub struct Context {
 
 struct Inner {
     client: Client,
+    /// What informers list and watch through; see [`ContextBuilder::watch_client`].
+    watch_client: Option<Client>,
     config: Option<kube::Config>,
     namespace: Option<String>,
     resync_period: Duration,
@@ -115,6 +117,7 @@ impl fmt::Debug for Context {
 /// Builds a [`Context`].
 pub struct ContextBuilder {
     client: Client,
+    watch_client: Option<Client>,
     config: Option<kube::Config>,
     namespace: Option<String>,
     resync_period: Duration,
@@ -136,6 +139,18 @@ impl ContextBuilder {
     /// (for example to build a second client).
     pub fn config(mut self, config: kube::Config) -> Self {
         self.config = Some(config);
+        self
+    }
+
+    /// The client informers list and watch through (default: the context's
+    /// client). Give one without kube's transient-failure retries
+    /// (`kube::Config { default_retry: false, .. }`): kube's default client
+    /// retries a watch answered 504 "Too large resource version" (the API
+    /// server went back in time) for minutes, with the same version, before
+    /// the informer can see it and list again. A watch needs no retry layer:
+    /// kube-runtime's watcher retries with its own backoff.
+    pub fn watch_client(mut self, client: Client) -> Self {
+        self.watch_client = Some(client);
         self
     }
 
@@ -178,6 +193,7 @@ impl ContextBuilder {
         Context {
             inner: Arc::new(Inner {
                 client: self.client,
+                watch_client: self.watch_client,
                 config: self.config,
                 namespace: self.namespace,
                 resync_period: self.resync_period,
@@ -266,6 +282,7 @@ impl Context {
     pub fn builder(client: Client) -> ContextBuilder {
         ContextBuilder {
             client,
+            watch_client: None,
             config: None,
             namespace: None,
             resync_period: DEFAULT_RESYNC_PERIOD,
@@ -342,7 +359,8 @@ impl Context {
             .and_then(|s| s.downcast_ref::<InformerSettings<K>>())
             .cloned()
             .unwrap_or_default();
-        let api = scoped_api::<K>(self.client(), self.namespace());
+        let watch_client = self.inner.watch_client.clone().unwrap_or_else(|| self.client());
+        let api = scoped_api::<K>(watch_client, self.namespace());
         let recorder: Arc<dyn Recorder> = match self.get::<SharedRecorder>() {
             Some(shared) => shared.0.clone(),
             None => Arc::new(KubeRecorder::new(

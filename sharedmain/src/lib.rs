@@ -455,6 +455,7 @@ pub struct Setup {
     env: Env,
     config: Config,
     client: Client,
+    watch_client: Client,
     registry: Registry,
     workqueue_metrics: WorkqueueMetrics,
     reconcile_metrics: ReconcileMetrics,
@@ -502,11 +503,24 @@ impl Setup {
         let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
         let reconcile_metrics = ReconcileMetrics::register(&mut registry);
         let informer_metrics = InformerMetrics::register(&mut registry);
-        let client = kube::client::ClientBuilder::try_from(config.clone())
-            .map_err(|e| MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}")))?
-            .with_layer(&RateLimitLayer::new(qps, burst))
-            .with_layer(&request_metrics)
-            .build();
+        // One token bucket for both clients: the limit is the process's.
+        let rate_limit = RateLimitLayer::new(qps, burst);
+        let build_client = |config: kube::Config| -> Result<Client, MainError> {
+            Ok(kube::client::ClientBuilder::try_from(config)
+                .map_err(|e| {
+                    MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}"))
+                })?
+                .with_layer(&rate_limit)
+                .with_layer(&request_metrics)
+                .build())
+        };
+        let client = build_client(config.clone())?;
+        // Informers watch without kube's retries of 429/503/504: a watch
+        // refused as "Too large resource version" must reach the informer at
+        // once (it lists again), and the watcher retries with its own backoff.
+        let mut watch_config = config.clone();
+        watch_config.default_retry = false;
+        let watch_client = build_client(watch_config)?;
 
         let ns = &env.system_namespace;
         let invalid = |name: &str, why: String| MainError::Config {
@@ -533,6 +547,7 @@ impl Setup {
             env,
             config,
             client,
+            watch_client,
             registry,
             workqueue_metrics,
             reconcile_metrics,
@@ -547,6 +562,7 @@ impl Setup {
     /// client, with the worker count and the metrics registries.
     pub fn context(&self) -> Context {
         Context::builder(self.client.clone())
+            .watch_client(self.watch_client.clone())
             .config(self.config.clone())
             .extension(ThreadsPerController(self.env.threads_per_controller))
             .extension(self.workqueue_metrics.clone())
@@ -574,6 +590,7 @@ impl Setup {
         shutdown: CancellationToken,
     ) -> Result<(), MainError> {
         let system = Context::builder(self.client.clone())
+            .watch_client(self.watch_client.clone())
             .namespace(self.env.system_namespace.clone())
             .build();
         follow_logging_config(&system, &self.env.config_logging_name, &self.levels);

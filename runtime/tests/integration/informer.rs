@@ -586,3 +586,45 @@ async fn a_server_that_restarted_with_another_history_is_listed_again() {
     assert!(seen.lock().unwrap().contains(&"delete ghost=old".to_owned()));
     stop.cancel();
 }
+
+/// An API server that restarts empty on the same address, behind the
+/// informer's resource version: the watch is refused as "Too large resource
+/// version" (after the server's wait for it) and the informer lists the new
+/// world, in which the old objects are gone. The informer watches through a
+/// client without kube's retries, as sharedmain's does: with them, kube would
+/// retry the refused version for minutes first.
+#[tokio::test]
+async fn a_server_that_restarted_empty_behind_the_watch_is_listed_again() {
+    let first = TestEnv::new();
+    let server = first.serve().await.unwrap();
+    let port = server.addr().port();
+    let mut config = kube::Config::new(server.url().parse().unwrap());
+    config.default_retry = false;
+    let watch_client = kube::Client::try_from(config).unwrap();
+    for i in 0..20 {
+        first
+            .create_object(serde_json::to_value(cm(&format!("old-{i}"), "x", "old")).unwrap())
+            .unwrap();
+    }
+    let ctx = Context::builder(server.client().unwrap())
+        .watch_client(watch_client)
+        .build();
+    let informer = ctx.informer::<ConfigMap>();
+    let stop = started(&ctx).await;
+    server.shutdown().await;
+
+    let second = TestEnv::builder().port(port).build();
+    let _server = second.serve().await.unwrap();
+    second
+        .create_object(serde_json::to_value(cm("new", "x", "new")).unwrap())
+        .unwrap();
+    let lister = informer.lister();
+    for _ in 0..600 {
+        if lister.keys() == [(NS.to_string(), "new".to_string())] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(lister.keys(), [(NS.to_string(), "new".to_string())]);
+    stop.cancel();
+}
