@@ -113,6 +113,9 @@ impl LevelHandle {
     }
 }
 
+/// Where kube's client logs failed responses.
+const KUBE_CLIENT_RESPONSE_TARGET: &str = "kube_client::client::builder";
+
 /// Installs the JSON logger for `component` at `level`; `pod` is added to every
 /// line as `knative.dev/pod`. Returns the handle that changes the level.
 pub fn init(component: &str, level: LevelFilter, pod: Option<String>) -> LevelHandle {
@@ -121,6 +124,12 @@ pub fn init(component: &str, level: LevelFilter, pod: Option<String>) -> LevelHa
         logger: component.to_owned(),
         pod,
     };
+    // kube's client logs every failed response at error level, and the code
+    // that made the request reports the same failure again (a reconcile's
+    // one error line, an informer's warning): one failure, one line.
+    let json = json.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+        !(*meta.level() == tracing::Level::ERROR && meta.target() == KUBE_CLIENT_RESPONSE_TARGET)
+    }));
     // A second call (tests running several mains) keeps the first subscriber.
     let _ = tracing_subscriber::registry().with(filter).with(json).try_init();
     LevelHandle {

@@ -630,6 +630,88 @@ fn log_lines(controller: &Controller) -> Vec<Value> {
         .collect()
 }
 
+/// A controller starting over existing objects logs one summary line, not a
+/// line per object; a failed reconcile logs exactly one error line, with the
+/// key, the error and when it is retried; a successful one logs nothing at the
+/// default level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_over_existing_objects_logs_a_summary_and_one_line_per_failure() {
+    use kinject_testenv::{ErrorStatus, Reactor};
+
+    let dir = tempdir("log-volume");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    env.create_object(service("webhook")).unwrap();
+    for i in 0..30 {
+        env.create_object(addressable_service(&format!("asvc-{i:02}"), "webhook"))
+            .unwrap();
+    }
+    env.react(
+        Reactor::on("update", "addressableservices")
+            .subresource("status")
+            .name("asvc-07")
+            .times(1)
+            .respond(ErrorStatus::new(500, "InternalError", "refused once")),
+    );
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("30 Ready AddressableServices", Duration::from_secs(60), || {
+        (0..30).all(|i| is_ready(&env, NS, &format!("asvc-{i:02}")))
+    })
+    .await;
+    wait_for("the start summary", Duration::from_secs(30), || {
+        log_lines(&controller)
+            .iter()
+            .any(|l| l["msg"] == "Reconciled every key queued at start once")
+    })
+    .await;
+    let log = controller.log.clone();
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+
+    let lines: Vec<Value> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let summaries: Vec<&Value> = lines
+        .iter()
+        .filter(|l| l["msg"] == "Reconciled every key queued at start once")
+        .collect();
+    assert_eq!(
+        summaries.len(),
+        1,
+        "one summary, for the controller that had keys"
+    );
+    let summary = summaries[0];
+    assert_eq!(
+        summary["succeeded"].as_u64().unwrap() + summary["failed"].as_u64().unwrap(),
+        30,
+        "{summary}"
+    );
+    let errors: Vec<&Value> = lines.iter().filter(|l| l["level"] == "error").collect();
+    assert_eq!(errors.len(), 1, "one line for the one failure: {errors:#?}");
+    let error = errors[0];
+    assert_eq!(error["knative.dev/key"], "knative-samples/asvc-07");
+    assert!(
+        error["error"].as_str().unwrap().contains("refused once"),
+        "{error}"
+    );
+    assert!(
+        error["msg"]
+            .as_str()
+            .unwrap()
+            .starts_with("Reconcile error; retrying in "),
+        "{error}"
+    );
+    assert!(error.get("retry_in").is_some(), "{error}");
+    assert!(
+        lines.iter().all(|l| l["msg"] != "Reconcile succeeded"),
+        "successes are logged at debug only"
+    );
+    // Everything else is the constant start and stop of the process.
+    eprintln!("{} log lines for 30 objects and one failure", lines.len());
+    assert!(lines.len() <= 40, "{} lines", lines.len());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn logging_follows_config_logging_live() {
     let dir = tempdir("logging");

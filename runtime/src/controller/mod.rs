@@ -47,6 +47,7 @@ mod metrics;
 mod rate_limiter;
 mod workqueue;
 
+use std::collections::HashSet;
 use std::fmt;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
@@ -205,6 +206,17 @@ struct Inner {
     leader_aware: Option<Arc<dyn LeaderAware>>,
     shutdown_signal: Option<CancellationToken>,
     tracker: Tracker,
+    /// The keys queued when the workers started, until each was reconciled
+    /// once: a restart reports them in one summary line, not a line each.
+    startup: parking_lot::Mutex<Option<Startup>>,
+}
+
+/// How the first reconcile of the keys queued at start is going.
+struct Startup {
+    began: Instant,
+    pending: HashSet<ObjectKey>,
+    succeeded: usize,
+    failed: usize,
 }
 
 impl fmt::Debug for Impl {
@@ -264,6 +276,7 @@ impl Impl {
                 leader_aware: options.leader_aware,
                 shutdown_signal: options.shutdown_signal,
                 tracker,
+                startup: parking_lot::Mutex::new(None),
             }
         });
         Impl { inner }
@@ -512,6 +525,21 @@ impl Impl {
         let inner = &self.inner;
         let entered = tracing::info_span!("controller", "knative.dev/controller" = %inner.name).entered();
         tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
+        let snapshot = inner.queue.snapshot();
+        let pending: HashSet<ObjectKey> = snapshot
+            .fast
+            .into_iter()
+            .chain(snapshot.slow)
+            .chain(snapshot.waiting.into_iter().map(|(key, _)| key))
+            .collect();
+        if !pending.is_empty() {
+            *inner.startup.lock() = Some(Startup {
+                began: Instant::now(),
+                pending,
+                succeeded: 0,
+                failed: 0,
+            });
+        }
         let mut workers = JoinSet::new();
         for _ in 0..inner.concurrency {
             let this = self.clone();
@@ -563,6 +591,7 @@ impl Impl {
             .instrument(span.clone())
             .await;
         let _entered = span.enter();
+        let succeeded = matches!(&outcome, Ok(Ok(())));
         match outcome {
             Ok(result) => self.handle_result(key, result, start),
             Err(panic) => {
@@ -579,6 +608,33 @@ impl Impl {
                 self.inner.queue.add_rate_limited(key.clone());
             }
         }
+        self.note_startup(key, succeeded);
+    }
+
+    /// Counts the first reconcile of a key queued at start; after the last
+    /// one, logs how the start went in one line.
+    fn note_startup(&self, key: &ObjectKey, succeeded: bool) {
+        let mut startup = self.inner.startup.lock();
+        let Some(progress) = startup.as_mut() else {
+            return;
+        };
+        if !progress.pending.remove(key) {
+            return;
+        }
+        if succeeded {
+            progress.succeeded += 1;
+        } else {
+            progress.failed += 1;
+        }
+        if progress.pending.is_empty() {
+            tracing::info!(
+                succeeded = progress.succeeded,
+                failed = progress.failed,
+                duration = ?progress.began.elapsed(),
+                "Reconciled every key queued at start once"
+            );
+            *startup = None;
+        }
     }
 
     /// Knative's `handleErr`, plus forgetting the backoff on success and on a
@@ -588,7 +644,7 @@ impl Impl {
         let err = match result {
             Ok(()) => {
                 queue.forget(key);
-                tracing::info!(duration = ?start.elapsed(), "Reconcile succeeded");
+                tracing::debug!(duration = ?start.elapsed(), "Reconcile succeeded");
                 return;
             }
             Err(err) => err,
@@ -614,15 +670,19 @@ impl Impl {
             queue.add_rate_limited(key.clone());
             return;
         }
-        tracing::error!(duration = ?start.elapsed(), error = %format_args!("{err:#}"), "Reconcile error");
+        // The one line a failed reconcile logs: what failed (the whole
+        // chain) and when the key comes back.
         if err.is_permanent() {
             queue.forget(key);
+            tracing::error!(duration = ?start.elapsed(), error = %format_args!("{err:#}"),
+                "Reconcile error; not retried (permanent)");
         } else {
-            queue.add_rate_limited(key.clone());
-            tracing::debug!(
-                "Requeuing key {key} due to non-permanent error (depth: {})",
-                queue.len()
-            );
+            let retry = queue
+                .add_rate_limited(key.clone())
+                .map(go_duration)
+                .unwrap_or_default();
+            tracing::error!(duration = ?start.elapsed(), error = %format_args!("{err:#}"), retry_in = %retry,
+                "Reconcile error; retrying in {retry}");
         }
     }
 }

@@ -209,13 +209,15 @@ impl WorkQueue {
     }
 
     /// Queues `key` after the delay the rate limiter gives it: the per-key
-    /// backoff for a key that keeps failing. No-op after shutdown.
-    pub fn add_rate_limited(&self, key: ObjectKey) {
+    /// backoff for a key that keeps failing. Returns that delay; `None` (and
+    /// no-op) after shutdown.
+    pub fn add_rate_limited(&self, key: ObjectKey) -> Option<Duration> {
         if self.is_shutting_down() {
-            return;
+            return None;
         }
         let delay = self.shared.rate_limiter.when(&key);
         self.add_after(key, delay);
+        Some(delay)
     }
 
     /// Resets `key`'s backoff, after it succeeded or was given up on.

@@ -809,7 +809,7 @@ where
             if !leader {
                 tracing::warn!("Saw status changes when we aren't the leader!");
             } else if let Err(err) = self.update_status(status, &original, &resource).await {
-                tracing::warn!(error = %api_message(&err), "Failed to update resource status");
+                tracing::debug!(error = %api_message(&err), "Failed to update resource status");
                 self.record(
                     &resource,
                     &Event::warning(
@@ -837,7 +837,8 @@ where
                     tracing::info!(reason = %event.reason, "Returned an event");
                     self.record(&resource, event);
                 } else if !(err.is_skip_key() || err.requeue_delay().is_some() || err.is_conflict()) {
-                    tracing::error!(error = %err, "Returned an error");
+                    // The controller logs the failure once, with its retry.
+                    tracing::debug!(error = %err, "Returned an error");
                     self.record(&resource, &Event::warning("InternalError", err.to_string()));
                 }
                 Err(err)

@@ -229,8 +229,13 @@ async fn conflicts_log_at_debug_and_other_failures_at_error() {
 
     let error_logs = logs_of(vec![transient()]).await;
     assert!(
-        has(&error_logs, "ERROR message=Reconcile error"),
+        has(&error_logs, "ERROR message=Reconcile error; retrying in 5ms"),
         "{error_logs:#?}"
+    );
+    assert_eq!(
+        error_logs.iter().filter(|l| l.starts_with("ERROR")).count(),
+        1,
+        "one line per failed reconcile: {error_logs:#?}"
     );
     assert!(
         error_logs.iter().any(|l| l.contains("error=boom")),
@@ -239,7 +244,10 @@ async fn conflicts_log_at_debug_and_other_failures_at_error() {
 
     let permanent_logs = logs_of(vec![Box::new(|| Err(Error::permanent("invalid spec")))]).await;
     assert!(
-        has(&permanent_logs, "ERROR message=Reconcile error"),
+        has(
+            &permanent_logs,
+            "ERROR message=Reconcile error; not retried (permanent)"
+        ),
         "{permanent_logs:#?}"
     );
 
@@ -258,7 +266,7 @@ async fn reconciles_run_in_a_span_with_the_key_and_the_controller_name() {
         "{logs:#?}"
     );
     assert!(has(&logs, "SPAN reconcile knative.dev/key=ns/obj"), "{logs:#?}");
-    assert!(has(&logs, "INFO message=Reconcile succeeded"), "{logs:#?}");
+    assert!(has(&logs, "DEBUG message=Reconcile succeeded"), "{logs:#?}");
     assert!(
         has(
             &logs,
@@ -442,4 +450,52 @@ async fn the_controllers_tracker_enqueues_observers() {
     // The tracker does not keep the controller alive.
     drop(c);
     tracker.on_changed(&observer);
+}
+
+/// A controller that starts with keys queued (a restart over existing
+/// objects) logs one line once each was reconciled, not a line per key.
+#[tokio::test(start_paused = true)]
+async fn keys_queued_at_start_are_summed_up_in_one_line() {
+    let capture = Capture::default();
+    let _guard = tracing::subscriber::set_default(capture.clone());
+    /// Fails the first reconcile of `ns/b`.
+    struct FailsOnce(std::sync::atomic::AtomicBool);
+    impl Reconciler for FailsOnce {
+        async fn reconcile(&self, key: &str) -> Result<(), Error> {
+            if key == "ns/b" && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(Error::from("boom"));
+            }
+            Ok(())
+        }
+    }
+    let controller = Impl::new(
+        "results",
+        FailsOnce(Default::default()),
+        ControllerOptions::default(),
+    );
+    for name in ["a", "b", "c"] {
+        controller.enqueue_key(ObjectKey::new("ns", name));
+    }
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    shutdown.cancel();
+    run.await.unwrap();
+
+    let logs = capture.lines.lock().unwrap().clone();
+    let summaries: Vec<&String> = logs
+        .iter()
+        .filter(|l| l.starts_with("INFO message=Reconciled every key queued at start once"))
+        .collect();
+    assert_eq!(summaries.len(), 1, "{logs:#?}");
+    assert!(summaries[0].contains("succeeded=2 failed=1"), "{}", summaries[0]);
+    assert!(
+        !logs
+            .iter()
+            .any(|l| l.starts_with("INFO message=Reconcile succeeded")),
+        "{logs:#?}"
+    );
 }
