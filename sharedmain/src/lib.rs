@@ -46,6 +46,7 @@ pub mod logging;
 mod servers;
 
 use std::collections::BTreeMap;
+use std::io::IsTerminal;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -529,9 +530,12 @@ impl Setup {
             why,
         };
         let logging_data = read_config_map(&client, ns, &env.config_logging_name).await?;
-        let level = logging::level_from_config(component, &logging_data.unwrap_or_default())
+        let logging_data = logging_data.unwrap_or_default();
+        let level = logging::level_from_config(component, &logging_data)
             .map_err(|e| invalid(&env.config_logging_name, e.to_string()))?;
-        let levels = logging::init(component, level, env.pod_name.clone());
+        let encoding = logging::Encoding::from_config(&logging_data, std::io::stdout().is_terminal())
+            .map_err(|e| invalid(&env.config_logging_name, e.to_string()))?;
+        let levels = logging::init(component, level, env.pod_name.clone(), encoding);
         tracing::info!(qps, burst, controllers, "Starting {component}");
 
         let election_data = read_config_map(&client, ns, &env.config_leader_election_name).await?;

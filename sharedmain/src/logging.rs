@@ -5,6 +5,13 @@
 //! The level for a component is `loglevel.<component>` if set, else the `level`
 //! of `zap-logger-config`, else `info`. A ConfigMap that does not parse keeps
 //! the last good level and logs why; a missing one means the defaults.
+//!
+//! Lines are JSON unless a person reads them: `zap-logger-config`'s
+//! `encoding` (`json` or `console`, as zap's) decides when set; otherwise a
+//! terminal on stdout gets one readable line per event
+//! (`12:04:05.123 ERROR Reconcile error; retrying in 5ms  knative.dev/key=ns/web …`)
+//! and anything else (a pod's log, a file, a pipe) gets JSON. The encoding is
+//! chosen at start; the level follows the ConfigMap live.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -38,6 +45,9 @@ pub enum LoggingConfigError {
     /// `zap-logger-config` is not JSON.
     #[error("zap-logger-config is not valid JSON ({0}); fix it or remove the key")]
     ZapConfig(String),
+    /// An `encoding` zap does not know.
+    #[error("invalid encoding {0:?} in zap-logger-config; use \"json\" or \"console\"")]
+    Encoding(String),
 }
 
 /// The level a component logs at, from `config-logging` data.
@@ -70,6 +80,40 @@ fn parse_level(key: &str, name: &str) -> Result<LevelFilter, LoggingConfigError>
             key: key.to_owned(),
             level: name.to_owned(),
         }),
+    }
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Encoding {
+    /// One JSON object per line, with zap's keys.
+    Json,
+    /// One readable line per event: time, level, message, then the fields.
+    Console,
+}
+
+impl Encoding {
+    /// What `config-logging` asks for (`zap-logger-config`'s `encoding`), else
+    /// console on a terminal and JSON anywhere else.
+    pub fn from_config(
+        data: &BTreeMap<String, String>,
+        stdout_is_terminal: bool,
+    ) -> Result<Self, LoggingConfigError> {
+        let asked = match data.get("zap-logger-config").filter(|s| !s.trim().is_empty()) {
+            Some(zap) => {
+                let parsed: Value =
+                    serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string()))?;
+                parsed.get("encoding").and_then(Value::as_str).map(str::to_owned)
+            }
+            None => None,
+        };
+        match asked.as_deref() {
+            Some("json") => Ok(Encoding::Json),
+            Some("console") => Ok(Encoding::Console),
+            Some(other) => Err(LoggingConfigError::Encoding(other.to_owned())),
+            None if stdout_is_terminal => Ok(Encoding::Console),
+            None => Ok(Encoding::Json),
+        }
     }
 }
 
@@ -116,13 +160,15 @@ impl LevelHandle {
 /// Where kube's client logs failed responses.
 const KUBE_CLIENT_RESPONSE_TARGET: &str = "kube_client::client::builder";
 
-/// Installs the JSON logger for `component` at `level`; `pod` is added to every
-/// line as `knative.dev/pod`. Returns the handle that changes the level.
-pub fn init(component: &str, level: LevelFilter, pod: Option<String>) -> LevelHandle {
+/// Installs the logger for `component` at `level`, writing `encoding`; `pod`
+/// is added to every line as `knative.dev/pod`. Returns the handle that
+/// changes the level.
+pub fn init(component: &str, level: LevelFilter, pod: Option<String>, encoding: Encoding) -> LevelHandle {
     let (filter, handle) = reload::Layer::new(level);
-    let json = JsonLines {
+    let json = Lines {
         logger: component.to_owned(),
         pod,
+        encoding,
     };
     // kube's client logs every failed response at error level, and the code
     // that made the request reports the same failure again (a reconcile's
@@ -138,11 +184,13 @@ pub fn init(component: &str, level: LevelFilter, pod: Option<String>) -> LevelHa
     }
 }
 
-/// Writes each event as one JSON object with zap's keys (`level`, `ts`,
-/// `logger`, `caller`, `msg`), the fields of the event and of its spans.
-struct JsonLines {
+/// Writes each event as one line: a JSON object with zap's keys (`level`,
+/// `ts`, `logger`, `caller`, `msg`), the fields of the event and of its spans;
+/// or the same, readable, for a terminal.
+struct Lines {
     logger: String,
     pod: Option<String>,
+    encoding: Encoding,
 }
 
 /// Span fields, kept on the span so events inside it can print them.
@@ -178,7 +226,7 @@ impl Visit for Collect<'_> {
     }
 }
 
-impl<S> Layer<S> for JsonLines
+impl<S> Layer<S> for Lines
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
 {
@@ -233,13 +281,50 @@ where
             line.insert("msg".into(), message);
         }
         line.extend(fields);
-        let mut out = std::io::stdout().lock();
+        let text = match self.encoding {
+            Encoding::Json => Value::Object(line).to_string(),
+            Encoding::Console => console_line(line),
+        };
         // A closed stdout cannot be reported anywhere; dropping the line is all
         // that is left to do.
-        if serde_json::to_writer(&mut out, &Value::Object(line)).is_ok() {
-            let _ = out.write_all(b"\n");
+        let mut out = std::io::stdout().lock();
+        let _ = out.write_all(text.as_bytes());
+        let _ = out.write_all(b"\n");
+    }
+}
+
+/// `12:04:05.123 ERROR message  key=value …`: the time of day, the level and
+/// the message first, then the fields; the logger, pod and caller, the same on
+/// every line of a process, are left out.
+fn console_line(mut line: Map<String, Value>) -> String {
+    let text = |v: Option<Value>| match v {
+        Some(Value::String(s)) => s,
+        Some(other) => other.to_string(),
+        None => String::new(),
+    };
+    let ts = text(line.remove("ts"));
+    // RFC 3339 in UTC: the time of day is what a person scanning needs.
+    let time = ts
+        .split('T')
+        .nth(1)
+        .map(|t| t.trim_end_matches('Z'))
+        .unwrap_or(&ts);
+    let time: String = time.chars().take(12).collect();
+    let level = text(line.remove("level")).to_uppercase();
+    let msg = text(line.remove("msg"));
+    for key in ["logger", "caller", "knative.dev/pod"] {
+        line.remove(key);
+    }
+    let mut out = format!("{time} {level:<5} {msg}");
+    for (key, value) in line {
+        let value = text(Some(value));
+        if value.contains(char::is_whitespace) || value.is_empty() {
+            let _ = write!(out, "  {key}={value:?}");
+        } else {
+            let _ = write!(out, "  {key}={value}");
         }
     }
+    out
 }
 
 fn zap_level(level: Level) -> &'static str {
@@ -254,6 +339,38 @@ fn zap_level(level: Level) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_terminal_gets_readable_lines_unless_the_config_says_json() {
+        let none = BTreeMap::new();
+        assert_eq!(Encoding::from_config(&none, true), Ok(Encoding::Console));
+        assert_eq!(Encoding::from_config(&none, false), Ok(Encoding::Json));
+        let json = data(&[("zap-logger-config", r#"{"encoding": "json"}"#)]);
+        assert_eq!(Encoding::from_config(&json, true), Ok(Encoding::Json));
+        let console = data(&[("zap-logger-config", r#"{"encoding": "console"}"#)]);
+        assert_eq!(Encoding::from_config(&console, false), Ok(Encoding::Console));
+        let bad = data(&[("zap-logger-config", r#"{"encoding": "xml"}"#)]);
+        assert_eq!(
+            Encoding::from_config(&bad, true).unwrap_err().to_string(),
+            "invalid encoding \"xml\" in zap-logger-config; use \"json\" or \"console\""
+        );
+    }
+
+    #[test]
+    fn a_console_line_reads_time_level_message_then_fields() {
+        let line = serde_json::json!({
+            "level": "error", "ts": "2026-11-24T12:04:05.123456Z", "logger": "controller",
+            "caller": "runtime/src/controller/mod.rs:680", "knative.dev/pod": "controller-0",
+            "msg": "Reconcile error; retrying in 5ms", "knative.dev/key": "ns/web",
+            "error": "failed to create pod: boom", "retry_in": "5ms",
+        });
+        let Value::Object(line) = line else { unreachable!() };
+        assert_eq!(
+            console_line(line),
+            "12:04:05.123 ERROR Reconcile error; retrying in 5ms  error=\"failed to create pod: boom\"  \
+             knative.dev/key=ns/web  retry_in=5ms"
+        );
+    }
 
     fn data(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs

@@ -2,20 +2,25 @@
 //! machine without a cluster.
 //!
 //! ```sh
-//! cargo run -p controller --example local
+//! cargo run -p controller --example local [-- --port 6443 --no-kubelet ...]
 //! kubectl --kubeconfig .testenv/kubeconfig get asvc,sdeploy -A   # in another shell
 //! ```
 //!
-//! Serves testenv's API server over HTTP (writing `.testenv/kubeconfig`),
-//! applies `config/` (namespace, CRDs, ConfigMaps and both examples) plus the
-//! `webhook` Service the example AddressableService names, and runs the same
-//! `sharedmain` as the `controller` binary. Since there is no kubelet, this
-//! process marks the pods the SimpleDeployment creates Running and Ready, so
-//! both examples become Ready. Ctrl-C stops it.
+//! Serves testenv's API server over HTTP on the loopback interface (writing
+//! `.testenv/kubeconfig`), applies `config/` (namespace, CRDs, ConfigMaps and
+//! both examples) plus the `webhook` Service the example AddressableService
+//! names, and runs the same `sharedmain` as the `controller` binary. It
+//! behaves like a small cluster where a bare API server would not: owned
+//! objects are garbage-collected when their owner goes (background and
+//! foreground, `blockOwnerDeletion`), `kubectl delete namespace` empties and
+//! removes a namespace, and a stand-in kubelet marks every pod in every
+//! namespace Running and Ready with container statuses. Each of the three can
+//! be switched off (`--help`). Ctrl-C stops it.
 
 use std::path::Path;
 use std::time::Duration;
 
+use clap::Parser;
 use kinject_sharedmain::{Env, Flags, controller};
 use kinject_testenv::TestEnv;
 use reconcilers::{addressableservice, simpledeployment};
@@ -47,17 +52,56 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
     Ok(())
 }
 
-/// Stands in for the kubelet: pods become Running and Ready.
+/// The local cluster's switches.
+#[derive(Debug, Parser)]
+#[command(about = "The controller against a local, in-memory API server")]
+struct Args {
+    /// The API server's port on 127.0.0.1 (0 picks a free one).
+    #[arg(long, default_value_t = 0)]
+    port: u16,
+    /// Where to write the kubeconfig for the API server.
+    #[arg(long, default_value = ".testenv/kubeconfig")]
+    kubeconfig: std::path::PathBuf,
+    /// Leave pods Pending, as a cluster without nodes would.
+    #[arg(long)]
+    no_kubelet: bool,
+    /// Keep owned objects when their owner is deleted, as a bare API server does.
+    #[arg(long)]
+    no_garbage_collection: bool,
+    /// Leave deleted namespaces Terminating, as a bare API server does.
+    #[arg(long)]
+    no_namespace_deletion: bool,
+}
+
+/// Stands in for the kubelet: every pod that is not Running yet becomes
+/// Running and Ready, each container with a running status.
 async fn kubelet(env: TestEnv, stop: CancellationToken) {
     while !stop.is_cancelled() {
-        for namespace in ["default", "knative-samples"] {
-            for mut pod in env.list_objects("", "v1", "pods", Some(namespace)) {
-                if pod.pointer("/status/phase") != Some(&Value::String("Running".into())) {
-                    pod["status"] =
-                        json!({"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]});
-                    let _ = env.update_status(pod);
-                }
+        for mut pod in env.list_objects("", "v1", "pods", None) {
+            if pod.pointer("/status/phase") == Some(&Value::String("Running".into()))
+                || pod.pointer("/metadata/deletionTimestamp").is_some()
+            {
+                continue;
             }
+            let now = k8s_openapi::jiff::Timestamp::now().to_string();
+            let statuses: Vec<Value> = pod
+                .pointer("/spec/containers")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(|c| {
+                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": true,
+                           "started": true, "restartCount": 0, "state": {"running": {"startedAt": now}}})
+                })
+                .collect();
+            pod["status"] = json!({
+                "phase": "Running",
+                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
+                "containerStatuses": statuses,
+                "startTime": now,
+            });
+            // The pod may be gone or changed since the list; the next round retries.
+            let _ = env.update_status(pod);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
@@ -65,11 +109,20 @@ async fn kubelet(env: TestEnv, stop: CancellationToken) {
 
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
+    let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let env = TestEnv::new();
+    let env = TestEnv::builder()
+        .port(args.port)
+        .garbage_collection(!args.no_garbage_collection)
+        .namespace_deletion(!args.no_namespace_deletion)
+        .build();
     apply(&env, &root.join("config"))?;
     let server = env.serve().await?;
-    let kubeconfig = root.join(".testenv/kubeconfig");
+    let kubeconfig = if args.kubeconfig.is_absolute() {
+        args.kubeconfig.clone()
+    } else {
+        root.join(&args.kubeconfig)
+    };
     if let Some(dir) = kubeconfig.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -81,7 +134,9 @@ async fn main() -> Result<(), BoxError> {
     );
 
     let shutdown = CancellationToken::new();
-    tokio::spawn(kubelet(env.clone(), shutdown.clone()));
+    if !args.no_kubelet {
+        tokio::spawn(kubelet(env.clone(), shutdown.clone()));
+    }
     tokio::spawn({
         let shutdown = shutdown.clone();
         async move {

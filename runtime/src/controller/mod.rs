@@ -217,6 +217,16 @@ struct Startup {
     pending: HashSet<ObjectKey>,
     succeeded: usize,
     failed: usize,
+    /// Skipped (not led yet, or gone) or requeued by request.
+    skipped: usize,
+}
+
+/// How one reconcile went, for the start summary.
+#[derive(Clone, Copy)]
+enum Processed {
+    Succeeded,
+    Failed,
+    Skipped,
 }
 
 impl fmt::Debug for Impl {
@@ -538,6 +548,7 @@ impl Impl {
                 pending,
                 succeeded: 0,
                 failed: 0,
+                skipped: 0,
             });
         }
         let mut workers = JoinSet::new();
@@ -571,13 +582,15 @@ impl Impl {
     /// One worker: takes keys until the queue shuts down.
     async fn work(&self) {
         while let Some(key) = self.inner.queue.get().await {
-            self.process(&key).await;
+            let first = self.process(&key).await;
             self.inner.queue.done(&key);
+            // Outside the key's span: the summary is about the controller.
+            self.note_startup(&key, first);
         }
     }
 
     /// Reconciles one key and decides what happens to it next.
-    async fn process(&self, key: &ObjectKey) {
+    async fn process(&self, key: &ObjectKey) -> Processed {
         let key_str = key.to_string();
         let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key_str);
         let start = Instant::now();
@@ -591,7 +604,11 @@ impl Impl {
             .instrument(span.clone())
             .await;
         let _entered = span.enter();
-        let succeeded = matches!(&outcome, Ok(Ok(())));
+        let processed = match &outcome {
+            Ok(Ok(())) => Processed::Succeeded,
+            Ok(Err(err)) if err.is_skip_key() || err.requeue_delay().is_some() => Processed::Skipped,
+            _ => Processed::Failed,
+        };
         match outcome {
             Ok(result) => self.handle_result(key, result, start),
             Err(panic) => {
@@ -608,12 +625,12 @@ impl Impl {
                 self.inner.queue.add_rate_limited(key.clone());
             }
         }
-        self.note_startup(key, succeeded);
+        processed
     }
 
     /// Counts the first reconcile of a key queued at start; after the last
     /// one, logs how the start went in one line.
-    fn note_startup(&self, key: &ObjectKey, succeeded: bool) {
+    fn note_startup(&self, key: &ObjectKey, processed: Processed) {
         let mut startup = self.inner.startup.lock();
         let Some(progress) = startup.as_mut() else {
             return;
@@ -621,15 +638,18 @@ impl Impl {
         if !progress.pending.remove(key) {
             return;
         }
-        if succeeded {
-            progress.succeeded += 1;
-        } else {
-            progress.failed += 1;
+        match processed {
+            Processed::Succeeded => progress.succeeded += 1,
+            Processed::Failed => progress.failed += 1,
+            Processed::Skipped => progress.skipped += 1,
         }
         if progress.pending.is_empty() {
+            let _controller =
+                tracing::info_span!("controller", "knative.dev/controller" = %self.inner.name).entered();
             tracing::info!(
                 succeeded = progress.succeeded,
                 failed = progress.failed,
+                skipped = progress.skipped,
                 duration = ?progress.began.elapsed(),
                 "Reconciled every key queued at start once"
             );

@@ -491,7 +491,11 @@ async fn keys_queued_at_start_are_summed_up_in_one_line() {
         .filter(|l| l.starts_with("INFO message=Reconciled every key queued at start once"))
         .collect();
     assert_eq!(summaries.len(), 1, "{logs:#?}");
-    assert!(summaries[0].contains("succeeded=2 failed=1"), "{}", summaries[0]);
+    assert!(
+        summaries[0].contains("succeeded=2 failed=1 skipped=0"),
+        "{}",
+        summaries[0]
+    );
     assert!(
         !logs
             .iter()
