@@ -7,7 +7,9 @@ use serde_json::Value;
 /// The `openAPIV3Schema` of a kind: an object with `spec` and `status`, every
 /// subschema inlined, descriptions from doc comments, `required` listing the
 /// fields that are always written (those without `skip_serializing_if`), and
-/// integer formats.
+/// integer formats with their ranges as `minimum`/`maximum` (an `i32` field
+/// gets int32's, a `u32` field 0 to 4294967295), so the API server refuses
+/// numbers the type cannot hold.
 ///
 /// Knative's conventions are applied on top of schemars' output: no `nullable`,
 /// no `default` (a default would let the API server fill in a required field
@@ -43,10 +45,53 @@ fn tidy(value: &mut Value) {
             if let Some(Value::String(d)) = map.get_mut("description") {
                 *d = join_lines(d);
             }
+            bound_integer(map);
             map.values_mut().for_each(tidy);
         }
         Value::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
+    }
+}
+
+/// The range of an integer format, so the API server refuses a number the
+/// Rust field cannot hold: kube-apiserver does not check integer formats, and
+/// an `i32` field stored as 3000000000 would make the object undecodable for
+/// every controller.
+fn format_range(format: &str) -> Option<(i64, Option<i64>)> {
+    Some(match format {
+        "int8" => (i8::MIN.into(), Some(i8::MAX.into())),
+        "int16" => (i16::MIN.into(), Some(i16::MAX.into())),
+        "int32" => (i32::MIN.into(), Some(i32::MAX.into())),
+        "uint8" => (0, Some(u8::MAX.into())),
+        "uint16" => (0, Some(u16::MAX.into())),
+        "uint32" => (0, Some(u32::MAX.into())),
+        // JSON numbers the API server keeps are at most int64, so an unsigned
+        // 64-bit field needs only its lower bound.
+        "uint64" | "uint" => (0, None),
+        _ => return None,
+    })
+}
+
+/// Adds the bounds of an integer schema's format, keeping any tighter bound
+/// a marker already set.
+fn bound_integer(map: &mut serde_json::Map<String, Value>) {
+    if map.get("type").and_then(Value::as_str) != Some("integer") {
+        return;
+    }
+    let Some((min, max)) = map.get("format").and_then(Value::as_str).and_then(format_range) else {
+        return;
+    };
+    let tighter = |existing: Option<&Value>, bound: i64, lower: bool| match existing.and_then(Value::as_f64) {
+        // Integer bounds fit an f64 exactly within these ranges.
+        #[allow(clippy::cast_precision_loss)]
+        Some(set) if (lower && set >= bound as f64) || (!lower && set <= bound as f64) => None,
+        _ => Some(Value::from(bound)),
+    };
+    if let Some(min) = tighter(map.get("minimum"), min, true) {
+        map.insert("minimum".into(), min);
+    }
+    if let Some(max) = max.and_then(|max| tighter(map.get("maximum"), max, false)) {
+        map.insert("maximum".into(), max);
     }
 }
 
@@ -60,6 +105,27 @@ fn join_lines(text: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn integer_formats_get_their_range_and_keep_tighter_bounds() {
+        let mut schema = serde_json::json!({"type": "object", "properties": {
+            "replicas": {"type": "integer", "format": "int32"},
+            "port": {"type": "integer", "format": "uint16", "minimum": 1},
+            "count": {"type": "integer", "format": "uint64", "minimum": 0},
+            "big": {"type": "integer", "format": "int64"},
+            "ratio": {"type": "number", "format": "double"},
+        }});
+        tidy(&mut schema);
+        let p = &schema["properties"];
+        assert_eq!(p["replicas"]["minimum"], -2_147_483_648_i64);
+        assert_eq!(p["replicas"]["maximum"], 2_147_483_647_i64);
+        assert_eq!(p["port"]["minimum"], 1, "a marker's tighter bound stays");
+        assert_eq!(p["port"]["maximum"], 65_535);
+        assert_eq!(p["count"]["minimum"], 0);
+        assert!(p["count"].get("maximum").is_none());
+        assert!(p["big"].get("minimum").is_none());
+        assert!(p["ratio"].get("minimum").is_none());
+    }
 
     #[test]
     fn joins_lines_within_paragraphs() {

@@ -389,6 +389,42 @@ fn simple_deployment(name: &str, replicas: i64) -> serde_json::Value {
     })
 }
 
+/// The CRD of SimpleDeployment as a hand-written (or older) one would be:
+/// without the bounds the generator derives from `replicas: i32`, so the API
+/// server stores numbers the type cannot hold.
+fn simple_deployment_crd_without_bounds() -> serde_json::Value {
+    use apis::v1alpha1::SimpleDeployment;
+
+    let mut crd =
+        serde_json::to_value(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
+            .unwrap();
+    let replicas = crd
+        .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas")
+        .and_then(serde_json::Value::as_object_mut)
+        .unwrap();
+    replicas.remove("minimum");
+    replicas.remove("maximum");
+    crd
+}
+
+/// The generated CRD refuses a number its field cannot hold, at apply time.
+#[tokio::test]
+async fn the_generated_crd_refuses_a_number_the_field_cannot_hold() {
+    use apis::v1alpha1::SimpleDeployment;
+
+    let env = TestEnv::new();
+    env.install_crd(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
+        .unwrap();
+    let refused = env
+        .create_object(simple_deployment("huge", 3_000_000_000))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        refused.contains("spec.replicas in body should be less than or equal to 2147483647"),
+        "{refused}"
+    );
+}
+
 /// One object the kind cannot hold does not stop the list: the rest syncs,
 /// the bad one is counted and left out, and it comes back once fixed.
 #[tokio::test]
@@ -396,8 +432,7 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     use apis::v1alpha1::SimpleDeployment;
 
     let env = TestEnv::new();
-    env.install_crd(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
-        .unwrap();
+    env.install_crd(simple_deployment_crd_without_bounds()).unwrap();
     env.create_object(simple_deployment("good", 1)).unwrap();
     env.create_object(simple_deployment("huge", 3_000_000_000))
         .unwrap();
