@@ -134,6 +134,27 @@ pub(crate) fn emit(
         });
     }
 
+    let mut custom: Vec<&str> = kinds
+        .iter()
+        .filter(|k| k.is_crd)
+        .map(|k| k.rust_path.as_str())
+        .collect();
+    custom.sort_unstable();
+    let custom: Vec<syn::Path> = custom.into_iter().map(path).collect();
+    if !custom.is_empty() {
+        let declaration = place(
+            layout,
+            &mut files,
+            "registry.rs",
+            "registry",
+            registry_module(&custom),
+        )?;
+        root_items.push(match layout {
+            Layout::Crate => quote!(#[rustfmt::skip] #declaration),
+            Layout::SingleFile(_) => declaration,
+        });
+    }
+
     if testing {
         let declaration = place(
             layout,
@@ -160,6 +181,25 @@ pub(crate) fn emit(
     };
     files.insert(PathBuf::from(root_file), render_as(&root, root_file, layout)?);
     Ok(files)
+}
+
+/// The one list of the application's custom resource kinds, which tools and
+/// tests read instead of naming kinds by hand.
+fn registry_module(custom: &[syn::Path]) -> Module {
+    Module {
+        docs: wrap(
+            "Every custom resource kind of the API modules in codegen.toml: what `schema`, the \
+             CRD output and tests that count kinds read, so adding a kind edits no list by hand.",
+        ),
+        items: quote! {
+            use kinject_runtime::apis::registry::CustomKind;
+
+            /// The kinds, in the order of their Rust paths.
+            pub fn custom_kinds() -> Vec<CustomKind> {
+                Vec::from([#(CustomKind::of::<#custom>()),*])
+            }
+        },
+    }
 }
 
 /// Test helpers over `testenv`, the in-memory API server: the API groups' CRDs,

@@ -188,13 +188,13 @@ fn binary_generates_verifies_and_reports() {
     assert_eq!(code, 0, "{stderr}");
     let summary = stdout.trim_end();
     assert!(
-        summary.starts_with("generated 7 files for 4 kinds in ") && summary.ends_with(" ms"),
+        summary.starts_with("generated 8 files for 4 kinds in ") && summary.ends_with(" ms"),
         "{summary}"
     );
 
     let (code, stdout, _) = codegen_bin(&["--config", "codegen.toml", "--verify"], &dir);
     assert_eq!(code, 0);
-    assert_eq!(stdout, "out is up to date (7 files for 4 kinds)\n");
+    assert_eq!(stdout, "out is up to date (8 files for 4 kinds)\n");
 
     let (code, _, stderr) = codegen_bin(&["--bogus"], &dir);
     assert_eq!(code, 2);

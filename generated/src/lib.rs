@@ -15,6 +15,9 @@ pub mod core;
 #[rustfmt::skip]
 pub mod samples;
 
+#[rustfmt::skip]
+pub mod registry;
+
 #[cfg(feature = "testing")]
 #[rustfmt::skip]
 pub mod testing;

@@ -50,6 +50,8 @@ mod field_error;
 #[cfg(feature = "kinds")]
 mod kind;
 #[cfg(feature = "kinds")]
+pub mod registry;
+#[cfg(feature = "kinds")]
 pub mod schema;
 #[cfg(feature = "kinds")]
 mod url;

@@ -1,4 +1,5 @@
-//! `schema`: the OpenAPI v3 schemas and CRDs of the sample kinds.
+//! `schema`: the OpenAPI v3 schemas and CRDs of the application's custom
+//! resource kinds, as the generated registry (`generated::registry`) lists them.
 //!
 //! ```sh
 //! cargo run -p schema -- dump AddressableService     # openAPIV3Schema as YAML
@@ -13,100 +14,92 @@
 mod splice;
 mod yaml;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use apis::v1alpha1::{AddressableService, SimpleDeployment};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinject_types::crd::custom_resource_definition;
-use kinject_types::schema::openapi_v3_schema;
-use serde_json::Value;
+use clap::{Parser, Subcommand};
+use generated::registry::custom_kinds;
+use kinject_types::registry::{CustomKind, find};
 
-/// A kind this command knows.
-struct Kind {
-    name: &'static str,
-    schema: fn() -> Value,
-    crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
+/// The OpenAPI v3 schemas and CRDs of the application's custom resource kinds.
+#[derive(Debug, Parser)]
+#[command(name = "schema")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
 }
 
-const KINDS: &[Kind] = &[
-    Kind {
-        name: "AddressableService",
-        schema: openapi_v3_schema::<AddressableService>,
-        crd: custom_resource_definition::<AddressableService>,
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print a kind's openAPIV3Schema as YAML.
+    Dump {
+        /// The kind, as in a manifest (`AddressableService`).
+        kind: String,
     },
-    Kind {
-        name: "SimpleDeployment",
-        schema: openapi_v3_schema::<SimpleDeployment>,
-        crd: custom_resource_definition::<SimpleDeployment>,
+    /// Print a kind's CustomResourceDefinition as YAML.
+    Crd {
+        /// The kind, as in a manifest (`AddressableService`).
+        kind: String,
     },
-];
-
-const USAGE: &str = "usage:
-  schema dump <Kind>                  print the kind's openAPIV3Schema as YAML
-  schema crd <Kind>                   print the kind's CustomResourceDefinition as YAML
-  schema update-crds [--verify] <dir> refresh the openAPIV3Schema of <dir>/300-<kind>.yaml
-                                      (--verify: change nothing, exit 1 if any is stale)";
+    /// Refresh the openAPIV3Schema of <dir>/300-<kind>.yaml for every kind.
+    UpdateCrds {
+        /// Change nothing; exit 1 if any schema is stale.
+        #[arg(long)]
+        verify: bool,
+        /// The directory of the manifests (`config`).
+        dir: PathBuf,
+    },
+}
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    match args[..] {
-        ["dump", kind] => with_kind(kind, |k| {
-            print!("{}", yaml::to_yaml(&(k.schema)()));
+    let kinds = custom_kinds();
+    match Cli::parse().command {
+        Command::Dump { kind } => with_kind(&kinds, &kind, |k| {
+            print!("{}", yaml::to_yaml(&k.schema()));
             ExitCode::SUCCESS
         }),
-        ["crd", kind] => with_kind(kind, |k| match (k.crd)().and_then(serde_json::to_value) {
+        Command::Crd { kind } => with_kind(&kinds, &kind, |k| match k.crd().and_then(serde_json::to_value) {
             Ok(crd) => {
                 print!("{}", yaml::to_yaml(&crd));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: cannot build the CRD of {}: {e}", k.name);
+                eprintln!("error: cannot build the CRD of {}: {e}", k.kind);
                 ExitCode::FAILURE
             }
         }),
-        ["update-crds", dir] => update_crds(Path::new(dir), false),
-        ["update-crds", "--verify", dir] => update_crds(Path::new(dir), true),
-        ["-h" | "--help"] => {
-            println!("{USAGE}");
-            ExitCode::SUCCESS
-        }
-        _ => {
-            eprintln!("error: unexpected arguments {args:?}\n\n{USAGE}");
-            ExitCode::from(2)
-        }
+        Command::UpdateCrds { verify, dir } => update_crds(&kinds, &dir, verify),
     }
 }
 
-fn with_kind(name: &str, run: impl FnOnce(&Kind) -> ExitCode) -> ExitCode {
-    match KINDS.iter().find(|k| k.name == name) {
+fn with_kind(kinds: &[CustomKind], name: &str, run: impl FnOnce(&CustomKind) -> ExitCode) -> ExitCode {
+    match find(kinds, name) {
         Some(kind) => run(kind),
         None => {
-            let known: Vec<&str> = KINDS.iter().map(|k| k.name).collect();
+            let known: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
             eprintln!("unknown Kind: {name}, expected one of [{}]", known.join(", "));
             ExitCode::from(2)
         }
     }
 }
 
-fn update_crds(dir: &Path, verify: bool) -> ExitCode {
+fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
     let mut stale = Vec::new();
-    for kind in KINDS {
-        let path = dir.join(format!("300-{}.yaml", kind.name.to_lowercase()));
+    for kind in kinds {
+        let path = dir.join(format!("300-{}.yaml", kind.kind.to_lowercase()));
         let manifest = match std::fs::read_to_string(&path) {
             Ok(text) => text,
             Err(e) => {
                 eprintln!(
                     "error: {}: cannot read the CRD manifest of {}: {e}; create it (`schema crd {}` prints a starting point)",
                     path.display(),
-                    kind.name,
-                    kind.name
+                    kind.kind,
+                    kind.kind
                 );
                 return ExitCode::FAILURE;
             }
         };
-        let updated = match splice::splice_schema(&manifest, &yaml::to_yaml(&(kind.schema)())) {
+        let updated = match splice::splice_schema(&manifest, &yaml::to_yaml(&kind.schema())) {
             Ok(text) => text,
             Err(e) => {
                 eprintln!("error: {}: {e}", path.display());

@@ -9,6 +9,9 @@ pub mod core;
 #[rustfmt::skip]
 pub mod fixtures;
 
+#[rustfmt::skip]
+pub mod registry;
+
 #[cfg(feature = "testing")]
 #[rustfmt::skip]
 pub mod testing;

@@ -409,6 +409,23 @@ pub mod fixtures {
     }
 }
 
+/// Every custom resource kind of the API modules in codegen.toml: what `schema`, the CRD
+/// output and tests that count kinds read, so adding a kind edits no list by hand.
+pub mod registry {
+    use kinject_runtime::apis::registry::CustomKind;
+
+    /// The kinds, in the order of their Rust paths.
+    pub fn custom_kinds() -> Vec<CustomKind> {
+        Vec::from([
+            CustomKind::of::<fixture_apis::v1::ClusterPolicy>(),
+            CustomKind::of::<fixture_apis::v1::Plain>(),
+            CustomKind::of::<fixture_apis::v1::Snapshot>(),
+            CustomKind::of::<fixture_apis::v1::Widget>(),
+            CustomKind::of::<fixture_apis::v1::inner::Gateway>(),
+        ])
+    }
+}
+
 #[cfg(feature = "testing")]
 /// Test helpers: contexts whose clients, informers and listers talk to `testenv`'s in-memory
 /// API server (feature `testing`).
