@@ -35,6 +35,7 @@
 mod metrics;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -772,12 +773,19 @@ where
         }
 
         let mut resource = (*original).clone();
+        // What the status write starts from: the cached copy, or the object a
+        // finalizer patch returned, whose resourceVersion the API server now
+        // expects (the cached one would earn a 409 and a re-read).
+        let mut base = Cow::Borrowed(original.as_ref());
         let method = self.method_for(&resource, leader);
         tracing::debug!(targetMethod = ?method, "reconciling");
         let result = match method {
             Method::Reconcile => {
                 if let Err(err) = self.set_finalizer_if_finalizer(&mut resource).await {
                     return Err(err.context("failed to set finalizers"));
+                }
+                if resource.meta().resource_version != original.meta().resource_version {
+                    base = Cow::Owned(resource.clone());
                 }
                 let krshaped = self.kind.krshaped.filter(|_| !self.skip_status_updates);
                 if let Some(hooks) = krshaped {
@@ -804,11 +812,11 @@ where
         };
 
         if let Some(status) = self.kind.status.filter(|_| !self.skip_status_updates)
-            && !(status.equal)(&original, &resource)
+            && !(status.equal)(&base, &resource)
         {
             if !leader {
                 tracing::warn!("Saw status changes when we aren't the leader!");
-            } else if let Err(err) = self.update_status(status, &original, &resource).await {
+            } else if let Err(err) = self.update_status(status, &base, &resource).await {
                 tracing::debug!(error = %api_message(&err), "Failed to update resource status");
                 self.record(
                     &resource,
@@ -989,8 +997,9 @@ where
 
     /// Writes the desired status through the status subresource, retrying
     /// conflicts as client-go's `RetryOnConflict` does (5 tries, ~10 ms apart):
-    /// the first try starts from the informer's copy, later ones re-read the
-    /// object from the API server.
+    /// the first try starts from `original` (the informer's copy, or what this
+    /// reconcile's finalizer patch returned), later ones re-read the object
+    /// from the API server.
     async fn update_status(
         &self,
         status: StatusHooks<K>,

@@ -400,3 +400,77 @@ async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
     .run(&constructor)
     .await;
 }
+
+/// Finalizes, and reports on every reconcile that its Service is gone, so the
+/// first reconcile both adds the finalizer and changes the status.
+struct FinalizingStatusWriter;
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<AddressableService> for FinalizingStatusWriter {
+    type Finalizer = WithFinalizer;
+
+    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+        let name = asvc.spec.service_name.clone();
+        asvc.status
+            .get_or_insert_default()
+            .mark_service_unavailable(&name);
+        Ok(None)
+    }
+}
+
+#[kinject_runtime::async_trait]
+impl FinalizeKind<AddressableService> for FinalizingStatusWriter {
+    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        Ok(None)
+    }
+}
+
+/// The finalizer patch moves the object to a new resourceVersion; a status
+/// write that still carried the cached one would be refused with a 409 and
+/// cost a re-read and a second write on every new object.
+#[tokio::test]
+async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
+    let mut want = rut(&["foreign.example.com/keep", FINALIZER], false);
+    if let Some(status) = want.status.as_mut() {
+        status.mark_service_unavailable("webhook");
+    }
+    let row = TableRow {
+        name: "G1 add finalizer, then write status",
+        objects: vec![obj(&rut(&["foreign.example.com/keep"], false))],
+        key: "ns/rut",
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["foreign.example.com/keep","addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_status_updates: vec![obj(&want)],
+        want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
+        post_conditions: Some(Box::new(|outcome| {
+            let actions = outcome.env.actions();
+            Box::pin(async move {
+                let on_rut: Vec<String> = actions
+                    .iter()
+                    .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+                    .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
+                    .collect();
+                // One patch, one status write: a re-read would mean the first
+                // write was refused.
+                if on_rut == ["patch", "update status"] {
+                    Ok(())
+                } else {
+                    Err(format!("requests on the object: {on_rut:?}"))
+                }
+            })
+        })),
+        ..TableRow::default()
+    };
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let constructor =
+        |ctx: &Context| -> Impl { new_impl(ctx, FinalizingStatusWriter, &KIND, None, Options::default()) };
+    Table {
+        crds: vec![crd],
+        rows: vec![row],
+    }
+    .run(&constructor)
+    .await;
+}
