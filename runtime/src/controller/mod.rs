@@ -5,8 +5,10 @@
 //! ([`enqueue`](Impl::enqueue), [`enqueue_controller_of_kind`](Impl::enqueue_controller_of_kind),
 //! …); [`Impl::enqueue_controller_handler`] is the whole handler for the
 //! children a controller owns, right for namespaced and cluster-scoped owners
-//! alike (children get their reference from [`crate::owner::set_controller_ref`]). The [`WorkQueue`] dedupes keys, keeps a key away from two workers at
-//! once, delays and backs off, and drains changes before resyncs. [`Impl::run`]
+//! alike (children get their reference from
+//! [`crate::owner::set_controller_ref`]). The [`WorkQueue`] dedupes keys, keeps
+//! a key away from two workers at once, delays and backs off, and drains
+//! changes before resyncs. [`Impl::run`]
 //! starts the workers; each hands a key to [`Reconciler::reconcile`] and treats
 //! the result as Knative's `handleErr` does (see [`Error`]).
 //!
