@@ -9,7 +9,9 @@ use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServ
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinject_runtime::controller::{Error, Impl, ObjectKey};
+use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
+use kinject_runtime::leader::UniversalBucket;
 use kinject_runtime::reconciler::{
     Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
     ReconcileResult, StatusHooks, WithFinalizer, new_impl,
@@ -18,6 +20,7 @@ use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
 use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
 use kinject_runtime::tracker::Reference;
 use kube::api::ObjectMeta;
+use tokio_util::sync::CancellationToken;
 
 const FINALIZER: &str = "addressableservices.samples.knative.dev";
 
@@ -473,4 +476,65 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
     }
     .run(&constructor)
     .await;
+}
+
+/// A new object of a finalizing kind, through the running controller with its
+/// catch-up reconciles: each later reconcile either waits for the cache or
+/// finds nothing to do, so the object gets one finalizer patch and one status
+/// write, and no request is refused (a re-read would follow a 409).
+#[tokio::test]
+async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let (ctx, env) = kinject_runtime::testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
+    let controller = new_impl(&ctx, FinalizingStatusWriter, &KIND, None, Options::default());
+    let informer = ctx.informer::<AddressableService>();
+    let enqueue = controller.clone();
+    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
+        enqueue.enqueue(o)
+    }));
+    // Registered after the enqueueing handler, so by the time it reports the
+    // final object, that object's key is queued.
+    let (seen, mut finished) = tokio::sync::watch::channel(false);
+    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
+        let has_finalizer = o.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+        let written = o.status.as_ref().is_some_and(|s| !s.is_ready());
+        if has_finalizer && written {
+            seen.send_replace(true);
+        }
+    }));
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
+    controller.promote(Arc::new(UniversalBucket));
+    env.clear_actions();
+    let run = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+
+    let settled = async {
+        finished.wait_for(|done| *done).await.unwrap();
+        // The events of both writes enqueue the key again; those reconciles
+        // must end without writing.
+        loop {
+            let queue = controller.work_queue().snapshot();
+            if queue.fast.is_empty() && queue.processing.is_empty() && queue.waiting.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), settled)
+        .await
+        .expect("the object was never reconciled to its final state");
+    stop.cancel();
+    run.await.unwrap();
+
+    let on_rut: Vec<String> = env
+        .actions()
+        .iter()
+        .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+        .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
+        .collect();
+    assert_eq!(on_rut, ["patch", "update status"]);
 }
