@@ -241,3 +241,47 @@ pub fn new_controller(ctx: &Context) -> Impl {
     );
     controller
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::v1alpha1::SimpleDeploymentSpec;
+    use kinject_runtime::owner::controller_of;
+
+    fn sd(uid: Option<&str>) -> SimpleDeployment {
+        let mut d = SimpleDeployment::new(
+            "sd",
+            SimpleDeploymentSpec {
+                image: "busybox".into(),
+                replicas: 1,
+            },
+        );
+        d.metadata.namespace = Some("ns".into());
+        d.metadata.uid = uid.map(Into::into);
+        d
+    }
+
+    #[test]
+    fn pods_are_controlled_by_their_simple_deployment() {
+        let pod = make_pod(&sd(Some("u-1"))).unwrap();
+        let owner = controller_of(&pod).unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("SimpleDeployment", "sd", "u-1")
+        );
+        assert_eq!(
+            controller_key::<SimpleDeployment, _>(&pod),
+            Some(ObjectKey::new("ns", "sd"))
+        );
+    }
+
+    /// Knative's sample would send a pod whose owner reference has an empty
+    /// uid, which the API server refuses on every create.
+    #[test]
+    fn a_simple_deployment_without_uid_makes_no_pod() {
+        assert!(matches!(
+            make_pod(&sd(None)),
+            Err(OwnerRefError::MissingUid { .. })
+        ));
+    }
+}

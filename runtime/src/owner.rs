@@ -46,8 +46,8 @@ pub enum OwnerRefError {
         /// The owner's kind.
         kind: String,
     },
-    /// The owner has no uid, so it was not read from the API server (the
-    /// garbage collector would delete a child whose owner's uid is wrong).
+    /// The owner has no uid, so it was not read from the API server; the API
+    /// server refuses an owner reference without one.
     #[error("{kind} {name:?} has no uid; refer only to objects read from the API server")]
     MissingUid {
         /// The owner's kind.
