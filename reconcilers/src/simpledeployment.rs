@@ -7,20 +7,20 @@ use apis::v1alpha1::SimpleDeployment;
 use generated::core::v1::pod;
 use generated::samples::v1alpha1::simpledeployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::apis::{HasStatus, Validatable};
 use kinject_runtime::batch::{Batched, slow_start};
-use kinject_runtime::controller::filter::{controller_of, filter_controller_gk};
 use kinject_runtime::controller::{Error, Impl, ResultExt};
 use kinject_runtime::expectations::Expectations;
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::key::ObjectKey;
 use kinject_runtime::lister::Lister;
+use kinject_runtime::owner::{OwnerRefError, controller_key, set_controller_ref};
 use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kube::ResourceExt;
 use kube::api::DeleteParams;
 use kube::core::Selector;
-use kube::{Resource, ResourceExt};
 
 /// The most pods one reconcile creates; a larger gap is closed over several
 /// reconciles, so a shutdown or a changed spec is noticed in between.
@@ -90,6 +90,10 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         let missing = replicas.saturating_sub(current.len());
         let more_later = missing > BURST_REPLICAS;
         let missing = missing.min(BURST_REPLICAS);
+        // Before anything is expected or written: a SimpleDeployment that
+        // cannot own pods (one never stored has no uid) will not learn to by
+        // retrying.
+        let template = make_pod(d).map_err(Error::permanent)?;
         self.expectations
             .expect(&key, count(missing), count(doomed.len()));
         let deleted = slow_start(doomed.len(), stop, |i| {
@@ -107,7 +111,7 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         // A fresh pod per create: Knative reuses one object, which a
         // generate-name reactor mutates under it.
         let created = slow_start(missing, stop, |_| {
-            let (pods, pod) = (&pods, make_pod(d));
+            let (pods, pod) = (&pods, template.clone());
             async move { pods.create(&pod).await.map(drop) }
         })
         .await;
@@ -166,28 +170,15 @@ fn is_ready(pod: &Pod) -> bool {
             .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// The controller reference of `d` (Knative's `kmeta.NewControllerRef`):
-/// controller, and blocking the owner's foreground deletion until the pod is gone.
-fn controller_ref(d: &SimpleDeployment) -> OwnerReference {
-    OwnerReference {
-        api_version: SimpleDeployment::api_version(&()).into_owned(),
-        kind: SimpleDeployment::kind(&()).into_owned(),
-        name: d.name_any(),
-        uid: d.uid().unwrap_or_default(),
-        controller: Some(true),
-        block_owner_deletion: Some(true),
-    }
-}
-
-/// The pod a SimpleDeployment runs.
-pub fn make_pod(d: &SimpleDeployment) -> Pod {
+/// The pod a SimpleDeployment runs, controlled by it; an error when `d` has
+/// no uid, as only an object never stored can.
+pub fn make_pod(d: &SimpleDeployment) -> Result<Pod, OwnerRefError> {
     let name = d.name_any();
-    Pod {
+    let mut pod = Pod {
         metadata: ObjectMeta {
             namespace: d.namespace(),
             generate_name: Some(format!("{name}-")),
             labels: Some([(POD_OWNER_LABEL.to_owned(), name)].into()),
-            owner_references: Some(vec![controller_ref(d)]),
             ..ObjectMeta::default()
         },
         spec: Some(PodSpec {
@@ -199,7 +190,9 @@ pub fn make_pod(d: &SimpleDeployment) -> Pod {
             ..PodSpec::default()
         }),
         status: None,
-    }
+    };
+    set_controller_ref(&mut pod, d)?;
+    Ok(pod)
 }
 
 /// The SimpleDeployment controller: reconciles on every SimpleDeployment
@@ -225,31 +218,70 @@ pub fn new_controller(ctx: &Context) -> Impl {
         EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d))
             .on_delete(move |d: &SimpleDeployment| forget.forget(&ObjectKey::of(d))),
     );
-    let owner_key = |p: &Pod| {
-        let namespace = p.namespace().unwrap_or_default();
-        controller_of(p).map(|owner| ObjectKey::new(namespace, owner.name.clone()))
-    };
-    let (on_add, on_delete, on_update) = (controller.clone(), controller.clone(), controller.clone());
+    let owner_key = controller_key::<SimpleDeployment, Pod>;
+    let (on_add, on_delete) = (controller.clone(), controller.clone());
     let (created, deleted) = (expectations.clone(), expectations);
+    // The runtime's owner handler filters and enqueues; adds and deletes also
+    // count down the expectations of the SimpleDeployment that made them.
     pod_informer.add_event_handler(
-        EventHandler::new()
+        controller
+            .enqueue_controller_handler::<SimpleDeployment, Pod>()
             .on_add(move |p: &Pod| {
                 if let Some(key) = owner_key(p) {
                     created.creation_observed(&key);
                     on_add.enqueue_key(key);
                 }
             })
-            .on_update(move |_, p: &Pod| on_update.enqueue_controller_of(p))
             .on_delete(move |p: &Pod| {
                 if let Some(key) = owner_key(p) {
                     deleted.deletion_observed(&key);
                     on_delete.enqueue_key(key);
                 }
-            })
-            .with_filter(filter_controller_gk::<Pod>(
-                SimpleDeployment::group(&()),
-                SimpleDeployment::kind(&()),
-            )),
+            }),
     );
     controller
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use apis::v1alpha1::SimpleDeploymentSpec;
+    use kinject_runtime::owner::controller_of;
+
+    fn sd(uid: Option<&str>) -> SimpleDeployment {
+        let mut d = SimpleDeployment::new(
+            "sd",
+            SimpleDeploymentSpec {
+                image: "busybox".into(),
+                replicas: 1,
+            },
+        );
+        d.metadata.namespace = Some("ns".into());
+        d.metadata.uid = uid.map(Into::into);
+        d
+    }
+
+    #[test]
+    fn pods_are_controlled_by_their_simple_deployment() {
+        let pod = make_pod(&sd(Some("u-1"))).unwrap();
+        let owner = controller_of(&pod).unwrap();
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.uid.as_str()),
+            ("SimpleDeployment", "sd", "u-1")
+        );
+        assert_eq!(
+            controller_key::<SimpleDeployment, _>(&pod),
+            Some(ObjectKey::new("ns", "sd"))
+        );
+    }
+
+    /// Knative's sample would send a pod whose owner reference has an empty
+    /// uid, which the API server refuses on every create.
+    #[test]
+    fn a_simple_deployment_without_uid_makes_no_pod() {
+        assert!(matches!(
+            make_pod(&sd(None)),
+            Err(OwnerRefError::MissingUid { .. })
+        ));
+    }
 }

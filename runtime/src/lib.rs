@@ -12,6 +12,7 @@
 //! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
 //! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
 //! | [`batch`] | client-go's `slowStartBatch`: many writes in batches of 1, 2, 4, … that stop on failure and on shutdown |
+//! | [`owner`] | `kmeta.NewControllerRef` and client-go's `SetControllerReference`: controller references, and a child's way back to its owner's key |
 //! | [`expectations`] | client-go's `ControllerExpectations`: a reconcile waits until the cache shows the creates and deletes it made |
 //!
 //! The modules form a tree (`tests/integration/module_layering.rs` checks it): the leaves
@@ -32,6 +33,7 @@ pub mod leader;
 pub mod leaderelection;
 pub mod lister;
 pub mod network;
+pub mod owner;
 pub mod reconciler;
 mod store;
 #[cfg(feature = "testing")]

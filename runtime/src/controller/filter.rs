@@ -19,30 +19,11 @@
 //! assert!(!owned(&Deployment::default()));
 //! ```
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Resource;
 use kube::core::GroupVersionKind;
 
-/// The owner reference marked `controller: true`, if any (apimachinery's
-/// `GetControllerOf`).
-pub fn controller_of<K: Resource>(obj: &K) -> Option<&OwnerReference> {
-    obj.meta()
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true))
-}
-
-/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → the empty core
-/// group); `None` when it has more than one `/` (apimachinery's
-/// `ParseGroupVersion`).
-fn group_of(api_version: &str) -> Option<&str> {
-    match api_version.split_once('/') {
-        None => Some(""),
-        Some((group, version)) if !version.contains('/') => Some(group),
-        Some(_) => None,
-    }
-}
+pub use crate::owner::controller_of;
+use crate::owner::group_of;
 
 /// Objects whose controller is of group `group` and kind `kind`, whatever its
 /// version: the filter a controller puts on the children it owns.
@@ -174,6 +155,7 @@ where
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::ConfigMap;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use kube::api::ObjectMeta;
 
     fn owner(api_version: &str, kind: &str, controller: Option<bool>) -> OwnerReference {

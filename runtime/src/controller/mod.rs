@@ -2,9 +2,13 @@
 //! feed them to a [`Reconciler`] (Knative's `controller.Impl`).
 //!
 //! Informer event handlers call the enqueue methods of an [`Impl`]
-//! ([`enqueue`](Impl::enqueue), [`enqueue_controller_of`](Impl::enqueue_controller_of),
-//! …). The [`WorkQueue`] dedupes keys, keeps a key away from two workers at
-//! once, delays and backs off, and drains changes before resyncs. [`Impl::run`]
+//! ([`enqueue`](Impl::enqueue), [`enqueue_controller_of_kind`](Impl::enqueue_controller_of_kind),
+//! …); [`Impl::enqueue_controller_handler`] is the whole handler for the
+//! children a controller owns, right for namespaced and cluster-scoped owners
+//! alike (children get their reference from
+//! [`crate::owner::set_controller_ref`]). The [`WorkQueue`] dedupes keys, keeps
+//! a key away from two workers at once, delays and backs off, and drains
+//! changes before resyncs. [`Impl::run`]
 //! starts the workers; each hands a key to [`Reconciler::reconcile`] and treats
 //! the result as Knative's `handleErr` does (see [`Error`]).
 //!
@@ -71,9 +75,11 @@ pub use rate_limiter::{
 };
 pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
 
+use crate::client::ApiScope;
 use crate::duration::go_duration;
 use crate::informer;
 use crate::leader::{Bucket, Enqueue, LeaderAware};
+use crate::owner;
 use crate::tracker::Tracker;
 
 /// Workers per controller when [`ControllerOptions::concurrency`] is zero
@@ -380,13 +386,56 @@ impl Impl {
     }
 
     /// Enqueues the object's controller: the name of its owner reference marked
-    /// `controller: true`, in the object's own namespace. Objects without a
-    /// controller are ignored.
+    /// `controller: true`, in the object's own namespace (Knative's
+    /// `EnqueueControllerOf`). Objects without a controller are ignored.
+    ///
+    /// Right only for namespaced owners: an owner reference does not say its
+    /// kind's scope, so a cluster-scoped owner would be enqueued under the
+    /// child's namespace and never found. Prefer
+    /// [`enqueue_controller_of_kind`](Impl::enqueue_controller_of_kind), which
+    /// knows the owner's type.
     pub fn enqueue_controller_of<K: Resource>(&self, obj: &K) {
         if let Some(owner) = filter::controller_of(obj) {
             let namespace = obj.meta().namespace.clone().unwrap_or_default();
             self.enqueue_key(ObjectKey::new(namespace, owner.name.clone()));
         }
+    }
+
+    /// Enqueues the object's controller when it is an `O`, under the key
+    /// [`owner::controller_key`] gives: in the child's namespace for a
+    /// namespaced `O`, with an empty namespace for a cluster-scoped one. Objects
+    /// without a controller, or controlled by another kind, are ignored.
+    pub fn enqueue_controller_of_kind<O, C>(&self, child: &C)
+    where
+        O: Resource<DynamicType = (), Scope: ApiScope>,
+        C: Resource,
+    {
+        if let Some(key) = owner::controller_key::<O, C>(child) {
+            self.enqueue_key(key);
+        }
+    }
+
+    /// The handler a controller puts on the children it owns (Knative's
+    /// `FilterControllerGK` with `EnqueueControllerOf`): children controlled by
+    /// an `O` enqueue that `O` on add, update and delete, others are left out.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    /// # use kinject_runtime::{controller::Impl, injection::Context};
+    /// # fn wire(ctx: &Context, controller: &Impl) {
+    /// // ConfigMaps a Namespace controls enqueue the Namespace (key "", name).
+    /// ctx.informer::<ConfigMap>()
+    ///     .add_event_handler(controller.enqueue_controller_handler::<Namespace, ConfigMap>());
+    /// # }
+    /// ```
+    pub fn enqueue_controller_handler<O, C>(&self) -> informer::EventHandler<C>
+    where
+        O: Resource<DynamicType = (), Scope: ApiScope>,
+        C: Resource + 'static,
+    {
+        let this = self.clone();
+        informer::EventHandler::all(move |child: &C| this.enqueue_controller_of_kind::<O, C>(child))
+            .with_filter(filter::filter_controller::<C, O>())
     }
 
     /// A handler that enqueues the namespace-scoped object an object names in

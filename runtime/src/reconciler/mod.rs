@@ -35,6 +35,7 @@
 mod metrics;
 
 use std::any::Any;
+use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
@@ -637,21 +638,41 @@ const STALE_CACHE_WINDOW: Duration = Duration::from_secs(10);
 /// waits for the cache instead. Writes that did not change the
 /// resourceVersion are not remembered, so a key can never wait for an event
 /// that will not come.
+///
+/// One reconcile can write twice (the finalizer patch, then the status), so
+/// every version replaced within the window is stale, not just the last: a
+/// cache still holding the version before the patch would otherwise be
+/// trusted, and its finalizer patch refused.
 #[derive(Default)]
 struct WrittenVersions(
-    parking_lot::Mutex<std::collections::HashMap<ObjectKey, (String, tokio::time::Instant)>>,
+    parking_lot::Mutex<std::collections::HashMap<ObjectKey, (Vec<String>, tokio::time::Instant)>>,
 );
+
+/// The most replaced versions remembered per key; a reconcile writes at most
+/// twice, so older ones are long delivered.
+const REPLACED_VERSIONS_KEPT: usize = 4;
 
 impl WrittenVersions {
     fn record<K: Resource>(&self, before: &K, after: &K) {
         let (Some(old), Some(new)) = (&before.meta().resource_version, &after.meta().resource_version) else {
             return;
         };
-        if old != new {
-            self.0
-                .lock()
-                .insert(ObjectKey::of(after), (old.clone(), tokio::time::Instant::now()));
+        if old == new {
+            return;
         }
+        let now = tokio::time::Instant::now();
+        let mut written = self.0.lock();
+        let (replaced, at) = written
+            .entry(ObjectKey::of(after))
+            .or_insert_with(|| (Vec::new(), now));
+        if at.elapsed() >= STALE_CACHE_WINDOW {
+            replaced.clear();
+        }
+        if replaced.len() == REPLACED_VERSIONS_KEPT {
+            replaced.remove(0);
+        }
+        replaced.push(old.clone());
+        *at = now;
     }
 
     /// Drops what is remembered about a deleted object, so churn cannot grow the map.
@@ -675,7 +696,13 @@ impl WrittenVersions {
         let Some((replaced, at)) = written.get(key) else {
             return false;
         };
-        if at.elapsed() < STALE_CACHE_WINDOW && cached.meta().resource_version.as_ref() == Some(replaced) {
+        if at.elapsed() < STALE_CACHE_WINDOW
+            && cached
+                .meta()
+                .resource_version
+                .as_ref()
+                .is_some_and(|v| replaced.contains(v))
+        {
             return true;
         }
         written.remove(key);
@@ -772,12 +799,19 @@ where
         }
 
         let mut resource = (*original).clone();
+        // What the status write starts from: the cached copy, or the object a
+        // finalizer patch returned, whose resourceVersion the API server now
+        // expects (the cached one would earn a 409 and a re-read).
+        let mut base = Cow::Borrowed(original.as_ref());
         let method = self.method_for(&resource, leader);
         tracing::debug!(targetMethod = ?method, "reconciling");
         let result = match method {
             Method::Reconcile => {
                 if let Err(err) = self.set_finalizer_if_finalizer(&mut resource).await {
                     return Err(err.context("failed to set finalizers"));
+                }
+                if resource.meta().resource_version != original.meta().resource_version {
+                    base = Cow::Owned(resource.clone());
                 }
                 let krshaped = self.kind.krshaped.filter(|_| !self.skip_status_updates);
                 if let Some(hooks) = krshaped {
@@ -804,11 +838,11 @@ where
         };
 
         if let Some(status) = self.kind.status.filter(|_| !self.skip_status_updates)
-            && !(status.equal)(&original, &resource)
+            && !(status.equal)(&base, &resource)
         {
             if !leader {
                 tracing::warn!("Saw status changes when we aren't the leader!");
-            } else if let Err(err) = self.update_status(status, &original, &resource).await {
+            } else if let Err(err) = self.update_status(status, &base, &resource).await {
                 tracing::debug!(error = %api_message(&err), "Failed to update resource status");
                 self.record(
                     &resource,
@@ -989,8 +1023,9 @@ where
 
     /// Writes the desired status through the status subresource, retrying
     /// conflicts as client-go's `RetryOnConflict` does (5 tries, ~10 ms apart):
-    /// the first try starts from the informer's copy, later ones re-read the
-    /// object from the API server.
+    /// the first try starts from `original` (the informer's copy, or what this
+    /// reconcile's finalizer patch returned), later ones re-read the object
+    /// from the API server.
     async fn update_status(
         &self,
         status: StatusHooks<K>,
@@ -1089,6 +1124,47 @@ mod tests {
         assert_eq!(written.len(), 1);
         assert!(written.is_stale(&ObjectKey::new("ns", "b"), &cm("b", "1")));
         assert!(!written.is_stale(&ObjectKey::new("ns", "a"), &cm("a", "1")));
+    }
+
+    fn config_map(rv: &str) -> k8s_openapi::api::core::v1::ConfigMap {
+        k8s_openapi::api::core::v1::ConfigMap {
+            metadata: kube::api::ObjectMeta {
+                namespace: Some("ns".into()),
+                name: Some("cm".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    /// A finalizer patch then a status write: the cache is stale at either
+    /// replaced version, and current once it shows the last write.
+    #[tokio::test(start_paused = true)]
+    async fn every_version_a_reconcile_replaced_is_stale() {
+        let key = ObjectKey::new("ns", "cm");
+        let written = WrittenVersions::default();
+        written.record(&config_map("1"), &config_map("2"));
+        written.record(&config_map("2"), &config_map("3"));
+        assert!(written.is_stale(&key, &config_map("1")));
+        assert!(written.is_stale(&key, &config_map("2")));
+        assert!(!written.is_stale(&key, &config_map("3")));
+        assert_eq!(written.len(), 0, "a current cache forgets the key");
+
+        // Past the window, only the versions replaced since count.
+        written.record(&config_map("3"), &config_map("4"));
+        tokio::time::advance(STALE_CACHE_WINDOW).await;
+        written.record(&config_map("4"), &config_map("5"));
+        assert!(written.is_stale(&key, &config_map("4")));
+        assert!(!written.is_stale(&key, &config_map("3")));
+
+        // A long run of writes keeps the most recent few.
+        for rv in 10..20 {
+            written.record(&config_map(&rv.to_string()), &config_map(&(rv + 1).to_string()));
+        }
+        assert!(written.is_stale(&key, &config_map("19")));
+        assert!(written.is_stale(&key, &config_map("16")));
+        assert!(!written.is_stale(&key, &config_map("15")));
     }
 
     #[test]

@@ -6,10 +6,13 @@ use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 use kube::api::ObjectMeta;
+use kube::runtime::watcher::Event;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -374,6 +377,83 @@ async fn enqueue_controller_of_enqueues_the_controlling_owner_only() {
     c.enqueue_controller_of(&config_map(&[], vec![owner("not-me", false)]));
     c.enqueue_controller_of(&config_map(&[], Vec::new()));
     assert_eq!(c.work_queue().snapshot().fast, [key("ns", "parent")]);
+}
+
+/// A namespaced child of a cluster-scoped owner: the owner's key has no
+/// namespace, which the owner reference alone cannot tell.
+fn owned_by(api_version: &str, kind: &str, name: &str) -> ConfigMap {
+    config_map(
+        &[],
+        vec![OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: format!("uid-{name}"),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        }],
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn enqueue_controller_of_kind_uses_the_owner_kinds_scope() {
+    let c = controller();
+    c.enqueue_controller_of_kind::<Namespace, _>(&owned_by("v1", "Namespace", "team-a"));
+    c.enqueue_controller_of_kind::<ClusterRole, _>(&owned_by(
+        "rbac.authorization.k8s.io/v1",
+        "ClusterRole",
+        "admin",
+    ));
+    c.enqueue_controller_of_kind::<Deployment, _>(&owned_by("apps/v1", "Deployment", "web"));
+    // Controlled by another kind, or by the same kind name in another group.
+    c.enqueue_controller_of_kind::<ClusterRole, _>(&owned_by("v1", "Namespace", "team-b"));
+    c.enqueue_controller_of_kind::<ClusterRole, _>(&owned_by("example.com/v1", "ClusterRole", "fake"));
+    assert_eq!(
+        c.work_queue().snapshot().fast,
+        [key("", "team-a"), key("", "admin"), key("ns", "web")]
+    );
+}
+
+/// The handler as an informer runs it: adds, updates and deletes of children
+/// controlled by a ClusterRole enqueue that ClusterRole; other ConfigMaps
+/// enqueue nothing.
+#[tokio::test]
+async fn enqueue_controller_handler_filters_and_enqueues_cluster_scoped_owners() {
+    let (ctx, _env) = kinject_runtime::testing::context(&[], []).unwrap();
+    let c = controller();
+    let informer = ctx.informer::<ConfigMap>();
+    informer.add_event_handler(c.enqueue_controller_handler::<ClusterRole, ConfigMap>());
+    let named = |name: &str, mut cm: ConfigMap| {
+        cm.metadata.name = Some(name.into());
+        cm
+    };
+    informer.apply_event(Event::Init);
+    informer.apply_event(Event::InitDone);
+    let owned = named(
+        "owned",
+        owned_by("rbac.authorization.k8s.io/v1", "ClusterRole", "admin"),
+    );
+    informer.apply_event(Event::Apply(owned.clone()));
+    informer.apply_event(Event::Apply(named(
+        "other",
+        owned_by("apps/v1", "Deployment", "web"),
+    )));
+    assert_eq!(c.work_queue().snapshot().fast, [key("", "admin")]);
+
+    // Takes the queued key, so the next event's enqueue shows.
+    let drain = async || {
+        let got = c.work_queue().get().await.unwrap();
+        c.work_queue().done(&got);
+        assert!(c.work_queue().snapshot().fast.is_empty());
+    };
+    drain().await;
+    let mut changed = owned.clone();
+    changed.data = Some([("k".to_owned(), "v".to_owned())].into());
+    informer.apply_event(Event::Apply(changed.clone()));
+    assert_eq!(c.work_queue().snapshot().fast, [key("", "admin")], "update");
+    drain().await;
+    informer.apply_event(Event::Delete(changed));
+    assert_eq!(c.work_queue().snapshot().fast, [key("", "admin")], "delete");
 }
 
 #[tokio::test(start_paused = true)]

@@ -9,7 +9,9 @@ use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServ
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinject_runtime::controller::{Error, Impl, ObjectKey};
+use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
+use kinject_runtime::leader::UniversalBucket;
 use kinject_runtime::reconciler::{
     Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
     ReconcileResult, StatusHooks, WithFinalizer, new_impl,
@@ -18,6 +20,7 @@ use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
 use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
 use kinject_runtime::tracker::Reference;
 use kube::api::ObjectMeta;
+use tokio_util::sync::CancellationToken;
 
 const FINALIZER: &str = "addressableservices.samples.knative.dev";
 
@@ -399,4 +402,139 @@ async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
     }
     .run(&constructor)
     .await;
+}
+
+/// Finalizes, and reports on every reconcile that its Service is gone, so the
+/// first reconcile both adds the finalizer and changes the status.
+struct FinalizingStatusWriter;
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<AddressableService> for FinalizingStatusWriter {
+    type Finalizer = WithFinalizer;
+
+    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+        let name = asvc.spec.service_name.clone();
+        asvc.status
+            .get_or_insert_default()
+            .mark_service_unavailable(&name);
+        Ok(None)
+    }
+}
+
+#[kinject_runtime::async_trait]
+impl FinalizeKind<AddressableService> for FinalizingStatusWriter {
+    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+        Ok(None)
+    }
+}
+
+/// The finalizer patch moves the object to a new resourceVersion; a status
+/// write that still carried the cached one would be refused with a 409 and
+/// cost a re-read and a second write on every new object.
+#[tokio::test]
+async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
+    let mut want = rut(&["foreign.example.com/keep", FINALIZER], false);
+    if let Some(status) = want.status.as_mut() {
+        status.mark_service_unavailable("webhook");
+    }
+    let row = TableRow {
+        name: "G1 add finalizer, then write status",
+        objects: vec![obj(&rut(&["foreign.example.com/keep"], false))],
+        key: "ns/rut",
+        want_patches: vec![PatchAction::new(
+            "ns",
+            "rut",
+            r#"{"metadata":{"finalizers":["foreign.example.com/keep","addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+        )],
+        want_status_updates: vec![obj(&want)],
+        want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
+        post_conditions: Some(Box::new(|outcome| {
+            let actions = outcome.env.actions();
+            Box::pin(async move {
+                let on_rut: Vec<String> = actions
+                    .iter()
+                    .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+                    .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
+                    .collect();
+                // One patch, one status write: a re-read would mean the first
+                // write was refused.
+                if on_rut == ["patch", "update status"] {
+                    Ok(())
+                } else {
+                    Err(format!("requests on the object: {on_rut:?}"))
+                }
+            })
+        })),
+        ..TableRow::default()
+    };
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let constructor =
+        |ctx: &Context| -> Impl { new_impl(ctx, FinalizingStatusWriter, &KIND, None, Options::default()) };
+    Table {
+        crds: vec![crd],
+        rows: vec![row],
+    }
+    .run(&constructor)
+    .await;
+}
+
+/// A new object of a finalizing kind, through the running controller with its
+/// catch-up reconciles: each later reconcile either waits for the cache or
+/// finds nothing to do, so the object gets one finalizer patch and one status
+/// write, and no request is refused (a re-read would follow a 409).
+#[tokio::test]
+async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
+    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let (ctx, env) = kinject_runtime::testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
+    let controller = new_impl(&ctx, FinalizingStatusWriter, &KIND, None, Options::default());
+    let informer = ctx.informer::<AddressableService>();
+    let enqueue = controller.clone();
+    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
+        enqueue.enqueue(o)
+    }));
+    // Registered after the enqueueing handler, so by the time it reports the
+    // final object, that object's key is queued.
+    let (seen, mut finished) = tokio::sync::watch::channel(false);
+    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
+        let has_finalizer = o.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
+        let written = o.status.as_ref().is_some_and(|s| !s.is_ready());
+        if has_finalizer && written {
+            seen.send_replace(true);
+        }
+    }));
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
+    controller.promote(Arc::new(UniversalBucket));
+    env.clear_actions();
+    let run = tokio::spawn({
+        let (controller, stop) = (controller.clone(), stop.clone());
+        async move { controller.run(stop).await }
+    });
+
+    let settled = async {
+        finished.wait_for(|done| *done).await.unwrap();
+        // The events of both writes enqueue the key again; those reconciles
+        // must end without writing.
+        loop {
+            let queue = controller.work_queue().snapshot();
+            if queue.fast.is_empty() && queue.processing.is_empty() && queue.waiting.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), settled)
+        .await
+        .expect("the object was never reconciled to its final state");
+    stop.cancel();
+    run.await.unwrap();
+
+    let on_rut: Vec<String> = env
+        .actions()
+        .iter()
+        .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+        .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
+        .collect();
+    assert_eq!(on_rut, ["patch", "update status"]);
 }
