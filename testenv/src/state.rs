@@ -359,7 +359,7 @@ impl State {
         name: &str,
     ) -> Result<(Value, Vec<String>), ErrorStatus> {
         let (out, unknown, errors) = match &def.imp {
-            KindImpl::Builtin(b) => {
+            KindImpl::Builtin(b, roundtrip) => {
                 let mut obj = obj;
                 crate::microtime::normalize(*b, &mut obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
@@ -368,7 +368,7 @@ impl State {
                         v = def.version
                     ))
                 })?;
-                let out = b.normalize(&obj).map_err(|e| {
+                let out = roundtrip(&obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
                         "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
                         kind = def.kind,
@@ -514,8 +514,12 @@ impl State {
         if !errs.is_empty() {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
         }
+        // kube-apiserver's strategies clear the status of a new object for the kinds
+        // without hand-written defaults here too; a Node keeps it, as the kubelet
+        // registers its node with a status.
+        let clears_status = def.is_custom() || (def.builtin() == Some(Builtin::Other) && def.kind != "Node");
         if def.status
-            && def.is_custom()
+            && clears_status
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");

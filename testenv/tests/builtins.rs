@@ -1,0 +1,348 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+//! Every built-in kind the server declares, through a real `kube::Client`; the list of
+//! kinds comes from the server's own table, so a kind added there is covered here.
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ResourceQuota;
+use kinject_testenv::{BuiltinKind, TestEnv};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::core::{ApiResource, DynamicObject};
+use kube::discovery::{Discovery, Scope};
+use serde_json::{Value, json};
+
+/// Kinds with kube-apiserver validation rules in the server need more than the type's
+/// default value; every other kind must accept its skeleton as is.
+fn minimal(k: &BuiltinKind, name: &str) -> Value {
+    let labels = json!({"app": name});
+    let pod_spec = json!({"containers": [{"name": "c", "image": "busybox"}]});
+    let mut obj = match (k.group, k.kind) {
+        ("", "Pod") => json!({"spec": pod_spec}),
+        ("apps", "Deployment") => json!({"spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        }}),
+        ("", "Service") => json!({"spec": {"ports": [{"port": 80}]}}),
+        ("events.k8s.io", "Event") => json!({
+            "eventTime": "2024-01-02T03:04:05.000000Z",
+            "type": "Normal",
+            "reason": "Tested",
+            "action": "Test",
+            "reportingController": "testenv.test/builtins",
+            "reportingInstance": "builtins-1",
+        }),
+        ("apiextensions.k8s.io", "CustomResourceDefinition") => {
+            let mut crd = json!({"spec": {
+                "group": "builtins.test",
+                "scope": "Namespaced",
+                "names": {"plural": "widgets", "singular": "widget", "kind": "Widget", "listKind": "WidgetList"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}],
+            }});
+            crd["metadata"] = json!({"name": "widgets.builtins.test"});
+            crd
+        }
+        _ => k.skeleton.clone(),
+    };
+    obj["apiVersion"] = json!(k.api_version());
+    obj["kind"] = json!(k.kind);
+    if obj.pointer("/metadata/name").is_none() {
+        obj["metadata"] = json!({"name": name});
+    }
+    obj
+}
+
+fn api(client: &kube::Client, k: &BuiltinKind) -> Api<DynamicObject> {
+    let ar = ApiResource {
+        group: k.group.to_owned(),
+        version: k.version.to_owned(),
+        api_version: k.api_version(),
+        kind: k.kind.to_owned(),
+        plural: k.plural.to_owned(),
+    };
+    if k.namespaced {
+        Api::namespaced_with(client.clone(), "default", &ar)
+    } else {
+        Api::all_with(client.clone(), &ar)
+    }
+}
+
+#[tokio::test]
+async fn every_builtin_kind_supports_every_verb() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let kinds = kinject_testenv::builtin_kinds();
+    assert!(kinds.len() >= 50, "{} kinds", kinds.len());
+    for k in &kinds {
+        let what = format!("{}/{} {}", k.group, k.version, k.kind);
+        let api = api(&client, k);
+        let body: DynamicObject = serde_json::from_value(minimal(k, "probe")).unwrap();
+        let name = body.metadata.name.clone().unwrap();
+
+        let created = api
+            .create(&PostParams::default(), &body)
+            .await
+            .unwrap_or_else(|e| panic!("create {what}: {e}"));
+        let got = api.get(&name).await.unwrap_or_else(|e| panic!("get {what}: {e}"));
+        assert_eq!(got.metadata.uid, created.metadata.uid, "{what}");
+        let listed = api
+            .list(&ListParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("list {what}: {e}"));
+        assert!(
+            listed
+                .items
+                .iter()
+                .any(|o| o.metadata.name.as_deref() == Some(&name)),
+            "list {what}"
+        );
+
+        let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+        let mut events = api
+            .watch(&wp, "0")
+            .await
+            .unwrap_or_else(|e| panic!("watch {what}: {e}"))
+            .boxed();
+        match events
+            .try_next()
+            .await
+            .unwrap_or_else(|e| panic!("watch {what}: {e}"))
+        {
+            Some(WatchEvent::Added(o)) => {
+                assert_eq!(o.metadata.name.as_deref(), Some(name.as_str()), "{what}")
+            }
+            other => panic!("watch {what}: {other:?}"),
+        }
+
+        let mut changed = got.clone();
+        changed
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert("touched".into(), "yes".into());
+        let updated = api
+            .replace(&name, &PostParams::default(), &changed)
+            .await
+            .unwrap_or_else(|e| panic!("update {what}: {e}"));
+        assert_ne!(
+            updated.metadata.resource_version, got.metadata.resource_version,
+            "{what}"
+        );
+        assert_eq!(
+            updated.labels().get("touched").map(String::as_str),
+            Some("yes"),
+            "{what}"
+        );
+        match events
+            .try_next()
+            .await
+            .unwrap_or_else(|e| panic!("watch {what}: {e}"))
+        {
+            Some(WatchEvent::Modified(o)) => {
+                assert_eq!(
+                    o.metadata.resource_version, updated.metadata.resource_version,
+                    "{what}"
+                )
+            }
+            other => panic!("watch {what}: {other:?}"),
+        }
+
+        api.delete(&name, &DeleteParams::default())
+            .await
+            .unwrap_or_else(|e| panic!("delete {what}: {e}"));
+        match api
+            .get_opt(&name)
+            .await
+            .unwrap_or_else(|e| panic!("get {what}: {e}"))
+        {
+            None => {}
+            // A namespace waits for its namespace controller, which this server runs
+            // only on request.
+            Some(o) if k.kind == "Namespace" => assert!(o.metadata.deletion_timestamp.is_some()),
+            Some(o) => panic!("{what} still there after delete: {o:?}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn builtin_table_takes_identity_from_the_types() {
+    let kinds = kinject_testenv::builtin_kinds();
+    let find = |group: &str, kind: &str| {
+        kinds
+            .iter()
+            .find(|k| k.group == group && k.kind == kind)
+            .unwrap_or_else(|| panic!("{group} {kind} not served"))
+    };
+    let rq = find("", "ResourceQuota");
+    assert_eq!(
+        (rq.plural, rq.list_kind, rq.namespaced, rq.status),
+        ("resourcequotas", "ResourceQuotaList", true, true)
+    );
+    let cr = find("rbac.authorization.k8s.io", "ClusterRole");
+    assert_eq!(
+        (cr.plural, cr.namespaced, cr.status),
+        ("clusterroles", false, false)
+    );
+    assert!(find("policy", "PodDisruptionBudget").status);
+    assert!(!find("", "ConfigMap").status);
+    let mut seen = std::collections::BTreeSet::new();
+    for k in &kinds {
+        assert!(seen.insert((k.group, k.plural)), "{} {} twice", k.group, k.plural);
+    }
+}
+
+#[tokio::test]
+async fn resource_quota_status_is_a_subresource() {
+    let env = TestEnv::new();
+    let quotas: Api<ResourceQuota> = Api::namespaced(env.client(), "default");
+    let rq: ResourceQuota = serde_json::from_value(json!({
+        "metadata": {"name": "q"},
+        "spec": {"hard": {"pods": "10"}},
+        "status": {"hard": {"pods": "99"}},
+    }))
+    .unwrap();
+    let created = quotas.create(&PostParams::default(), &rq).await.unwrap();
+    assert_eq!(created.status, None, "status is not set by create");
+
+    let mut with_status = created.clone();
+    with_status.status =
+        serde_json::from_value(json!({"hard": {"pods": "10"}, "used": {"pods": "3"}})).unwrap();
+    with_status.spec = None;
+    let written = quotas
+        .replace_status("q", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    let used = written.status.as_ref().and_then(|s| s.used.as_ref()).unwrap();
+    assert_eq!(used["pods"].0, "3");
+    assert!(written.spec.is_some(), "a status write leaves the spec alone");
+
+    let mut spec_change = written.clone();
+    spec_change.status = None;
+    spec_change.spec.as_mut().unwrap().hard.as_mut().unwrap().insert(
+        "pods".into(),
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity("20".into()),
+    );
+    let replaced = quotas
+        .replace("q", &PostParams::default(), &spec_change)
+        .await
+        .unwrap();
+    assert_eq!(
+        replaced.status, written.status,
+        "the main resource ignores status"
+    );
+    assert_eq!(replaced.spec.unwrap().hard.unwrap()["pods"].0, "20");
+    assert_eq!(replaced.metadata.generation, None, "quotas keep no generation");
+}
+
+#[tokio::test]
+async fn job_status_is_a_subresource_and_spec_changes_bump_generation() {
+    let env = TestEnv::new();
+    let jobs: Api<Job> = Api::namespaced(env.client(), "default");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "j"},
+        "spec": {
+            "parallelism": 1,
+            "template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}},
+        },
+        "status": {"active": 5},
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    assert_eq!(created.metadata.generation, Some(1));
+    assert_eq!(created.status, None, "status is not set by create");
+
+    let mut st = created.clone();
+    st.status = serde_json::from_value(json!({"active": 1})).unwrap();
+    let written = jobs
+        .replace_status("j", &PostParams::default(), &st)
+        .await
+        .unwrap();
+    assert_eq!(written.status.as_ref().and_then(|s| s.active), Some(1));
+    assert_eq!(
+        written.metadata.generation,
+        Some(1),
+        "status writes keep the generation"
+    );
+
+    let mut spec_change = written.clone();
+    spec_change.spec.as_mut().unwrap().parallelism = Some(2);
+    spec_change.status = None;
+    let replaced = jobs
+        .replace("j", &PostParams::default(), &spec_change)
+        .await
+        .unwrap();
+    assert_eq!(replaced.metadata.generation, Some(2));
+    assert_eq!(
+        replaced.status.and_then(|s| s.active),
+        Some(1),
+        "the main resource ignores status"
+    );
+}
+
+#[tokio::test]
+async fn discovery_lists_roles_with_their_scope() {
+    let env = TestEnv::new();
+    let discovery = Discovery::new(env.client())
+        .filter(&["rbac.authorization.k8s.io", "batch", ""])
+        .run()
+        .await
+        .unwrap();
+    let mut found = std::collections::BTreeMap::new();
+    for group in discovery.groups() {
+        for (ar, caps) in group.recommended_resources() {
+            found.insert(ar.kind.clone(), caps.scope.clone());
+        }
+    }
+    assert!(matches!(found.get("Role"), Some(Scope::Namespaced)), "{found:?}");
+    assert!(
+        matches!(found.get("RoleBinding"), Some(Scope::Namespaced)),
+        "{found:?}"
+    );
+    assert!(
+        matches!(found.get("ClusterRole"), Some(Scope::Cluster)),
+        "{found:?}"
+    );
+    assert!(
+        matches!(found.get("ClusterRoleBinding"), Some(Scope::Cluster)),
+        "{found:?}"
+    );
+    assert!(
+        matches!(found.get("CronJob"), Some(Scope::Namespaced)),
+        "{found:?}"
+    );
+    assert!(
+        matches!(found.get("ResourceQuota"), Some(Scope::Namespaced)),
+        "{found:?}"
+    );
+    assert!(
+        matches!(found.get("PersistentVolume"), Some(Scope::Cluster)),
+        "{found:?}"
+    );
+}
+
+#[tokio::test]
+async fn new_kinds_reject_bodies_their_type_cannot_decode() {
+    let env = TestEnv::new();
+    let kinds = kinject_testenv::builtin_kinds();
+    let role = kinds.iter().find(|k| k.kind == "Role").unwrap();
+    let api = api(&env.client(), role);
+    let body: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": "bad"},
+        "rules": "everything",
+    }))
+    .unwrap();
+    let err = match api.create(&PostParams::default(), &body).await {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected a 400, got {other:?}"),
+    };
+    assert_eq!(err.code, 400, "{err:?}");
+    assert!(
+        err.message
+            .starts_with("Role in version \"v1\" cannot be handled as a Role: "),
+        "{}",
+        err.message
+    );
+}
