@@ -346,3 +346,69 @@ async fn new_kinds_reject_bodies_their_type_cannot_decode() {
         err.message
     );
 }
+
+#[tokio::test]
+async fn pod_templates_of_new_kinds_merge_containers_by_name() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    use kube::api::{Patch, PatchParams};
+    let env = TestEnv::new();
+    let sets: Api<StatefulSet> = Api::namespaced(env.client(), "default");
+    let sts: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "s"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "s"}},
+            "template": {
+                "metadata": {"labels": {"app": "s"}},
+                "spec": {"containers": [
+                    {"name": "a", "image": "a:1"},
+                    {"name": "b", "image": "b:1"},
+                ]},
+            },
+        },
+    }))
+    .unwrap();
+    sets.create(&PostParams::default(), &sts).await.unwrap();
+    let patch = json!({"spec": {"template": {"spec": {"containers": [{"name": "b", "image": "b:2"}]}}}});
+    let patched = sets
+        .patch("s", &PatchParams::default(), &Patch::Strategic(patch))
+        .await
+        .unwrap();
+    let images: Vec<_> = patched
+        .spec
+        .unwrap()
+        .template
+        .spec
+        .unwrap()
+        .containers
+        .into_iter()
+        .map(|c| c.image.unwrap_or_default())
+        .collect();
+    assert_eq!(images, ["a:1", "b:2"]);
+}
+
+#[tokio::test]
+async fn replica_sets_and_replication_controllers_scale() {
+    use k8s_openapi::api::apps::v1::ReplicaSet;
+    use k8s_openapi::api::core::v1::ReplicationController;
+    let env = TestEnv::new();
+    let rss: Api<ReplicaSet> = Api::namespaced(env.client(), "default");
+    let rs: ReplicaSet = serde_json::from_value(json!({
+        "metadata": {"name": "r"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "r"}}},
+    }))
+    .unwrap();
+    rss.create(&PostParams::default(), &rs).await.unwrap();
+    let scale = rss.get_scale("r").await.unwrap();
+    assert_eq!(scale.spec.and_then(|s| s.replicas), Some(2));
+    assert_eq!(scale.status.and_then(|s| s.selector).as_deref(), Some("app=r"));
+
+    let rcs: Api<ReplicationController> = Api::namespaced(env.client(), "default");
+    let rc: ReplicationController = serde_json::from_value(json!({
+        "metadata": {"name": "rc"},
+        "spec": {"replicas": 1, "selector": {"app": "rc"}},
+    }))
+    .unwrap();
+    rcs.create(&PostParams::default(), &rc).await.unwrap();
+    let scale = rcs.get_scale("rc").await.unwrap();
+    assert_eq!(scale.status.and_then(|s| s.selector).as_deref(), Some("app=rc"));
+}
