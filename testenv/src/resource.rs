@@ -156,7 +156,32 @@ impl ResourceDef {
             Some(
                 Builtin::Pod | Builtin::Event | Builtin::EventsV1Event | Builtin::Secret | Builtin::Namespace
             )
-        )
+        ) || (self.builtin() == Some(Builtin::Other) && self.other_field_labels().is_some())
+    }
+
+    /// Field labels of the kinds without rules of their own, with the value a missing
+    /// field reads as: kube-apiserver formats the Go zero value of the field.
+    fn other_field_labels(&self) -> Option<&'static [(&'static str, &'static str, &'static str)]> {
+        let table: &'static [(&'static str, &'static str, &'static str)] =
+            match (self.group.as_str(), self.plural.as_str()) {
+                ("batch", "jobs") => &[("status.successful", "/status/succeeded", "0")],
+                ("", "nodes") => &[("spec.unschedulable", "/spec/unschedulable", "false")],
+                ("apps", "replicasets") | ("", "replicationcontrollers") => {
+                    &[("status.replicas", "/status/replicas", "0")]
+                }
+                ("certificates.k8s.io", "certificatesigningrequests") => {
+                    &[("spec.signerName", "/spec/signerName", "")]
+                }
+                _ => return None,
+            };
+        Some(table)
+    }
+
+    /// What a field label reads when the object lacks the field.
+    pub(crate) fn field_zero(&self, label: &str) -> &'static str {
+        self.other_field_labels()
+            .and_then(|t| t.iter().find(|(l, _, _)| *l == label))
+            .map_or("", |(_, _, z)| *z)
     }
 
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`, mapped to
@@ -201,6 +226,10 @@ impl ResourceDef {
             ],
             Builtin::Secret => &[("type", "/type")],
             Builtin::Namespace => &[("status.phase", "/status/phase")],
+            Builtin::Other => {
+                let t = self.other_field_labels()?;
+                return t.iter().find(|(l, _, _)| *l == label).map(|(_, p, _)| *p);
+            }
             _ => &[],
         };
         table.iter().find(|(l, _)| *l == label).map(|(_, p)| *p)
@@ -266,6 +295,8 @@ pub struct BuiltinKind {
     pub namespaced: bool,
     /// The kind has a `status` field, and so a `status` subresource.
     pub status: bool,
+    /// `metadata.generation` is kept.
+    pub generation: bool,
     /// The type's `Default` value, encoded: every required field present, which
     /// kinds without kind-specific validation accept as a valid object.
     pub skeleton: Value,
@@ -309,6 +340,9 @@ where
         list_kind: T::LIST_KIND,
         namespaced: <T::Scope as Scope>::NAMESPACED,
         status,
+        generation: GENERATION
+            .iter()
+            .any(|(g, p)| *g == T::GROUP && *p == T::URL_PATH_SEGMENT),
         skeleton,
         special,
         roundtrip: roundtrip::<T>,
@@ -528,7 +562,7 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         short_names: short,
         categories,
         status: k.status,
-        generation: listed(GENERATION, k),
+        generation: k.generation,
         allow_create_on_update: matches!(
             k.special,
             Builtin::Event | Builtin::EventsV1Event | Builtin::Lease

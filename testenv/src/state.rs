@@ -88,10 +88,11 @@ fn read_field(def: &ResourceDef, obj: &Value, field: &str) -> String {
     match field {
         "metadata.name" => field_value(obj, "/metadata/name"),
         "metadata.namespace" => field_value(obj, "/metadata/namespace"),
-        other => def
-            .field_label(other)
-            .map(|p| field_value(obj, p))
-            .unwrap_or_default(),
+        other => match def.field_label(other) {
+            Some(p) if obj.pointer(p).is_some() => field_value(obj, p),
+            Some(_) => def.field_zero(other).to_owned(),
+            None => String::new(),
+        },
     }
 }
 

@@ -84,6 +84,8 @@ async fn every_builtin_kind_supports_every_verb() {
             .create(&PostParams::default(), &body)
             .await
             .unwrap_or_else(|e| panic!("create {what}: {e}"));
+        let want_generation = k.generation.then_some(1);
+        assert_eq!(created.metadata.generation, want_generation, "{what}");
         let got = api.get(&name).await.unwrap_or_else(|e| panic!("get {what}: {e}"));
         assert_eq!(got.metadata.uid, created.metadata.uid, "{what}");
         let listed = api
@@ -411,4 +413,45 @@ async fn replica_sets_and_replication_controllers_scale() {
     rcs.create(&PostParams::default(), &rc).await.unwrap();
     let scale = rcs.get_scale("rc").await.unwrap();
     assert_eq!(scale.status.and_then(|s| s.selector).as_deref(), Some("app=rc"));
+}
+
+#[tokio::test]
+async fn jobs_select_on_their_field_labels() {
+    let env = TestEnv::new();
+    let jobs: Api<Job> = Api::namespaced(env.client(), "default");
+    for name in ["done", "running"] {
+        let job: Job = serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}},
+        }))
+        .unwrap();
+        jobs.create(&PostParams::default(), &job).await.unwrap();
+    }
+    let mut done = jobs.get_status("done").await.unwrap();
+    done.status = serde_json::from_value(json!({"succeeded": 1})).unwrap();
+    jobs.replace_status("done", &PostParams::default(), &done)
+        .await
+        .unwrap();
+
+    let names =
+        |l: kube::core::ObjectList<Job>| -> Vec<String> { l.items.iter().map(|j| j.name_any()).collect() };
+    let one = jobs
+        .list(&ListParams::default().fields("status.successful=1"))
+        .await
+        .unwrap();
+    assert_eq!(names(one), ["done"]);
+    let zero = jobs
+        .list(&ListParams::default().fields("status.successful=0"))
+        .await
+        .unwrap();
+    assert_eq!(names(zero), ["running"], "a missing count reads as 0");
+    let err = match jobs
+        .list(&ListParams::default().fields("spec.parallelism=1"))
+        .await
+    {
+        Err(kube::Error::Api(s)) => s,
+        other => panic!("expected a 400, got {other:?}"),
+    };
+    assert_eq!(err.code, 400);
+    assert_eq!(err.message, "field label not supported: spec.parallelism");
 }
