@@ -517,6 +517,8 @@ const RETURN_DELETED: &[(&str, &str)] = &[
     ("", "namespaces"),
     ("", "services"),
     ("", "pods"),
+    ("", "podtemplates"),
+    ("", "serviceaccounts"),
     ("", "persistentvolumes"),
     ("", "persistentvolumeclaims"),
     ("storage.k8s.io", "storageclasses"),

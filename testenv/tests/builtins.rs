@@ -455,3 +455,30 @@ async fn jobs_select_on_their_field_labels() {
     assert_eq!(err.code, 400);
     assert_eq!(err.message, "field label not supported: spec.parallelism");
 }
+
+#[tokio::test]
+async fn deletes_answer_as_each_registry_does() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let kinds = kinject_testenv::builtin_kinds();
+    // (kind, whether kube-apiserver's registry answers with the deleted object)
+    for (kind, returns_object) in [
+        ("ServiceAccount", true),
+        ("PodTemplate", true),
+        ("PersistentVolume", true),
+        ("PersistentVolumeClaim", true),
+        ("StorageClass", true),
+        ("ConfigMap", false),
+        ("ResourceQuota", false),
+        ("LimitRange", false),
+        ("Role", false),
+        ("Job", false),
+    ] {
+        let k = kinds.iter().find(|k| k.kind == kind).unwrap();
+        let api = api(&client, k);
+        let body: DynamicObject = serde_json::from_value(minimal(k, "gone")).unwrap();
+        api.create(&PostParams::default(), &body).await.unwrap();
+        let answer = api.delete("gone", &DeleteParams::default()).await.unwrap();
+        assert_eq!(answer.is_left(), returns_object, "{kind}: {answer:?}");
+    }
+}
