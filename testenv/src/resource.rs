@@ -22,6 +22,8 @@ pub(crate) enum Builtin {
     Lease,
     EventsV1Event,
     Crd,
+    PersistentVolume,
+    PersistentVolumeClaim,
     /// A kind checked by its type round trip alone, with no kind-specific rules.
     Other,
 }
@@ -378,8 +380,8 @@ pub fn builtin_kinds() -> Vec<BuiltinKind> {
         kind::<core::Endpoints>(B::Other),
         kind::<core::LimitRange>(B::Other),
         kind::<core::Node>(B::Other),
-        kind::<core::PersistentVolume>(B::Other),
-        kind::<core::PersistentVolumeClaim>(B::Other),
+        kind::<core::PersistentVolume>(B::PersistentVolume),
+        kind::<core::PersistentVolumeClaim>(B::PersistentVolumeClaim),
         kind::<core::PodTemplate>(B::Other),
         kind::<core::ReplicationController>(B::Other),
         kind::<core::ResourceQuota>(B::Other),
@@ -623,6 +625,21 @@ impl Builtin {
                     }
                 }
                 obj["status"] = json!({});
+            }
+            // The strategy clears the status, and the v1 defaults that run when the
+            // object is read back fill in the phase.
+            Self::PersistentVolume => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+                    set_default(spec, "volumeMode", json!("Filesystem"));
+                }
+                obj["status"] = json!({"phase": "Pending"});
+            }
+            Self::PersistentVolumeClaim => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "volumeMode", json!("Filesystem"));
+                }
+                obj["status"] = json!({"phase": "Pending"});
             }
             _ => {}
         }

@@ -482,3 +482,33 @@ async fn deletes_answer_as_each_registry_does() {
         assert_eq!(answer.is_left(), returns_object, "{kind}: {answer:?}");
     }
 }
+
+#[tokio::test]
+async fn claims_and_volumes_start_pending() {
+    use k8s_openapi::api::core::v1::{PersistentVolume, PersistentVolumeClaim};
+    let env = TestEnv::new();
+    let claims: Api<PersistentVolumeClaim> = Api::namespaced(env.client(), "default");
+    let pvc: PersistentVolumeClaim = serde_json::from_value(json!({
+        "metadata": {"name": "data"},
+        "spec": {"accessModes": ["ReadWriteOnce"], "resources": {"requests": {"storage": "1Gi"}}},
+        "status": {"phase": "Bound"},
+    }))
+    .unwrap();
+    let created = claims.create(&PostParams::default(), &pvc).await.unwrap();
+    assert_eq!(created.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+    assert_eq!(
+        created.spec.and_then(|s| s.volume_mode).as_deref(),
+        Some("Filesystem")
+    );
+
+    let volumes: Api<PersistentVolume> = Api::all(env.client());
+    let pv: PersistentVolume = serde_json::from_value(json!({
+        "metadata": {"name": "vol"},
+        "spec": {"capacity": {"storage": "1Gi"}, "accessModes": ["ReadWriteOnce"], "hostPath": {"path": "/tmp/vol"}},
+    }))
+    .unwrap();
+    let created = volumes.create(&PostParams::default(), &pv).await.unwrap();
+    assert_eq!(created.status.and_then(|s| s.phase).as_deref(), Some("Pending"));
+    let spec = created.spec.unwrap();
+    assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
+}
