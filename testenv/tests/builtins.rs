@@ -512,3 +512,59 @@ async fn claims_and_volumes_start_pending() {
     let spec = created.spec.unwrap();
     assert_eq!(spec.persistent_volume_reclaim_policy.as_deref(), Some("Retain"));
 }
+
+/// kubectl and client-go ask for aggregated discovery first; every kind of the table
+/// must be in it with its scope, and its status subresource when it has one.
+#[tokio::test]
+async fn aggregated_discovery_lists_every_builtin_kind() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let mut seen = Vec::new();
+    for path in ["/api", "/apis"] {
+        let req = http::Request::get(path)
+            .header(
+                "accept",
+                "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList,application/json",
+            )
+            .body(kube::client::Body::empty())
+            .unwrap();
+        let res = client.send(req).await.unwrap();
+        assert_eq!(res.status().as_u16(), 200);
+        let bytes = http_body_util::BodyExt::collect(res.into_body())
+            .await
+            .unwrap()
+            .to_bytes();
+        let doc: Value = serde_json::from_slice(&bytes).unwrap();
+        for group in doc["items"].as_array().unwrap() {
+            let g = group["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+            for version in group["versions"].as_array().unwrap() {
+                for r in version["resources"].as_array().unwrap() {
+                    seen.push((g.clone(), r.clone()));
+                }
+            }
+        }
+    }
+    for k in kinject_testenv::builtin_kinds() {
+        let (_, r) = seen
+            .iter()
+            .find(|(g, r)| g == k.group && r["resource"] == k.plural)
+            .unwrap_or_else(|| panic!("{} {} not in aggregated discovery", k.group, k.plural));
+        let scope = if k.namespaced { "Namespaced" } else { "Cluster" };
+        assert_eq!(r["scope"], scope, "{}", k.plural);
+        assert_eq!(r["responseKind"]["kind"], k.kind, "{}", k.plural);
+        let has_status = r["subresources"]
+            .as_array()
+            .is_some_and(|s| s.iter().any(|s| s["subresource"] == "status"));
+        assert_eq!(has_status, k.status, "{}", k.plural);
+    }
+    let role = seen
+        .iter()
+        .find(|(g, r)| g == "rbac.authorization.k8s.io" && r["resource"] == "roles")
+        .unwrap();
+    assert_eq!(role.1["scope"], "Namespaced");
+    let cluster_role = seen
+        .iter()
+        .find(|(g, r)| g == "rbac.authorization.k8s.io" && r["resource"] == "clusterroles")
+        .unwrap();
+    assert_eq!(cluster_role.1["scope"], "Cluster");
+}
