@@ -216,6 +216,18 @@ async fn kubectl_applies_the_rbac_manifests() {
             "{out}"
         );
 
+        let out = k.run(&["get", "rolebindings", "-n", "knative-samples"]);
+        let header: Vec<&str> = out
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .split_whitespace()
+            .collect();
+        assert_eq!(header, ["NAME", "ROLE", "AGE"], "{out}");
+        assert!(out.contains("Role/knative-samples-controller"), "{out}");
+        let out = k.run(&["get", "clusterroles"]);
+        assert!(out.starts_with("NAME") && out.contains("CREATED AT"), "{out}");
+
         let out = k.run(&["api-resources", "--no-headers"]);
         for (short, resource) in [
             ("rs", "replicasets"),
