@@ -646,6 +646,120 @@ impl Builtin {
     }
 }
 
+/// The v1 defaults of the workload kinds without rules of their own, which
+/// controllers comparing their desired spec with the stored one run into.
+pub(crate) fn default_workload(def: &ResourceDef, obj: &mut Value) {
+    if def.builtin() != Some(Builtin::Other) {
+        return;
+    }
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    let template = match (def.group.as_str(), def.plural.as_str()) {
+        ("apps", "replicasets") => {
+            set_default(spec, "replicas", json!(1));
+            "/template/spec"
+        }
+        ("apps", "statefulsets") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+            "/template/spec"
+        }
+        ("apps", "daemonsets") => {
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            "/template/spec"
+        }
+        ("batch", "jobs") => {
+            default_job_spec(spec);
+            "/template/spec"
+        }
+        ("batch", "cronjobs") => {
+            set_default(spec, "concurrencyPolicy", json!("Allow"));
+            set_default(spec, "suspend", json!(false));
+            set_default(spec, "successfulJobsHistoryLimit", json!(3));
+            set_default(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(job) = spec.pointer_mut("/jobTemplate/spec") {
+                default_job_spec(job);
+            }
+            "/jobTemplate/spec/template/spec"
+        }
+        _ => return,
+    };
+    if let Some(pod) = spec.pointer_mut(template) {
+        default_pod_spec(pod);
+    }
+}
+
+fn default_job_spec(spec: &mut Value) {
+    // Completions default to 1 only when parallelism was not given either.
+    if spec.get("parallelism").is_none_or(Value::is_null) {
+        set_default(spec, "completions", json!(1));
+    }
+    set_default(spec, "parallelism", json!(1));
+    set_default(spec, "backoffLimit", json!(6));
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+    let policy = if spec.get("podFailurePolicy").is_some_and(|p| !p.is_null()) {
+        "Failed"
+    } else {
+        "TerminatingOrFailed"
+    };
+    set_default(spec, "podReplacementPolicy", json!(policy));
+}
+
+/// A Job without `manualSelector: true` gets a selector on its own uid, and its pod
+/// template the labels that selector matches; kube-apiserver does this once the uid
+/// is known.
+pub(crate) fn select_job_pods(def: &ResourceDef, obj: &mut Value) {
+    if def.builtin() != Some(Builtin::Other) || def.group != "batch" || def.plural != "jobs" {
+        return;
+    }
+    if obj.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    set_default(
+        spec,
+        "selector",
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+    );
+    let Some(template) = spec.get_mut("template").filter(|t| t.is_object()) else {
+        return;
+    };
+    if !template.get("metadata").is_some_and(Value::is_object) {
+        template["metadata"] = json!({});
+    }
+    let meta = &mut template["metadata"];
+    if !meta.get("labels").is_some_and(Value::is_object) {
+        meta["labels"] = json!({});
+    }
+    let labels = &mut meta["labels"];
+    set_default(labels, "batch.kubernetes.io/controller-uid", uid.clone());
+    set_default(labels, "batch.kubernetes.io/job-name", name.clone());
+    set_default(labels, "controller-uid", uid);
+    set_default(labels, "job-name", name);
+}
+
 fn set_default(obj: &mut Value, key: &str, value: Value) {
     if let Some(m) = obj.as_object_mut()
         && m.get(key).is_none_or(Value::is_null)

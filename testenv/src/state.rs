@@ -531,6 +531,7 @@ impl State {
         }
         if let Some(b) = def.builtin() {
             b.default_on_create(&mut obj);
+            crate::resource::default_workload(def, &mut obj);
             let errs = crate::rules::check(b, &obj, None);
             if !errs.is_empty() {
                 return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
@@ -559,6 +560,7 @@ impl State {
                 meta.insert("generation".into(), json!(1));
             }
         });
+        crate::resource::select_job_pods(def, &mut obj);
         obj["apiVersion"] = json!(def.api_version());
         obj["kind"] = json!(def.kind);
         if opts.managed_fields.is_none() {

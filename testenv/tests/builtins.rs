@@ -568,3 +568,54 @@ async fn aggregated_discovery_lists_every_builtin_kind() {
         .unwrap();
     assert_eq!(cluster_role.1["scope"], "Cluster");
 }
+
+#[tokio::test]
+async fn workloads_get_the_defaults_controllers_compare_against() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+    let env = TestEnv::new();
+    let jobs: Api<Job> = Api::namespaced(env.client(), "default");
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {"name": "pi"},
+        "spec": {"template": {"spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "perl:5"}]}}},
+    }))
+    .unwrap();
+    let created = jobs.create(&PostParams::default(), &job).await.unwrap();
+    let uid = created.metadata.uid.clone().unwrap();
+    let spec = created.spec.unwrap();
+    assert_eq!(
+        (spec.completions, spec.parallelism, spec.backoff_limit),
+        (Some(1), Some(1), Some(6))
+    );
+    assert_eq!(spec.completion_mode.as_deref(), Some("NonIndexed"));
+    let selector = spec.selector.unwrap().match_labels.unwrap();
+    assert_eq!(selector["batch.kubernetes.io/controller-uid"], uid);
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels["batch.kubernetes.io/controller-uid"], uid);
+    assert_eq!(labels["job-name"], "pi");
+    let pod = spec.template.spec.unwrap();
+    assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
+    assert_eq!(pod.dns_policy.as_deref(), Some("ClusterFirst"));
+
+    let sets: Api<StatefulSet> = Api::namespaced(env.client(), "default");
+    let sts: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "db"},
+        "spec": {
+            "selector": {"matchLabels": {"app": "db"}},
+            "template": {"metadata": {"labels": {"app": "db"}}, "spec": {"containers": [{"name": "c", "image": "db:1"}]}},
+        },
+    }))
+    .unwrap();
+    let spec = sets
+        .create(&PostParams::default(), &sts)
+        .await
+        .unwrap()
+        .spec
+        .unwrap();
+    assert_eq!(spec.replicas, Some(1));
+    assert_eq!(spec.pod_management_policy.as_deref(), Some("OrderedReady"));
+    assert_eq!(spec.revision_history_limit, Some(10));
+    assert_eq!(
+        spec.update_strategy.and_then(|u| u.type_).as_deref(),
+        Some("RollingUpdate")
+    );
+}
