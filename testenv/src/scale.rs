@@ -53,6 +53,8 @@ fn to_scale(def: &ResourceDef, paths: &ScalePaths, obj: &Value) -> Value {
     let mut status = json!({"replicas": int(&paths.status_replicas)});
     if let Some(sel) = paths.label_selector.as_deref().and_then(|p| obj.pointer(p)) {
         let text = match (def.builtin(), sel) {
+            // A ReplicationController's selector is a bare label map, the apps kinds'
+            // a LabelSelector.
             (Some(_), s) if def.group.is_empty() => selector_string(&json!({"matchLabels": s})),
             (Some(_), s) => selector_string(s),
             (_, Value::String(s)) => s.clone(),

@@ -278,6 +278,54 @@ fn other_columns(def: &ResourceDef, obj: &Value) -> Vec<(&'static str, Value)> {
                 int_at(obj, "/spec/replicas")
             )),
         )],
+        ("apps", "daemonsets") => {
+            let node_selector = obj
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(Value::as_object)
+                .filter(|m| !m.is_empty())
+                .map_or_else(
+                    || "<none>".to_owned(),
+                    |m| {
+                        let mut pairs: Vec<String> = m
+                            .iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                            .collect();
+                        pairs.sort();
+                        pairs.join(",")
+                    },
+                );
+            vec![
+                ("Desired", int_at(obj, "/status/desiredNumberScheduled")),
+                ("Current", int_at(obj, "/status/currentNumberScheduled")),
+                ("Ready", int_at(obj, "/status/numberReady")),
+                ("Up-to-date", int_at(obj, "/status/updatedNumberScheduled")),
+                ("Available", int_at(obj, "/status/numberAvailable")),
+                ("Node Selector", json!(node_selector)),
+            ]
+        }
+        ("batch", "cronjobs") => {
+            let or_none = |v: String| if v.is_empty() { "<none>".to_owned() } else { v };
+            let suspend = match obj.pointer("/spec/suspend").and_then(Value::as_bool) {
+                Some(true) => "True",
+                Some(false) => "False",
+                None => "<unset>",
+            };
+            let last = s(obj, "/status/lastScheduleTime");
+            vec![
+                ("Schedule", json!(s(obj, "/spec/schedule"))),
+                ("Timezone", json!(or_none(s(obj, "/spec/timeZone")))),
+                ("Suspend", json!(suspend)),
+                ("Active", json!(count(obj, "/status/active"))),
+                (
+                    "Last Schedule",
+                    json!(if last.is_empty() {
+                        "<none>".to_owned()
+                    } else {
+                        age(&last)
+                    }),
+                ),
+            ]
+        }
         ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![(
             "Role",
             json!(format!("{}/{}", s(obj, "/roleRef/kind"), s(obj, "/roleRef/name"))),

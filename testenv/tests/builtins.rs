@@ -629,3 +629,84 @@ async fn workloads_get_the_defaults_controllers_compare_against() {
         Some("RollingUpdate")
     );
 }
+
+#[tokio::test]
+async fn tables_of_new_kinds_carry_kube_apiserver_columns() {
+    let env = TestEnv::new();
+    let client = env.client();
+    env.create_object(json!({
+        "apiVersion": "batch/v1", "kind": "CronJob",
+        "metadata": {"name": "nightly", "namespace": "default"},
+        "spec": {"schedule": "0 3 * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "restartPolicy": "OnFailure", "containers": [{"name": "c", "image": "busybox"}]}}}}},
+    }))
+    .unwrap();
+    env.create_object(json!({
+        "apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "agent", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "agent"}}, "template": {
+            "metadata": {"labels": {"app": "agent"}},
+            "spec": {"nodeSelector": {"zone": "a", "disk": "ssd"}, "containers": [{"name": "c", "image": "agent:1"}]}}},
+    }))
+    .unwrap();
+    let table = |path: &'static str| {
+        let client = client.clone();
+        async move {
+            let req = http::Request::get(path)
+                .header("accept", "application/json;as=Table;v=v1;g=meta.k8s.io")
+                .body(kube::client::Body::empty())
+                .unwrap();
+            let res = client.send(req).await.unwrap();
+            let bytes = http_body_util::BodyExt::collect(res.into_body())
+                .await
+                .unwrap()
+                .to_bytes();
+            let t: Value = serde_json::from_slice(&bytes).unwrap();
+            let names: Vec<String> = t["columnDefinitions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c["name"].as_str().unwrap().to_owned())
+                .collect();
+            (names, t["rows"][0]["cells"].clone())
+        }
+    };
+    let (cols, cells) = table("/apis/batch/v1/namespaces/default/cronjobs").await;
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "Schedule",
+            "Timezone",
+            "Suspend",
+            "Active",
+            "Last Schedule",
+            "Age"
+        ]
+    );
+    assert_eq!(
+        cells.as_array().unwrap()[1..6],
+        [
+            json!("0 3 * * *"),
+            json!("<none>"),
+            json!("False"),
+            json!(0),
+            json!("<none>")
+        ]
+    );
+    let (cols, cells) = table("/apis/apps/v1/namespaces/default/daemonsets").await;
+    assert_eq!(
+        cols,
+        [
+            "Name",
+            "Desired",
+            "Current",
+            "Ready",
+            "Up-to-date",
+            "Available",
+            "Node Selector",
+            "Age"
+        ]
+    );
+    assert_eq!(cells[6], "disk=ssd,zone=a");
+}
