@@ -72,6 +72,7 @@ use serde_json::Value;
 
 pub use hooks::{Action, Reactor};
 pub use names::NameGenerator;
+pub use resource::{BuiltinKind, builtin_kinds};
 pub use server::Server;
 pub use service::{ResponseBody, TestEnvService};
 pub use status::{ErrorStatus, StatusCause};

@@ -198,6 +198,19 @@ fn list_strategy(kind: Builtin, path: &str) -> Option<ListStrategy> {
         Builtin::ServiceAccount => {
             return matches!(path, "secrets" | "imagePullSecrets").then_some(ListStrategy::Key("name"));
         }
+        Builtin::Other => {
+            // The kinds without rules of their own that embed a pod template (workloads,
+            // Jobs, CronJobs, PodTemplates) keep it at one of these paths, which no
+            // other kind has.
+            let rest = [
+                "spec.template.spec.",
+                "spec.jobTemplate.spec.template.spec.",
+                "template.spec.",
+            ]
+            .iter()
+            .find_map(|p| path.strip_prefix(p))?;
+            return POD_SPEC.iter().find(|(p, _)| *p == rest).map(|(_, s)| *s);
+        }
         _ => return None,
     };
     if kind == Builtin::Pod && matches!(path, "status.podIPs" | "status.hostIPs") {

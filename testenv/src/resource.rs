@@ -22,11 +22,19 @@ pub(crate) enum Builtin {
     Lease,
     EventsV1Event,
     Crd,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    /// A kind checked by its type round trip alone, with no kind-specific rules.
+    Other,
 }
+
+/// Decodes a body as a k8s-openapi type and encodes it again; the error is the
+/// decoder's message.
+pub(crate) type Roundtrip = fn(&Value) -> Result<Value, String>;
 
 #[derive(Clone, Debug)]
 pub(crate) enum KindImpl {
-    Builtin(Builtin),
+    Builtin(Builtin, Roundtrip),
     Custom(Arc<Schema>),
 }
 
@@ -129,7 +137,7 @@ impl ResourceDef {
 
     pub(crate) fn builtin(&self) -> Option<Builtin> {
         match self.imp {
-            KindImpl::Builtin(b) => Some(b),
+            KindImpl::Builtin(b, _) => Some(b),
             KindImpl::Custom(_) => None,
         }
     }
@@ -150,7 +158,32 @@ impl ResourceDef {
             Some(
                 Builtin::Pod | Builtin::Event | Builtin::EventsV1Event | Builtin::Secret | Builtin::Namespace
             )
-        )
+        ) || (self.builtin() == Some(Builtin::Other) && self.other_field_labels().is_some())
+    }
+
+    /// Field labels of the kinds without rules of their own, with the value a missing
+    /// field reads as: kube-apiserver formats the Go zero value of the field.
+    fn other_field_labels(&self) -> Option<&'static [(&'static str, &'static str, &'static str)]> {
+        let table: &'static [(&'static str, &'static str, &'static str)] =
+            match (self.group.as_str(), self.plural.as_str()) {
+                ("batch", "jobs") => &[("status.successful", "/status/succeeded", "0")],
+                ("", "nodes") => &[("spec.unschedulable", "/spec/unschedulable", "false")],
+                ("apps", "replicasets") | ("", "replicationcontrollers") => {
+                    &[("status.replicas", "/status/replicas", "0")]
+                }
+                ("certificates.k8s.io", "certificatesigningrequests") => {
+                    &[("spec.signerName", "/spec/signerName", "")]
+                }
+                _ => return None,
+            };
+        Some(table)
+    }
+
+    /// What a field label reads when the object lacks the field.
+    pub(crate) fn field_zero(&self, label: &str) -> &'static str {
+        self.other_field_labels()
+            .and_then(|t| t.iter().find(|(l, _, _)| *l == label))
+            .map_or("", |(_, _, z)| *z)
     }
 
     /// Field selector labels beyond `metadata.name` and `metadata.namespace`, mapped to
@@ -195,6 +228,10 @@ impl ResourceDef {
             ],
             Builtin::Secret => &[("type", "/type")],
             Builtin::Namespace => &[("status.phase", "/status/phase")],
+            Builtin::Other => {
+                let t = self.other_field_labels()?;
+                return t.iter().find(|(l, _, _)| *l == label).map(|(_, p, _)| *p);
+            }
             _ => &[],
         };
         table.iter().find(|(l, _)| *l == label).map(|(_, p)| *p)
@@ -234,122 +271,49 @@ fn convert_event(v: &Value, fields: &[(&str, &str)], api_version: &str) -> Value
     Value::Object(out)
 }
 
-fn def(group: &str, plural: &str, kind: &str, namespaced: bool, short: &[&str], b: Builtin) -> ResourceDef {
-    ResourceDef {
-        group: group.to_owned(),
-        version: "v1".to_owned(),
-        plural: plural.to_owned(),
-        singular: kind.to_lowercase(),
-        kind: kind.to_owned(),
-        list_kind: format!("{kind}List"),
-        namespaced,
-        short_names: short.iter().map(|s| (*s).to_owned()).collect(),
-        categories: Vec::new(),
-        status: false,
-        generation: false,
-        allow_create_on_update: false,
-        allow_unconditional_update: true,
-        return_deleted_object: false,
-        deletecollection: true,
-        imp: KindImpl::Builtin(b),
-        columns: Vec::new(),
-        scale: None,
-    }
+/// Reads a resource's scope from its k8s-openapi type, so that no table repeats it.
+trait Scope {
+    const NAMESPACED: bool;
 }
 
-/// The built-in resources, as a kube-apiserver without optional groups serves them.
-pub(crate) fn builtins() -> Vec<ResourceDef> {
-    let all = vec!["all".to_owned()];
-    vec![
-        ResourceDef {
-            status: true,
-            return_deleted_object: true,
-            deletecollection: false,
-            ..def("", "namespaces", "Namespace", false, &["ns"], Builtin::Namespace)
-        },
-        def("", "configmaps", "ConfigMap", true, &["cm"], Builtin::ConfigMap),
-        def("", "secrets", "Secret", true, &[], Builtin::Secret),
-        ResourceDef {
-            status: true,
-            return_deleted_object: true,
-            categories: all.clone(),
-            deletecollection: false,
-            ..def("", "services", "Service", true, &["svc"], Builtin::Service)
-        },
-        ResourceDef {
-            status: true,
-            generation: true,
-            return_deleted_object: true,
-            categories: all.clone(),
-            ..def("", "pods", "Pod", true, &["po"], Builtin::Pod)
-        },
-        def(
-            "",
-            "serviceaccounts",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            Builtin::ServiceAccount,
-        ),
-        ResourceDef {
-            allow_create_on_update: true,
-            ..def("", "events", "Event", true, &["ev"], Builtin::Event)
-        },
-        ResourceDef {
-            status: true,
-            generation: true,
-            categories: all,
-            scale: Some(ScalePaths {
-                spec_replicas: "/spec/replicas".into(),
-                status_replicas: "/status/replicas".into(),
-                label_selector: Some("/spec/selector".into()),
-            }),
-            ..def(
-                "apps",
-                "deployments",
-                "Deployment",
-                true,
-                &["deploy"],
-                Builtin::Deployment,
-            )
-        },
-        ResourceDef {
-            allow_create_on_update: true,
-            ..def(
-                "coordination.k8s.io",
-                "leases",
-                "Lease",
-                true,
-                &[],
-                Builtin::Lease,
-            )
-        },
-        ResourceDef {
-            allow_create_on_update: true,
-            ..def(
-                "events.k8s.io",
-                "events",
-                "Event",
-                true,
-                &["ev"],
-                Builtin::EventsV1Event,
-            )
-        },
-        ResourceDef {
-            status: true,
-            generation: true,
-            allow_unconditional_update: false,
-            categories: vec!["api-extensions".to_owned()],
-            ..def(
-                "apiextensions.k8s.io",
-                "customresourcedefinitions",
-                "CustomResourceDefinition",
-                false,
-                &["crd", "crds"],
-                Builtin::Crd,
-            )
-        },
-    ]
+impl Scope for k8s_openapi::NamespaceResourceScope {
+    const NAMESPACED: bool = true;
+}
+
+impl Scope for k8s_openapi::ClusterResourceScope {
+    const NAMESPACED: bool = false;
+}
+
+/// A built-in kind as its k8s-openapi type describes it.
+#[derive(Clone, Debug)]
+pub struct BuiltinKind {
+    /// API group, `""` for core.
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    /// The resource name in URLs.
+    pub plural: &'static str,
+    pub list_kind: &'static str,
+    pub namespaced: bool,
+    /// The kind has a `status` field, and so a `status` subresource.
+    pub status: bool,
+    /// `metadata.generation` is kept.
+    pub generation: bool,
+    /// The type's `Default` value, encoded: every required field present, which
+    /// kinds without kind-specific validation accept as a valid object.
+    pub skeleton: Value,
+    special: Builtin,
+    roundtrip: Roundtrip,
+}
+
+impl BuiltinKind {
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.to_owned()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
 }
 
 /// Decodes a body into the k8s-openapi type and encodes it again, which checks field
@@ -359,26 +323,269 @@ fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
 
-impl Builtin {
-    /// The typed round trip; the error is the decoder's message.
-    pub(crate) fn normalize(self, v: &Value) -> Result<Value, String> {
-        use k8s_openapi::api::{apps, coordination, core, events};
-        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
-        match self {
-            Self::Namespace => roundtrip::<core::v1::Namespace>(v),
-            Self::ConfigMap => roundtrip::<core::v1::ConfigMap>(v),
-            Self::Secret => roundtrip::<core::v1::Secret>(v),
-            Self::Service => roundtrip::<core::v1::Service>(v),
-            Self::Pod => roundtrip::<core::v1::Pod>(v),
-            Self::ServiceAccount => roundtrip::<core::v1::ServiceAccount>(v),
-            Self::Event => roundtrip::<core::v1::Event>(v),
-            Self::Deployment => roundtrip::<apps::v1::Deployment>(v),
-            Self::Lease => roundtrip::<coordination::v1::Lease>(v),
-            Self::EventsV1Event => roundtrip::<events::v1::Event>(v),
-            Self::Crd => roundtrip::<apiext::CustomResourceDefinition>(v),
-        }
+fn kind<T>(special: Builtin) -> BuiltinKind
+where
+    T: k8s_openapi::Resource + k8s_openapi::ListableResource + DeserializeOwned + Serialize + Default,
+    T::Scope: Scope,
+{
+    let skeleton = serde_json::to_value(T::default()).unwrap_or(Value::Null);
+    // Every status field in k8s-openapi is optional, so the default value never shows
+    // it; a status that survives the round trip is one the type declares.
+    let mut probe = skeleton.clone();
+    probe["status"] = json!({});
+    let status = roundtrip::<T>(&probe).is_ok_and(|v| v.get("status").is_some());
+    BuiltinKind {
+        group: T::GROUP,
+        version: T::VERSION,
+        kind: T::KIND,
+        plural: T::URL_PATH_SEGMENT,
+        list_kind: T::LIST_KIND,
+        namespaced: <T::Scope as Scope>::NAMESPACED,
+        status,
+        generation: GENERATION
+            .iter()
+            .any(|(g, p)| *g == T::GROUP && *p == T::URL_PATH_SEGMENT),
+        skeleton,
+        special,
+        roundtrip: roundtrip::<T>,
     }
+}
 
+/// Every kind a kube-apiserver of the compiled Kubernetes version serves with its
+/// default `--runtime-config`: each GA kind once, in its preferred version. Alpha and
+/// beta versions are left out because kube-apiserver does not serve them by default
+/// (and the kinds that exist only in such versions with them); so are ComponentStatus,
+/// which kube-apiserver computes rather than stores, autoscaling/v1
+/// HorizontalPodAutoscaler, which would need conversion to share v2's storage, and
+/// apiregistration.k8s.io APIServices, which belong to the aggregator and would
+/// promise APIs nobody serves.
+pub fn builtin_kinds() -> Vec<BuiltinKind> {
+    use Builtin as B;
+    use k8s_openapi::api::{
+        admissionregistration::v1 as admission, apps::v1 as apps, autoscaling::v2 as autoscaling,
+        batch::v1 as batch, certificates::v1 as certificates, coordination::v1 as coordination,
+        core::v1 as core, discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
+        networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac,
+        scheduling::v1 as scheduling, storage::v1 as storage,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1 as apiext;
+    vec![
+        kind::<core::Namespace>(B::Namespace),
+        kind::<core::ConfigMap>(B::ConfigMap),
+        kind::<core::Secret>(B::Secret),
+        kind::<core::Service>(B::Service),
+        kind::<core::Pod>(B::Pod),
+        kind::<core::ServiceAccount>(B::ServiceAccount),
+        kind::<core::Event>(B::Event),
+        kind::<core::Endpoints>(B::Other),
+        kind::<core::LimitRange>(B::Other),
+        kind::<core::Node>(B::Other),
+        kind::<core::PersistentVolume>(B::PersistentVolume),
+        kind::<core::PersistentVolumeClaim>(B::PersistentVolumeClaim),
+        kind::<core::PodTemplate>(B::Other),
+        kind::<core::ReplicationController>(B::Other),
+        kind::<core::ResourceQuota>(B::Other),
+        kind::<admission::MutatingWebhookConfiguration>(B::Other),
+        kind::<admission::ValidatingWebhookConfiguration>(B::Other),
+        kind::<admission::ValidatingAdmissionPolicy>(B::Other),
+        kind::<admission::ValidatingAdmissionPolicyBinding>(B::Other),
+        kind::<apiext::CustomResourceDefinition>(B::Crd),
+        kind::<apps::Deployment>(B::Deployment),
+        kind::<apps::ControllerRevision>(B::Other),
+        kind::<apps::DaemonSet>(B::Other),
+        kind::<apps::ReplicaSet>(B::Other),
+        kind::<apps::StatefulSet>(B::Other),
+        kind::<autoscaling::HorizontalPodAutoscaler>(B::Other),
+        kind::<batch::CronJob>(B::Other),
+        kind::<batch::Job>(B::Other),
+        kind::<certificates::CertificateSigningRequest>(B::Other),
+        kind::<coordination::Lease>(B::Lease),
+        kind::<discovery::EndpointSlice>(B::Other),
+        kind::<events::Event>(B::EventsV1Event),
+        kind::<flowcontrol::FlowSchema>(B::Other),
+        kind::<flowcontrol::PriorityLevelConfiguration>(B::Other),
+        kind::<networking::Ingress>(B::Other),
+        kind::<networking::IngressClass>(B::Other),
+        kind::<networking::IPAddress>(B::Other),
+        kind::<networking::NetworkPolicy>(B::Other),
+        kind::<networking::ServiceCIDR>(B::Other),
+        kind::<node::RuntimeClass>(B::Other),
+        kind::<policy::PodDisruptionBudget>(B::Other),
+        kind::<rbac::ClusterRole>(B::Other),
+        kind::<rbac::ClusterRoleBinding>(B::Other),
+        kind::<rbac::Role>(B::Other),
+        kind::<rbac::RoleBinding>(B::Other),
+        kind::<scheduling::PriorityClass>(B::Other),
+        kind::<storage::CSIDriver>(B::Other),
+        kind::<storage::CSINode>(B::Other),
+        kind::<storage::CSIStorageCapacity>(B::Other),
+        kind::<storage::StorageClass>(B::Other),
+        kind::<storage::VolumeAttachment>(B::Other),
+    ]
+}
+
+/// Short names and categories as `kubectl api-resources` shows them, by group and plural.
+const NAMES: &[(&str, &str, &[&str], &[&str])] = &[
+    ("", "namespaces", &["ns"], &[]),
+    ("", "configmaps", &["cm"], &[]),
+    ("", "services", &["svc"], &["all"]),
+    ("", "pods", &["po"], &["all"]),
+    ("", "serviceaccounts", &["sa"], &[]),
+    ("", "events", &["ev"], &[]),
+    ("", "endpoints", &["ep"], &[]),
+    ("", "limitranges", &["limits"], &[]),
+    ("", "nodes", &["no"], &[]),
+    ("", "persistentvolumes", &["pv"], &[]),
+    ("", "persistentvolumeclaims", &["pvc"], &[]),
+    ("", "replicationcontrollers", &["rc"], &["all"]),
+    ("", "resourcequotas", &["quota"], &[]),
+    (
+        "admissionregistration.k8s.io",
+        "mutatingwebhookconfigurations",
+        &[],
+        &["api-extensions"],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingwebhookconfigurations",
+        &[],
+        &["api-extensions"],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicies",
+        &[],
+        &["api-extensions"],
+    ),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+        &[],
+        &["api-extensions"],
+    ),
+    (
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        &["crd", "crds"],
+        &["api-extensions"],
+    ),
+    ("apps", "deployments", &["deploy"], &["all"]),
+    ("apps", "daemonsets", &["ds"], &["all"]),
+    ("apps", "replicasets", &["rs"], &["all"]),
+    ("apps", "statefulsets", &["sts"], &["all"]),
+    ("autoscaling", "horizontalpodautoscalers", &["hpa"], &["all"]),
+    ("batch", "cronjobs", &["cj"], &["all"]),
+    ("batch", "jobs", &[], &["all"]),
+    ("certificates.k8s.io", "certificatesigningrequests", &["csr"], &[]),
+    ("events.k8s.io", "events", &["ev"], &[]),
+    ("networking.k8s.io", "ingresses", &["ing"], &[]),
+    ("networking.k8s.io", "ipaddresses", &["ip"], &[]),
+    ("networking.k8s.io", "networkpolicies", &["netpol"], &[]),
+    ("policy", "poddisruptionbudgets", &["pdb"], &[]),
+    ("scheduling.k8s.io", "priorityclasses", &["pc"], &[]),
+    ("storage.k8s.io", "storageclasses", &["sc"], &[]),
+];
+
+/// Resources whose kube-apiserver strategy sets `metadata.generation` to 1 on create
+/// and bumps it when the object beyond metadata (and status) changes.
+const GENERATION: &[(&str, &str)] = &[
+    ("", "pods"),
+    ("", "replicationcontrollers"),
+    ("admissionregistration.k8s.io", "mutatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "validatingwebhookconfigurations"),
+    ("admissionregistration.k8s.io", "validatingadmissionpolicies"),
+    (
+        "admissionregistration.k8s.io",
+        "validatingadmissionpolicybindings",
+    ),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("apps", "deployments"),
+    ("apps", "daemonsets"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("batch", "cronjobs"),
+    ("batch", "jobs"),
+    ("flowcontrol.apiserver.k8s.io", "flowschemas"),
+    ("flowcontrol.apiserver.k8s.io", "prioritylevelconfigurations"),
+    ("networking.k8s.io", "ingresses"),
+    ("networking.k8s.io", "ingressclasses"),
+    ("networking.k8s.io", "networkpolicies"),
+    ("policy", "poddisruptionbudgets"),
+];
+
+/// Resources whose registry answers `DELETE` with the deleted object rather than a
+/// success `Status`.
+const RETURN_DELETED: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "services"),
+    ("", "pods"),
+    ("", "podtemplates"),
+    ("", "serviceaccounts"),
+    ("", "persistentvolumes"),
+    ("", "persistentvolumeclaims"),
+    ("storage.k8s.io", "storageclasses"),
+];
+
+/// The resources with a `scale` subresource; all keep `spec.replicas`,
+/// `status.replicas` and a `spec.selector` object (a LabelSelector, or for
+/// ReplicationControllers a plain label map).
+const SCALED: &[(&str, &str)] = &[
+    ("", "replicationcontrollers"),
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+];
+
+fn listed(table: &[(&str, &str)], k: &BuiltinKind) -> bool {
+    table.iter().any(|(g, p)| *g == k.group && *p == k.plural)
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_owned()).collect()
+}
+
+fn resource_def(k: &BuiltinKind) -> ResourceDef {
+    let (short, categories) = NAMES
+        .iter()
+        .find(|(g, p, _, _)| *g == k.group && *p == k.plural)
+        .map(|(_, _, s, c)| (strings(s), strings(c)))
+        .unwrap_or_default();
+    let scale = listed(SCALED, k).then(|| ScalePaths {
+        spec_replicas: "/spec/replicas".into(),
+        status_replicas: "/status/replicas".into(),
+        label_selector: Some("/spec/selector".into()),
+    });
+    ResourceDef {
+        group: k.group.to_owned(),
+        version: k.version.to_owned(),
+        plural: k.plural.to_owned(),
+        singular: k.kind.to_lowercase(),
+        kind: k.kind.to_owned(),
+        list_kind: k.list_kind.to_owned(),
+        namespaced: k.namespaced,
+        short_names: short,
+        categories,
+        status: k.status,
+        generation: k.generation,
+        allow_create_on_update: matches!(
+            k.special,
+            Builtin::Event | Builtin::EventsV1Event | Builtin::Lease
+        ),
+        allow_unconditional_update: k.special != Builtin::Crd,
+        return_deleted_object: listed(RETURN_DELETED, k),
+        deletecollection: !matches!(k.special, Builtin::Namespace | Builtin::Service),
+        imp: KindImpl::Builtin(k.special, k.roundtrip),
+        columns: Vec::new(),
+        scale,
+    }
+}
+
+/// The built-in resources, as a kube-apiserver without optional groups serves them.
+pub(crate) fn builtins() -> Vec<ResourceDef> {
+    builtin_kinds().iter().map(resource_def).collect()
+}
+
+impl Builtin {
     /// Defaults kube-apiserver fills in on create (a subset: the fields controllers
     /// commonly compare against).
     pub(crate) fn default_on_create(self, obj: &mut Value) {
@@ -419,9 +626,138 @@ impl Builtin {
                 }
                 obj["status"] = json!({});
             }
+            // The strategy clears the status, and the v1 defaults that run when the
+            // object is read back fill in the phase.
+            Self::PersistentVolume => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "persistentVolumeReclaimPolicy", json!("Retain"));
+                    set_default(spec, "volumeMode", json!("Filesystem"));
+                }
+                obj["status"] = json!({"phase": "Pending"});
+            }
+            Self::PersistentVolumeClaim => {
+                if let Some(spec) = obj.get_mut("spec") {
+                    set_default(spec, "volumeMode", json!("Filesystem"));
+                }
+                obj["status"] = json!({"phase": "Pending"});
+            }
             _ => {}
         }
     }
+}
+
+/// The v1 defaults of the workload kinds without rules of their own, which
+/// controllers comparing their desired spec with the stored one run into.
+pub(crate) fn default_workload(def: &ResourceDef, obj: &mut Value) {
+    if def.builtin() != Some(Builtin::Other) {
+        return;
+    }
+    let Some(spec) = obj.get_mut("spec") else {
+        return;
+    };
+    let template = match (def.group.as_str(), def.plural.as_str()) {
+        ("apps", "replicasets") => {
+            set_default(spec, "replicas", json!(1));
+            "/template/spec"
+        }
+        ("apps", "statefulsets") => {
+            set_default(spec, "replicas", json!(1));
+            set_default(spec, "podManagementPolicy", json!("OrderedReady"));
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"partition": 0}}),
+            );
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            set_default(
+                spec,
+                "persistentVolumeClaimRetentionPolicy",
+                json!({"whenDeleted": "Retain", "whenScaled": "Retain"}),
+            );
+            "/template/spec"
+        }
+        ("apps", "daemonsets") => {
+            set_default(
+                spec,
+                "updateStrategy",
+                json!({"type": "RollingUpdate", "rollingUpdate": {"maxUnavailable": 1, "maxSurge": 0}}),
+            );
+            set_default(spec, "revisionHistoryLimit", json!(10));
+            "/template/spec"
+        }
+        ("batch", "jobs") => {
+            default_job_spec(spec);
+            "/template/spec"
+        }
+        ("batch", "cronjobs") => {
+            set_default(spec, "concurrencyPolicy", json!("Allow"));
+            set_default(spec, "suspend", json!(false));
+            set_default(spec, "successfulJobsHistoryLimit", json!(3));
+            set_default(spec, "failedJobsHistoryLimit", json!(1));
+            if let Some(job) = spec.pointer_mut("/jobTemplate/spec") {
+                default_job_spec(job);
+            }
+            "/jobTemplate/spec/template/spec"
+        }
+        _ => return,
+    };
+    if let Some(pod) = spec.pointer_mut(template) {
+        default_pod_spec(pod);
+    }
+}
+
+fn default_job_spec(spec: &mut Value) {
+    // Completions default to 1 only when parallelism was not given either.
+    if spec.get("parallelism").is_none_or(Value::is_null) {
+        set_default(spec, "completions", json!(1));
+    }
+    set_default(spec, "parallelism", json!(1));
+    set_default(spec, "backoffLimit", json!(6));
+    set_default(spec, "completionMode", json!("NonIndexed"));
+    set_default(spec, "suspend", json!(false));
+    let policy = if spec.get("podFailurePolicy").is_some_and(|p| !p.is_null()) {
+        "Failed"
+    } else {
+        "TerminatingOrFailed"
+    };
+    set_default(spec, "podReplacementPolicy", json!(policy));
+}
+
+/// A Job without `manualSelector: true` gets a selector on its own uid, and its pod
+/// template the labels that selector matches; kube-apiserver does this once the uid
+/// is known.
+pub(crate) fn select_job_pods(def: &ResourceDef, obj: &mut Value) {
+    if def.builtin() != Some(Builtin::Other) || def.group != "batch" || def.plural != "jobs" {
+        return;
+    }
+    if obj.pointer("/spec/manualSelector").and_then(Value::as_bool) == Some(true) {
+        return;
+    }
+    let uid = obj.pointer("/metadata/uid").cloned().unwrap_or(Value::Null);
+    let name = obj.pointer("/metadata/name").cloned().unwrap_or(Value::Null);
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    set_default(
+        spec,
+        "selector",
+        json!({"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}),
+    );
+    let Some(template) = spec.get_mut("template").filter(|t| t.is_object()) else {
+        return;
+    };
+    if !template.get("metadata").is_some_and(Value::is_object) {
+        template["metadata"] = json!({});
+    }
+    let meta = &mut template["metadata"];
+    if !meta.get("labels").is_some_and(Value::is_object) {
+        meta["labels"] = json!({});
+    }
+    let labels = &mut meta["labels"];
+    set_default(labels, "batch.kubernetes.io/controller-uid", uid.clone());
+    set_default(labels, "batch.kubernetes.io/job-name", name.clone());
+    set_default(labels, "controller-uid", uid);
+    set_default(labels, "job-name", name);
 }
 
 fn set_default(obj: &mut Value, key: &str, value: Value) {

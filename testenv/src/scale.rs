@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::resource::{Builtin, ResourceDef, ScalePaths};
+use crate::resource::{ResourceDef, ScalePaths};
 use crate::state::{State, WriteOpts};
 use crate::status::{ErrorStatus, FieldError};
 use crate::store::ObjKey;
@@ -53,7 +53,10 @@ fn to_scale(def: &ResourceDef, paths: &ScalePaths, obj: &Value) -> Value {
     let mut status = json!({"replicas": int(&paths.status_replicas)});
     if let Some(sel) = paths.label_selector.as_deref().and_then(|p| obj.pointer(p)) {
         let text = match (def.builtin(), sel) {
-            (Some(Builtin::Deployment), s) => selector_string(s),
+            // A ReplicationController's selector is a bare label map, the apps kinds'
+            // a LabelSelector.
+            (Some(_), s) if def.group.is_empty() => selector_string(&json!({"matchLabels": s})),
+            (Some(_), s) => selector_string(s),
             (_, Value::String(s)) => s.clone(),
             _ => String::new(),
         };

@@ -35,7 +35,7 @@ fn kind_at(def: &ResourceDef, fields: &[String]) -> ListKind {
         return list_kind(crate::resource::Builtin::ConfigMap, &fields.join("."));
     }
     match &def.imp {
-        KindImpl::Builtin(b) => list_kind(*b, &fields.join(".")),
+        KindImpl::Builtin(b, _) => list_kind(*b, &fields.join(".")),
         KindImpl::Custom(schema) => {
             let mut s = &schema.root;
             for (i, f) in fields.iter().enumerate() {

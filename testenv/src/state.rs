@@ -88,10 +88,11 @@ fn read_field(def: &ResourceDef, obj: &Value, field: &str) -> String {
     match field {
         "metadata.name" => field_value(obj, "/metadata/name"),
         "metadata.namespace" => field_value(obj, "/metadata/namespace"),
-        other => def
-            .field_label(other)
-            .map(|p| field_value(obj, p))
-            .unwrap_or_default(),
+        other => match def.field_label(other) {
+            Some(p) if obj.pointer(p).is_some() => field_value(obj, p),
+            Some(_) => def.field_zero(other).to_owned(),
+            None => String::new(),
+        },
     }
 }
 
@@ -359,7 +360,7 @@ impl State {
         name: &str,
     ) -> Result<(Value, Vec<String>), ErrorStatus> {
         let (out, unknown, errors) = match &def.imp {
-            KindImpl::Builtin(b) => {
+            KindImpl::Builtin(b, roundtrip) => {
                 let mut obj = obj;
                 crate::microtime::normalize(*b, &mut obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
@@ -368,7 +369,7 @@ impl State {
                         v = def.version
                     ))
                 })?;
-                let out = b.normalize(&obj).map_err(|e| {
+                let out = roundtrip(&obj).map_err(|e| {
                     ErrorStatus::bad_request(format!(
                         "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
                         kind = def.kind,
@@ -514,8 +515,12 @@ impl State {
         if !errs.is_empty() {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
         }
+        // kube-apiserver's strategies clear the status of a new object for the kinds
+        // without hand-written defaults here too; a Node keeps it, as the kubelet
+        // registers its node with a status.
+        let clears_status = def.is_custom() || (def.builtin() == Some(Builtin::Other) && def.kind != "Node");
         if def.status
-            && def.is_custom()
+            && clears_status
             && let Some(m) = obj.as_object_mut()
         {
             m.remove("status");
@@ -526,6 +531,7 @@ impl State {
         }
         if let Some(b) = def.builtin() {
             b.default_on_create(&mut obj);
+            crate::resource::default_workload(def, &mut obj);
             let errs = crate::rules::check(b, &obj, None);
             if !errs.is_empty() {
                 return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
@@ -554,6 +560,7 @@ impl State {
                 meta.insert("generation".into(), json!(1));
             }
         });
+        crate::resource::select_job_pods(def, &mut obj);
         obj["apiVersion"] = json!(def.api_version());
         obj["kind"] = json!(def.kind);
         if opts.managed_fields.is_none() {

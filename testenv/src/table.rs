@@ -197,6 +197,8 @@ fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>)
                     ),
                 ],
                 Builtin::Lease => vec![("Holder", json!(s(obj, "/spec/holderIdentity")))],
+                Builtin::PersistentVolumeClaim => claim_columns(obj),
+                Builtin::Other => other_columns(def, obj),
                 Builtin::Event => vec![
                     ("Type", json!(s(obj, "/type"))),
                     ("Reason", json!(s(obj, "/reason"))),
@@ -216,7 +218,10 @@ fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>)
                 cols.push(col(n, if v.is_number() { "integer" } else { "string" }));
                 cells.push(v);
             }
-            let (n, cell) = if b == Builtin::Crd {
+            let created_at = b == Builtin::Crd
+                || (def.group == "rbac.authorization.k8s.io"
+                    && matches!(def.plural.as_str(), "roles" | "clusterroles"));
+            let (n, cell) = if created_at {
                 ("Created At", json!(created))
             } else {
                 ("Age", age_cell)
@@ -250,6 +255,115 @@ pub(crate) fn table(def: &ResourceDef, objs: &[Value], rv: Option<&str>) -> Valu
         "columnDefinitions": columns,
         "rows": rows,
     })
+}
+
+fn int_at(obj: &Value, ptr: &str) -> Value {
+    json!(obj.pointer(ptr).and_then(Value::as_i64).unwrap_or(0))
+}
+
+/// kube-apiserver's printer columns for the common kinds that have no rules of their
+/// own here, so that `kubectl get` shows what it shows against a cluster.
+fn other_columns(def: &ResourceDef, obj: &Value) -> Vec<(&'static str, Value)> {
+    match (def.group.as_str(), def.plural.as_str()) {
+        ("apps", "replicasets") | ("", "replicationcontrollers") => vec![
+            ("Desired", int_at(obj, "/spec/replicas")),
+            ("Current", int_at(obj, "/status/replicas")),
+            ("Ready", int_at(obj, "/status/readyReplicas")),
+        ],
+        ("apps", "statefulsets") => vec![(
+            "Ready",
+            json!(format!(
+                "{}/{}",
+                int_at(obj, "/status/readyReplicas"),
+                int_at(obj, "/spec/replicas")
+            )),
+        )],
+        ("apps", "daemonsets") => {
+            let node_selector = obj
+                .pointer("/spec/template/spec/nodeSelector")
+                .and_then(Value::as_object)
+                .filter(|m| !m.is_empty())
+                .map_or_else(
+                    || "<none>".to_owned(),
+                    |m| {
+                        let mut pairs: Vec<String> = m
+                            .iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                            .collect();
+                        pairs.sort();
+                        pairs.join(",")
+                    },
+                );
+            vec![
+                ("Desired", int_at(obj, "/status/desiredNumberScheduled")),
+                ("Current", int_at(obj, "/status/currentNumberScheduled")),
+                ("Ready", int_at(obj, "/status/numberReady")),
+                ("Up-to-date", int_at(obj, "/status/updatedNumberScheduled")),
+                ("Available", int_at(obj, "/status/numberAvailable")),
+                ("Node Selector", json!(node_selector)),
+            ]
+        }
+        ("batch", "cronjobs") => {
+            let or_none = |v: String| if v.is_empty() { "<none>".to_owned() } else { v };
+            let suspend = match obj.pointer("/spec/suspend").and_then(Value::as_bool) {
+                Some(true) => "True",
+                Some(false) => "False",
+                None => "<unset>",
+            };
+            let last = s(obj, "/status/lastScheduleTime");
+            vec![
+                ("Schedule", json!(s(obj, "/spec/schedule"))),
+                ("Timezone", json!(or_none(s(obj, "/spec/timeZone")))),
+                ("Suspend", json!(suspend)),
+                ("Active", json!(count(obj, "/status/active"))),
+                (
+                    "Last Schedule",
+                    json!(if last.is_empty() {
+                        "<none>".to_owned()
+                    } else {
+                        age(&last)
+                    }),
+                ),
+            ]
+        }
+        ("rbac.authorization.k8s.io", "rolebindings" | "clusterrolebindings") => vec![(
+            "Role",
+            json!(format!("{}/{}", s(obj, "/roleRef/kind"), s(obj, "/roleRef/name"))),
+        )],
+        _ => Vec::new(),
+    }
+}
+
+fn claim_columns(obj: &Value) -> Vec<(&'static str, Value)> {
+    let modes = obj
+        .pointer("/status/accessModes")
+        .and_then(Value::as_array)
+        .map(|ms| {
+            ms.iter()
+                .filter_map(Value::as_str)
+                .map(|m| match m {
+                    "ReadWriteOnce" => "RWO",
+                    "ReadOnlyMany" => "ROX",
+                    "ReadWriteMany" => "RWX",
+                    "ReadWriteOncePod" => "RWOP",
+                    other => other,
+                })
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .unwrap_or_default();
+    let or_unset = |v: String| if v.is_empty() { "<unset>".to_owned() } else { v };
+    vec![
+        ("Status", json!(s(obj, "/status/phase"))),
+        ("Volume", json!(s(obj, "/spec/volumeName"))),
+        ("Capacity", json!(s(obj, "/status/capacity/storage"))),
+        ("Access Modes", json!(modes)),
+        ("StorageClass", json!(or_unset(s(obj, "/spec/storageClassName")))),
+        (
+            "VolumeAttributesClass",
+            json!(or_unset(s(obj, "/spec/volumeAttributesClassName"))),
+        ),
+    ]
 }
 
 #[cfg(test)]
