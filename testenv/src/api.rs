@@ -896,8 +896,8 @@ fn go_quote_char(c: u8) -> String {
     format!("'{inner}'")
 }
 
-/// The JSON type names encoding/json uses in its errors.
-fn go_json_type(v: &Value) -> &'static str {
+/// The JSON type names encoding/json uses in its errors (`UnmarshalTypeError`).
+pub(crate) fn go_json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
         Value::Bool(_) => "bool",

@@ -2,6 +2,7 @@
 
 use serde_json::{Map, Value};
 
+use crate::api::go_json_type;
 use crate::resource::Builtin;
 
 /// The patch types kube-apiserver accepts, by `Content-Type`.
@@ -43,18 +44,6 @@ pub(crate) enum PatchError {
 
 /// kube-apiserver refuses JSON patches with more operations (413).
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
-
-/// The name of a JSON value's type as Go's `UnmarshalTypeError` gives it.
-fn go_json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
 
 pub(crate) fn too_many_operations(n: usize) -> crate::status::ErrorStatus {
     crate::status::ErrorStatus::new(

@@ -7,9 +7,8 @@
 //! ```
 //!
 //! Serves testenv's API server over HTTP on the loopback interface (writing
-//! `.testenv/kubeconfig`), applies `config/` (namespace, CRDs, ConfigMaps and
-//! both examples) plus the `webhook` Service the example AddressableService
-//! names, and runs the same `sharedmain` as the `controller` binary. It
+//! `.testenv/kubeconfig`), applies every manifest in `config/` plus the
+//! `webhook` Service the example AddressableService names, and runs the same `sharedmain` as the `controller` binary. It
 //! behaves like a small cluster where a bare API server would not: owned
 //! objects are garbage-collected when their owner goes (background and
 //! foreground, `blockOwnerDeletion`), `kubectl delete namespace` empties and
@@ -29,20 +28,20 @@ use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-const CONFIG: [&str; 8] = [
-    "100-namespace.yaml",
-    "300-addressableservice.yaml",
-    "300-simpledeployment.yaml",
-    "config-logging.yaml",
-    "config-leader-election.yaml",
-    "config-observability.yaml",
-    "example-addressable-service.yaml",
-    "example-simple-deployment.yaml",
-];
-
+/// Applies every manifest in `dir`, in name order (namespace, RBAC, CRDs,
+/// ConfigMaps, the controller's Deployment, which nothing runs here, and the
+/// examples), so a new manifest needs no list, plus the `webhook` Service the
+/// example AddressableService names.
 fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
-    for file in CONFIG {
-        let path = dir.join(file);
+    let mut manifests = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))? {
+        let path = entry?.path();
+        if path.extension().is_some_and(|ext| ext == "yaml" || ext == "yml") {
+            manifests.push(path);
+        }
+    }
+    manifests.sort();
+    for path in manifests {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         env.create_from_yaml(&path.display().to_string(), &text)?;
     }
