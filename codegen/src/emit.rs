@@ -189,10 +189,12 @@ fn registry_module(custom: &[syn::Path]) -> Module {
     Module {
         docs: wrap(
             "Every custom resource kind of the API modules in codegen.toml: what `schema`, the \
-             CRD output and tests that count kinds read, so adding a kind edits no list by hand.",
+             CRD output and tests that count kinds read, so adding a kind edits no list by hand. \
+             It names only `kinject-types` and the API crate, so a tool can include this file \
+             without building the runtime.",
         ),
         items: quote! {
-            use kinject_runtime::apis::registry::CustomKind;
+            use kinject_types::registry::CustomKind;
 
             /// The kinds, in the order of their Rust paths.
             pub fn custom_kinds() -> Vec<CustomKind> {

@@ -11,6 +11,13 @@
 //! `update-crds` rewrites only the `openAPIV3Schema` block of each manifest;
 //! names, labels and printer columns stay as written.
 
+// The generated kind registry, included as a file rather than through the
+// `generated` crate: `hack/update-codegen.sh` builds this command, and the
+// registry needs only the API types and kinject-types, not the runtime the
+// rest of `generated` is built on.
+#[path = "../../../generated/src/registry.rs"]
+#[allow(unreachable_pub)] // public in `generated`, where other crates use it
+mod registry;
 mod splice;
 mod yaml;
 
@@ -18,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use generated::registry::custom_kinds;
 use kinject_types::registry::{CustomKind, find};
+use registry::custom_kinds;
 
 /// The OpenAPI v3 schemas and CRDs of the application's custom resource kinds.
 #[derive(Debug, Parser)]
