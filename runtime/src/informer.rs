@@ -37,6 +37,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::core::{ApiResource, DynamicObject, Selector};
 use kube::runtime::WatchStreamExt;
@@ -465,50 +466,45 @@ impl<K: Object> Informer<K> {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
-                event = events.next() => match event {
-                    Some(Ok(event)) => match versions.went_back(&event) {
-                        None => {
-                            self.apply_untyped_event(event);
-                            if shared.history_changed.swap(false, Ordering::SeqCst) {
-                                tracing::warn!(informer = %shared.description,
-                                    "an object was replaced by another of the same name without a delete: the API server's history changed; listing again from scratch");
-                                shared.synced.send_replace(false);
-                                versions = Versions::default();
-                                events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+                event = events.next() => {
+                    // Why the cache no longer matches the server's history,
+                    // when it does not: then the informer lists afresh,
+                    // unsynced until done, instead of resuming a watch that
+                    // would never delete what the server lost.
+                    let reset = match event {
+                        // A watch that resumed on a server with another
+                        // history (restarted empty, restored from a backup)
+                        // and already past our version.
+                        Some(Ok(event)) => match versions.went_back(&event) {
+                            Some(back) => Some(back.to_string()),
+                            None => {
+                                self.apply_untyped_event(event);
+                                shared.history_changed.swap(false, Ordering::SeqCst).then(|| {
+                                    "an object was replaced by another of the same name without a delete: \
+                                     the API server's history changed".to_owned()
+                                })
                             }
+                        },
+                        // The server's resource versions went back: the watcher
+                        // would retry its old version forever.
+                        Some(Err(err)) if is_server_reset(&err) => Some(err.to_string()),
+                        Some(Err(err)) => {
+                            tracing::warn!(informer = %shared.description, error = %err,
+                                "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
+                            *shared.last_error.lock() = Some(err.to_string());
+                            None
                         }
-                        Some(back) => {
-                            // A watch that resumed on a server with another
-                            // history (restarted empty, restored from a backup)
-                            // and already past our version: what the cache holds
-                            // may be gone there without a delete ever coming.
-                            tracing::warn!(informer = %shared.description, %back,
-                                "the API server's history changed under the watch; listing again from scratch");
-                            *shared.last_error.lock() = Some(back.to_string());
-                            shared.synced.send_replace(false);
-                            versions = Versions::default();
-                            events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
-                        }
-                    },
-                    Some(Err(err)) if is_server_reset(&err) => {
-                        // The server's resource versions went back (etcd restored,
-                        // or an API server restarted empty): the watcher would retry
-                        // its old version forever while the cache shows a world the
-                        // server no longer has. List afresh, unsynced until done.
-                        tracing::warn!(informer = %shared.description, error = %err,
-                            "the API server's resource versions went back; listing again from scratch");
-                        *shared.last_error.lock() = Some(err.to_string());
+                        None => break,
+                    };
+                    if let Some(why) = reset {
+                        tracing::warn!(informer = %shared.description, error = %why,
+                            "the API server's history is not the cache's; listing again from scratch");
+                        *shared.last_error.lock() = Some(why);
                         shared.synced.send_replace(false);
                         versions = Versions::default();
                         events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
                     }
-                    Some(Err(err)) => {
-                        tracing::warn!(informer = %shared.description, error = %err,
-                            "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
-                        *shared.last_error.lock() = Some(err.to_string());
-                    }
-                    None => break,
-                },
+                }
             }
         }
         tracing::debug!(informer = %shared.description, "informer stopped");
@@ -532,20 +528,17 @@ impl<K: Object> Informer<K> {
         let mut changes = Vec::new();
         let mut errors = Vec::new();
         let mut list_done = false;
+        let watching = matches!(event, watcher::Event::Apply(_));
         match event {
             watcher::Event::Init => shared.store.write().begin_relist(),
-            watcher::Event::InitApply(obj) => {
-                let obj = self.prepare(obj);
-                match shared.store.write().upsert(obj) {
-                    Ok(change) => changes.extend(change),
-                    Err(e) => errors.push(e),
-                }
-            }
-            watcher::Event::Apply(obj) => {
+            watcher::Event::InitApply(obj) | watcher::Event::Apply(obj) => {
                 let obj = self.prepare(obj);
                 match shared.store.write().upsert(obj) {
                     Ok(change) => {
-                        if let Some(Change::Updated { old, new }) = &change
+                        // Outside a list, another uid under a cached name means
+                        // a delete never came (a list replaces objects freely).
+                        if watching
+                            && let Some(Change::Updated { old, new }) = &change
                             && old.meta().uid.is_some()
                             && old.meta().uid != new.meta().uid
                         {
@@ -615,16 +608,16 @@ impl<K: Object> Informer<K> {
     /// `obj` as a `K`; when it cannot be one, reports why and returns its key.
     fn decode(&self, obj: DynamicObject) -> Result<K, StoreKey> {
         let key = store_key(&obj);
-        let reference = object_reference::<K>(&obj);
-        let error = match typed::<K>(obj) {
+        match typed::<K>(obj) {
             Ok(obj) => {
                 self.shared.reported.lock().versions.remove(&key);
-                return Ok(obj);
+                Ok(obj)
             }
-            Err(error) => error,
-        };
-        self.report_undecodable(&key, &reference, &error);
-        Err(key)
+            Err(undecodable) => {
+                self.report_undecodable(&key, &undecodable.reference, &undecodable.error);
+                Err(key)
+            }
+        }
     }
 
     /// Logs, counts and (once per resource version) records a Warning event
@@ -754,23 +747,6 @@ fn store_key(obj: &DynamicObject) -> StoreKey {
     }
 }
 
-/// A reference to an object that is not (yet) a `K`, for events about it.
-fn object_reference<K: Object>(obj: &DynamicObject) -> ObjectReference {
-    let (api_version, kind) = match &obj.types {
-        Some(types) => (types.api_version.clone(), types.kind.clone()),
-        None => (K::api_version(&()).into_owned(), K::kind(&()).into_owned()),
-    };
-    ObjectReference {
-        api_version: Some(api_version),
-        kind: Some(kind),
-        namespace: obj.metadata.namespace.clone(),
-        name: obj.metadata.name.clone(),
-        uid: obj.metadata.uid.clone(),
-        resource_version: obj.metadata.resource_version.clone(),
-        field_path: None,
-    }
-}
-
 /// The highest resource version a watch has delivered, to notice a server
 /// whose history changed under it: within one list-then-watch, every watch
 /// event is newer than everything before it. Resource versions are opaque in
@@ -820,25 +796,49 @@ impl Versions {
     }
 }
 
+/// An object that is not a `K`: why, and a reference to it for an event.
+struct Undecodable {
+    error: serde_json::Error,
+    reference: ObjectReference,
+}
+
 /// `obj` as a `K`. The body is moved, not copied (a round trip through
-/// `serde_json::to_value` would clone every field of every object listed).
-fn typed<K: Object>(obj: DynamicObject) -> serde_json::Result<K> {
+/// `serde_json::to_value` would clone every field of every object listed);
+/// the metadata is kept, so a reference for an event is built only for an
+/// object that does not decode.
+fn typed<K: Object>(obj: DynamicObject) -> Result<K, Box<Undecodable>> {
     let DynamicObject {
         types,
         metadata,
         data,
     } = obj;
+    let undecodable = |error, metadata: ObjectMeta| Box::new(Undecodable {
+        error,
+        // The object came from `K`'s resource, so it is of `K`'s kind.
+        reference: ObjectReference {
+            api_version: Some(K::api_version(&()).into_owned()),
+            kind: Some(K::kind(&()).into_owned()),
+            namespace: metadata.namespace,
+            name: metadata.name,
+            uid: metadata.uid,
+            resource_version: metadata.resource_version,
+            field_path: None,
+        },
+    });
     let mut body = match data {
         serde_json::Value::Object(body) => body,
         serde_json::Value::Null => serde_json::Map::new(),
-        other => return serde_json::from_value(other),
+        other => return serde_json::from_value(other).map_err(|e| undecodable(e, metadata)),
     };
-    body.insert("metadata".to_owned(), serde_json::to_value(metadata)?);
+    match serde_json::to_value(&metadata) {
+        Ok(value) => body.insert("metadata".to_owned(), value),
+        Err(e) => return Err(undecodable(e, metadata)),
+    };
     if let Some(types) = types {
         body.insert("apiVersion".to_owned(), types.api_version.into());
         body.insert("kind".to_owned(), types.kind.into());
     }
-    serde_json::from_value(serde_json::Value::Object(body))
+    serde_json::from_value(serde_json::Value::Object(body)).map_err(|e| undecodable(e, metadata))
 }
 
 /// kube-apiserver's answer to a resource version beyond its own ("Too large
