@@ -582,7 +582,7 @@ impl Impl {
     /// it returns, the queue stays shut down; an `Impl` runs once.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
-        let entered = tracing::info_span!("controller", "knative.dev/controller" = %inner.name).entered();
+        let entered = self.span().entered();
         tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
         let snapshot = inner.queue.snapshot();
         let pending: HashSet<ObjectKey> = snapshot
@@ -613,7 +613,7 @@ impl Impl {
             signal.cancel();
         }
 
-        let span = tracing::info_span!("controller", "knative.dev/controller" = %inner.name);
+        let span = self.span();
         async {
             let dropped = inner.queue.shut_down();
             tracing::info!(dropped_keys = dropped, "Shutting down workers");
@@ -677,6 +677,11 @@ impl Impl {
         processed
     }
 
+    /// The span of the controller's own log lines (start, stop, summaries).
+    fn span(&self) -> tracing::Span {
+        tracing::info_span!("controller", "knative.dev/controller" = %self.inner.name)
+    }
+
     /// Counts the first reconcile of a key queued at start; after the last
     /// one, logs how the start went in one line.
     fn note_startup(&self, key: &ObjectKey, processed: Processed) {
@@ -693,8 +698,7 @@ impl Impl {
             Processed::Skipped => progress.skipped += 1,
         }
         if progress.pending.is_empty() {
-            let _controller =
-                tracing::info_span!("controller", "knative.dev/controller" = %self.inner.name).entered();
+            let _controller = self.span().entered();
             tracing::info!(
                 succeeded = progress.succeeded,
                 failed = progress.failed,
