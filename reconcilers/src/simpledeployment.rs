@@ -54,9 +54,7 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         let namespace = d.namespace().unwrap_or_default();
         let name = d.name_any();
         let key = ObjectKey::new(&namespace, &name);
-        if let Some(wait) = self.expectations.remaining(&key)
-            && !self.expectations.satisfied(&key)
-        {
+        if let Some(wait) = self.expectations.remaining(&key) {
             // The pods this key created or deleted are still on their way to
             // the cache; each one enqueues the key when it arrives.
             tracing::debug!("waiting for the cache to show the pods created and deleted before");
@@ -213,32 +211,23 @@ pub fn new_controller(ctx: &Context) -> Impl {
     );
 
     let enqueue = controller.clone();
-    let forget = expectations.clone();
+    let (forget, deleted) = (expectations.clone(), controller.clone());
     sd_informer.add_event_handler(
-        EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d))
-            .on_delete(move |d: &SimpleDeployment| forget.forget(&ObjectKey::of(d))),
+        EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d)).on_delete(
+            move |d: &SimpleDeployment| {
+                forget.forget(&ObjectKey::of(d));
+                deleted.enqueue(d);
+            },
+        ),
     );
-    let owner_key = controller_key::<SimpleDeployment, Pod>;
-    let (on_add, on_delete) = (controller.clone(), controller.clone());
-    let (created, deleted) = (expectations.clone(), expectations);
     // The runtime's owner handler filters and enqueues; adds and deletes also
     // count down the expectations of the SimpleDeployment that made them.
-    pod_informer.add_event_handler(
-        controller
-            .enqueue_controller_handler::<SimpleDeployment, Pod>()
-            .on_add(move |p: &Pod| {
-                if let Some(key) = owner_key(p) {
-                    created.creation_observed(&key);
-                    on_add.enqueue_key(key);
-                }
-            })
-            .on_delete(move |p: &Pod| {
-                if let Some(key) = owner_key(p) {
-                    deleted.deletion_observed(&key);
-                    on_delete.enqueue_key(key);
-                }
-            }),
-    );
+    let enqueue = controller.clone();
+    pod_informer.add_event_handler(expectations.counting(
+        controller.enqueue_controller_handler::<SimpleDeployment, Pod>(),
+        controller_key::<SimpleDeployment, Pod>,
+        move |key| enqueue.enqueue_key(key),
+    ));
     controller
 }
 

@@ -26,11 +26,13 @@
 //! ```
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
+use crate::informer::EventHandler;
 use crate::key::ObjectKey;
 
 /// How long expectations hold before they are ignored (client-go's
@@ -76,30 +78,25 @@ impl Expectations {
     /// True when `key` waits for nothing: no expectations, all observed, or
     /// set longer than the TTL ago (then they are dropped).
     pub fn satisfied(&self, key: &ObjectKey) -> bool {
-        let mut pending = self.pending.lock();
-        let Some(expected) = pending.get(key) else {
-            return true;
-        };
-        if expected.creates == 0 && expected.deletes == 0 {
-            pending.remove(key);
-            return true;
-        }
-        if expected.since.elapsed() >= self.ttl {
-            tracing::warn!(key = %key, creates = expected.creates, deletes = expected.deletes,
-                "expected creates and deletes were not observed in time; reconciling from the cache as it is");
-            pending.remove(key);
-            return true;
-        }
-        false
+        self.remaining(key).is_none()
     }
 
     /// How long `key` may still wait before its expectations are ignored;
-    /// `None` when it waits for nothing.
+    /// `None` when it waits for nothing (expectations all observed, or
+    /// expired, are dropped here).
     pub fn remaining(&self, key: &ObjectKey) -> Option<Duration> {
-        let pending = self.pending.lock();
+        let mut pending = self.pending.lock();
         let expected = pending.get(key)?;
-        (expected.creates > 0 || expected.deletes > 0)
-            .then(|| self.ttl.saturating_sub(expected.since.elapsed()))
+        let left = self.ttl.saturating_sub(expected.since.elapsed());
+        if expected.creates > 0 || expected.deletes > 0 {
+            if !left.is_zero() {
+                return Some(left);
+            }
+            tracing::warn!(key = %key, creates = expected.creates, deletes = expected.deletes,
+                "expected creates and deletes were not observed in time; reconciling from the cache as it is");
+        }
+        pending.remove(key);
+        None
     }
 
     /// Records that a reconcile of `key` is about to make `creates` creates
@@ -141,6 +138,37 @@ impl Expectations {
     /// Drops the expectations of `key` (its object was deleted).
     pub fn forget(&self, key: &ObjectKey) {
         self.pending.lock().remove(key);
+    }
+
+    /// An add of an object `owner_key` maps to an owner counts as an
+    /// observed create of that owner's, a delete as an observed delete;
+    /// `then` still runs (to enqueue the owner). For the handler of the kind
+    /// a controller creates.
+    pub fn counting<C>(
+        self: &Arc<Self>,
+        handler: EventHandler<C>,
+        owner_key: impl Fn(&C) -> Option<ObjectKey> + Clone + Send + Sync + 'static,
+        then: impl Fn(ObjectKey) + Clone + Send + Sync + 'static,
+    ) -> EventHandler<C>
+    where
+        C: 'static,
+    {
+        let (created, deleted) = (self.clone(), self.clone());
+        let (add_key, delete_key) = (owner_key.clone(), owner_key);
+        let (after_add, after_delete) = (then.clone(), then);
+        handler
+            .on_add(move |obj: &C| {
+                if let Some(key) = add_key(obj) {
+                    created.creation_observed(&key);
+                    after_add(key);
+                }
+            })
+            .on_delete(move |obj: &C| {
+                if let Some(key) = delete_key(obj) {
+                    deleted.deletion_observed(&key);
+                    after_delete(key);
+                }
+            })
     }
 
     /// How many keys have expectations; for tests and leak checks.
