@@ -66,6 +66,9 @@ struct Inner {
     cluster_domain: String,
     /// The informers asked for while [`Context::recording`] runs.
     recording: Mutex<Option<Vec<Arc<dyn Startable>>>>,
+    /// The recorder of every informer's events, built on first need: one
+    /// event writer (and one spam filter) for the whole context.
+    informer_recorder: std::sync::OnceLock<Arc<dyn Recorder>>,
 }
 
 struct Registration {
@@ -202,6 +205,7 @@ impl ContextBuilder {
                 extensions: RwLock::new(self.extensions),
                 cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
                 recording: Mutex::new(None),
+                informer_recorder: std::sync::OnceLock::new(),
             }),
         }
     }
@@ -361,14 +365,18 @@ impl Context {
             .unwrap_or_default();
         let watch_client = self.inner.watch_client.clone().unwrap_or_else(|| self.client());
         let api = scoped_api::<K>(watch_client, self.namespace());
-        let recorder: Arc<dyn Recorder> = match self.get::<SharedRecorder>() {
-            Some(shared) => shared.0.clone(),
-            None => Arc::new(KubeRecorder::new(
-                self.client(),
-                "informer",
-                std::env::var("POD_NAME").ok(),
-            )),
-        };
+        let recorder = self
+            .inner
+            .informer_recorder
+            .get_or_init(|| match self.get::<SharedRecorder>() {
+                Some(shared) => shared.0.clone(),
+                None => Arc::new(KubeRecorder::new(
+                    self.client(),
+                    "informer",
+                    std::env::var("POD_NAME").ok(),
+                )),
+            })
+            .clone();
         let reporting = Reporting {
             recorder: Some(recorder),
             metrics: self.get::<InformerMetrics>().map(|m| (*m).clone()),
