@@ -59,6 +59,20 @@ pub(crate) fn too_many_operations(n: usize) -> crate::status::ErrorStatus {
 /// operations, done unless `fieldValidation=Ignore`; its errors say `error decoding
 /// patch`. Either way, evanphx/json-patch then only needs an array of objects: an
 /// operation it cannot make sense of fails when applied, as a 422.
+/// Go's `UnmarshalTypeError` for a patch of the wrong shape: the handler's
+/// wording when it decodes strictly, the patch library's otherwise.
+fn cannot_unmarshal(v: &Value, go_type: &str, strict_decode: bool) -> PatchError {
+    let prefix = if strict_decode {
+        "error decoding patch: "
+    } else {
+        ""
+    };
+    PatchError::Decode(format!(
+        "{prefix}json: cannot unmarshal {} into Go value of type {go_type}",
+        go_json_type(v)
+    ))
+}
+
 pub(crate) fn json_patch(doc: &Value, patch: &[u8], strict_decode: bool) -> Result<Value, PatchError> {
     let raw: Value = serde_json::from_slice(patch).map_err(|e| {
         PatchError::Decode(if strict_decode {
@@ -70,18 +84,8 @@ pub(crate) fn json_patch(doc: &Value, patch: &[u8], strict_decode: bool) -> Resu
     let items = match &raw {
         Value::Array(items) => items,
         Value::Null => return Ok(doc.clone()),
-        other if strict_decode => {
-            return Err(PatchError::Decode(format!(
-                "error decoding patch: json: cannot unmarshal {} into Go value of type []handlers.jsonPatchOp",
-                go_json_type(other)
-            )));
-        }
-        other => {
-            return Err(PatchError::Decode(format!(
-                "json: cannot unmarshal {} into Go value of type jsonpatch.Patch",
-                go_json_type(other)
-            )));
-        }
+        other if strict_decode => return Err(cannot_unmarshal(other, "[]handlers.jsonPatchOp", true)),
+        other => return Err(cannot_unmarshal(other, "jsonpatch.Patch", false)),
     };
     for item in items {
         match item {
@@ -97,18 +101,8 @@ pub(crate) fn json_patch(doc: &Value, patch: &[u8], strict_decode: bool) -> Resu
                 }
             }
             Value::Object(_) => {}
-            other if strict_decode => {
-                return Err(PatchError::Decode(format!(
-                    "error decoding patch: json: cannot unmarshal {} into Go value of type handlers.jsonPatchOp",
-                    go_json_type(other)
-                )));
-            }
-            other => {
-                return Err(PatchError::Decode(format!(
-                    "json: cannot unmarshal {} into Go value of type jsonpatch.Operation",
-                    go_json_type(other)
-                )));
-            }
+            other if strict_decode => return Err(cannot_unmarshal(other, "handlers.jsonPatchOp", true)),
+            other => return Err(cannot_unmarshal(other, "jsonpatch.Operation", false)),
         }
     }
     if items.len() > MAX_JSON_PATCH_OPERATIONS {
