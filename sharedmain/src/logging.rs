@@ -56,18 +56,24 @@ pub fn level_from_config(
     data: &BTreeMap<String, String>,
 ) -> Result<LevelFilter, LoggingConfigError> {
     let mut level = LevelFilter::INFO;
-    if let Some(zap) = data.get("zap-logger-config").filter(|s| !s.trim().is_empty()) {
-        let parsed: Value =
-            serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string()))?;
-        if let Some(name) = parsed.get("level").and_then(Value::as_str) {
-            level = parse_level("zap-logger-config", name)?;
-        }
+    if let Some(zap) = zap_config(data)?
+        && let Some(name) = zap.get("level").and_then(Value::as_str)
+    {
+        level = parse_level("zap-logger-config", name)?;
     }
     let key = format!("loglevel.{component}");
     if let Some(name) = data.get(&key) {
         level = parse_level(&key, name)?;
     }
     Ok(level)
+}
+
+/// `zap-logger-config` parsed, when set and not blank.
+fn zap_config(data: &BTreeMap<String, String>) -> Result<Option<Value>, LoggingConfigError> {
+    data.get("zap-logger-config")
+        .filter(|s| !s.trim().is_empty())
+        .map(|zap| serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string())))
+        .transpose()
 }
 
 fn parse_level(key: &str, name: &str) -> Result<LevelFilter, LoggingConfigError> {
@@ -99,14 +105,8 @@ impl Encoding {
         data: &BTreeMap<String, String>,
         stdout_is_terminal: bool,
     ) -> Result<Self, LoggingConfigError> {
-        let asked = match data.get("zap-logger-config").filter(|s| !s.trim().is_empty()) {
-            Some(zap) => {
-                let parsed: Value =
-                    serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string()))?;
-                parsed.get("encoding").and_then(Value::as_str).map(str::to_owned)
-            }
-            None => None,
-        };
+        let asked =
+            zap_config(data)?.and_then(|zap| zap.get("encoding").and_then(Value::as_str).map(str::to_owned));
         match asked.as_deref() {
             Some("json") => Ok(Encoding::Json),
             Some("console") => Ok(Encoding::Console),
