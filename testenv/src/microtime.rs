@@ -4,6 +4,7 @@
 
 use serde_json::Value;
 
+use crate::api::go_json_type;
 use crate::resource::Builtin;
 
 const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
@@ -28,10 +29,7 @@ pub(crate) fn normalize(kind: Builtin, obj: &mut Value) -> Result<(), String> {
             Value::Null => continue,
             Value::String(s) => s.clone(),
             // MicroTime's UnmarshalJSON decodes into a Go string first.
-            Value::Bool(_) => return Err(not_a_string("bool")),
-            Value::Number(_) => return Err(not_a_string("number")),
-            Value::Array(_) => return Err(not_a_string("array")),
-            Value::Object(_) => return Err(not_a_string("object")),
+            other => return Err(not_a_string(go_json_type(other))),
         };
         *v = Value::String(parse(&text)?);
     }
