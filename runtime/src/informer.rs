@@ -812,19 +812,21 @@ fn typed<K: Object>(obj: DynamicObject) -> Result<K, Box<Undecodable>> {
         metadata,
         data,
     } = obj;
-    let undecodable = |error, metadata: ObjectMeta| Box::new(Undecodable {
-        error,
-        // The object came from `K`'s resource, so it is of `K`'s kind.
-        reference: ObjectReference {
-            api_version: Some(K::api_version(&()).into_owned()),
-            kind: Some(K::kind(&()).into_owned()),
-            namespace: metadata.namespace,
-            name: metadata.name,
-            uid: metadata.uid,
-            resource_version: metadata.resource_version,
-            field_path: None,
-        },
-    });
+    let undecodable = |error, metadata: ObjectMeta| {
+        Box::new(Undecodable {
+            error,
+            // The object came from `K`'s resource, so it is of `K`'s kind.
+            reference: ObjectReference {
+                api_version: Some(K::api_version(&()).into_owned()),
+                kind: Some(K::kind(&()).into_owned()),
+                namespace: metadata.namespace,
+                name: metadata.name,
+                uid: metadata.uid,
+                resource_version: metadata.resource_version,
+                field_path: None,
+            },
+        })
+    };
     let mut body = match data {
         serde_json::Value::Object(body) => body,
         serde_json::Value::Null => serde_json::Map::new(),
