@@ -9,7 +9,8 @@
 //!
 //! Unlike Knative's Go, nothing registers itself at start-up: there is no
 //! global registry, and a test builds its own `Context` (for example over
-//! `testenv`).
+//! `testenv`). The process's controllers are a plain list of [`Constructor`]s,
+//! declared once with [`controllers!`](crate::controllers).
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), kinject_runtime::injection::CacheSyncError> {
@@ -31,6 +32,10 @@ use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
+
+mod constructor;
+
+pub use constructor::Constructor;
 
 use futures::future::BoxFuture;
 use kube::Client;

@@ -2,13 +2,16 @@
 //! `injection/sharedmain`).
 //!
 //! ```no_run
-//! # mod addressableservice { pub fn new_controller(_: &kinject_runtime::injection::Context) -> kinject_runtime::controller::Impl { unimplemented!() } }
-//! use kinject_sharedmain::controller;
-//!
+//! # mod reconcilers { pub fn controllers() -> Vec<kinject_runtime::injection::Constructor> { Vec::new() } }
 //! fn main() -> std::process::ExitCode {
-//!     kinject_sharedmain::main("controller", [controller!(addressableservice::new_controller)])
+//!     // `reconcilers` declares its modules with `kinject_runtime::controllers!`,
+//!     // which lists one constructor per module.
+//!     kinject_sharedmain::main("controller", reconcilers::controllers())
 //! }
 //! ```
+//!
+//! A single constructor can be named with [`controller!`] instead:
+//! `main("controller", [controller!(addressableservice::new_controller)])`.
 //!
 //! In order, [`main`]:
 //! 1. reads flags (`--kubeconfig`, `--server`, `--context`, `--kube-api-qps`,
@@ -67,40 +70,7 @@ use kinject_runtime::injection::{Context, InformerSet, describe_unsynced};
 use kinject_runtime::leaderelection;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 
-/// One controller of the process: its name (what `--disable-controllers`
-/// takes) and the function that builds it from the injection context. Build it
-/// with [`controller!`](crate::controller), which names it after the
-/// constructor's module.
-#[derive(Clone, Copy, Debug)]
-pub struct Constructor {
-    name: &'static str,
-    new: fn(&Context) -> Impl,
-}
-
-impl Constructor {
-    /// A controller called `name`, built by `new`.
-    pub const fn new(name: &'static str, new: fn(&Context) -> Impl) -> Self {
-        Constructor { name, new }
-    }
-
-    /// `new` named after the module its path names:
-    /// `reconcilers::addressableservice::new_controller` is `addressableservice`.
-    pub fn from_path(path: &'static str, new: fn(&Context) -> Impl) -> Self {
-        let mut segments = path.rsplit("::").map(str::trim);
-        let last = segments.next().unwrap_or(path);
-        Constructor::new(segments.next().unwrap_or(last), new)
-    }
-
-    /// The controller's name.
-    pub fn name(&self) -> &'static str {
-        self.name
-    }
-
-    /// Builds the controller.
-    pub fn construct(&self, ctx: &Context) -> Impl {
-        (self.new)(ctx)
-    }
-}
+pub use kinject_runtime::injection::Constructor;
 
 /// A [`Constructor`] named after the constructor's module:
 /// `controller!(addressableservice::new_controller)` is the controller
@@ -237,7 +207,8 @@ const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Runs `constructors` as the controllers of `component` until a signal; the
 /// exit code to return from `main`. See the module docs.
-pub fn main<const N: usize>(component: &str, constructors: [Constructor; N]) -> ExitCode {
+pub fn main(component: &str, constructors: impl IntoIterator<Item = Constructor>) -> ExitCode {
+    let constructors: Vec<Constructor> = constructors.into_iter().collect();
     let flags = Flags::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,

@@ -20,9 +20,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use clap::Parser;
-use kinject_sharedmain::{Env, Flags, controller};
+use kinject_sharedmain::{Env, Flags};
 use kinject_testenv::TestEnv;
-use reconcilers::{addressableservice, simpledeployment};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -161,10 +160,7 @@ async fn main() -> Result<(), BoxError> {
     })?;
     kinject_sharedmain::run(
         "controller",
-        &[
-            controller!(addressableservice::new_controller),
-            controller!(simpledeployment::new_controller),
-        ],
+        &reconcilers::controllers(),
         flags,
         process_env,
         shutdown.clone(),

@@ -24,19 +24,27 @@ fn apply(env: &TestEnv, files: &[&str]) {
     }
 }
 
-/// The namespace, CRDs and ConfigMaps of `config/`.
+/// The namespace, every kind's CRD and the ConfigMaps of `config/`.
 fn apply_setup(env: &TestEnv) {
+    apply(env, &["100-namespace.yaml"]);
+    let crds: Vec<String> = generated::registry::custom_kinds()
+        .iter()
+        .map(|kind| format!("300-{}.yaml", kind.kind.to_lowercase()))
+        .collect();
+    apply(env, &crds.iter().map(String::as_str).collect::<Vec<_>>());
     apply(
         env,
         &[
-            "100-namespace.yaml",
-            "300-addressableservice.yaml",
-            "300-simpledeployment.yaml",
             "config-logging.yaml",
             "config-leader-election.yaml",
             "config-observability.yaml",
         ],
     );
+}
+
+/// How many leases the controller holds with one bucket: one per controller.
+fn controller_count() -> usize {
+    reconcilers::controllers().len()
 }
 
 /// A server with the namespace, CRDs and ConfigMaps of `config/`, and a
@@ -233,7 +241,7 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
         "took {took:?} to exit after SIGTERM"
     );
     let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS));
-    assert_eq!(leases.len(), 2, "one lease per reconciler");
+    assert_eq!(leases.len(), controller_count(), "one lease per controller");
     for lease in leases {
         let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
         assert!(
@@ -275,7 +283,7 @@ async fn two_replicas_split_the_keys_and_fail_over() {
             .unwrap();
     }
 
-    // The test's 200 ms retry period renews four leases five times a second,
+    // The test's 200 ms retry period renews two leases per controller five times a second,
     // which alone would use up the default budget (10 requests/s for two
     // controllers) and make failover wait on the client's rate limiter.
     let budget = [("KUBE_API_QPS", "200"), ("KUBE_API_BURST", "400")];
@@ -337,7 +345,7 @@ async fn survives_watch_closes_and_expiry_without_duplicate_writes() {
     wait_for("the controller's leases", Duration::from_secs(30), || {
         env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS))
             .len()
-            == 2
+            == controller_count()
     })
     .await;
     for i in 0..30 {

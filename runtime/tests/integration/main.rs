@@ -1,6 +1,7 @@
 //! The runtime's integration tests, one binary so the workspace links one
 //! test executable for them instead of eight.
 
+mod constructors;
 mod controller;
 mod generic_reconciler;
 mod informer;

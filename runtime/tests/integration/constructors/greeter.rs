@@ -1,0 +1,14 @@
+use kinject_runtime::controller::{Error, Impl, Reconciler};
+use kinject_runtime::injection::Context;
+
+struct Greeter;
+
+impl Reconciler for Greeter {
+    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+pub(crate) fn new_controller(_ctx: &Context) -> Impl {
+    Impl::new("greeter-controller", Greeter, Default::default())
+}

@@ -1,0 +1,15 @@
+use kinject_runtime::controller::{Error, Impl, Reconciler};
+use kinject_runtime::injection::Context;
+
+
+struct Janitor;
+
+impl Reconciler for Janitor {
+    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
+        Ok(())
+    }
+}
+
+pub(crate) fn new_controller(_ctx: &Context) -> Impl {
+    Impl::new("janitor-controller", Janitor, Default::default())
+}
