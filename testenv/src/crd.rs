@@ -69,6 +69,40 @@ impl Schema {
     }
 }
 
+/// Whether CRD validation ratcheting drops `error` on an update from `old` to
+/// `new`: the value at the error's path is unchanged (for a missing required
+/// field, the object that lacks it is unchanged). kube-apiserver ratchets the
+/// same way since 1.30, by default since 1.33.
+pub(crate) fn ratcheted(error: &FieldError, old: &Value, new: &Value) -> bool {
+    let path = if error.kind == FieldErrorKind::Required {
+        error.field.rsplit_once('.').map_or("", |(parent, _)| parent)
+    } else {
+        error.field.as_str()
+    };
+    at_path(old, path) == at_path(new, path)
+}
+
+/// The value at a field path as errors print it: `spec.items[2].name`,
+/// `spec.labels[key]`.
+fn at_path<'a>(root: &'a Value, path: &str) -> Option<&'a Value> {
+    let mut value = root;
+    for segment in path.split('.').filter(|s| !s.is_empty()) {
+        let (name, mut rest) = segment.split_once('[').map_or((segment, ""), |(n, r)| (n, r));
+        if !name.is_empty() {
+            value = value.get(name)?;
+        }
+        while !rest.is_empty() {
+            let (index, after) = rest.split_once(']')?;
+            value = match value {
+                Value::Array(items) => items.get(index.parse::<usize>().ok()?)?,
+                other => other.get(index)?,
+            };
+            rest = after.strip_prefix('[').unwrap_or(after);
+        }
+    }
+    Some(value)
+}
+
 /// Validates a `default` against the schema it sits in, as the apiextensions
 /// validation does: type and value rules (kube-openapi names the default's own root
 /// ""), and no fields the schema would prune. Errors are placed under `at`

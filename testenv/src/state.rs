@@ -352,10 +352,14 @@ impl State {
     }
 
     /// Decodes like kube-apiserver: typed round trip for built-ins, structural schema for
-    /// custom resources; unknown fields warn, fail (Strict) or vanish (Ignore).
+    /// custom resources; unknown fields warn, fail (Strict) or vanish (Ignore). On an
+    /// update, `old` is the stored object: schema errors at values the update left as
+    /// they were are ratcheted away (CRDValidationRatcheting, GA in 1.33), so an object
+    /// stored before its schema tightened can still have its status written.
     fn normalize(
         def: &ResourceDef,
         obj: Value,
+        old: Option<&Value>,
         opts: &WriteOpts,
         name: &str,
     ) -> Result<(Value, Vec<String>), ErrorStatus> {
@@ -380,7 +384,13 @@ impl State {
                 unknown_fields(&obj, &out, "", &mut unknown);
                 (out, unknown, Vec::new())
             }
-            KindImpl::Custom(schema) => Self::normalize_custom(def, schema, obj)?,
+            KindImpl::Custom(schema) => {
+                let (out, unknown, mut errors) = Self::normalize_custom(def, schema, obj)?;
+                if let Some(old) = old {
+                    errors.retain(|e| !crate::crd::ratcheted(e, old, &out));
+                }
+                (out, unknown, errors)
+            }
         };
         if !errors.is_empty() {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, name, errors));
@@ -525,7 +535,7 @@ impl State {
         {
             m.remove("status");
         }
-        let (mut obj, warnings) = Self::normalize(def, obj, opts, &name)?;
+        let (mut obj, warnings) = Self::normalize(def, obj, None, opts, &name)?;
         if def.builtin() == Some(Builtin::EventsV1Event) {
             check_event_v1(&obj, &name)?;
         }
@@ -746,7 +756,7 @@ impl State {
         if !errs.is_empty() {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
         }
-        let (mut new, warnings) = Self::normalize(def, new, opts, &name)?;
+        let (mut new, warnings) = Self::normalize(def, new, Some(existing), opts, &name)?;
         match def.builtin() {
             Some(Builtin::Service) if !status_only => {
                 crate::rules::prepare_service_update(&mut new, existing);

@@ -2642,3 +2642,66 @@ async fn lease_micro_times_parse_and_serialise_as_kube_apiserver_does() {
     assert_eq!(body["spec"]["acquireTime"], "2024-06-01T13:30:00.500000Z");
     assert_eq!(body["spec"]["renewTime"], "2023-12-31T23:00:00.000001Z");
 }
+
+/// CRD validation ratcheting (GA in Kubernetes 1.33): once a schema tightens,
+/// objects stored before keep working as long as an update leaves their
+/// now-invalid values as they are; a status write in particular goes through.
+/// A change to the invalid value, or a new invalid value, is refused.
+#[tokio::test]
+async fn a_tightened_schema_ratchets_values_an_update_leaves_alone() {
+    let env = env_with_crd();
+    let api = asvc_api(env.client(), "default");
+    let mut stored = asvc("old", "webhook");
+    stored.data["spec"]["mode"] = json!("a");
+    let stored = api.create(&PostParams::default(), &stored).await.unwrap();
+
+    // The schema now allows only "b" and "c".
+    let mut crd = env
+        .get_object(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            "addressableservices.samples.knative.dev",
+        )
+        .unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["mode"]["enum"] =
+        json!(["b", "c"]);
+    env.update_object(crd).unwrap();
+
+    let mut with_status = stored.clone();
+    with_status.data["status"] = json!({"observedGeneration": 1});
+    let written = api
+        .replace_status("old", &PostParams::default(), &with_status)
+        .await
+        .unwrap();
+    assert_eq!(written.data["status"]["observedGeneration"], 1);
+
+    let mut other_field = written.clone();
+    other_field.data["spec"]["serviceName"] = json!("other");
+    let written = api
+        .replace("old", &PostParams::default(), &other_field)
+        .await
+        .unwrap();
+    assert_eq!(written.data["spec"]["mode"], "a", "the old value stays");
+
+    let mut changed = written.clone();
+    changed.data["spec"]["mode"] = json!("d");
+    let status = api_err(
+        api.replace("old", &PostParams::default(), &changed)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status.code, 422);
+    assert!(
+        status.message.contains("spec.mode: Unsupported value: \"d\""),
+        "{}",
+        status.message
+    );
+
+    // A new object gets no ratcheting.
+    let mut fresh = asvc("new", "webhook");
+    fresh.data["spec"]["mode"] = json!("a");
+    let status = api_err(api.create(&PostParams::default(), &fresh).await.unwrap_err());
+    assert_eq!(status.code, 422, "{}", status.message);
+}
