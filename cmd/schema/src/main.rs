@@ -9,7 +9,8 @@
 //! ```
 //!
 //! `update-crds` rewrites only the `openAPIV3Schema` block of each manifest;
-//! names, labels and printer columns stay as written.
+//! names, labels and printer columns stay as written. A kind without a
+//! manifest gets its whole CRD, written once.
 
 // The generated kind registry, included as a file rather than through the
 // `generated` crate: `hack/update-codegen.sh` builds this command, and the
@@ -48,7 +49,8 @@ enum Command {
         /// The kind, as in a manifest (`AddressableService`).
         kind: String,
     },
-    /// Refresh the openAPIV3Schema of <dir>/300-<kind>.yaml for every kind.
+    /// Refresh the openAPIV3Schema of <dir>/300-<kind>.yaml for every kind;
+    /// write the whole CRD there for a kind that has none yet.
     UpdateCrds {
         /// Change nothing; exit 1 if any schema is stale.
         #[arg(long)]
@@ -79,6 +81,31 @@ fn main() -> ExitCode {
     }
 }
 
+/// The manifest `update-crds` starts a new kind's CRD with: a comment saying
+/// what is generated, then the whole CRD, labelled like the CRD manifests
+/// already there (`labels`), so selectors over them (a release label, an
+/// install label) find the new one too.
+fn new_manifest(kind: &CustomKind, labels: Option<&serde_json::Value>) -> Result<String, serde_json::Error> {
+    let mut crd = serde_json::to_value(kind.crd()?)?;
+    if let Some(labels) = labels {
+        crd["metadata"]["labels"] = labels.clone();
+    }
+    Ok(format!(
+        "# The CRD of {plural}.{group}. The openAPIV3Schema block is generated from the Rust\n\
+         # types by hack/update-codegen.sh (`cargo run -p schema -- dump {kind}`);\n\
+         # edit the rest by hand.\n{yaml}",
+        plural = kind.plural,
+        group = kind.group,
+        kind = kind.kind,
+        yaml = yaml::to_yaml(&crd)
+    ))
+}
+
+/// `<dir>/300-<kind>.yaml`.
+fn manifest_path(dir: &Path, kind: &CustomKind) -> PathBuf {
+    dir.join(format!("300-{}.yaml", kind.kind.to_lowercase()))
+}
+
 fn with_kind(kinds: &[CustomKind], name: &str, run: impl FnOnce(&CustomKind) -> ExitCode) -> ExitCode {
     match find(kinds, name) {
         Some(kind) => run(kind),
@@ -92,15 +119,38 @@ fn with_kind(kinds: &[CustomKind], name: &str, run: impl FnOnce(&CustomKind) -> 
 
 fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
     let mut stale = Vec::new();
+    let sibling_labels = kinds.iter().find_map(|kind| {
+        let text = std::fs::read_to_string(manifest_path(dir, kind)).ok()?;
+        let manifest: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
+        manifest.pointer("/metadata/labels").cloned()
+    });
     for kind in kinds {
-        let path = dir.join(format!("300-{}.yaml", kind.kind.to_lowercase()));
+        let path = manifest_path(dir, kind);
         let manifest = match std::fs::read_to_string(&path) {
             Ok(text) => text,
+            // A new kind: its whole CRD, to edit by hand from then on.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let manifest = match new_manifest(kind, sibling_labels.as_ref()) {
+                    Ok(text) => text,
+                    Err(e) => {
+                        eprintln!("error: cannot build the CRD of {}: {e}", kind.kind);
+                        return ExitCode::FAILURE;
+                    }
+                };
+                if verify {
+                    stale.push((path, "missing"));
+                } else if let Err(e) = std::fs::write(&path, manifest) {
+                    eprintln!("error: {}: cannot write: {e}", path.display());
+                    return ExitCode::FAILURE;
+                } else {
+                    eprintln!("wrote {}", path.display());
+                }
+                continue;
+            }
             Err(e) => {
                 eprintln!(
-                    "error: {}: cannot read the CRD manifest of {}: {e}; create it (`schema crd {}` prints a starting point)",
+                    "error: {}: cannot read the CRD manifest of {}: {e}",
                     path.display(),
-                    kind.kind,
                     kind.kind
                 );
                 return ExitCode::FAILURE;
@@ -117,7 +167,7 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
             continue;
         }
         if verify {
-            stale.push(path);
+            stale.push((path, "openAPIV3Schema differs"));
         } else if let Err(e) = std::fs::write(&path, updated) {
             eprintln!("error: {}: cannot write: {e}", path.display());
             return ExitCode::FAILURE;
@@ -129,8 +179,8 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("error: CRD schemas are out of date:");
-    for path in &stale {
-        eprintln!("  {} (openAPIV3Schema differs)", path.display());
+    for (path, why) in &stale {
+        eprintln!("  {} ({why})", path.display());
     }
     eprintln!("run `hack/update-codegen.sh` and commit the result");
     ExitCode::FAILURE

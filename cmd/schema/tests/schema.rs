@@ -160,6 +160,45 @@ fn checked_in_crds_agree_with_the_kinds() {
 }
 
 #[test]
+fn generated_crds_of_kinds_with_conditions_print_ready_reason_and_age() {
+    for kind in generated::registry::custom_kinds() {
+        let has_conditions = kind
+            .schema()
+            .pointer("/properties/status/properties/conditions")
+            .is_some();
+        let crd = kind.crd().unwrap();
+        let columns: Vec<(String, String, String)> = crd.spec.versions[0]
+            .additional_printer_columns
+            .iter()
+            .flatten()
+            .map(|c| (c.name.clone(), c.type_.clone(), c.json_path.clone()))
+            .collect();
+        let want = if has_conditions {
+            vec![
+                (
+                    "Ready".to_owned(),
+                    "string".to_owned(),
+                    ".status.conditions[?(@.type=='Ready')].status".to_owned(),
+                ),
+                (
+                    "Reason".to_owned(),
+                    "string".to_owned(),
+                    ".status.conditions[?(@.type=='Ready')].reason".to_owned(),
+                ),
+                (
+                    "Age".to_owned(),
+                    "date".to_owned(),
+                    ".metadata.creationTimestamp".to_owned(),
+                ),
+            ]
+        } else {
+            Vec::new()
+        };
+        assert_eq!(columns, want, "{}", kind.kind);
+    }
+}
+
+#[test]
 fn update_crds_verify_reports_a_stale_schema_and_update_fixes_it() {
     let dir = std::env::temp_dir().join(format!("schema-update-crds-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
