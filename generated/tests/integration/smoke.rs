@@ -91,14 +91,16 @@ async fn informers_are_registered_on_first_use_and_shared() {
 }
 
 #[test]
-fn lists_the_sample_crds() {
+fn lists_the_crds_of_the_registrys_kinds_by_group() {
     let crds = generated::samples::custom_resource_definitions().unwrap();
     let names: Vec<_> = crds.iter().map(|c| c.metadata.name.clone().unwrap()).collect();
-    assert_eq!(
-        names,
-        [
-            "addressableservices.samples.knative.dev",
-            "simpledeployments.samples.knative.dev"
-        ]
-    );
+    let registry: Vec<String> = generated::registry::custom_kinds()
+        .into_iter()
+        .filter(|k| k.group == "samples.knative.dev")
+        .map(|k| format!("{}.{}", k.plural, k.group))
+        .collect();
+    assert!(names.contains(&"addressableservices.samples.knative.dev".to_owned()));
+    assert_eq!(names, registry);
+    let every_group = generated::testing::custom_resource_definitions().unwrap();
+    assert_eq!(every_group.len(), generated::registry::custom_kinds().len());
 }
