@@ -133,5 +133,6 @@ fn synthetic_config(src: &Path, out: &Path) -> Result<Config, std::io::Error> {
             source: PathBuf::from(src),
         }],
         externals: vec![],
+        scaffold: None,
     })
 }

@@ -19,6 +19,10 @@
 //! plural = "pods"
 //! scope = "namespaced"           # or "cluster"
 //! status = true                  # has a status subresource (adds update_status / patch_status)
+//!
+//! [scaffold]                     # where `hack/new-kind.sh` (`kinject-codegen new-kind`) writes
+//! reconcilers = "reconcilers"    # the crate whose src/lib.rs holds `controllers! { ... }`
+//! samples = "config/samples"     # one example object per kind
 //! ```
 //!
 //! Relative paths are resolved against the directory holding the config file.
@@ -46,6 +50,20 @@ pub struct Config {
     pub apis: Vec<ApiModule>,
     /// Kinds defined elsewhere that still get clients, informers and listers.
     pub externals: Vec<ExternalKind>,
+    /// Where `new-kind` writes besides the API module; `None` without a
+    /// `[scaffold]` table.
+    pub scaffold: Option<ScaffoldPaths>,
+}
+
+/// The `[scaffold]` table: the application's crates and directories that
+/// `new-kind` adds to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScaffoldPaths {
+    /// The reconcilers crate's directory (its `src/lib.rs` declares the
+    /// reconciler modules with `kinject_runtime::controllers!`).
+    pub reconcilers: PathBuf,
+    /// The directory of example objects.
+    pub samples: PathBuf,
 }
 
 /// One Rust module of API types.
@@ -90,6 +108,14 @@ struct RawConfig {
     api: Vec<RawApi>,
     #[serde(default)]
     external: Vec<RawExternal>,
+    scaffold: Option<RawScaffold>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScaffold {
+    reconcilers: String,
+    samples: String,
 }
 
 fn yes() -> bool {
@@ -265,6 +291,10 @@ impl Config {
                     status: e.status,
                 })
                 .collect(),
+            scaffold: raw.scaffold.map(|s| ScaffoldPaths {
+                reconcilers: base.join(s.reconcilers),
+                samples: base.join(s.samples),
+            }),
         })
     }
 }

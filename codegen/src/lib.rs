@@ -30,13 +30,14 @@ pub mod config;
 mod emit;
 mod error;
 pub use kinject_model as model;
+pub mod scaffold;
 mod scan;
 mod stage;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-pub use config::{ApiModule, Config, ExternalKind};
+pub use config::{ApiModule, Config, ExternalKind, ScaffoldPaths};
 pub use emit::{HEADER, Layout};
 pub use error::{Diagnostic, Error};
 
@@ -297,6 +298,7 @@ impl Builder {
                 testing: false,
                 apis: Vec::new(),
                 externals: Vec::new(),
+                scaffold: None,
             },
         };
         if let Some(on) = self.reconcilers {

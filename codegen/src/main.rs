@@ -1,12 +1,17 @@
 //! `cargo run -p kinject-codegen -- [--config codegen.toml] [--verify]`: regenerates the
 //! typed layer from the API sources named in `codegen.toml`, or with
 //! `--verify` only checks that it is up to date.
+//!
+//! `cargo run -p kinject-codegen -- new-kind --group G --version V --kind K [--scope cluster]`
+//! starts a new kind (see [`kinject_codegen::scaffold`]); `hack/new-kind.sh` runs it.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Instant;
 
-use clap::Parser;
+use clap::{Parser, Subcommand, ValueEnum};
+use kinject_codegen::model::Scope;
+use kinject_codegen::scaffold::{self, NewKind};
 use kinject_codegen::{Config, Layout};
 
 /// Regenerates the files under the config's `output` from the API sources it
@@ -16,15 +21,48 @@ use kinject_codegen::{Config, Layout};
 struct Args {
     /// The generator config; without it, codegen.toml is looked up in the
     /// current directory and its parents.
-    #[arg(long, value_name = "PATH")]
+    #[arg(long, value_name = "PATH", global = true)]
     config: Option<PathBuf>,
     /// Write nothing; exit 1 listing the files that are out of date.
     #[arg(long)]
     verify: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a new kind: its API types, reconciler, table test and example
+    /// object, registered where they belong. Writes all files or none; run
+    /// hack/update-codegen.sh afterwards.
+    NewKind {
+        /// The API group, a domain you own (`tutorial.example.com`).
+        #[arg(long)]
+        group: String,
+        /// The version (`v1alpha1`, `v1beta1`, `v1`).
+        #[arg(long)]
+        version: String,
+        /// The kind, CamelCase (`Widget`).
+        #[arg(long)]
+        kind: String,
+        /// Whether objects live in a namespace or are cluster-wide.
+        #[arg(long, value_enum, ignore_case = true, default_value = "namespaced")]
+        scope: ScopeArg,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ScopeArg {
+    Namespaced,
+    Cluster,
 }
 
 fn main() -> ExitCode {
-    let Args { config, verify } = Args::parse();
+    let Args {
+        config,
+        verify,
+        command,
+    } = Args::parse();
     let config_path = match config.or_else(find_config) {
         Some(path) => path,
         None => {
@@ -34,6 +72,32 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+
+    if verify && command.is_some() {
+        eprintln!("error: --verify checks generated code and cannot go with a subcommand; run it alone");
+        return ExitCode::from(2);
+    }
+    if let Some(Command::NewKind {
+        group,
+        version,
+        kind,
+        scope,
+    }) = command
+    {
+        let scope = match scope {
+            ScopeArg::Namespaced => Scope::Namespaced,
+            ScopeArg::Cluster => Scope::Cluster,
+        };
+        return new_kind(
+            &config_path,
+            &NewKind {
+                group,
+                version,
+                kind,
+                scope,
+            },
+        );
+    }
 
     let started = Instant::now();
     let result = Config::load(&config_path).and_then(|config| {
@@ -100,6 +164,44 @@ fn main() -> ExitCode {
     }
 }
 
+fn new_kind(config_path: &Path, new: &NewKind) -> ExitCode {
+    let plan = match scaffold::plan(config_path, new).and_then(|plan| plan.write().map(|()| plan)) {
+        Ok(plan) => plan,
+        Err(err) => {
+            eprintln!("{err}");
+            eprintln!("no file was changed");
+            return ExitCode::FAILURE;
+        }
+    };
+    for file in &plan.files {
+        let verb = if file.created { "created" } else { "edited" };
+        eprintln!("{verb} {}", shown(&file.path).display());
+    }
+    // The templates follow rustfmt's defaults; the project's rustfmt.toml and
+    // edition have the last word, so the new files pass `cargo fmt --check`.
+    let mut fmt = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    fmt.arg("fmt");
+    for package in &plan.packages {
+        fmt.args(["--package", package]);
+    }
+    let dir = config_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match fmt.current_dir(dir).status() {
+        Ok(status) if status.success() => {}
+        Ok(_) | Err(_) => eprintln!(
+            "warning: `cargo fmt --package {}` failed; format the new files before committing",
+            plan.packages.join(" --package ")
+        ),
+    }
+    println!(
+        "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
+        new.kind, new.group, new.version
+    );
+    ExitCode::SUCCESS
+}
+
 fn find_config() -> Option<PathBuf> {
     let cwd = std::env::current_dir().ok()?;
     cwd.ancestors()
@@ -120,5 +222,37 @@ fn shown_stale(stale: &kinject_codegen::Stale) -> String {
         kinject_codegen::Stale::Missing(p) => format!("{} (missing)", shown(p).display()),
         kinject_codegen::Stale::Differs(p) => format!("{} (differs)", shown(p).display()),
         kinject_codegen::Stale::Extra(p) => format!("{} (no longer generated)", shown(p).display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from([
+            "kinject-codegen",
+            "new-kind",
+            "--group",
+            "tutorial.example.io",
+            "--version",
+            "v1",
+            "--kind",
+            "Widget",
+            "--scope",
+            "Cluster",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Some(Command::NewKind {
+                scope: ScopeArg::Cluster,
+                ..
+            })
+        ));
     }
 }

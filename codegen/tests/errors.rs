@@ -24,6 +24,7 @@ fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, Str
             source: dir.clone(),
         }],
         externals: vec![],
+        scaffold: None,
     };
     match kinject_codegen::generate(&config, &Layout::Crate) {
         Ok(_) => Ok(dir),
@@ -159,6 +160,7 @@ fn a_missing_source_directory_names_the_config_entry() {
             source: PathBuf::from("no/such/dir"),
         }],
         externals: vec![],
+        scaffold: None,
     };
     let err = kinject_codegen::generate(&config, &Layout::Crate)
         .unwrap_err()

@@ -3,7 +3,9 @@
 //! `hack/update-codegen.sh` and `hack/verify-codegen.sh` on a copy of the
 //! repository: verify passes on a fresh copy, fails after a hand edit in
 //! `generated/` and after an API field change (naming the stale files and the
-//! fix), and update repairs both.
+//! fix), and update repairs both. `hack/new-kind.sh` on another copy: kinds
+//! in a new group and in the sample's group build, test, format and dump with
+//! no hand edit.
 //!
 //! The copy builds in its own target directory under the workspace's
 //! `target/`, so its modified binaries never replace the ones other tests run;
@@ -46,6 +48,10 @@ fn scratch() -> PathBuf {
         .join("hack-scripts-test")
 }
 
+/// The tests share one target directory; one at a time keeps cargo from
+/// rebuilding the same crates for two copies in turn.
+static ONE_COPY_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 struct Run {
     ok: bool,
     stdout: String,
@@ -55,9 +61,30 @@ struct Run {
 /// Runs a script of the copy by absolute path from another directory, as a
 /// user might.
 fn script(copy: &Path, name: &str) -> Run {
+    script_with(copy, name, &[])
+}
+
+fn script_with(copy: &Path, name: &str, args: &[&str]) -> Run {
     let out = Command::new("bash")
         .arg(copy.join("hack").join(name))
+        .args(args)
         .current_dir(std::env::temp_dir())
+        .env("CARGO_TARGET_DIR", scratch().join("target"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `cargo <args>` in the copy.
+fn cargo(copy: &Path, args: &[&str]) -> Run {
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(args)
+        .current_dir(copy)
         .env("CARGO_TARGET_DIR", scratch().join("target"))
         .env("CARGO_NET_OFFLINE", "true")
         .output()
@@ -71,6 +98,7 @@ fn script(copy: &Path, name: &str) -> Run {
 
 #[test]
 fn verify_fails_on_drift_and_update_repairs_it() {
+    let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let copy = scratch().join("repo");
     let _ = std::fs::remove_dir_all(&copy);
     copy_tree(&repo_root(), &copy);
@@ -155,6 +183,127 @@ fn verify_fails_on_drift_and_update_repairs_it() {
         "{crd}"
     );
     assert!(script(&copy, "verify-codegen.sh").ok);
+
+    std::fs::remove_dir_all(&copy).unwrap();
+}
+
+/// The files of a tree with their contents, to show a refused scaffold
+/// changed nothing.
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
+    let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let copy = scratch().join("new-kind");
+    let _ = std::fs::remove_dir_all(&copy);
+    copy_tree(&repo_root(), &copy);
+    let widget = [
+        "--group",
+        "tutorial.example.io",
+        "--version",
+        "v1",
+        "--kind",
+        "Widget",
+        "--scope",
+        "cluster",
+    ];
+
+    // Names that break a rule are refused, all at once, and nothing changes.
+    let before = snapshot(&copy);
+    let run = script_with(
+        &copy,
+        "new-kind.sh",
+        &["--group", "batch", "--version", "V_1", "--kind", "widget"],
+    );
+    assert!(!run.ok);
+    for rule in [
+        "--kind \"widget\" must start with an upper-case letter",
+        "--group \"batch\" must contain a dot",
+        "--version \"V_1\" must match",
+        "no file was changed",
+    ] {
+        assert!(run.stderr.contains(rule), "{rule}: {}", run.stderr);
+    }
+    assert!(snapshot(&copy) == before, "a refused scaffold changed files");
+
+    // A cluster-scoped kind in a new group, a namespaced one in the sample's.
+    let run = script_with(&copy, "new-kind.sh", &widget);
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("created reconcilers/src/widget.rs"),
+        "{}",
+        run.stderr
+    );
+    let run = script_with(
+        &copy,
+        "new-kind.sh",
+        &[
+            "--group",
+            "samples.knative.dev",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Gadget",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+
+    // The same kind again is refused, and changes nothing.
+    let before = snapshot(&copy);
+    let run = script_with(&copy, "new-kind.sh", &widget);
+    assert!(!run.ok);
+    assert!(
+        run.stderr
+            .contains("kind Widget of group tutorial.example.io already exists"),
+        "{}",
+        run.stderr
+    );
+    assert!(snapshot(&copy) == before, "a refused scaffold changed files");
+
+    let run = script(&copy, "update-codegen.sh");
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("wrote config/300-widget.yaml"),
+        "{}",
+        run.stderr
+    );
+    let run = script(&copy, "verify-codegen.sh");
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+
+    let run = cargo(&copy, &["test", "-p", "apis", "-p", "reconcilers"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    for test in [
+        "widget::a_valid_object_becomes_ready ... ok",
+        "widget::an_invalid_spec_is_reported_not_retried ... ok",
+        "gadget::a_valid_object_becomes_ready ... ok",
+        "tutorial::v1::widget_validation::tests::a_long_description_names_the_field ... ok",
+    ] {
+        assert!(run.stdout.contains(test), "{test}:\n{}", run.stdout);
+    }
+    let run = cargo(&copy, &["fmt", "--all", "--check"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    let run = cargo(&copy, &["run", "--quiet", "-p", "schema", "--", "dump", "Widget"]);
+    assert!(run.ok, "{}", run.stderr);
+    assert!(run.stdout.contains("maxLength: 256"), "{}", run.stdout);
+    let crd = std::fs::read_to_string(copy.join("config/300-widget.yaml")).unwrap();
+    assert!(crd.contains("scope: Cluster"), "{crd}");
+    let lib = std::fs::read_to_string(copy.join("reconcilers/src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("    pub mod gadget;\n    pub mod simpledeployment;\n    pub mod widget;\n"),
+        "{lib}"
+    );
 
     std::fs::remove_dir_all(&copy).unwrap();
 }

@@ -7,7 +7,8 @@
 //! ```
 //!
 //! Serves testenv's API server over HTTP on the loopback interface (writing
-//! `.testenv/kubeconfig`), applies every manifest in `config/` plus the
+//! `.testenv/kubeconfig`), applies every manifest in `config/` and
+//! `config/samples/` plus the
 //! `webhook` Service the example AddressableService names, and runs the same `sharedmain` as the `controller` binary. It
 //! behaves like a small cluster where a bare API server would not: owned
 //! objects are garbage-collected when their owner goes (background and
@@ -27,11 +28,8 @@ use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
-/// Applies every manifest in `dir`, in name order (namespace, RBAC, CRDs,
-/// ConfigMaps, the controller's Deployment, which nothing runs here, and the
-/// examples), so a new manifest needs no list, plus the `webhook` Service the
-/// example AddressableService names.
-fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
+/// The YAML files directly in `dir`, in name order.
+fn manifests_in(dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
     let mut manifests = Vec::new();
     for entry in std::fs::read_dir(dir).map_err(|e| format!("reading {}: {e}", dir.display()))? {
         let path = entry?.path();
@@ -40,6 +38,20 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
         }
     }
     manifests.sort();
+    Ok(manifests)
+}
+
+/// Applies every manifest in `dir`, in name order (namespace, RBAC, CRDs,
+/// ConfigMaps, the controller's Deployment, which nothing runs here, and the
+/// examples), then those of `dir/samples` (one example object per kind, from
+/// `hack/new-kind.sh`), so a new manifest needs no list; plus the `webhook`
+/// Service the example AddressableService names.
+fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
+    let mut manifests = manifests_in(dir)?;
+    let samples = dir.join("samples");
+    if samples.is_dir() {
+        manifests.extend(manifests_in(&samples)?);
+    }
     for path in manifests {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         env.create_from_yaml(&path.display().to_string(), &text)?;

@@ -1,0 +1,919 @@
+//! `new-kind`: starts a new kind, as kubebuilder's `create api` does. It
+//! writes the API type (spec, status with conditions, lifecycle, defaults and
+//! validation hooks, each with tests), a reconciler module with its table test,
+//! an example object, and registers them: the kind's module in its API crate
+//! (with an `[[api]]` entry in `codegen.toml` for a new group or version), the
+//! reconciler in the `controllers!` list and the test in the table-test binary.
+//! `hack/update-codegen.sh` then generates the clients, informers, listers,
+//! reconciler glue, registry entry and CRD.
+//!
+//! It writes all files or none: every name is checked and every file planned
+//! before the first write, and the writes go through the same staging as the
+//! generator's. The templates are plain text with a dozen fixed `{{name}}`
+//! placeholders, filled by string replacement; a template engine would add a
+//! dependency and a language for no gain.
+
+use std::path::{Path, PathBuf};
+
+use crate::config::Config;
+use crate::error::{Diagnostic, Error};
+use crate::model::validation::{is_dns1123_subdomain, is_kube_version};
+use crate::model::{Scope, pluralize};
+use crate::scan::{self, group_module};
+use crate::stage;
+
+/// The longest `spec.description` the scaffolded kind accepts.
+const MAX_DESCRIPTION: usize = 256;
+
+/// The kind to start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewKind {
+    /// The API group (`tutorial.example.io`).
+    pub group: String,
+    /// The version (`v1alpha1`).
+    pub version: String,
+    /// The kind, CamelCase (`Widget`).
+    pub kind: String,
+    /// Namespaced or cluster-scoped.
+    pub scope: Scope,
+}
+
+/// What [`plan`] would write: every file, new or edited, with its whole content.
+#[derive(Debug)]
+pub struct Plan {
+    /// The files in the order they are reported.
+    pub files: Vec<PlannedFile>,
+    /// The Cargo packages that hold them, to format afterwards with the
+    /// project's own rustfmt settings.
+    pub packages: Vec<String>,
+}
+
+/// One file of a [`Plan`].
+#[derive(Debug)]
+pub struct PlannedFile {
+    /// Where it goes.
+    pub path: PathBuf,
+    /// Its whole new content.
+    pub content: String,
+    /// True for a file that does not exist yet; false for an edit.
+    pub created: bool,
+}
+
+impl Plan {
+    /// Writes every file, all or none.
+    pub fn write(&self) -> Result<(), Error> {
+        stage::write_all(self.files.iter().map(|f| (f.path.as_path(), f.content.as_str())))
+    }
+}
+
+/// Checks `new` against Kubernetes' and Rust's naming rules; every broken rule
+/// is reported, each with the rule and an example that follows it.
+pub fn check_names(new: &NewKind) -> Result<(), Error> {
+    let mut problems = Vec::new();
+    let kind = new.kind.as_str();
+    if kind.is_empty() {
+        problems.push("--kind is empty; name the kind in CamelCase, e.g. Widget".to_owned());
+    } else if !kind.starts_with(|c: char| c.is_ascii_uppercase()) {
+        problems.push(format!(
+            "--kind {kind:?} must start with an upper-case letter: kinds are CamelCase, e.g. {:?}",
+            camel(kind)
+        ));
+    } else if !kind.chars().all(|c| c.is_ascii_alphanumeric()) {
+        problems.push(format!(
+            "--kind {kind:?} may hold only ASCII letters and digits: kinds are CamelCase, e.g. {:?}",
+            camel(kind)
+        ));
+    } else if pluralize(kind).len() > 63 {
+        problems.push(format!(
+            "--kind {kind:?} is too long: its plural {:?} must fit a 63-character DNS label",
+            pluralize(kind)
+        ));
+    } else if syn::parse_str::<syn::Ident>(&kind.to_lowercase()).is_err()
+        || syn::parse_str::<syn::Ident>(&snake(kind)).is_err()
+        || syn::parse_str::<syn::Ident>(kind).is_err()
+    {
+        problems.push(format!(
+            "--kind {kind:?} would name a Rust module `{}`, a keyword; pick another name",
+            kind.to_lowercase()
+        ));
+    } else if kind == "Reconciler" {
+        problems.push(
+            "--kind \"Reconciler\" would clash with the reconciler type of its module; pick another name"
+                .to_owned(),
+        );
+    }
+
+    let group = new.group.as_str();
+    if !group.contains('.') {
+        problems.push(format!(
+            "--group {group:?} must contain a dot: custom resources live in a domain you own, \
+             e.g. \"{}.example.com\" (kube-apiserver refuses a CRD group without one)",
+            if group.is_empty() { "widgets" } else { group }
+        ));
+    } else if let Some(problem) = is_dns1123_subdomain(group).into_iter().next() {
+        problems.push(format!(
+            "--group {group:?} is not a DNS subdomain: {problem}; e.g. \"tutorial.example.com\""
+        ));
+    } else if group == "k8s.io"
+        || group == "kubernetes.io"
+        || group.ends_with(".k8s.io")
+        || group.ends_with(".kubernetes.io")
+    {
+        problems.push(format!(
+            "--group {group:?} is reserved for Kubernetes' own APIs (a CRD there needs the \
+             api-approved.kubernetes.io annotation); use a domain you own, e.g. \"tutorial.example.com\""
+        ));
+    }
+
+    if let Some(problem) = is_kube_version(&new.version).into_iter().next() {
+        problems.push(format!("--version {:?} {problem}", new.version));
+    }
+
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Error::from(
+            problems
+                .into_iter()
+                .map(|p| Diagnostic::file("new-kind", p))
+                .collect::<Vec<_>>(),
+        ))
+    }
+}
+
+/// Plans the files for `new` in the repository `config_path` (its
+/// `codegen.toml`) describes, writing nothing. Fails, naming the file and the
+/// fix, when the kind exists, a file it would create exists, or a file it
+/// must edit does not have the expected shape.
+pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
+    check_names(new)?;
+    let config = Config::load(config_path)?;
+    let root = config_path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let Some(paths) = config.scaffold.clone() else {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            "has no [scaffold] table; add one naming the reconcilers crate and the samples directory:\n\
+             [scaffold]\nreconcilers = \"reconcilers\"\nsamples = \"config/samples\"",
+        )));
+    };
+    let scanned = scan::scan(&config)?;
+    let names = Names::new(new);
+
+    if let Some(existing) = scanned
+        .kinds
+        .iter()
+        .find(|k| k.kind == new.kind && k.group == new.group)
+    {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            format!(
+                "kind {} of group {} already exists ({}, version {}); pick another name, or edit its types in place \
+                 (another version of an existing kind is not scaffolded)",
+                new.kind, new.group, existing.rust_path, existing.version
+            ),
+        )));
+    }
+    if let Some(other) = scanned
+        .kinds
+        .iter()
+        .find(|k| k.group != new.group && group_module(&k.group) == names.group_module)
+    {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            format!(
+                "group {} would share the generated module `{}` with group {:?} ({}); pick a group whose first label differs",
+                new.group, names.group_module, other.group, other.rust_path
+            ),
+        )));
+    }
+
+    let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
+    let generated_crate = rust_name(&package_name(&config.output)?);
+    let reconcilers_dir = root.join(&paths.reconcilers);
+    let reconcilers_package = package_name(&reconcilers_dir.join("src"))?;
+    let reconcilers_crate = rust_name(&reconcilers_package);
+    let api_package = package_name(&api.dir)?;
+
+    let values = Values {
+        names: &names,
+        new,
+        api_module: &api.module,
+        generated_module: &format!("{generated_crate}::{}::{}", names.group_module, new.version),
+        generated_crate: &generated_crate,
+        reconcilers_crate: &reconcilers_crate,
+    };
+
+    let mut files = Files::default();
+    let snake = &names.snake;
+    for (suffix, template) in [
+        ("types", include_str!("scaffold/types.rs.tmpl")),
+        ("lifecycle", include_str!("scaffold/lifecycle.rs.tmpl")),
+        ("defaults", include_str!("scaffold/defaults.rs.tmpl")),
+        ("validation", include_str!("scaffold/validation.rs.tmpl")),
+    ] {
+        files.create(
+            api.dir.join(format!("{snake}_{suffix}.rs")),
+            values.fill(template),
+        )?;
+    }
+    let module_lines = [
+        format!("mod {snake}_defaults;"),
+        format!("mod {snake}_lifecycle;"),
+        format!("mod {snake}_types;"),
+        format!("mod {snake}_validation;"),
+    ];
+    let kind = &new.kind;
+    let upper = &names.upper;
+    let use_lines = [
+        format!("pub use {snake}_lifecycle::{upper}_CONDITION_READY;"),
+        format!("pub use {snake}_types::{{{kind}, {kind}List, {kind}Spec, {kind}Status}};"),
+        format!("pub use {snake}_validation::{upper}_MAX_DESCRIPTION_CHARS;"),
+    ];
+    match &api.module_file {
+        ModuleFile::Existing(path) => {
+            let text = read(path)?;
+            let text = insert_sorted_items(&text, path, &module_lines, ItemKind::Mod)?;
+            let text = insert_sorted_items(&text, path, &use_lines, ItemKind::PubUse)?;
+            files.edit(path.clone(), text);
+        }
+        ModuleFile::New { path, parent } => {
+            let body = format!(
+                "//! `{}/{}`.\n//!\n//! Each kind is split as in Knative: `*_types.rs` (the marked-up types),\n\
+                 //! `*_lifecycle.rs` (condition set and status helpers), `*_defaults.rs` and\n\
+                 //! `*_validation.rs`.\n\n{}\n\n{}\n",
+                new.group,
+                new.version,
+                module_lines.join("\n"),
+                use_lines.join("\n")
+            );
+            files.create(path.clone(), body)?;
+            for link in parent {
+                match link {
+                    ParentLink::Edit { path, line } => {
+                        let text = read(path)?;
+                        files.edit(
+                            path.clone(),
+                            insert_sorted_items(&text, path, std::slice::from_ref(line), ItemKind::PubMod)?,
+                        );
+                    }
+                    ParentLink::Create { path, body } => files.create(path.clone(), body.clone())?,
+                }
+            }
+            let toml = read(config_path)?;
+            files.edit(
+                config_path.to_path_buf(),
+                insert_api_entry(&toml, &api.krate, &api.module, &relative(&api.dir, &root)),
+            );
+        }
+    }
+
+    // The reconciler and its registration.
+    let module = &names.module;
+    let reconcilers_src = reconcilers_dir.join("src");
+    if reconcilers_src.join(module).exists() {
+        return Err(Error::one(Diagnostic::file(
+            reconcilers_src.join(module),
+            format!("exists; kind {kind} would put its reconciler in module `{module}`"),
+        )));
+    }
+    files.create(
+        reconcilers_src.join(format!("{module}.rs")),
+        values.fill(include_str!("scaffold/reconciler.rs.tmpl")),
+    )?;
+    let lib = reconcilers_src.join("lib.rs");
+    let text = read(&lib)?;
+    files.edit(lib.clone(), insert_controller(&text, &lib, module)?);
+
+    // The table test: one more module of the table-test binary when there is
+    // one, else a test binary of its own.
+    let table = values.fill(include_str!("scaffold/table.rs.tmpl"));
+    let tables_main = reconcilers_dir.join("tests/tables/main.rs");
+    if tables_main.is_file() {
+        files.create(reconcilers_dir.join(format!("tests/tables/{module}.rs")), table)?;
+        let text = read(&tables_main)?;
+        files.edit(
+            tables_main.clone(),
+            insert_sorted_items(&text, &tables_main, &[format!("mod {module};")], ItemKind::Mod)?,
+        );
+    } else {
+        files.create(reconcilers_dir.join(format!("tests/{module}.rs")), table)?;
+    }
+
+    files.create(
+        root.join(&paths.samples)
+            .join(format!("{}_{}_{module}.yaml", names.group_module, new.version)),
+        values.fill(include_str!("scaffold/sample.yaml.tmpl")),
+    )?;
+    let mut packages = vec![api_package, reconcilers_package];
+    packages.dedup();
+    Ok(Plan {
+        files: files.0,
+        packages,
+    })
+}
+
+/// The names derived from the kind.
+struct Names {
+    /// `simpledeployment`: the generated and reconciler module.
+    module: String,
+    /// `simple_deployment`: file names and variables.
+    snake: String,
+    /// `SIMPLE_DEPLOYMENT`: constants.
+    upper: String,
+    /// `tutorial` for `tutorial.example.io`.
+    group_module: String,
+}
+
+impl Names {
+    fn new(new: &NewKind) -> Self {
+        let snake = snake(&new.kind);
+        Names {
+            module: new.kind.to_lowercase(),
+            upper: snake.to_uppercase(),
+            snake,
+            group_module: group_module(&new.group),
+        }
+    }
+}
+
+/// Everything a template names.
+struct Values<'a> {
+    names: &'a Names,
+    new: &'a NewKind,
+    api_module: &'a str,
+    generated_module: &'a str,
+    generated_crate: &'a str,
+    reconcilers_crate: &'a str,
+}
+
+impl Values<'_> {
+    fn fill(&self, template: &str) -> String {
+        let namespaced = self.new.scope == Scope::Namespaced;
+        let var = &self.names.snake;
+        let set_namespace = if namespaced {
+            format!("\n    {var}.metadata.namespace = Some(\"ns\".into());")
+        } else {
+            String::new()
+        };
+        let pairs: [(&str, &str); 17] = [
+            ("{{Kind}}", &self.new.kind),
+            ("{{KIND}}", &self.names.upper),
+            ("{{module}}", &self.names.module),
+            ("{{var}}", var),
+            ("{{group}}", &self.new.group),
+            ("{{version}}", &self.new.version),
+            (
+                "{{scope_marker}}",
+                if namespaced {
+                    "namespaced"
+                } else {
+                    "cluster_scoped"
+                },
+            ),
+            ("{{api_module}}", self.api_module),
+            ("{{generated_module}}", self.generated_module),
+            ("{{generated_crate}}", self.generated_crate),
+            ("{{reconcilers_crate}}", self.reconcilers_crate),
+            ("{{max_description}}", &MAX_DESCRIPTION.to_string()),
+            ("{{set_namespace}}", &set_namespace),
+            ("{{key_prefix}}", if namespaced { "ns/" } else { "" }),
+            (
+                "{{sample_namespace}}",
+                if namespaced { "\n  namespace: default" } else { "" },
+            ),
+            ("{{plural}}", &pluralize(&self.new.kind)),
+            ("{{snake}}", &self.names.snake),
+        ];
+        let mut out = template.to_owned();
+        for (placeholder, value) in pairs {
+            out = out.replace(placeholder, value);
+        }
+        out
+    }
+}
+
+/// The planned files, refusing to create one that exists.
+#[derive(Default)]
+struct Files(Vec<PlannedFile>);
+
+impl Files {
+    fn create(&mut self, path: PathBuf, content: String) -> Result<(), Error> {
+        if path.exists() {
+            return Err(Error::one(Diagnostic::file(
+                &path,
+                "exists; new-kind never overwrites a file: remove it, or pick another kind name",
+            )));
+        }
+        self.0.push(PlannedFile {
+            path,
+            content,
+            created: true,
+        });
+        Ok(())
+    }
+
+    fn edit(&mut self, path: PathBuf, content: String) {
+        match self.0.iter_mut().find(|f| f.path == path) {
+            Some(file) => file.content = content,
+            None => self.0.push(PlannedFile {
+                path,
+                content,
+                created: false,
+            }),
+        }
+    }
+}
+
+/// Where the kind's API files go.
+struct ApiTarget {
+    krate: String,
+    module: String,
+    dir: PathBuf,
+    module_file: ModuleFile,
+}
+
+enum ModuleFile {
+    /// The version's module exists: its `mod.rs` (or `lib.rs`) gains the kind.
+    Existing(PathBuf),
+    /// A new version module, linked from its parent.
+    New { path: PathBuf, parent: Vec<ParentLink> },
+}
+
+enum ParentLink {
+    /// Add `line` (`pub mod v1;`) to an existing module file.
+    Edit { path: PathBuf, line: String },
+    /// Create a group module file.
+    Create { path: PathBuf, body: String },
+}
+
+fn locate_api_module(
+    config: &Config,
+    scanned: &scan::Scanned,
+    new: &NewKind,
+    names: &Names,
+    config_path: &Path,
+) -> Result<ApiTarget, Error> {
+    let Some(first) = config.apis.first() else {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            "names no [[api]] module; new-kind puts a new group into the crate of the first one, so add one \
+             (see the example at the top of codegen/src/config.rs)",
+        )));
+    };
+    let group_of = |module: &str| {
+        scanned
+            .kinds
+            .iter()
+            .find(|k| {
+                k.is_crd
+                    && k.rust_path
+                        .strip_prefix(module)
+                        .is_some_and(|r| r.starts_with("::"))
+            })
+            .map(|k| (k.group.clone(), k.version.clone()))
+    };
+    // The group and version's own module.
+    for api in &config.apis {
+        if group_of(&api.module) == Some((new.group.clone(), new.version.clone())) {
+            return Ok(ApiTarget {
+                krate: api.krate.clone(),
+                module: api.module.clone(),
+                dir: api.source.clone(),
+                module_file: ModuleFile::Existing(module_file(&api.source)?),
+            });
+        }
+    }
+    // Another version of the group: a sibling module.
+    for api in &config.apis {
+        if group_of(&api.module).is_some_and(|(group, _)| group == new.group) {
+            let parent_dir = api.source.parent().unwrap_or(Path::new("")).to_path_buf();
+            let parent_module = api
+                .module
+                .rsplit_once("::")
+                .map_or(api.module.as_str(), |(parent, _)| parent);
+            let dir = parent_dir.join(&new.version);
+            refuse_existing(&dir)?;
+            return Ok(ApiTarget {
+                krate: api.krate.clone(),
+                module: format!("{parent_module}::{}", new.version),
+                module_file: ModuleFile::New {
+                    path: dir.join("mod.rs"),
+                    parent: vec![ParentLink::Edit {
+                        path: module_file(&parent_dir)?,
+                        line: format!("pub mod {};", new.version),
+                    }],
+                },
+                dir,
+            });
+        }
+    }
+    // A new group: `<crate>/src/<group>/<version>`.
+    let src = crate_src(&first.source)?;
+    let group_dir = src.join(&names.group_module);
+    let dir = group_dir.join(&new.version);
+    refuse_existing(&dir)?;
+    let krate = first.krate.replace('-', "_");
+    let parent = if group_dir.join("mod.rs").is_file() {
+        vec![ParentLink::Edit {
+            path: group_dir.join("mod.rs"),
+            line: format!("pub mod {};", new.version),
+        }]
+    } else {
+        refuse_existing(&group_dir)?;
+        vec![
+            ParentLink::Create {
+                path: group_dir.join("mod.rs"),
+                body: format!("//! The API group `{}`.\n\npub mod {};\n", new.group, new.version),
+            },
+            ParentLink::Edit {
+                path: module_file(&src)?,
+                line: format!("pub mod {};", names.group_module),
+            },
+        ]
+    };
+    Ok(ApiTarget {
+        krate: first.krate.clone(),
+        module: format!("{krate}::{}::{}", names.group_module, new.version),
+        module_file: ModuleFile::New {
+            path: dir.join("mod.rs"),
+            parent,
+        },
+        dir,
+    })
+}
+
+fn refuse_existing(dir: &Path) -> Result<(), Error> {
+    if dir.exists() {
+        return Err(Error::one(Diagnostic::file(
+            dir,
+            "exists but holds no kind of this group and version; move it away, or pick another group or version",
+        )));
+    }
+    Ok(())
+}
+
+/// The file declaring the module whose directory is `dir`: `dir/mod.rs`,
+/// `dir.rs`, or `lib.rs` for a crate's `src`.
+fn module_file(dir: &Path) -> Result<PathBuf, Error> {
+    let candidates = [dir.join("mod.rs"), dir.with_extension("rs"), dir.join("lib.rs")];
+    candidates.iter().find(|p| p.is_file()).cloned().ok_or_else(|| {
+        Error::one(Diagnostic::file(
+            dir,
+            "has no mod.rs (nor a sibling .rs file or lib.rs) to register the new module in",
+        ))
+    })
+}
+
+/// The `src` directory of the crate holding `dir`.
+fn crate_src(dir: &Path) -> Result<PathBuf, Error> {
+    dir.ancestors()
+        .find(|d| d.join("Cargo.toml").is_file())
+        .map(|d| d.join("src"))
+        .ok_or_else(|| Error::one(Diagnostic::file(dir, "is in no crate (no Cargo.toml above it)")))
+}
+
+/// The Cargo package holding `dir`, from its Cargo.toml.
+fn package_name(dir: &Path) -> Result<String, Error> {
+    let manifest = crate_src(dir)?.with_file_name("Cargo.toml");
+    let text = read(&manifest)?;
+    let table: toml::Table = toml::from_str(&text).map_err(|e| {
+        Error::one(Diagnostic::file(
+            &manifest,
+            format!("cannot parse: {}", e.message()),
+        ))
+    })?;
+    table
+        .get("package")
+        .and_then(|p| p.get("name"))
+        .and_then(toml::Value::as_str)
+        .map(str::to_owned)
+        .ok_or_else(|| Error::one(Diagnostic::file(&manifest, "has no [package] name")))
+}
+
+/// A package's name as Rust code names its crate.
+fn rust_name(package: &str) -> String {
+    package.replace('-', "_")
+}
+
+fn read(path: &Path) -> Result<String, Error> {
+    std::fs::read_to_string(path).map_err(|e| Error::one(Diagnostic::file(path, format!("cannot read: {e}"))))
+}
+
+/// `path` relative to `base`, with `/` separators, when it lies below it.
+fn relative(path: &Path, base: &Path) -> String {
+    let rel = path.strip_prefix(base).unwrap_or(path);
+    rel.components()
+        .map(|c| c.as_os_str().to_string_lossy())
+        .collect::<Vec<_>>()
+        .join("/")
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ItemKind {
+    /// `mod x;`
+    Mod,
+    /// `pub mod x;`
+    PubMod,
+    /// `pub use x::...;`
+    PubUse,
+}
+
+/// Inserts each of `lines` among the top-level items of its kind in `text`,
+/// in name order as rustfmt keeps them; after the module's inner docs and
+/// attributes when it has none of that kind yet.
+fn insert_sorted_items(text: &str, path: &Path, lines: &[String], kind: ItemKind) -> Result<String, Error> {
+    let mut text = text.to_owned();
+    for line in lines {
+        let file = syn::parse_file(&text).map_err(|e| {
+            let at = e.span().start();
+            Error::one(Diagnostic::at(
+                path,
+                at.line,
+                at.column + 1,
+                format!("cannot parse this file to register the new kind: {e}"),
+            ))
+        })?;
+        let new_name = line_name(line);
+        let mut insert_before = None;
+        let mut last_of_kind = None;
+        for item in &file.items {
+            let Some(name) = item_name(item, kind) else {
+                continue;
+            };
+            let span = syn::spanned::Spanned::span(item);
+            if insert_before.is_none() && name > new_name {
+                insert_before = Some(span.start().line);
+            }
+            last_of_kind = Some(span.end().line);
+        }
+        let lines_vec: Vec<&str> = text.lines().collect();
+        let at = match (insert_before, last_of_kind) {
+            (Some(before), _) => before - 1,
+            (None, Some(after)) => after,
+            (None, None) => {
+                // After the leading `//!` docs and `#![...]` attributes.
+                let header = lines_vec
+                    .iter()
+                    .take_while(|l| {
+                        let t = l.trim_start();
+                        t.starts_with("//!") || t.starts_with("#![") || t.is_empty()
+                    })
+                    .count();
+                let mut out: Vec<String> = lines_vec[..header].iter().map(|s| (*s).to_owned()).collect();
+                if out.last().is_some_and(|l| !l.is_empty()) {
+                    out.push(String::new());
+                }
+                out.push(line.clone());
+                if lines_vec.get(header).is_some() {
+                    out.push(String::new());
+                }
+                out.extend(lines_vec[header..].iter().map(|s| (*s).to_owned()));
+                text = out.join("\n") + "\n";
+                continue;
+            }
+        };
+        let mut out: Vec<String> = lines_vec.iter().map(|s| (*s).to_owned()).collect();
+        out.insert(at, line.clone());
+        text = out.join("\n") + "\n";
+    }
+    Ok(text)
+}
+
+/// The name a line declares: `mod x;` → `x`, `pub use x::y;` → `x::y`.
+fn line_name(line: &str) -> String {
+    line.trim()
+        .trim_start_matches("pub ")
+        .trim_start_matches("mod ")
+        .trim_start_matches("use ")
+        .trim_end_matches(';')
+        .to_owned()
+}
+
+fn item_name(item: &syn::Item, kind: ItemKind) -> Option<String> {
+    match (item, kind) {
+        (syn::Item::Mod(m), ItemKind::Mod | ItemKind::PubMod) if m.content.is_none() => {
+            let public = matches!(m.vis, syn::Visibility::Public(_));
+            (public == (kind == ItemKind::PubMod)).then(|| m.ident.to_string())
+        }
+        (syn::Item::Use(u), ItemKind::PubUse) if matches!(u.vis, syn::Visibility::Public(_)) => {
+            let tree = &u.tree;
+            Some(quote::quote!(#tree).to_string().replace(' ', ""))
+        }
+        _ => None,
+    }
+}
+
+/// Adds `pub mod <module>;` to the `controllers! { ... }` block of the
+/// reconcilers' `lib.rs`, in name order.
+fn insert_controller(text: &str, path: &Path, module: &str) -> Result<String, Error> {
+    let missing = || {
+        Error::one(Diagnostic::file(
+            path,
+            format!(
+                "has no `kinject_runtime::controllers! {{ ... }}` block to register the reconciler in; \
+                 declare the reconciler modules inside one (see reconcilers/src/lib.rs in kinject's sample), \
+                 with `pub mod {module};` among them"
+            ),
+        ))
+    };
+    let lines: Vec<&str> = text.lines().collect();
+    let open = lines
+        .iter()
+        .position(|l| l.contains("controllers!") && l.trim_end().ends_with('{'))
+        .ok_or_else(missing)?;
+    let close = lines[open + 1..]
+        .iter()
+        .position(|l| l.trim() == "}")
+        .map(|i| open + 1 + i)
+        .ok_or_else(missing)?;
+    let new_line = format!("    pub mod {module};");
+    let at = (open + 1..close)
+        .find(|&i| {
+            lines[i]
+                .trim()
+                .strip_prefix("pub mod ")
+                .and_then(|rest| rest.strip_suffix(';'))
+                .is_some_and(|name| name > module)
+        })
+        .unwrap_or(close);
+    let mut out: Vec<String> = lines.iter().map(|s| (*s).to_owned()).collect();
+    out.insert(at, new_line);
+    Ok(out.join("\n") + "\n")
+}
+
+/// Adds an `[[api]]` table after the last one of `codegen.toml` (or at its end).
+fn insert_api_entry(text: &str, krate: &str, module: &str, source: &str) -> String {
+    let entry = format!("[[api]]\ncrate = \"{krate}\"\nmodule = \"{module}\"\nsource = \"{source}\"\n");
+    let lines: Vec<&str> = text.lines().collect();
+    let Some(last_api) = lines.iter().rposition(|l| l.trim() == "[[api]]") else {
+        return format!("{}\n\n{entry}", text.trim_end());
+    };
+    // The table ends at the next header; comments just above that header
+    // belong to it.
+    let mut end = lines[last_api + 1..]
+        .iter()
+        .position(|l| l.trim_start().starts_with('['))
+        .map_or(lines.len(), |i| last_api + 1 + i);
+    while end > last_api + 1 && {
+        let t = lines[end - 1].trim();
+        t.is_empty() || t.starts_with('#')
+    } {
+        end -= 1;
+    }
+    let mut out: Vec<String> = lines[..end].iter().map(|s| (*s).to_owned()).collect();
+    out.push(String::new());
+    out.extend(entry.lines().map(str::to_owned));
+    out.extend(lines[end..].iter().map(|s| (*s).to_owned()));
+    out.join("\n") + "\n"
+}
+
+/// `SimpleDeployment` → `simple_deployment`.
+fn snake(kind: &str) -> String {
+    let mut out = String::new();
+    let chars: Vec<char> = kind.chars().collect();
+    for (i, &c) in chars.iter().enumerate() {
+        if c.is_ascii_uppercase() {
+            let prev_lower = i > 0 && (chars[i - 1].is_ascii_lowercase() || chars[i - 1].is_ascii_digit());
+            let next_lower = chars.get(i + 1).is_some_and(char::is_ascii_lowercase);
+            if i > 0 && (prev_lower || (next_lower && chars[i - 1].is_ascii_uppercase())) {
+                out.push('_');
+            }
+            out.push(c.to_ascii_lowercase());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// A CamelCase suggestion for a malformed kind: `my-widget` → `MyWidget`.
+fn camel(kind: &str) -> String {
+    kind.split(|c: char| !c.is_ascii_alphanumeric())
+        .filter(|w| !w.is_empty())
+        .map(|w| {
+            let mut chars = w.chars();
+            chars
+                .next()
+                .map(|c| c.to_ascii_uppercase().to_string() + chars.as_str())
+                .unwrap_or_default()
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_kind(group: &str, version: &str, kind: &str) -> NewKind {
+        NewKind {
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            scope: Scope::Namespaced,
+        }
+    }
+
+    fn problems(group: &str, version: &str, kind: &str) -> String {
+        check_names(&new_kind(group, version, kind))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn names_that_break_a_rule_say_which_and_how_to_fix_it() {
+        assert_eq!(problems("tutorial.example.io", "v1", "Widget"), "");
+        let p = problems("tutorial.example.io", "v1", "widget");
+        assert!(
+            p.contains("--kind \"widget\" must start with an upper-case letter"),
+            "{p}"
+        );
+        assert!(p.contains("e.g. \"Widget\""), "{p}");
+        let p = problems("tutorial.example.io", "v1", "My-Widget");
+        assert!(
+            p.contains("only ASCII letters and digits") && p.contains("\"MyWidget\""),
+            "{p}"
+        );
+        let p = problems("batch", "v1", "Widget");
+        assert!(p.contains("--group \"batch\" must contain a dot"), "{p}");
+        let p = problems("Tutorial.Example.io", "v1", "Widget");
+        assert!(p.contains("is not a DNS subdomain"), "{p}");
+        let p = problems("widgets.k8s.io", "v1", "Widget");
+        assert!(p.contains("reserved for Kubernetes' own APIs"), "{p}");
+        let p = problems("tutorial.example.io", "V_1", "Widget");
+        assert!(
+            p.contains("--version \"V_1\" must match v[0-9]+((alpha|beta)[0-9]+)?"),
+            "{p}"
+        );
+        let p = problems("tutorial.example.io", "v1", "Type");
+        assert!(p.contains("a keyword"), "{p}");
+        // Every broken rule at once.
+        let p = problems("batch", "V_1", "widget");
+        assert_eq!(p.lines().count(), 3, "{p}");
+    }
+
+    #[test]
+    fn snake_case_follows_the_samples_file_names() {
+        assert_eq!(snake("SimpleDeployment"), "simple_deployment");
+        assert_eq!(snake("AddressableService"), "addressable_service");
+        assert_eq!(snake("Widget"), "widget");
+        assert_eq!(snake("HTTPRoute"), "http_route");
+        assert_eq!(snake("Widget2"), "widget2");
+    }
+
+    #[test]
+    fn items_are_inserted_in_name_order() {
+        let text = "//! Docs.\n\nmod a_types;\nmod c_types;\n\npub use a_types::A;\npub use c_types::C;\n";
+        let p = Path::new("mod.rs");
+        let text = insert_sorted_items(text, p, &["mod b_types;".into()], ItemKind::Mod).unwrap();
+        let text = insert_sorted_items(
+            &text,
+            p,
+            &["pub use b_types::{B, BList};".into()],
+            ItemKind::PubUse,
+        )
+        .unwrap();
+        let text = insert_sorted_items(&text, p, &["mod d_types;".into()], ItemKind::Mod).unwrap();
+        assert_eq!(
+            text,
+            "//! Docs.\n\nmod a_types;\nmod b_types;\nmod c_types;\nmod d_types;\n\npub use a_types::A;\npub use b_types::{B, BList};\npub use c_types::C;\n"
+        );
+        let lib = "//! The crate.\n\n/// The group.\npub const GROUP: &str = \"x\";\n";
+        let text = insert_sorted_items(lib, p, &["pub mod tutorial;".into()], ItemKind::PubMod).unwrap();
+        assert_eq!(
+            text,
+            "//! The crate.\n\npub mod tutorial;\n\n/// The group.\npub const GROUP: &str = \"x\";\n"
+        );
+    }
+
+    #[test]
+    fn the_controller_list_gains_the_module_in_order() {
+        let lib = "//! Docs.\n\nkinject_runtime::controllers! {\n    pub mod alpha;\n    pub mod gamma;\n}\n";
+        let p = Path::new("lib.rs");
+        assert_eq!(
+            insert_controller(lib, p, "beta").unwrap(),
+            "//! Docs.\n\nkinject_runtime::controllers! {\n    pub mod alpha;\n    pub mod beta;\n    pub mod gamma;\n}\n"
+        );
+        assert!(
+            insert_controller(lib, p, "zeta")
+                .unwrap()
+                .contains("    pub mod gamma;\n    pub mod zeta;\n}")
+        );
+        let err = insert_controller("pub mod alpha;\n", p, "beta")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("has no `kinject_runtime::controllers! { ... }` block"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_api_entry_goes_after_the_last_one() {
+        let toml = "output = \"g\"\n\n[[api]]\ncrate = \"apis\"\nmodule = \"apis::v1\"\nsource = \"apis/src/v1\"\n\n# Kinds from k8s-openapi.\n\n[[external]]\npath = \"x\"\n";
+        assert_eq!(
+            insert_api_entry(toml, "apis", "apis::tutorial::v1", "apis/src/tutorial/v1"),
+            "output = \"g\"\n\n[[api]]\ncrate = \"apis\"\nmodule = \"apis::v1\"\nsource = \"apis/src/v1\"\n\n[[api]]\ncrate = \"apis\"\nmodule = \"apis::tutorial::v1\"\nsource = \"apis/src/tutorial/v1\"\n\n# Kinds from k8s-openapi.\n\n[[external]]\npath = \"x\"\n"
+        );
+    }
+}
