@@ -176,7 +176,7 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     if let Some(other) = scanned
         .kinds
         .iter()
-        .find(|k| k.group != new.group && group_module(&k.group) == names.group_module)
+        .find(|k| k.group != new.group && k.group_module() == names.group_module)
     {
         return Err(Error::one(Diagnostic::file(
             config_path,
@@ -320,7 +320,7 @@ struct Names {
     snake: String,
     /// `SIMPLE_DEPLOYMENT`: constants.
     upper: String,
-    /// `tutorial` for `tutorial.example.io`.
+    /// `tutorial` for `tutorial.example.io` (see [`group_module`]).
     group_module: String,
 }
 
@@ -331,7 +331,7 @@ impl Names {
             module: new.kind.to_lowercase(),
             upper: snake.to_uppercase(),
             snake,
-            group_module: group_module(&new.group),
+            group_module: group_module(&new.group, true),
         }
     }
 }

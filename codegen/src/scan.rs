@@ -41,7 +41,7 @@ pub(crate) struct ReconcilerPlan {
 impl KindPlan {
     /// The module of the group (`samples` for `samples.knative.dev`, `core` for "").
     pub(crate) fn group_module(&self) -> String {
-        group_module(&self.group)
+        group_module(&self.group, self.is_crd)
     }
 
     /// The module of the kind (`addressableservice`).
@@ -50,9 +50,44 @@ impl KindPlan {
     }
 }
 
-pub(crate) fn group_module(group: &str) -> String {
+/// The first labels of Kubernetes' own API groups, which name their modules
+/// (`batch` for `batch`, `rbac` for `rbac.authorization.k8s.io`).
+const BUILTIN_GROUP_MODULES: &[&str] = &[
+    "admissionregistration",
+    "apiextensions",
+    "apiregistration",
+    "apps",
+    "authentication",
+    "authorization",
+    "autoscaling",
+    "batch",
+    "certificates",
+    "coordination",
+    "core",
+    "discovery",
+    "events",
+    "flowcontrol",
+    "internal",
+    "networking",
+    "node",
+    "policy",
+    "rbac",
+    "resource",
+    "scheduling",
+    "storage",
+    "storagemigration",
+];
+
+/// The module of `group`: its first label (`samples` for
+/// `samples.knative.dev`, `core` for the core group ""). A custom group whose
+/// first label is that of a Kubernetes group is named in full instead
+/// (`batch_tutorial_example_io` for `batch.tutorial.example.io`), so its
+/// kinds and Kubernetes' (`batch`'s Job) can be generated side by side, and
+/// adding a built-in kind later never renames a custom group's module.
+pub(crate) fn group_module(group: &str, custom: bool) -> String {
     match group.split('.').next() {
         None | Some("") => "core".to_owned(),
+        Some(first) if custom && BUILTIN_GROUP_MODULES.contains(&first) => group.replace(['.', '-'], "_"),
         Some(first) => first.replace('-', "_"),
     }
 }
@@ -255,7 +290,7 @@ fn check_unique(kinds: &[KindPlan], errors: &mut Vec<Diagnostic>) {
             errors.push(Diagnostic::file(
                 "codegen config",
                 format!(
-                    "API groups {other:?} and {:?} both map to the module `{module}`; serve them from separate output directories",
+                    "API groups {other:?} and {:?} both map to the module `{module}` (a group's module is its first label); rename one group, or serve them from separate output directories",
                     k.group
                 ),
             ));

@@ -214,3 +214,43 @@ fn the_same_kind_twice_is_an_error() {
     );
     std::fs::remove_dir_all(Path::new(&dir)).unwrap();
 }
+
+#[test]
+fn a_custom_group_named_like_a_kubernetes_group_gets_a_module_of_its_own() {
+    let dir = std::env::temp_dir().join(format!("codegen-batch-group-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("types.rs"),
+        "#[derive(Kind)]\n#[kind(group = \"batch.tutorial.example.io\", version = \"v1\", namespaced)]\n#[genclient]\npub struct CronTab { pub metadata: ObjectMeta, pub spec: CronTabSpec }\n",
+    )
+    .unwrap();
+    let config = Config {
+        output: dir.join("out"),
+        reconcilers: true,
+        testing: false,
+        apis: vec![ApiModule {
+            krate: "apis".into(),
+            module: "apis::v1".into(),
+            source: dir.clone(),
+        }],
+        externals: vec![kinject_codegen::ExternalKind {
+            path: "k8s_openapi::api::batch::v1::Job".into(),
+            group: "batch".into(),
+            version: "v1".into(),
+            kind: "Job".into(),
+            plural: "jobs".into(),
+            scope: kinject_codegen::model::Scope::Namespaced,
+            status: true,
+        }],
+        scaffold: None,
+    };
+    let generated = kinject_codegen::generate(&config, &Layout::Crate).unwrap();
+    let files: Vec<String> = generated.files.keys().map(|p| p.display().to_string()).collect();
+    assert!(files.contains(&"batch/v1/job.rs".to_owned()), "{files:?}");
+    assert!(
+        files.contains(&"batch_tutorial_example_io/v1/crontab.rs".to_owned()),
+        "{files:?}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
