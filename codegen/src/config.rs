@@ -19,6 +19,7 @@
 //! plural = "pods"
 //! scope = "namespaced"           # or "cluster"
 //! status = true                  # has a status subresource (adds update_status / patch_status)
+//! reconciler = true              # a reconciler module, as #[genreconciler] gives our kinds
 //!
 //! [scaffold]                     # where `hack/new-kind.sh` (`kinject-codegen new-kind`) writes
 //! reconcilers = "reconcilers"    # the crate whose src/lib.rs holds `controllers! { ... }`
@@ -94,6 +95,10 @@ pub struct ExternalKind {
     pub scope: Scope,
     /// True when the kind has a status subresource.
     pub status: bool,
+    /// True to generate its reconciler module, as `#[genreconciler]` does for
+    /// the API modules' kinds (without status or condition handling: those
+    /// belong to the kind's own controller).
+    pub reconciler: bool,
 }
 
 #[derive(Deserialize)]
@@ -142,6 +147,8 @@ struct RawExternal {
     scope: Spanned<String>,
     #[serde(default)]
     status: bool,
+    #[serde(default)]
+    reconciler: bool,
 }
 
 impl Config {
@@ -289,6 +296,7 @@ impl Config {
                     kind: e.kind.into_inner(),
                     plural: e.plural.into_inner(),
                     status: e.status,
+                    reconciler: e.reconciler,
                 })
                 .collect(),
             scaffold: raw.scaffold.map(|s| ScaffoldPaths {

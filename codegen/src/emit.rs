@@ -569,11 +569,14 @@ fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {
     } else {
         quote!(&[])
     };
-    let status = if k.has_status && k.verbs.as_ref().is_some_and(|v| v.contains(&Verb::UpdateStatus)) {
-        quote!(Some(kinject_runtime::reconciler::StatusHooks::new()))
-    } else {
-        quote!(None)
-    };
+    // Status handling needs the kind's `HasStatus`, which only our own kinds
+    // implement; a built-in kind's status is written by its own controller.
+    let status =
+        if k.is_crd && k.has_status && k.verbs.as_ref().is_some_and(|v| v.contains(&Verb::UpdateStatus)) {
+            quote!(Some(kinject_runtime::reconciler::StatusHooks::new()))
+        } else {
+            quote!(None)
+        };
     let krshaped = if r.krshapedlogic {
         quote!(Some(kinject_runtime::reconciler::KRShapedHooks::new()))
     } else {

@@ -272,7 +272,16 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
         )],
         verbs: Some(verbs),
         has_status: ext.status,
-        reconciler: None,
+        reconciler: ext.reconciler.then(|| ReconcilerPlan {
+            classes: Vec::new(),
+            // A built-in kind's status and conditions are its own controller's.
+            krshapedlogic: false,
+            finalizer: if ext.group.is_empty() {
+                ext.plural.clone()
+            } else {
+                format!("{}.{}", ext.plural, ext.group)
+            },
+        }),
         is_crd: false,
     }
 }

@@ -242,6 +242,7 @@ fn a_custom_group_named_like_a_kubernetes_group_gets_a_module_of_its_own() {
             plural: "jobs".into(),
             scope: kinject_codegen::model::Scope::Namespaced,
             status: true,
+            reconciler: false,
         }],
         scaffold: None,
     };

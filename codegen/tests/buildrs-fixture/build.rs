@@ -14,6 +14,8 @@ fn main() {
             plural: "pods".into(),
             scope: Scope::Namespaced,
             status: true,
+            // A reconciler of Pods, generated as for our own kinds.
+            reconciler: true,
         })
         .generate();
     if let Err(err) = result {
