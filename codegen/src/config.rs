@@ -91,8 +91,10 @@ pub struct ExternalKind {
     pub kind: String,
     /// The resource name (`pods`).
     pub plural: String,
-    /// Namespaced or cluster-scoped.
-    pub scope: Scope,
+    /// Namespaced or cluster-scoped; `None` when the config leaves it to the
+    /// type (a k8s-openapi kind given by its path alone): the generated code
+    /// does not depend on it, only its docs do.
+    pub scope: Option<Scope>,
     /// True when the kind has a status subresource.
     pub status: bool,
     /// True to generate its reconciler module, as `#[genreconciler]` does for
@@ -140,11 +142,11 @@ struct RawApi {
 #[serde(deny_unknown_fields)]
 struct RawExternal {
     path: Spanned<String>,
-    group: Spanned<String>,
-    version: Spanned<String>,
-    kind: Spanned<String>,
-    plural: Spanned<String>,
-    scope: Spanned<String>,
+    group: Option<Spanned<String>>,
+    version: Option<Spanned<String>>,
+    kind: Option<Spanned<String>>,
+    plural: Option<Spanned<String>>,
+    scope: Option<Spanned<String>>,
     #[serde(default)]
     status: bool,
     #[serde(default)]
@@ -210,7 +212,41 @@ impl Config {
                 ),
             }
         }
-        for (i, ext) in raw.external.iter().enumerate() {
+        let mut externals = Vec::new();
+        for (i, raw_ext) in raw.external.into_iter().enumerate() {
+            let derived = ExternalKind::from_k8s_openapi_path(raw_ext.path.get_ref());
+            let span = raw_ext.path.span();
+            let mut missing = Vec::new();
+            let mut fill =
+                |given: Option<Spanned<String>>, name: &'static str, derive: fn(&ExternalKind) -> String| {
+                    given
+                        .or_else(|| derived.as_ref().map(|d| Spanned::new(span.clone(), derive(d))))
+                        .unwrap_or_else(|| {
+                            missing.push(name);
+                            Spanned::new(span.clone(), String::new())
+                        })
+                };
+            let ext = FilledExternal {
+                group: fill(raw_ext.group, "group", |d| d.group.clone()),
+                version: fill(raw_ext.version, "version", |d| d.version.clone()),
+                kind: fill(raw_ext.kind, "kind", |d| d.kind.clone()),
+                plural: fill(raw_ext.plural, "plural", |d| d.plural.clone()),
+                scope: raw_ext.scope,
+                path: raw_ext.path,
+                status: raw_ext.status,
+                reconciler: raw_ext.reconciler,
+            };
+            if !missing.is_empty() {
+                bad(
+                    &ext.path,
+                    format!(
+                        "external[{i}] has no {}; its path {:?} is not a k8s-openapi kind (k8s_openapi::api::<group>::<version>::<Kind>) to take them from; add them",
+                        missing.join(", "),
+                        ext.path.get_ref()
+                    ),
+                );
+                continue;
+            }
             let kind = ext.kind.get_ref();
             match syn::parse_str::<syn::Path>(ext.path.get_ref()) {
                 Ok(p) if p.segments.last().is_some_and(|s| s.ident == kind) => {}
@@ -259,15 +295,18 @@ impl Config {
                     ),
                 );
             }
-            if scope_of(ext.scope.get_ref()).is_none() {
+            if let Some(scope) = &ext.scope
+                && scope_of(scope.get_ref()).is_none()
+            {
                 bad(
-                    &ext.scope,
+                    scope,
                     format!(
                         "external[{i}].scope = {:?} is not a scope; write \"namespaced\" or \"cluster\"",
-                        ext.scope.get_ref()
+                        scope.get_ref()
                     ),
                 );
             }
+            externals.push(ext);
         }
         if !errors.is_empty() {
             return Err(errors.into());
@@ -285,11 +324,10 @@ impl Config {
                     source: base.join(a.source.into_inner()),
                 })
                 .collect(),
-            externals: raw
-                .external
+            externals: externals
                 .into_iter()
                 .map(|e| ExternalKind {
-                    scope: scope_of(e.scope.get_ref()).unwrap_or(Scope::Namespaced),
+                    scope: e.scope.and_then(|s| scope_of(s.get_ref())),
                     path: e.path.into_inner(),
                     group: e.group.into_inner(),
                     version: e.version.into_inner(),
@@ -303,6 +341,75 @@ impl Config {
                 reconcilers: base.join(s.reconcilers),
                 samples: base.join(s.samples),
             }),
+        })
+    }
+}
+
+/// An `[[external]]` with every field but `scope` given or taken from its path.
+struct FilledExternal {
+    path: Spanned<String>,
+    group: Spanned<String>,
+    version: Spanned<String>,
+    kind: Spanned<String>,
+    plural: Spanned<String>,
+    scope: Option<Spanned<String>>,
+    status: bool,
+    reconciler: bool,
+}
+
+/// The API group of each module of k8s-openapi's `api` tree (and of its
+/// `apiextensions` and `apiregistration` kinds), by the module's name. A test
+/// (`codegen/tests/k8s_openapi_paths.rs`) checks it against k8s-openapi's
+/// `Resource::GROUP` for a kind of every group.
+const K8S_OPENAPI_GROUPS: &[(&str, &str)] = &[
+    ("admissionregistration", "admissionregistration.k8s.io"),
+    ("apiextensions", "apiextensions.k8s.io"),
+    ("apiregistration", "apiregistration.k8s.io"),
+    ("apiserverinternal", "internal.apiserver.k8s.io"),
+    ("apps", "apps"),
+    ("authentication", "authentication.k8s.io"),
+    ("authorization", "authorization.k8s.io"),
+    ("autoscaling", "autoscaling"),
+    ("batch", "batch"),
+    ("certificates", "certificates.k8s.io"),
+    ("coordination", "coordination.k8s.io"),
+    ("core", ""),
+    ("discovery", "discovery.k8s.io"),
+    ("events", "events.k8s.io"),
+    ("flowcontrol", "flowcontrol.apiserver.k8s.io"),
+    ("networking", "networking.k8s.io"),
+    ("node", "node.k8s.io"),
+    ("policy", "policy"),
+    ("rbac", "rbac.authorization.k8s.io"),
+    ("resource", "resource.k8s.io"),
+    ("scheduling", "scheduling.k8s.io"),
+    ("storage", "storage.k8s.io"),
+    ("storagemigration", "storagemigration.k8s.io"),
+];
+
+impl ExternalKind {
+    /// The kind a k8s-openapi path names, `k8s_openapi::api::<group>::<version>::<Kind>`:
+    /// group, version and kind from the path, the plural by Kubernetes' rules
+    /// (`NetworkPolicy` → `networkpolicies`), scope left to the type, no status
+    /// verbs and no reconciler. `None` for any other path.
+    pub fn from_k8s_openapi_path(path: &str) -> Option<ExternalKind> {
+        let segments: Vec<&str> = path.split("::").map(str::trim).collect();
+        let [.., module, version, kind] = segments.as_slice() else {
+            return None;
+        };
+        if segments.first() != Some(&"k8s_openapi") || !is_kube_version(version).is_empty() {
+            return None;
+        }
+        let group = K8S_OPENAPI_GROUPS.iter().find(|(m, _)| m == module)?.1;
+        Some(ExternalKind {
+            path: path.to_owned(),
+            group: group.to_owned(),
+            version: (*version).to_owned(),
+            kind: (*kind).to_owned(),
+            plural: crate::model::pluralize(kind),
+            scope: None,
+            status: false,
+            reconciler: false,
         })
     }
 }
@@ -345,8 +452,41 @@ scope = "namespaced"
         assert_eq!(config.output, Path::new("/repo/generated/src"));
         assert!(config.reconcilers);
         assert_eq!(config.apis[0].source, Path::new("/repo/apis/src/v1alpha1"));
-        assert_eq!(config.externals[0].scope, Scope::Namespaced);
+        assert_eq!(config.externals[0].scope, Some(Scope::Namespaced));
         assert!(!config.externals[0].status);
+    }
+
+    #[test]
+    fn a_k8s_openapi_kind_needs_only_its_path() {
+        let config = parse(
+            "output = \"g\"\n[[external]]\npath = \"k8s_openapi::api::networking::v1::NetworkPolicy\"\nreconciler = true\n",
+        )
+        .unwrap();
+        let ext = &config.externals[0];
+        assert_eq!(
+            (
+                ext.group.as_str(),
+                ext.version.as_str(),
+                ext.kind.as_str(),
+                ext.plural.as_str()
+            ),
+            ("networking.k8s.io", "v1", "NetworkPolicy", "networkpolicies")
+        );
+        assert_eq!((ext.scope, ext.status, ext.reconciler), (None, false, true));
+        // A given field wins over the path's.
+        let config = parse(
+            "output = \"g\"\n[[external]]\npath = \"k8s_openapi::api::core::v1::Pod\"\nscope = \"namespaced\"\nstatus = true\n",
+        )
+        .unwrap();
+        assert_eq!(config.externals[0].scope, Some(Scope::Namespaced));
+        assert!(config.externals[0].status);
+
+        let err = parse("output = \"g\"\n[[external]]\npath = \"widgets::v1::Widget\"\n").unwrap_err();
+        assert_eq!(
+            err,
+            "error: codegen.toml:3:8: external[0] has no group, version, kind, plural; its path \"widgets::v1::Widget\" \
+             is not a k8s-openapi kind (k8s_openapi::api::<group>::<version>::<Kind>) to take them from; add them"
+        );
     }
 
     #[test]

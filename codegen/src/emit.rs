@@ -486,8 +486,11 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     let verbs = k.verbs.as_ref().filter(|v| !v.is_empty())?;
     let kind = &k.kind;
     let constructors = match k.scope {
-        Scope::Namespaced => "`Client::new(&ctx, namespace)` or `Client::all_namespaces(&ctx)`",
-        Scope::Cluster => "`Client::cluster(&ctx)`",
+        Some(Scope::Namespaced) => "`Client::new(&ctx, namespace)` or `Client::all_namespaces(&ctx)`",
+        Some(Scope::Cluster) => "`Client::cluster(&ctx)`",
+        None => {
+            "`Client::new(&ctx, namespace)` or `Client::all_namespaces(&ctx)` if it is namespaced, `Client::cluster(&ctx)` if not"
+        }
     };
     let doc = docs(&format!(
         "A typed client for `{kind}` objects ({constructors}), with the verbs its `#[genclient]` allows."
@@ -520,10 +523,13 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
         return None;
     }
     let lister_doc = match k.scope {
-        Scope::Namespaced => {
+        Some(Scope::Namespaced) => {
             "The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace."
         }
-        Scope::Cluster => "The lister over [`get`]'s cache.",
+        Some(Scope::Cluster) => "The lister over [`get`]'s cache.",
+        None => {
+            "The lister over [`get`]'s cache; `.namespaced(ns)` narrows a namespaced kind's to one namespace."
+        }
     };
     let lister_doc = docs(lister_doc);
     let get_doc = docs(&format!(

@@ -21,7 +21,8 @@ pub(crate) struct KindPlan {
     pub(crate) group: String,
     pub(crate) version: String,
     pub(crate) plural: String,
-    pub(crate) scope: Scope,
+    /// `None` for an external kind whose config leaves the scope to the type.
+    pub(crate) scope: Option<Scope>,
     pub(crate) docs: Vec<String>,
     /// The client's verbs; `None` when the kind has no `#[genclient]`.
     pub(crate) verbs: Option<BTreeSet<Verb>>,
@@ -236,7 +237,7 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
         group: model.group.clone(),
         version: model.version.clone(),
         plural: model.plural.clone(),
-        scope: model.scope,
+        scope: Some(model.scope),
         docs: model.docs.clone(),
         verbs: model.genclient.as_ref().map(|c| c.verbs.clone()),
         has_status: model.status.is_some(),

@@ -240,7 +240,7 @@ fn a_custom_group_named_like_a_kubernetes_group_gets_a_module_of_its_own() {
             version: "v1".into(),
             kind: "Job".into(),
             plural: "jobs".into(),
-            scope: kinject_codegen::model::Scope::Namespaced,
+            scope: Some(kinject_codegen::model::Scope::Namespaced),
             status: true,
             reconciler: false,
         }],

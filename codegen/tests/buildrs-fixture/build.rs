@@ -12,7 +12,7 @@ fn main() {
             version: "v1".into(),
             kind: "Pod".into(),
             plural: "pods".into(),
-            scope: Scope::Namespaced,
+            scope: Some(Scope::Namespaced),
             status: true,
             // A reconciler of Pods, generated as for our own kinds.
             reconciler: true,

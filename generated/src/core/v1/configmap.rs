@@ -12,7 +12,8 @@ use kinject_runtime::lister::Lister;
 use kube::core::Selector;
 
 /// A typed client for `ConfigMap` objects (`Client::new(&ctx, namespace)` or
-/// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+/// `Client::all_namespaces(&ctx)` if it is namespaced, `Client::cluster(&ctx)` if not), with
+/// the verbs its `#[genclient]` allows.
 pub type Client = TypedClient<ConfigMap, Verbs>;
 
 /// The verbs `#[genclient]` allows for `ConfigMap`.
@@ -39,7 +40,8 @@ pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<ConfigMap> {
     ctx.filtered_informer::<ConfigMap>(selector)
 }
 
-/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows a namespaced kind's to one
+/// namespace.
 pub fn lister(ctx: &Context) -> Lister<ConfigMap> {
     get(ctx).lister()
 }

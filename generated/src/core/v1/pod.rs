@@ -12,7 +12,8 @@ use kinject_runtime::lister::Lister;
 use kube::core::Selector;
 
 /// A typed client for `Pod` objects (`Client::new(&ctx, namespace)` or
-/// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+/// `Client::all_namespaces(&ctx)` if it is namespaced, `Client::cluster(&ctx)` if not), with
+/// the verbs its `#[genclient]` allows.
 pub type Client = TypedClient<Pod>;
 
 /// The shared informer of `Pod` objects in the context's scope; registered with the context
@@ -26,7 +27,8 @@ pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Pod> {
     ctx.filtered_informer::<Pod>(selector)
 }
 
-/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows a namespaced kind's to one
+/// namespace.
 pub fn lister(ctx: &Context) -> Lister<Pod> {
     get(ctx).lister()
 }

@@ -12,7 +12,8 @@ use kinject_runtime::lister::Lister;
 use kube::core::Selector;
 
 /// A typed client for `Service` objects (`Client::new(&ctx, namespace)` or
-/// `Client::all_namespaces(&ctx)`), with the verbs its `#[genclient]` allows.
+/// `Client::all_namespaces(&ctx)` if it is namespaced, `Client::cluster(&ctx)` if not), with
+/// the verbs its `#[genclient]` allows.
 pub type Client = TypedClient<Service>;
 
 /// The shared informer of `Service` objects in the context's scope; registered with the
@@ -26,7 +27,8 @@ pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Service> {
     ctx.filtered_informer::<Service>(selector)
 }
 
-/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
+/// The lister over [`get`]'s cache; `.namespaced(ns)` narrows a namespaced kind's to one
+/// namespace.
 pub fn lister(ctx: &Context) -> Lister<Service> {
     get(ctx).lister()
 }
