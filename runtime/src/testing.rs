@@ -20,7 +20,9 @@
 //! Created objects are compared as the reconciler sent them: an object created
 //! with `generateName` has no name in the request; the server names it
 //! `<generateName>00001`, `00002`, … (Knative's generate-name reactor), which
-//! later reads see.
+//! later reads see. Uids are deterministic: an object seeded without one, or
+//! created by the reconcile, gets [`uid_for`]`(resource, namespace, name)`, so
+//! an expected status or owner reference can name it.
 //!
 //! Input objects cannot be soiled by a reconcile: the informer cache hands out
 //! decoded copies, and the rows keep their own values.
@@ -32,7 +34,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinject_testenv::{Action, NameGenerator, Reactor, TestEnv};
+use kinject_testenv::{Action, NameGenerator, Reactor, TestEnv, UidGenerator};
 use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -45,6 +47,11 @@ use crate::network::DEFAULT_CLUSTER_DOMAIN;
 use crate::reconciler::SharedRecorder;
 
 pub use kinject_testenv as testenv;
+/// The uid a row's API server gives the object `name` in `namespace` of
+/// `resource` (`"pods"`, `"addressableservices.samples.knative.dev"`), whether
+/// the row seeds it without one or the reconcile creates it: expected objects
+/// write server-set uids (owner references, uids a status records) with it.
+pub use kinject_testenv::uid_for;
 
 /// An object as a row's input or expectation.
 pub fn obj<T: Serialize>(value: &T) -> Value {
@@ -207,6 +214,7 @@ pub async fn run_row(
 ) -> Result<(), Vec<String>> {
     let env = TestEnv::builder()
         .name_generator(NameGenerator::Sequential(Arc::default()))
+        .uid_generator(UidGenerator::deterministic())
         .build();
     let key_namespace = row.key.split_once('/').map(|(ns, _)| ns);
     seed(&env, crds, &row.objects, key_namespace)
@@ -271,7 +279,9 @@ pub fn context(
     crds: &[CustomResourceDefinition],
     objects: impl IntoIterator<Item = Value>,
 ) -> Result<(Context, TestEnv), Box<dyn std::error::Error + Send + Sync>> {
-    let env = TestEnv::new();
+    let env = TestEnv::builder()
+        .uid_generator(UidGenerator::deterministic())
+        .build();
     let objects: Vec<Value> = objects.into_iter().collect();
     seed(&env, crds, &objects, None)?;
     let ctx = Context::builder(env.client())

@@ -71,7 +71,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use hooks::{Action, Reactor};
-pub use names::NameGenerator;
+pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use resource::{BuiltinKind, builtin_kinds};
 pub use server::Server;
 pub use service::{ResponseBody, TestEnvService};
@@ -155,6 +155,7 @@ impl Inner {
 pub struct Builder {
     config: Config,
     names: NameGenerator,
+    uids: UidGenerator,
     latency: Duration,
     namespaces: Vec<String>,
     controllers: controllers::Controllers,
@@ -188,6 +189,15 @@ impl Builder {
     #[must_use]
     pub fn name_generator(mut self, g: NameGenerator) -> Self {
         self.names = g;
+        self
+    }
+
+    /// How new objects get their uid (default: random, as kube-apiserver).
+    /// [`UidGenerator::deterministic`] makes them predictable with [`uid_for`],
+    /// for seeded objects without one too.
+    #[must_use]
+    pub fn uid_generator(mut self, g: UidGenerator) -> Self {
+        self.uids = g;
         self
     }
 
@@ -236,6 +246,7 @@ impl Builder {
             store: Store::new(self.config.history),
             resources: resource::builtins().into_iter().map(Arc::new).collect(),
             names: self.names,
+            uids: self.uids,
             controllers: self.controllers,
         };
         let (close_watches, _) = tokio::sync::watch::channel(0);
@@ -294,6 +305,7 @@ impl TestEnv {
                 port: 0,
             },
             names: NameGenerator::Random,
+            uids: UidGenerator::Random,
             latency: Duration::ZERO,
             namespaces: Vec::new(),
             controllers: controllers::Controllers::default(),
@@ -373,8 +385,10 @@ impl TestEnv {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
             }
             meta.remove("resourceVersion");
-            meta.entry("uid")
-                .or_insert_with(|| Value::String(uuid::Uuid::new_v4().to_string()));
+            if !meta.contains_key("uid") {
+                let uid = self.inner.state().uids.generate(&def.resource_name(), &ns, &name);
+                meta.insert("uid".into(), Value::String(uid));
+            }
             meta.entry("creationTimestamp")
                 .or_insert_with(|| Value::String(state::now()));
             if def.generation {

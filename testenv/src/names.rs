@@ -1,4 +1,4 @@
-//! `metadata.generateName` suffixes.
+//! `metadata.generateName` suffixes and `metadata.uid`s.
 
 use std::fmt;
 use std::sync::Arc;
@@ -56,6 +56,55 @@ impl fmt::Debug for NameGenerator {
     }
 }
 
+/// How the server gives new objects their `metadata.uid`.
+#[derive(Clone, Debug, Default)]
+pub enum UidGenerator {
+    /// A random version-4 UUID, as kube-apiserver does.
+    #[default]
+    Random,
+    /// A name-based UUID of the object's resource, namespace and name (and how
+    /// many objects of that name were created before), so a test can write the
+    /// uid it expects with [`uid_for`] instead of deleting it from what it
+    /// compares.
+    Deterministic(Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>),
+}
+
+impl UidGenerator {
+    /// The deterministic generator.
+    pub fn deterministic() -> Self {
+        Self::Deterministic(Arc::default())
+    }
+
+    /// The uid of a new object `name` in `namespace` of `resource` (see [`uid_for`]).
+    pub(crate) fn generate(&self, resource: &str, namespace: &str, name: &str) -> String {
+        match self {
+            Self::Random => uuid::Uuid::new_v4().to_string(),
+            Self::Deterministic(created) => {
+                let key = format!("{resource}/{namespace}/{name}");
+                let mut created = created.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let earlier = created.entry(key).or_insert(0);
+                let uid = nth_uid(resource, namespace, name, *earlier);
+                *earlier += 1;
+                uid
+            }
+        }
+    }
+}
+
+/// The uid a server with [`UidGenerator::Deterministic`] gives the first
+/// object `name` in `namespace` (empty for cluster-scoped kinds) of
+/// `resource`: the plural, with its group unless it is the core group's
+/// (`"pods"`, `"addressableservices.samples.knative.dev"`). An object created
+/// again under the same name gets another.
+pub fn uid_for(resource: &str, namespace: &str, name: &str) -> String {
+    nth_uid(resource, namespace, name, 0)
+}
+
+fn nth_uid(resource: &str, namespace: &str, name: &str, earlier: u64) -> String {
+    let identity = format!("kinject-testenv:{resource}/{namespace}/{name}#{earlier}");
+    uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, identity.as_bytes()).to_string()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,5 +121,17 @@ mod tests {
         let n = NameGenerator::Random.generate("x-");
         assert_eq!(n.len(), 7);
         assert!(n[2..].bytes().all(|b| ALPHABET.contains(&b)));
+    }
+
+    #[test]
+    fn deterministic_uids_are_uid_for_then_differ_on_recreation() {
+        let g = UidGenerator::deterministic();
+        let first = g.generate("pods", "ns", "web");
+        assert_eq!(first, uid_for("pods", "ns", "web"));
+        assert_ne!(g.generate("pods", "ns", "web"), first, "a new object, a new uid");
+        assert_ne!(uid_for("pods", "ns", "web"), uid_for("pods", "other", "web"));
+        assert_ne!(uid_for("pods", "", "web"), uid_for("configmaps", "", "web"));
+        assert_eq!(first.len(), 36);
+        assert_ne!(UidGenerator::Random.generate("pods", "ns", "web"), first);
     }
 }

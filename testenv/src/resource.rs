@@ -87,6 +87,16 @@ pub(crate) fn json_path_pointer(path: &str) -> String {
 impl ResourceDef {
     /// Where objects are stored. events.k8s.io/v1 Events share core/v1's storage: in
     /// kube-apiserver they are one resource seen through two API versions.
+    /// `pods`, `addressableservices.samples.knative.dev`: the resource as
+    /// kubectl names it, which deterministic uids are derived from.
+    pub(crate) fn resource_name(&self) -> String {
+        if self.group.is_empty() {
+            self.plural.clone()
+        } else {
+            format!("{}.{}", self.plural, self.group)
+        }
+    }
+
     pub(crate) fn key(&self) -> ResKey {
         if self.builtin() == Some(Builtin::EventsV1Event) {
             return ResKey::new("", "events");

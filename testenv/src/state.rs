@@ -123,6 +123,7 @@ pub(crate) struct State {
     pub(crate) store: Store,
     pub(crate) resources: Vec<Arc<ResourceDef>>,
     pub(crate) names: NameGenerator,
+    pub(crate) uids: crate::names::UidGenerator,
     pub(crate) controllers: crate::controllers::Controllers,
 }
 
@@ -551,6 +552,7 @@ impl State {
                 crate::crds::accept(&mut obj);
             }
         }
+        let uid = self.uids.generate(&def.resource_name(), &ns, &name);
         with_meta(&mut obj, |meta| {
             for k in [
                 "deletionTimestamp",
@@ -564,7 +566,7 @@ impl State {
             if let Some(mf) = &opts.managed_fields {
                 meta.insert("managedFields".into(), mf.clone());
             }
-            meta.insert("uid".into(), json!(uuid::Uuid::new_v4().to_string()));
+            meta.insert("uid".into(), json!(uid));
             meta.insert("creationTimestamp".into(), json!(now()));
             if def.generation {
                 meta.insert("generation".into(), json!(1));

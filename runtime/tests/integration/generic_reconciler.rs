@@ -17,7 +17,7 @@ use kinject_runtime::reconciler::{
     ReconcileResult, StatusHooks, WithFinalizer, new_impl,
 };
 use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
-use kinject_runtime::testing::{PatchAction, Table, TableRow, obj};
+use kinject_runtime::testing::{PatchAction, Table, TableRow, obj, run_row, uid_for};
 use kinject_runtime::tracker::Reference;
 use kube::api::ObjectMeta;
 use tokio_util::sync::CancellationToken;
@@ -537,4 +537,91 @@ async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
         .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
         .collect();
     assert_eq!(on_rut, ["patch", "update status"]);
+}
+
+static STATUS_ONLY: KindConfig<AddressableService> = KindConfig {
+    agent_name: "addressableservice-controller",
+    finalizer_name: FINALIZER,
+    class_keys: &[],
+    status: Some(StatusHooks::new()),
+    krshaped: None,
+};
+
+/// Creates a ConfigMap it owns and records the uid the server gave it.
+struct RecordsItsChild {
+    ctx: Context,
+}
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<AddressableService> for RecordsItsChild {
+    type Finalizer = NoFinalizer;
+
+    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+        let mut settings = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("rut-settings".into()),
+                namespace: Some("ns".into()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        kinject_runtime::owner::set_controller_ref(&mut settings, asvc).map_err(Error::permanent)?;
+        let created = kube::Api::<ConfigMap>::namespaced(self.ctx.client(), "ns")
+            .create(&Default::default(), &settings)
+            .await?;
+        let status = asvc.status.get_or_insert_with(Default::default);
+        status
+            .status
+            .annotations
+            .insert("settings-uid".into(), created.metadata.uid.unwrap_or_default());
+        Ok(None)
+    }
+}
+
+/// Table rows name server-set uids with `uid_for`: the seeded parent (given
+/// without a uid) in the child's owner reference, the created child in the
+/// status that records it.
+#[tokio::test]
+async fn rows_name_the_uids_the_server_sets() {
+    let parent_uid = uid_for("addressableservices.samples.knative.dev", "ns", "rut");
+    let child_uid = uid_for("configmaps", "ns", "rut-settings");
+    assert_ne!(parent_uid, child_uid);
+    let mut stored = rut(&[], false);
+    stored.status = None;
+    let mut want_child = serde_json::json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "rut-settings", "namespace": "ns", "ownerReferences": [{
+            "apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+            "name": "rut", "uid": parent_uid, "controller": true, "blockOwnerDeletion": true
+        }]}
+    });
+    let mut want_status = stored.clone();
+    want_status.metadata.uid = Some(parent_uid.clone());
+    let status = want_status.status.get_or_insert_with(Default::default);
+    status.status.annotations.insert("settings-uid".into(), child_uid);
+    let constructor = |ctx: &Context| -> Impl {
+        new_impl(
+            ctx,
+            RecordsItsChild { ctx: ctx.clone() },
+            &STATUS_ONLY,
+            None,
+            Options::default(),
+        )
+    };
+    let crds = [kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap()];
+    let row = |want_child: serde_json::Value| TableRow {
+        name: "records its child's uid",
+        objects: vec![obj(&stored)],
+        key: "ns/rut",
+        want_creates: vec![want_child],
+        want_status_updates: vec![obj(&want_status)],
+        ..TableRow::default()
+    };
+    let outcome = run_row(&crds, &row(want_child.clone()), &constructor).await;
+    assert_eq!(outcome, Ok(()));
+
+    // The same row fails with another uid where one is expected.
+    want_child["metadata"]["ownerReferences"][0]["uid"] = serde_json::json!("another");
+    let problems = run_row(&crds, &row(want_child), &constructor).await.unwrap_err();
+    assert!(problems[0].starts_with("create #1 differs"), "{problems:?}");
 }
