@@ -81,7 +81,7 @@ impl<K: Object> Lister<K> {
         self.store
             .read()
             .keys()
-            .map(|k| (k.namespace.to_string(), k.name.to_string()))
+            .map(|(namespace, name)| (namespace.to_owned(), name.to_owned()))
             .collect()
     }
 

@@ -10,17 +10,17 @@
 //! it costs under 3 KB, and every read decodes it again (tens of
 //! microseconds). The `cache-memory` and `lister-read` examples measure both.
 //!
-//! Label keys and values are interned per cache, so the entry itself holds
-//! its labels as a few integers: a list by label walks the entries without
-//! following a pointer per object, whichever form the objects are in.
+//! Entries are kept by namespace, then by name, so a lookup compares names
+//! (plain strings, no namespace per comparison) and a namespace is one map to
+//! walk. Label keys and values are interned per cache, so the entry itself
+//! holds its labels as a few integers: a list by label walks the entries
+//! without following a pointer per object, whichever form the objects are in.
 //!
 //! Relists are applied in place: objects from the new list are upserted as they
 //! arrive and the ones the list did not mention are removed when it ends. The
 //! cache never holds two copies of the world, and handlers see exactly the
 //! changes (an object with an unchanged resourceVersion is not an update).
 
-use std::borrow::Borrow;
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
@@ -46,50 +46,6 @@ impl StoreKey {
             namespace: meta.namespace.as_deref().unwrap_or_default().into(),
             name: meta.name.as_deref().unwrap_or_default().into(),
         }
-    }
-}
-
-/// A key as borrowed strings, so a lister `get` looks the map up without
-/// allocating a [`StoreKey`]. It orders exactly as `StoreKey` does.
-trait KeyRef {
-    fn parts(&self) -> (&str, &str);
-}
-
-impl KeyRef for StoreKey {
-    fn parts(&self) -> (&str, &str) {
-        (&self.namespace, &self.name)
-    }
-}
-
-impl KeyRef for (&str, &str) {
-    fn parts(&self) -> (&str, &str) {
-        (self.0, self.1)
-    }
-}
-
-impl<'a> Borrow<dyn KeyRef + 'a> for StoreKey {
-    fn borrow(&self) -> &(dyn KeyRef + 'a) {
-        self
-    }
-}
-
-impl PartialEq for dyn KeyRef + '_ {
-    fn eq(&self, other: &Self) -> bool {
-        self.parts() == other.parts()
-    }
-}
-
-impl Eq for dyn KeyRef + '_ {}
-
-impl PartialOrd for dyn KeyRef + '_ {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for dyn KeyRef + '_ {
-    fn cmp(&self, other: &Self) -> Ordering {
-        self.parts().cmp(&other.parts())
     }
 }
 
@@ -125,10 +81,10 @@ struct Entry<K> {
 }
 
 impl<K: Object> Entry<K> {
-    fn object(&self, key: &StoreKey) -> Result<Arc<K>, CacheError> {
+    fn object(&self, namespace: &str, name: &str) -> Result<Arc<K>, CacheError> {
         match &self.body {
             Body::Decoded(obj) => Ok(obj.clone()),
-            Body::Json(bytes) => decode::<K>(key, bytes).map(Arc::new),
+            Body::Json(bytes) => decode::<K>(namespace, name, bytes).map(Arc::new),
         }
     }
 }
@@ -161,11 +117,11 @@ pub struct CacheError {
 }
 
 impl CacheError {
-    fn new<K: Object>(action: &'static str, key: &StoreKey, source: serde_json::Error) -> Self {
-        let key = if key.namespace.is_empty() {
-            key.name.to_string()
+    fn new<K: Object>(action: &'static str, namespace: &str, name: &str, source: serde_json::Error) -> Self {
+        let key = if namespace.is_empty() {
+            name.to_owned()
         } else {
-            format!("{}/{}", key.namespace, key.name)
+            format!("{namespace}/{name}")
         };
         CacheError {
             action,
@@ -178,7 +134,8 @@ impl CacheError {
 
 pub(crate) struct Store<K> {
     format: CacheFormat,
-    entries: BTreeMap<StoreKey, Entry<K>>,
+    /// By namespace (empty for cluster-scoped kinds), then by name.
+    entries: BTreeMap<Box<str>, BTreeMap<Box<str>, Entry<K>>>,
     /// The label strings of every entry, each held once.
     labels: Interner,
     indexes: Vec<Index<K>>,
@@ -198,7 +155,18 @@ impl<K: Object> Store<K> {
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.values().map(BTreeMap::len).sum()
+    }
+
+    fn entry(&self, namespace: &str, name: &str) -> Option<&Entry<K>> {
+        self.entries.get(namespace)?.get(name)
+    }
+
+    /// Every entry, ordered by namespace then name.
+    fn iter(&self) -> impl Iterator<Item = (&str, &str, &Entry<K>)> {
+        self.entries
+            .iter()
+            .flat_map(|(ns, names)| names.iter().map(move |(name, e)| (&**ns, &**name, e)))
     }
 
     /// Inserts or replaces an object. Returns the change, or `None` when the
@@ -209,18 +177,18 @@ impl<K: Object> Store<K> {
             seen.insert(key.clone());
         }
         let resource_version = obj.meta().resource_version.as_deref().unwrap_or_default();
-        let old = match self.entries.get(&key) {
+        let old = match self.entry(&key.namespace, &key.name) {
             Some(entry) if &*entry.resource_version == resource_version && !resource_version.is_empty() => {
                 return Ok(None);
             }
-            Some(entry) => Some(entry.object(&key)?),
+            Some(entry) => Some(entry.object(&key.namespace, &key.name)?),
             None => None,
         };
         let body = match self.format {
             CacheFormat::Decoded => None,
             CacheFormat::Json => Some(Body::Json(
                 serde_json::to_vec(&obj)
-                    .map_err(|e| CacheError::new::<K>("encode", &key, e))?
+                    .map_err(|e| CacheError::new::<K>("encode", &key.namespace, &key.name, e))?
                     .into_boxed_slice(),
             )),
         };
@@ -240,7 +208,8 @@ impl<K: Object> Store<K> {
         };
         self.unindex(&key);
         self.index(&key, &entry);
-        if let Some(replaced) = self.entries.insert(key, entry) {
+        let StoreKey { namespace, name } = key;
+        if let Some(replaced) = self.entries.entry(namespace).or_default().insert(name, entry) {
             self.labels.release_labels(&replaced.labels);
         }
         Ok(Some(match old {
@@ -259,7 +228,9 @@ impl<K: Object> Store<K> {
     /// the last good version deleted.
     pub(crate) fn forget(&mut self, key: &StoreKey) -> Result<Option<Change<K>>, CacheError> {
         match self.take(key) {
-            Some(entry) => entry.object(key).map(|last| Some(Change::Deleted(last))),
+            Some(entry) => entry
+                .object(&key.namespace, &key.name)
+                .map(|last| Some(Change::Deleted(last))),
             None => Ok(None),
         }
     }
@@ -275,16 +246,18 @@ impl<K: Object> Store<K> {
             return (Vec::new(), Vec::new());
         };
         let gone: Vec<StoreKey> = self
-            .entries
             .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
+            .map(|(namespace, name)| StoreKey {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+            .filter(|k| !seen.contains(k))
             .collect();
         let mut changes = Vec::with_capacity(gone.len());
         let mut errors = Vec::new();
         for key in gone {
             if let Some(entry) = self.take(&key) {
-                match entry.object(&key) {
+                match entry.object(&key.namespace, &key.name) {
                     Ok(last) => changes.push(Change::Deleted(last)),
                     Err(e) => errors.push(e),
                 }
@@ -294,10 +267,8 @@ impl<K: Object> Store<K> {
     }
 
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, CacheError> {
-        let key: &dyn KeyRef = &(namespace, name);
-        self.entries
-            .get_key_value(key)
-            .map(|(k, e)| e.object(k))
+        self.entry(namespace, name)
+            .map(|e| e.object(namespace, name))
             .transpose()
     }
 
@@ -310,37 +281,30 @@ impl<K: Object> Store<K> {
         let Some(selector) = selector.resolve(&self.labels) else {
             return Ok(Vec::new());
         };
-        let range: Box<dyn Iterator<Item = (&StoreKey, &Entry<K>)>> = match namespace {
-            // The map is ordered by namespace first, so a namespace is a range:
-            // this is the built-in namespace index.
-            Some(ns) => Box::new(
-                self.entries
-                    .range(
-                        StoreKey {
-                            namespace: ns.into(),
-                            name: "".into(),
-                        }..,
-                    )
-                    .take_while(move |(k, _)| &*k.namespace == ns),
-            ),
-            None => Box::new(self.entries.iter()),
+        let entries: Box<dyn Iterator<Item = (&str, &str, &Entry<K>)>> = match namespace {
+            Some(ns) => match self.entries.get_key_value(ns) {
+                Some((ns, names)) => Box::new(names.iter().map(move |(name, e)| (&**ns, &**name, e))),
+                None => return Ok(Vec::new()),
+            },
+            None => Box::new(self.iter()),
         };
-        range
-            .filter(|(_, e)| selector.matches(&e.labels))
-            .map(|(k, e)| e.object(k))
+        entries
+            .filter(|(_, _, e)| selector.matches(&e.labels))
+            .map(|(ns, name, e)| e.object(ns, name))
             .collect()
     }
 
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &StoreKey> {
-        self.entries.keys()
+    /// The `(namespace, name)` of every entry, ordered.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(namespace, name, _)| (namespace, name))
     }
 
     /// Every cached object; used for resyncs and late handlers.
     pub(crate) fn all(&self) -> (Vec<Arc<K>>, Vec<CacheError>) {
-        let mut objects = Vec::with_capacity(self.entries.len());
+        let mut objects = Vec::with_capacity(self.len());
         let mut errors = Vec::new();
-        for (k, e) in &self.entries {
-            match e.object(k) {
+        for (namespace, name, e) in self.iter() {
+            match e.object(namespace, name) {
                 Ok(obj) => objects.push(obj),
                 Err(err) => errors.push(err),
             }
@@ -366,8 +330,12 @@ impl<K: Object> Store<K> {
             }
         };
         let func = self.indexes[position].func.clone();
-        for (key, entry) in &mut self.entries {
-            let obj = entry.object(key)?;
+        let entries = self
+            .entries
+            .iter_mut()
+            .flat_map(|(ns, names)| names.iter_mut().map(move |(name, e)| (&**ns, &**name, e)));
+        for (namespace, name, entry) in entries {
+            let obj = entry.object(namespace, name)?;
             let values = boxed_values(func(&obj));
             let mut all: Vec<Box<[Box<str>]>> = std::mem::take(&mut entry.index_values).into_vec();
             all.resize_with(self.indexes.len(), Default::default);
@@ -377,7 +345,10 @@ impl<K: Object> Store<K> {
                     .keys_by_value
                     .entry(v.clone())
                     .or_default()
-                    .insert(key.clone());
+                    .insert(StoreKey {
+                        namespace: namespace.into(),
+                        name: name.into(),
+                    });
             }
             entry.index_values = all.into_boxed_slice();
         }
@@ -398,8 +369,8 @@ impl<K: Object> Store<K> {
             return Ok(Vec::new());
         };
         keys.iter()
-            .filter_map(|k| self.entries.get(k).map(|e| (k, e)))
-            .map(|(k, e)| e.object(k).map_err(IndexError::Cache))
+            .filter_map(|k| self.entry(&k.namespace, &k.name).map(|e| (k, e)))
+            .map(|(k, e)| e.object(&k.namespace, &k.name).map_err(IndexError::Cache))
             .collect()
     }
 
@@ -418,13 +389,21 @@ impl<K: Object> Store<K> {
     /// Removes `key`'s entry, with everything that refers to it.
     fn take(&mut self, key: &StoreKey) -> Option<Entry<K>> {
         self.unindex(key);
-        let entry = self.entries.remove(key)?;
+        let names = self.entries.get_mut(&key.namespace)?;
+        let entry = names.remove(&key.name)?;
+        if names.is_empty() {
+            self.entries.remove(&key.namespace);
+        }
         self.labels.release_labels(&entry.labels);
         Some(entry)
     }
 
     fn unindex(&mut self, key: &StoreKey) {
-        let Some(entry) = self.entries.get(key) else {
+        let Some(entry) = self
+            .entries
+            .get(&key.namespace)
+            .and_then(|names| names.get(&key.name))
+        else {
             return;
         };
         for (index, values) in self.indexes.iter_mut().zip(entry.index_values.iter()) {
@@ -464,8 +443,8 @@ fn boxed_values(values: Vec<String>) -> Box<[Box<str>]> {
     values.into_iter().map(String::into_boxed_str).collect()
 }
 
-fn decode<K: Object>(key: &StoreKey, bytes: &[u8]) -> Result<K, CacheError> {
-    serde_json::from_slice(bytes).map_err(|e| CacheError::new::<K>("decode", key, e))
+fn decode<K: Object>(namespace: &str, name: &str, bytes: &[u8]) -> Result<K, CacheError> {
+    serde_json::from_slice(bytes).map_err(|e| CacheError::new::<K>("decode", namespace, name, e))
 }
 
 #[cfg(test)]
