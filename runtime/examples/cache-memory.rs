@@ -65,7 +65,8 @@ fn addressable_service(i: usize) -> Result<AddressableService, Box<dyn std::erro
         ..Addressable::default()
     });
     asvc.status = Some(status);
-    Ok(asvc)
+    // Through a `Value`, as the informer decodes what its watch delivers.
+    Ok(serde_json::from_value(serde_json::to_value(asvc)?)?)
 }
 
 /// Lists `n` objects into the informer; returns the live bytes it added.
