@@ -60,9 +60,9 @@ pub enum CacheFormat {
     /// large optional structs (a `Pod`) is several times their JSON.
     #[default]
     Decoded,
-    /// Each object as compact JSON, decoded on every read (microseconds for a
-    /// `Pod`, and a fresh copy each time). For kinds with many large objects,
-    /// when memory matters more than read time.
+    /// Each object as compact JSON, decoded on every read (tens of
+    /// microseconds for a `Pod`, and a fresh copy each time). For kinds with
+    /// many large objects, when memory matters more than read time.
     Json,
 }
 
