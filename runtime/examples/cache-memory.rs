@@ -1,7 +1,9 @@
-//! Bytes per cached object in an informer, measured with a counting allocator.
+//! Bytes per cached object in an informer, measured with a counting allocator,
+//! for each form the cache can hold objects in.
 //!
 //! ```sh
 //! cargo run --release -p kinject-runtime --example cache-memory
+//! cargo run --release -p kinject-runtime --example cache-memory -- json   # one form only
 //! ```
 //!
 //! Loads 10,000 copies of the reference Pod (1 container, a projected
@@ -13,10 +15,13 @@
 //! counted, as in the client-go and kube-runtime figures this is compared with:
 //! client-go's indexer holds the same pod in 6,158 B, a kube-runtime `Store` in
 //! 20,567 B. Then the pods are relisted once and the peak is reported.
+//!
+//! Each [`CacheFormat`] is measured in a process of its own (the example runs
+//! itself once per form), since a heap's peak cannot be reset.
 
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 use k8s_openapi::api::core::v1::Pod;
-use kinject_runtime::informer::Informer;
+use kinject_runtime::informer::{CacheFormat, Informer, InformerSettings};
 use kinject_runtime::injection::Context;
 use kinject_types::Object;
 use kinject_types::Url;
@@ -60,7 +65,8 @@ fn addressable_service(i: usize) -> Result<AddressableService, Box<dyn std::erro
         ..Addressable::default()
     });
     asvc.status = Some(status);
-    Ok(asvc)
+    // Through a `Value`, as the informer decodes what its watch delivers.
+    Ok(serde_json::from_value(serde_json::to_value(asvc)?)?)
 }
 
 /// Lists `n` objects into the informer; returns the live bytes it added.
@@ -78,36 +84,67 @@ fn load<K: Object>(
     Ok(live_bytes().saturating_sub(before))
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let format = match std::env::args().nth(1).as_deref() {
+        None => {
+            for form in ["decoded", "json"] {
+                let status = std::process::Command::new(std::env::current_exe()?)
+                    .arg(form)
+                    .status()?;
+                if !status.success() {
+                    return Err(format!("measuring the {form} cache failed: {status}").into());
+                }
+            }
+            return Ok(());
+        }
+        Some("decoded") => CacheFormat::Decoded,
+        Some("json") => CacheFormat::Json,
+        Some(other) => return Err(format!("unknown cache format {other:?}; use decoded or json").into()),
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .build()?
+        .block_on(measure(format))
+}
+
+async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {
     let _profiler = dhat::Profiler::builder().testing().build();
     // Informers are fed directly below; the client is never called.
     let offline = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
         Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
     });
-    let ctx = Context::new(kube::Client::new(offline, "default"));
+    let ctx = Context::builder(kube::Client::new(offline, "default"))
+        .informer_settings(InformerSettings::<Pod> {
+            cache: format,
+            ..Default::default()
+        })
+        .informer_settings(InformerSettings::<AddressableService> {
+            cache: format,
+            ..Default::default()
+        })
+        .build();
+    println!("{format:?}:");
     let pods = ctx.informer::<Pod>();
     let asvcs = ctx.informer::<AddressableService>();
 
     let json_len = serde_json::to_vec(&pod(0)?)?.len();
     let pod_bytes = load(&pods, N, |i| Ok(pod(i)?))?;
-    println!("pod json bytes (with managedFields): {json_len}");
-    println!("pod bytes/object: {}", pod_bytes / N);
-    println!("  ({N} pods, {pod_bytes} bytes; managedFields stripped as by default)");
+    println!("  pod json bytes (with managedFields): {json_len}");
+    println!("  pod bytes/object: {}", pod_bytes / N);
+    println!("    ({N} pods, {pod_bytes} bytes; managedFields stripped as by default)");
 
     let steady = live_bytes();
     let peak_before = peak_bytes();
     let relist_bytes = load(&pods, N, |i| Ok(pod(i)?))?;
     let relist_peak = peak_bytes().max(peak_before).saturating_sub(steady - pod_bytes);
     println!(
-        "pod relist: steady {pod_bytes} bytes, peak {relist_peak} bytes ({:.2}x), {relist_bytes} bytes added",
+        "  pod relist: steady {pod_bytes} bytes, peak {relist_peak} bytes ({:.2}x), {relist_bytes} bytes added",
         relist_peak as f64 / pod_bytes.max(1) as f64
     );
 
     let asvc_json = serde_json::to_vec(&addressable_service(0)?)?.len();
     let asvc_bytes = load(&asvcs, N, addressable_service)?;
-    println!("addressableservice json bytes: {asvc_json}");
-    println!("addressableservice bytes/object: {}", asvc_bytes / N);
+    println!("  addressableservice json bytes: {asvc_json}");
+    println!("  addressableservice bytes/object: {}", asvc_bytes / N);
 
     let lister = pods.lister();
     for i in (0..N).step_by(97) {

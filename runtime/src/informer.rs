@@ -55,7 +55,7 @@ use crate::events::{Event, Recorder};
 use crate::lister::Lister;
 use crate::store::{Change, Store, StoreKey};
 
-pub use crate::store::{CacheError, IndexError, IndexFn};
+pub use crate::store::{CacheError, CacheFormat, IndexError, IndexFn};
 
 /// Knative's default handler resync period.
 pub const DEFAULT_RESYNC_PERIOD: Duration = Duration::from_secs(10 * 60 * 60);
@@ -248,6 +248,10 @@ pub struct InformerSettings<K> {
     pub streaming_lists: bool,
     /// Page size of the initial list (kube's default is 500).
     pub page_size: Option<u32>,
+    /// How the cache holds objects: decoded once and shared (the default:
+    /// reads cost no decoding, memory is the kind's typed size) or as compact
+    /// JSON (a fraction of the memory for large kinds, decoded on every read).
+    pub cache: CacheFormat,
 }
 
 impl<K> Default for InformerSettings<K> {
@@ -257,6 +261,7 @@ impl<K> Default for InformerSettings<K> {
             transform: None,
             streaming_lists: false,
             page_size: None,
+            cache: CacheFormat::default(),
         }
     }
 }
@@ -268,6 +273,7 @@ impl<K> Clone for InformerSettings<K> {
             transform: self.transform.clone(),
             streaming_lists: self.streaming_lists,
             page_size: self.page_size,
+            cache: self.cache,
         }
     }
 }
@@ -279,6 +285,7 @@ impl<K> fmt::Debug for InformerSettings<K> {
             .field("transform", &self.transform.is_some())
             .field("streaming_lists", &self.streaming_lists)
             .field("page_size", &self.page_size)
+            .field("cache", &self.cache)
             .finish()
     }
 }
@@ -356,6 +363,7 @@ impl<K: Object> Informer<K> {
         if let Some(size) = settings.page_size {
             config = config.page_size(size);
         }
+        let cache = settings.cache;
         Informer {
             shared: Arc::new(Shared {
                 description,
@@ -363,7 +371,7 @@ impl<K: Object> Informer<K> {
                 config,
                 settings,
                 resync_period,
-                store: Arc::new(RwLock::new(Store::new())),
+                store: Arc::new(RwLock::new(Store::new(cache))),
                 handlers: RwLock::new(Vec::new()),
                 synced: watch::Sender::new(false),
                 started: AtomicBool::new(false),
@@ -982,7 +990,16 @@ mod tests {
 
     #[tokio::test]
     async fn relist_after_expiry_emits_only_real_changes() {
-        let inf = informer(InformerSettings::default());
+        for cache in [CacheFormat::Decoded, CacheFormat::Json] {
+            relist_emits_only_real_changes(cache);
+        }
+    }
+
+    fn relist_emits_only_real_changes(cache: CacheFormat) {
+        let inf = informer(InformerSettings {
+            cache,
+            ..Default::default()
+        });
         let seen = recorder(&inf, None);
         for ev in [
             watcher::Event::Init,
@@ -1009,6 +1026,29 @@ mod tests {
             ["update:changed@1->changed@5", "add:created@6", "delete:deleted@1"]
         );
         assert_eq!(inf.lister().len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_lister_reads_the_object_the_handlers_saw_without_decoding_it() {
+        let inf = informer(InformerSettings::default());
+        let handed = Arc::new(Mutex::new(Vec::new()));
+        let addresses = handed.clone();
+        inf.add_event_handler(EventHandler::all(move |c: &ConfigMap| {
+            addresses.lock().push(std::ptr::from_ref(c).addr());
+        }));
+        let lister = inf.lister();
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        let first = lister.get_by_key("ns", "a").unwrap().unwrap();
+        inf.apply_event(watcher::Event::Apply(cm("a", "2", "db")));
+        let second = lister.get_by_key("ns", "a").unwrap().unwrap();
+        assert_eq!(second.metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(first.metadata.resource_version.as_deref(), Some("1"));
+        assert_eq!(
+            *handed.lock(),
+            [Arc::as_ptr(&first).addr(), Arc::as_ptr(&second).addr()]
+        );
+        let again = lister.get_by_key("ns", "a").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&again, &second), "a second read is the same object");
     }
 
     #[tokio::test]

@@ -177,7 +177,7 @@ impl ContextBuilder {
     }
 
     /// How informers of kind `K` watch and cache (transform, managedFields,
-    /// streaming lists).
+    /// streaming lists, cache format).
     pub fn informer_settings<K: Object>(mut self, settings: InformerSettings<K>) -> Self {
         self.settings.insert(TypeId::of::<K>(), Box::new(settings));
         self

@@ -1,8 +1,12 @@
 //! Listers: typed, read-only views of an informer's cache.
 //!
-//! `get` and `list` decode objects from the cache on every call and return
-//! fresh `Arc`s; a caller may keep them as long as it likes, and no caller can
-//! change what another one sees.
+//! Reads return `Arc`s a caller may keep as long as it likes: objects are
+//! immutable behind them, so no caller can change what another one sees. With
+//! the default [`CacheFormat::Decoded`](crate::informer::CacheFormat), a read
+//! shares the object the informer decoded once when it stored it (the one its
+//! handlers saw), so it costs a lock and an `Arc` clone, not a decode; with
+//! [`CacheFormat::Json`](crate::informer::CacheFormat) every read decodes a
+//! fresh copy, the price of a smaller cache.
 //!
 //! ```no_run
 //! # fn demo(ctx: &kinject_runtime::injection::Context) -> Result<(), kinject_runtime::informer::CacheError> {
@@ -77,7 +81,7 @@ impl<K: Object> Lister<K> {
         self.store
             .read()
             .keys()
-            .map(|k| (k.namespace.to_string(), k.name.to_string()))
+            .map(|(namespace, name)| (namespace.to_owned(), name.to_owned()))
             .collect()
     }
 

@@ -1,11 +1,20 @@
-//! The informer cache: every object as compact JSON, keyed by namespace and
-//! name, with its resourceVersion, labels and custom index values beside it.
+//! The informer cache: every object keyed by namespace and name, with its
+//! resourceVersion, labels and custom index values beside it.
 //!
-//! Why bytes and not typed objects: k8s-openapi types lay out every optional
-//! nested struct inline, so a typed `Pod` costs about 14 KB even without
-//! managedFields (client-go holds the same pod in about 6 KB). Its compact JSON
-//! is about 2.6 KB, and decoding one object on read takes microseconds, which is
-//! cheap next to the API call a reconcile usually makes.
+//! How an object is held is a per-kind choice ([`CacheFormat`]) because no
+//! single form is both small and fast to read. Decoded once when stored, an
+//! object is shared behind an `Arc` by the cache, every lister read and the
+//! handlers, so a read costs a lookup and an `Arc` clone; but k8s-openapi
+//! types lay out every optional nested struct inline, and a typed reference
+//! `Pod` costs about 13 KB (client-go holds it in about 6 KB). As compact JSON
+//! it costs under 3 KB, and every read decodes it again (tens of
+//! microseconds). The `cache-memory` and `lister-read` examples measure both.
+//!
+//! Entries are kept by namespace, then by name, so a lookup compares names
+//! (plain strings, no namespace per comparison) and a namespace is one map to
+//! walk. Label keys and values are interned per cache, so the entry itself
+//! holds its labels as a few integers: a list by label walks the entries
+//! without following a pointer per object, whichever form the objects are in.
 //!
 //! Relists are applied in place: objects from the new list are upserted as they
 //! arrive and the ones the list did not mention are removed when it ends. The
@@ -13,13 +22,12 @@
 //! changes (an object with an unchanged resourceVersion is not an update).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::marker::PhantomData;
 use std::sync::Arc;
 
 use thiserror::Error;
 
 use crate::apis::Object;
-use crate::labels::{self, CompiledSelector, Labels};
+use crate::labels::{CompiledSelector, Interner, Labels};
 
 /// A function computing the values under which an object is indexed.
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
@@ -41,12 +49,44 @@ impl StoreKey {
     }
 }
 
-struct Entry {
-    encoded: Box<[u8]>,
+/// How an informer's cache holds its objects: a trade-off between the time a
+/// lister read takes and the memory each object costs, chosen per kind with
+/// [`InformerSettings::cache`](crate::informer::InformerSettings::cache).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheFormat {
+    /// Each object decoded once, when the informer stores it, and shared behind
+    /// an `Arc`: a read clones the `Arc`, and listers and handlers see the same
+    /// allocation. Costs the kind's typed size, which for k8s-openapi kinds with
+    /// large optional structs (a `Pod`) is several times their JSON.
+    #[default]
+    Decoded,
+    /// Each object as compact JSON, decoded on every read (tens of
+    /// microseconds for a `Pod`, and a fresh copy each time). For kinds with
+    /// many large objects, when memory matters more than read time.
+    Json,
+}
+
+/// One cached object, in the form its store's [`CacheFormat`] asks for.
+enum Body<K> {
+    Decoded(Arc<K>),
+    Json(Box<[u8]>),
+}
+
+struct Entry<K> {
+    body: Body<K>,
     resource_version: Box<str>,
     labels: Labels,
     /// One list of values per custom index, in the order the indexes were added.
     index_values: Box<[Box<[Box<str>]>]>,
+}
+
+impl<K: Object> Entry<K> {
+    fn object(&self, namespace: &str, name: &str) -> Result<Arc<K>, CacheError> {
+        match &self.body {
+            Body::Decoded(obj) => Ok(obj.clone()),
+            Body::Json(bytes) => decode::<K>(namespace, name, bytes).map(Arc::new),
+        }
+    }
 }
 
 struct Index<K> {
@@ -77,11 +117,11 @@ pub struct CacheError {
 }
 
 impl CacheError {
-    fn new<K: Object>(action: &'static str, key: &StoreKey, source: serde_json::Error) -> Self {
-        let key = if key.namespace.is_empty() {
-            key.name.to_string()
+    fn new<K: Object>(action: &'static str, namespace: &str, name: &str, source: serde_json::Error) -> Self {
+        let key = if namespace.is_empty() {
+            name.to_owned()
         } else {
-            format!("{}/{}", key.namespace, key.name)
+            format!("{namespace}/{name}")
         };
         CacheError {
             action,
@@ -93,25 +133,40 @@ impl CacheError {
 }
 
 pub(crate) struct Store<K> {
-    entries: BTreeMap<StoreKey, Entry>,
+    format: CacheFormat,
+    /// By namespace (empty for cluster-scoped kinds), then by name.
+    entries: BTreeMap<Box<str>, BTreeMap<Box<str>, Entry<K>>>,
+    /// The label strings of every entry, each held once.
+    labels: Interner,
     indexes: Vec<Index<K>>,
     /// The keys seen since the current relist began; `None` outside a relist.
     relist_seen: Option<BTreeSet<StoreKey>>,
-    _kind: PhantomData<fn() -> K>,
 }
 
 impl<K: Object> Store<K> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(format: CacheFormat) -> Self {
         Store {
+            format,
             entries: BTreeMap::new(),
+            labels: Interner::default(),
             indexes: Vec::new(),
             relist_seen: None,
-            _kind: PhantomData,
         }
     }
 
     pub(crate) fn len(&self) -> usize {
-        self.entries.len()
+        self.entries.values().map(BTreeMap::len).sum()
+    }
+
+    fn entry(&self, namespace: &str, name: &str) -> Option<&Entry<K>> {
+        self.entries.get(namespace)?.get(name)
+    }
+
+    /// Every entry, ordered by namespace then name.
+    fn iter(&self) -> impl Iterator<Item = (&str, &str, &Entry<K>)> {
+        self.entries
+            .iter()
+            .flat_map(|(ns, names)| names.iter().map(move |(name, e)| (&**ns, &**name, e)))
     }
 
     /// Inserts or replaces an object. Returns the change, or `None` when the
@@ -122,33 +177,43 @@ impl<K: Object> Store<K> {
             seen.insert(key.clone());
         }
         let resource_version = obj.meta().resource_version.as_deref().unwrap_or_default();
-        let old = match self.entries.get(&key) {
+        let old = match self.entry(&key.namespace, &key.name) {
             Some(entry) if &*entry.resource_version == resource_version && !resource_version.is_empty() => {
                 return Ok(None);
             }
-            Some(entry) => Some(decode::<K>(&key, &entry.encoded)?),
+            Some(entry) => Some(entry.object(&key.namespace, &key.name)?),
             None => None,
         };
-        let encoded = serde_json::to_vec(&obj).map_err(|e| CacheError::new::<K>("encode", &key, e))?;
+        let body = match self.format {
+            CacheFormat::Decoded => None,
+            CacheFormat::Json => Some(Body::Json(
+                serde_json::to_vec(&obj)
+                    .map_err(|e| CacheError::new::<K>("encode", &key.namespace, &key.name, e))?
+                    .into_boxed_slice(),
+            )),
+        };
+        let resource_version = resource_version.into();
+        let labels = self.labels.labels(obj.meta().labels.as_ref());
+        let index_values = self
+            .indexes
+            .iter()
+            .map(|idx| boxed_values((idx.func)(&obj)))
+            .collect();
+        let new = Arc::new(obj);
         let entry = Entry {
-            encoded: encoded.into_boxed_slice(),
-            resource_version: resource_version.into(),
-            labels: labels::compact(obj.meta().labels.as_ref()),
-            index_values: self
-                .indexes
-                .iter()
-                .map(|idx| boxed_values((idx.func)(&obj)))
-                .collect(),
+            body: body.unwrap_or_else(|| Body::Decoded(new.clone())),
+            resource_version,
+            labels,
+            index_values,
         };
         self.unindex(&key);
         self.index(&key, &entry);
-        self.entries.insert(key, entry);
-        let new = Arc::new(obj);
+        let StoreKey { namespace, name } = key;
+        if let Some(replaced) = self.entries.entry(namespace).or_default().insert(name, entry) {
+            self.labels.release_labels(&replaced.labels);
+        }
         Ok(Some(match old {
-            Some(old) => Change::Updated {
-                old: Arc::new(old),
-                new,
-            },
+            Some(old) => Change::Updated { old, new },
             None => Change::Added(new),
         }))
     }
@@ -156,16 +221,16 @@ impl<K: Object> Store<K> {
     /// Removes an object; the change carries the final state the API server sent.
     pub(crate) fn remove(&mut self, obj: K) -> Option<Change<K>> {
         let key = StoreKey::of(&obj);
-        self.unindex(&key);
-        self.entries.remove(&key).map(|_| Change::Deleted(Arc::new(obj)))
+        self.take(&key).map(|_| Change::Deleted(Arc::new(obj)))
     }
 
     /// Drops `key`'s entry (its object can no longer be decoded): handlers see
     /// the last good version deleted.
     pub(crate) fn forget(&mut self, key: &StoreKey) -> Result<Option<Change<K>>, CacheError> {
-        self.unindex(key);
-        match self.entries.remove(key) {
-            Some(entry) => decode::<K>(key, &entry.encoded).map(|last| Some(Change::Deleted(Arc::new(last)))),
+        match self.take(key) {
+            Some(entry) => entry
+                .object(&key.namespace, &key.name)
+                .map(|last| Some(Change::Deleted(last))),
             None => Ok(None),
         }
     }
@@ -181,18 +246,19 @@ impl<K: Object> Store<K> {
             return (Vec::new(), Vec::new());
         };
         let gone: Vec<StoreKey> = self
-            .entries
             .keys()
-            .filter(|k| !seen.contains(*k))
-            .cloned()
+            .map(|(namespace, name)| StoreKey {
+                namespace: namespace.into(),
+                name: name.into(),
+            })
+            .filter(|k| !seen.contains(k))
             .collect();
         let mut changes = Vec::with_capacity(gone.len());
         let mut errors = Vec::new();
         for key in gone {
-            self.unindex(&key);
-            if let Some(entry) = self.entries.remove(&key) {
-                match decode::<K>(&key, &entry.encoded) {
-                    Ok(last) => changes.push(Change::Deleted(Arc::new(last))),
+            if let Some(entry) = self.take(&key) {
+                match entry.object(&key.namespace, &key.name) {
+                    Ok(last) => changes.push(Change::Deleted(last)),
                     Err(e) => errors.push(e),
                 }
             }
@@ -201,13 +267,8 @@ impl<K: Object> Store<K> {
     }
 
     pub(crate) fn get(&self, namespace: &str, name: &str) -> Result<Option<Arc<K>>, CacheError> {
-        let key = StoreKey {
-            namespace: namespace.into(),
-            name: name.into(),
-        };
-        self.entries
-            .get(&key)
-            .map(|e| decode::<K>(&key, &e.encoded).map(Arc::new))
+        self.entry(namespace, name)
+            .map(|e| e.object(namespace, name))
             .transpose()
     }
 
@@ -217,38 +278,34 @@ impl<K: Object> Store<K> {
         namespace: Option<&str>,
         selector: &CompiledSelector,
     ) -> Result<Vec<Arc<K>>, CacheError> {
-        let range: Box<dyn Iterator<Item = (&StoreKey, &Entry)>> = match namespace {
-            // The map is ordered by namespace first, so a namespace is a range:
-            // this is the built-in namespace index.
-            Some(ns) => Box::new(
-                self.entries
-                    .range(
-                        StoreKey {
-                            namespace: ns.into(),
-                            name: "".into(),
-                        }..,
-                    )
-                    .take_while(move |(k, _)| &*k.namespace == ns),
-            ),
-            None => Box::new(self.entries.iter()),
+        let Some(selector) = selector.resolve(&self.labels) else {
+            return Ok(Vec::new());
         };
-        range
-            .filter(|(_, e)| selector.selects_all() || selector.matches(&e.labels))
-            .map(|(k, e)| decode::<K>(k, &e.encoded).map(Arc::new))
+        let entries: Box<dyn Iterator<Item = (&str, &str, &Entry<K>)>> = match namespace {
+            Some(ns) => match self.entries.get_key_value(ns) {
+                Some((ns, names)) => Box::new(names.iter().map(move |(name, e)| (&**ns, &**name, e))),
+                None => return Ok(Vec::new()),
+            },
+            None => Box::new(self.iter()),
+        };
+        entries
+            .filter(|(_, _, e)| selector.matches(&e.labels))
+            .map(|(ns, name, e)| e.object(ns, name))
             .collect()
     }
 
-    pub(crate) fn keys(&self) -> impl Iterator<Item = &StoreKey> {
-        self.entries.keys()
+    /// The `(namespace, name)` of every entry, ordered.
+    pub(crate) fn keys(&self) -> impl Iterator<Item = (&str, &str)> {
+        self.iter().map(|(namespace, name, _)| (namespace, name))
     }
 
-    /// Every cached object, decoded; used for resyncs and late handlers.
+    /// Every cached object; used for resyncs and late handlers.
     pub(crate) fn all(&self) -> (Vec<Arc<K>>, Vec<CacheError>) {
-        let mut objects = Vec::with_capacity(self.entries.len());
+        let mut objects = Vec::with_capacity(self.len());
         let mut errors = Vec::new();
-        for (k, e) in &self.entries {
-            match decode::<K>(k, &e.encoded) {
-                Ok(obj) => objects.push(Arc::new(obj)),
+        for (namespace, name, e) in self.iter() {
+            match e.object(namespace, name) {
+                Ok(obj) => objects.push(obj),
                 Err(err) => errors.push(err),
             }
         }
@@ -273,8 +330,12 @@ impl<K: Object> Store<K> {
             }
         };
         let func = self.indexes[position].func.clone();
-        for (key, entry) in &mut self.entries {
-            let obj = decode::<K>(key, &entry.encoded)?;
+        let entries = self
+            .entries
+            .iter_mut()
+            .flat_map(|(ns, names)| names.iter_mut().map(move |(name, e)| (&**ns, &**name, e)));
+        for (namespace, name, entry) in entries {
+            let obj = entry.object(namespace, name)?;
             let values = boxed_values(func(&obj));
             let mut all: Vec<Box<[Box<str>]>> = std::mem::take(&mut entry.index_values).into_vec();
             all.resize_with(self.indexes.len(), Default::default);
@@ -284,7 +345,10 @@ impl<K: Object> Store<K> {
                     .keys_by_value
                     .entry(v.clone())
                     .or_default()
-                    .insert(key.clone());
+                    .insert(StoreKey {
+                        namespace: namespace.into(),
+                        name: name.into(),
+                    });
             }
             entry.index_values = all.into_boxed_slice();
         }
@@ -305,16 +369,12 @@ impl<K: Object> Store<K> {
             return Ok(Vec::new());
         };
         keys.iter()
-            .filter_map(|k| self.entries.get(k).map(|e| (k, e)))
-            .map(|(k, e)| {
-                decode::<K>(k, &e.encoded)
-                    .map(Arc::new)
-                    .map_err(IndexError::Cache)
-            })
+            .filter_map(|k| self.entry(&k.namespace, &k.name).map(|e| (k, e)))
+            .map(|(k, e)| e.object(&k.namespace, &k.name).map_err(IndexError::Cache))
             .collect()
     }
 
-    fn index(&mut self, key: &StoreKey, entry: &Entry) {
+    fn index(&mut self, key: &StoreKey, entry: &Entry<K>) {
         for (index, values) in self.indexes.iter_mut().zip(entry.index_values.iter()) {
             for v in values.iter() {
                 index
@@ -326,8 +386,24 @@ impl<K: Object> Store<K> {
         }
     }
 
+    /// Removes `key`'s entry, with everything that refers to it.
+    fn take(&mut self, key: &StoreKey) -> Option<Entry<K>> {
+        self.unindex(key);
+        let names = self.entries.get_mut(&key.namespace)?;
+        let entry = names.remove(&key.name)?;
+        if names.is_empty() {
+            self.entries.remove(&key.namespace);
+        }
+        self.labels.release_labels(&entry.labels);
+        Some(entry)
+    }
+
     fn unindex(&mut self, key: &StoreKey) {
-        let Some(entry) = self.entries.get(key) else {
+        let Some(entry) = self
+            .entries
+            .get(&key.namespace)
+            .and_then(|names| names.get(&key.name))
+        else {
             return;
         };
         for (index, values) in self.indexes.iter_mut().zip(entry.index_values.iter()) {
@@ -367,8 +443,8 @@ fn boxed_values(values: Vec<String>) -> Box<[Box<str>]> {
     values.into_iter().map(String::into_boxed_str).collect()
 }
 
-fn decode<K: Object>(key: &StoreKey, bytes: &[u8]) -> Result<K, CacheError> {
-    serde_json::from_slice(bytes).map_err(|e| CacheError::new::<K>("decode", key, e))
+fn decode<K: Object>(namespace: &str, name: &str, bytes: &[u8]) -> Result<K, CacheError> {
+    serde_json::from_slice(bytes).map_err(|e| CacheError::new::<K>("decode", namespace, name, e))
 }
 
 #[cfg(test)]
@@ -378,6 +454,9 @@ mod tests {
     use kube::core::Selector;
 
     use super::*;
+
+    /// Every behaviour holds whichever form the cache keeps objects in.
+    const FORMATS: [CacheFormat; 2] = [CacheFormat::Decoded, CacheFormat::Json];
 
     fn cm(ns: &str, name: &str, rv: &str, app: &str) -> ConfigMap {
         ConfigMap {
@@ -400,101 +479,137 @@ mod tests {
 
     #[test]
     fn upsert_reports_add_update_and_skips_same_resource_version() {
-        let mut store = Store::<ConfigMap>::new();
-        assert!(matches!(
-            store.upsert(cm("a", "x", "1", "web")).unwrap(),
-            Some(Change::Added(_))
-        ));
-        assert!(store.upsert(cm("a", "x", "1", "web")).unwrap().is_none());
-        match store.upsert(cm("a", "x", "2", "db")).unwrap() {
-            Some(Change::Updated { old, new }) => {
-                assert_eq!(old.metadata.resource_version.as_deref(), Some("1"));
-                assert_eq!(new.metadata.resource_version.as_deref(), Some("2"));
+        for format in FORMATS {
+            let mut store = Store::<ConfigMap>::new(format);
+            assert!(matches!(
+                store.upsert(cm("a", "x", "1", "web")).unwrap(),
+                Some(Change::Added(_))
+            ));
+            assert!(store.upsert(cm("a", "x", "1", "web")).unwrap().is_none());
+            match store.upsert(cm("a", "x", "2", "db")).unwrap() {
+                Some(Change::Updated { old, new }) => {
+                    assert_eq!(old.metadata.resource_version.as_deref(), Some("1"));
+                    assert_eq!(new.metadata.resource_version.as_deref(), Some("2"));
+                }
+                other => panic!("expected an update, got {other:?}"),
             }
-            other => panic!("expected an update, got {other:?}"),
+            assert_eq!(
+                store
+                    .get("a", "x")
+                    .unwrap()
+                    .unwrap()
+                    .metadata
+                    .resource_version
+                    .as_deref(),
+                Some("2")
+            );
+            assert!(matches!(
+                store.remove(cm("a", "x", "3", "db")),
+                Some(Change::Deleted(_))
+            ));
+            assert!(store.remove(cm("a", "x", "3", "db")).is_none());
+            assert!(store.get("a", "x").unwrap().is_none());
         }
-        assert_eq!(
-            store
-                .get("a", "x")
-                .unwrap()
-                .unwrap()
-                .metadata
-                .resource_version
-                .as_deref(),
-            Some("2")
-        );
-        assert!(matches!(
-            store.remove(cm("a", "x", "3", "db")),
-            Some(Change::Deleted(_))
-        ));
-        assert!(store.remove(cm("a", "x", "3", "db")).is_none());
-        assert!(store.get("a", "x").unwrap().is_none());
     }
 
     #[test]
     fn list_by_namespace_and_selector_is_ordered() {
-        let mut store = Store::<ConfigMap>::new();
-        for (ns, name, app) in [
-            ("b", "2", "web"),
-            ("a", "2", "db"),
-            ("a", "1", "web"),
-            ("c", "1", "web"),
-        ] {
-            store.upsert(cm(ns, name, "1", app)).unwrap();
+        for format in FORMATS {
+            let mut store = Store::<ConfigMap>::new(format);
+            for (ns, name, app) in [
+                ("b", "2", "web"),
+                ("a", "2", "db"),
+                ("a", "1", "web"),
+                ("c", "1", "web"),
+            ] {
+                store.upsert(cm(ns, name, "1", app)).unwrap();
+            }
+            let everything = CompiledSelector::new(&Selector::default());
+            assert_eq!(
+                names(&store.list(None, &everything).unwrap()),
+                ["1", "2", "2", "1"]
+            );
+            assert_eq!(names(&store.list(Some("a"), &everything).unwrap()), ["1", "2"]);
+            assert!(store.list(Some("aa"), &everything).unwrap().is_empty());
+            let web = CompiledSelector::new(&Selector::from_iter([("app", "web")]));
+            let all_web = store.list(None, &web).unwrap();
+            assert_eq!(
+                all_web
+                    .iter()
+                    .map(|o| o.metadata.namespace.clone().unwrap_or_default())
+                    .collect::<Vec<_>>(),
+                ["a", "b", "c"]
+            );
+            assert_eq!(names(&store.list(Some("a"), &web).unwrap()), ["1"]);
         }
-        let everything = CompiledSelector::new(&Selector::default());
-        assert_eq!(
-            names(&store.list(None, &everything).unwrap()),
-            ["1", "2", "2", "1"]
-        );
-        assert_eq!(names(&store.list(Some("a"), &everything).unwrap()), ["1", "2"]);
-        assert!(store.list(Some("aa"), &everything).unwrap().is_empty());
-        let web = CompiledSelector::new(&Selector::from_iter([("app", "web")]));
-        let all_web = store.list(None, &web).unwrap();
-        assert_eq!(
-            all_web
-                .iter()
-                .map(|o| o.metadata.namespace.clone().unwrap_or_default())
-                .collect::<Vec<_>>(),
-            ["a", "b", "c"]
-        );
-        assert_eq!(names(&store.list(Some("a"), &web).unwrap()), ["1"]);
     }
 
     #[test]
     fn relist_deletes_what_it_did_not_see_with_last_known_state() {
-        let mut store = Store::<ConfigMap>::new();
-        store.upsert(cm("a", "kept", "1", "web")).unwrap();
-        store.upsert(cm("a", "changed", "1", "web")).unwrap();
-        store.upsert(cm("a", "gone", "7", "web")).unwrap();
+        for format in FORMATS {
+            let mut store = Store::<ConfigMap>::new(format);
+            store.upsert(cm("a", "kept", "1", "web")).unwrap();
+            store.upsert(cm("a", "changed", "1", "web")).unwrap();
+            store.upsert(cm("a", "gone", "7", "web")).unwrap();
 
-        store.begin_relist();
-        assert!(store.upsert(cm("a", "kept", "1", "web")).unwrap().is_none());
-        assert!(matches!(
-            store.upsert(cm("a", "changed", "2", "web")).unwrap(),
-            Some(Change::Updated { .. })
-        ));
-        assert!(matches!(
-            store.upsert(cm("a", "new", "3", "web")).unwrap(),
-            Some(Change::Added(_))
-        ));
-        let (changes, errors) = store.finish_relist();
-        assert!(errors.is_empty());
-        match changes.as_slice() {
-            [Change::Deleted(last)] => {
-                assert_eq!(last.metadata.name.as_deref(), Some("gone"));
-                assert_eq!(last.metadata.resource_version.as_deref(), Some("7"));
+            store.begin_relist();
+            assert!(store.upsert(cm("a", "kept", "1", "web")).unwrap().is_none());
+            assert!(matches!(
+                store.upsert(cm("a", "changed", "2", "web")).unwrap(),
+                Some(Change::Updated { .. })
+            ));
+            assert!(matches!(
+                store.upsert(cm("a", "new", "3", "web")).unwrap(),
+                Some(Change::Added(_))
+            ));
+            let (changes, errors) = store.finish_relist();
+            assert!(errors.is_empty());
+            match changes.as_slice() {
+                [Change::Deleted(last)] => {
+                    assert_eq!(last.metadata.name.as_deref(), Some("gone"));
+                    assert_eq!(last.metadata.resource_version.as_deref(), Some("7"));
+                }
+                other => panic!("expected one delete, got {other:?}"),
             }
-            other => panic!("expected one delete, got {other:?}"),
+            assert_eq!(store.len(), 3);
+            assert!(store.finish_relist().0.is_empty(), "no relist in progress");
         }
-        assert_eq!(store.len(), 3);
-        assert!(store.finish_relist().0.is_empty(), "no relist in progress");
     }
 
     #[test]
     fn custom_indexes_follow_updates_and_deletes() {
-        let mut store = Store::<ConfigMap>::new();
-        store.upsert(cm("a", "x", "1", "web")).unwrap();
+        for format in FORMATS {
+            let mut store = Store::<ConfigMap>::new(format);
+            store.upsert(cm("a", "x", "1", "web")).unwrap();
+            let by_app: IndexFn<ConfigMap> = Arc::new(|cm: &ConfigMap| {
+                cm.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get("app").cloned())
+                    .into_iter()
+                    .collect()
+            });
+            store.add_index("byApp", by_app).unwrap();
+            store.upsert(cm("b", "y", "1", "web")).unwrap();
+            assert_eq!(names(&store.by_index("byApp", "web").unwrap()), ["x", "y"]);
+
+            store.upsert(cm("a", "x", "2", "db")).unwrap();
+            assert_eq!(names(&store.by_index("byApp", "web").unwrap()), ["y"]);
+            assert_eq!(names(&store.by_index("byApp", "db").unwrap()), ["x"]);
+            store.remove(cm("b", "y", "3", "web"));
+            assert!(store.by_index("byApp", "web").unwrap().is_empty());
+
+            let err = store.by_index("byOwner", "x").unwrap_err().to_string();
+            assert!(
+                err.contains("no index \"byOwner\"") && err.contains("byApp"),
+                "{err}"
+            );
+        }
+    }
+
+    #[test]
+    fn decoded_reads_share_the_stored_object_until_it_changes() {
+        let mut store = Store::<ConfigMap>::new(CacheFormat::Decoded);
         let by_app: IndexFn<ConfigMap> = Arc::new(|cm: &ConfigMap| {
             cm.metadata
                 .labels
@@ -504,19 +619,45 @@ mod tests {
                 .collect()
         });
         store.add_index("byApp", by_app).unwrap();
-        store.upsert(cm("b", "y", "1", "web")).unwrap();
-        assert_eq!(names(&store.by_index("byApp", "web").unwrap()), ["x", "y"]);
+        let Some(Change::Added(added)) = store.upsert(cm("a", "x", "1", "web")).unwrap() else {
+            panic!("expected an add");
+        };
+        let everything = CompiledSelector::new(&Selector::default());
+        let read = store.get("a", "x").unwrap().unwrap();
+        // The same allocation the handlers got: nothing was decoded or copied.
+        assert!(Arc::ptr_eq(&read, &added));
+        assert!(Arc::ptr_eq(
+            &store.list(Some("a"), &everything).unwrap()[0],
+            &added
+        ));
+        assert!(Arc::ptr_eq(&store.by_index("byApp", "web").unwrap()[0], &added));
+        assert!(Arc::ptr_eq(&store.all().0[0], &added));
 
-        store.upsert(cm("a", "x", "2", "db")).unwrap();
-        assert_eq!(names(&store.by_index("byApp", "web").unwrap()), ["y"]);
-        assert_eq!(names(&store.by_index("byApp", "db").unwrap()), ["x"]);
-        store.remove(cm("b", "y", "3", "web"));
-        assert!(store.by_index("byApp", "web").unwrap().is_empty());
-
-        let err = store.by_index("byOwner", "x").unwrap_err().to_string();
+        let Some(Change::Updated { old, new }) = store.upsert(cm("a", "x", "2", "db")).unwrap() else {
+            panic!("expected an update");
+        };
         assert!(
-            err.contains("no index \"byOwner\"") && err.contains("byApp"),
-            "{err}"
+            Arc::ptr_eq(&old, &added),
+            "the old object is the one cached before"
         );
+        let after = store.get("a", "x").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&after, &new));
+        assert_eq!(after.metadata.resource_version.as_deref(), Some("2"));
+        assert_eq!(
+            read.metadata.resource_version.as_deref(),
+            Some("1"),
+            "a reader's earlier object does not change under it"
+        );
+        assert_eq!(names(&store.by_index("byApp", "db").unwrap()), ["x"]);
+    }
+
+    #[test]
+    fn json_reads_are_fresh_copies() {
+        let mut store = Store::<ConfigMap>::new(CacheFormat::Json);
+        store.upsert(cm("a", "x", "1", "web")).unwrap();
+        let first = store.get("a", "x").unwrap().unwrap();
+        let second = store.get("a", "x").unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&first, &second));
+        assert_eq!(first, second);
     }
 }
