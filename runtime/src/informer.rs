@@ -248,9 +248,9 @@ pub struct InformerSettings<K> {
     pub streaming_lists: bool,
     /// Page size of the initial list (kube's default is 500).
     pub page_size: Option<u32>,
-    /// How the cache holds objects: decoded once and shared (the default:
-    /// reads cost no decoding, memory is the kind's typed size) or as compact
-    /// JSON (a fraction of the memory for large kinds, decoded on every read).
+    /// How the cache holds objects: as compact JSON (the default: a fraction
+    /// of the memory for large kinds, decoded on every read) or decoded once
+    /// and shared (reads cost no decoding, memory is the kind's typed size).
     pub cache: CacheFormat,
 }
 
@@ -1030,7 +1030,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_lister_reads_the_object_the_handlers_saw_without_decoding_it() {
-        let inf = informer(InformerSettings::default());
+        let inf = informer(InformerSettings {
+            cache: CacheFormat::Decoded,
+            ..InformerSettings::default()
+        });
         let handed = Arc::new(Mutex::new(Vec::new()));
         let addresses = handed.clone();
         inf.add_event_handler(EventHandler::all(move |c: &ConfigMap| {

@@ -52,17 +52,20 @@ impl StoreKey {
 /// How an informer's cache holds its objects: a trade-off between the time a
 /// lister read takes and the memory each object costs, chosen per kind with
 /// [`InformerSettings::cache`](crate::informer::InformerSettings::cache).
+///
+/// JSON is the default because it keeps the cache within the project's memory
+/// budget (at most 6,000 bytes per reference Pod) for every kind; a kind read
+/// on every reconcile can opt into [`CacheFormat::Decoded`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CacheFormat {
     /// Each object decoded once, when the informer stores it, and shared behind
     /// an `Arc`: a read clones the `Arc`, and listers and handlers see the same
     /// allocation. Costs the kind's typed size, which for k8s-openapi kinds with
     /// large optional structs (a `Pod`) is several times their JSON.
-    #[default]
     Decoded,
     /// Each object as compact JSON, decoded on every read (tens of
-    /// microseconds for a `Pod`, and a fresh copy each time). For kinds with
-    /// many large objects, when memory matters more than read time.
+    /// microseconds for a `Pod`, and a fresh copy each time).
+    #[default]
     Json,
 }
 
