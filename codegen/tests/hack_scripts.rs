@@ -299,6 +299,11 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     assert!(run.stdout.contains("maxLength: 256"), "{}", run.stdout);
     let crd = std::fs::read_to_string(copy.join("config/300-widget.yaml")).unwrap();
     assert!(crd.contains("scope: Cluster"), "{crd}");
+    let role = std::fs::read_to_string(copy.join("config/200-clusterrole.yaml")).unwrap();
+    assert!(
+        role.contains("  - apiGroups: [\"tutorial.example.io\"]\n    resources: [\"widgets/status\"]\n    verbs: [\"update\"]\n"),
+        "{role}"
+    );
     let lib = std::fs::read_to_string(copy.join("reconcilers/src/lib.rs")).unwrap();
     assert!(
         lib.contains("    pub mod gadget;\n    pub mod simpledeployment;\n    pub mod widget;\n"),

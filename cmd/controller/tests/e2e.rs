@@ -74,6 +74,95 @@ fn addressable_service(name: &str, service: &str) -> Value {
            "metadata": {"name": name, "namespace": NS}, "spec": {"serviceName": service}})
 }
 
+/// The service account config/controller.yaml runs the controller as.
+const SERVICE_ACCOUNT: (&str, &str) = (NS, "controller");
+
+/// Every request in the action log (all the controller's: the test's own
+/// writes go around it) that the Roles and ClusterRoles of `config/` do not
+/// grant [`SERVICE_ACCOUNT`] through their bindings, evaluated as
+/// kube-apiserver's RBAC authorizer does. A reconciler that starts reading or
+/// writing something new fails the test until config/ grants it.
+fn forbidden_requests(env: &TestEnv) -> Vec<String> {
+    let rbac = TestEnv::new();
+    apply(
+        &rbac,
+        &[
+            "100-namespace.yaml",
+            "200-clusterrole.yaml",
+            "200-role.yaml",
+            "201-clusterrolebinding.yaml",
+            "201-rolebinding.yaml",
+        ],
+    );
+    let group = "rbac.authorization.k8s.io";
+    let is_subject = |binding: &Value| {
+        binding["subjects"].as_array().into_iter().flatten().any(|s| {
+            s["kind"] == "ServiceAccount"
+                && s["namespace"] == SERVICE_ACCOUNT.0
+                && s["name"] == SERVICE_ACCOUNT.1
+        })
+    };
+    let role_rules = |binding: &Value, namespace: Option<&str>| -> Vec<Value> {
+        let (plural, ns) = if binding["roleRef"]["kind"] == "ClusterRole" {
+            ("clusterroles", None)
+        } else {
+            ("roles", namespace)
+        };
+        let name = binding["roleRef"]["name"].as_str().unwrap_or_default();
+        rbac.get_object(group, "v1", plural, ns, name)
+            .and_then(|role| role["rules"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    // (namespace the rules hold in, or None for every namespace; the rules)
+    let mut grants: Vec<(Option<String>, Vec<Value>)> = Vec::new();
+    for binding in rbac.list_objects(group, "v1", "clusterrolebindings", None) {
+        if is_subject(&binding) {
+            grants.push((None, role_rules(&binding, None)));
+        }
+    }
+    for binding in rbac.list_objects(group, "v1", "rolebindings", None) {
+        if is_subject(&binding) {
+            let ns = binding["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned();
+            grants.push((Some(ns.clone()), role_rules(&binding, Some(&ns))));
+        }
+    }
+    let lists = |rule: &Value, key: &str, want: &str| {
+        rule[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v == "*" || v == want)
+    };
+    let mut forbidden = BTreeSet::new();
+    for action in env.actions() {
+        let resource = if action.subresource.is_empty() {
+            action.resource.clone()
+        } else {
+            format!("{}/{}", action.resource, action.subresource)
+        };
+        let allowed = grants.iter().any(|(ns, rules)| {
+            ns.as_deref().is_none_or(|ns| ns == action.namespace)
+                && rules.iter().any(|rule| {
+                    lists(rule, "apiGroups", &action.group)
+                        && lists(rule, "resources", &resource)
+                        && lists(rule, "verbs", &action.verb)
+                        && (rule["resourceNames"].as_array().is_none_or(Vec::is_empty)
+                            || lists(rule, "resourceNames", &action.name))
+                })
+        });
+        if !allowed {
+            forbidden.insert(format!(
+                "{} {}/{} in namespace {:?}",
+                action.verb, action.group, resource, action.namespace
+            ));
+        }
+    }
+    forbidden.into_iter().collect()
+}
+
 /// A running controller process.
 struct Controller {
     child: Child,
@@ -245,6 +334,12 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
     assert!(
         took < Duration::from_secs(5),
         "took {took:?} to exit after SIGTERM"
+    );
+    let forbidden = forbidden_requests(&env);
+    assert!(
+        forbidden.is_empty(),
+        "requests the RBAC in config/ does not allow the controller's service account:\n{}",
+        forbidden.join("\n")
     );
     let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS));
     assert_eq!(leases.len(), controller_count(), "one lease per controller");
