@@ -8,6 +8,15 @@ use kinject_codegen::{ApiModule, Config, Layout};
 
 /// Writes `files` into a fresh directory and runs the generator over it.
 fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, String)> {
+    generate_with(case, files, Vec::new()).map(|(dir, _)| dir)
+}
+
+/// [`generate`] with `externals`, returning the generated files too.
+fn generate_with(
+    case: &str,
+    files: &[(&str, &str)],
+    externals: Vec<kinject_codegen::ExternalKind>,
+) -> Result<(PathBuf, kinject_codegen::Generated), (PathBuf, String)> {
     let dir = std::env::temp_dir().join(format!("codegen-errors-{}-{case}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
@@ -23,11 +32,11 @@ fn generate(case: &str, files: &[(&str, &str)]) -> Result<PathBuf, (PathBuf, Str
             module: "apis::v1".into(),
             source: dir.clone(),
         }],
-        externals: vec![],
+        externals,
         scaffold: None,
     };
     match kinject_codegen::generate(&config, &Layout::Crate) {
-        Ok(_) => Ok(dir),
+        Ok(generated) => Ok((dir, generated)),
         Err(e) => Err((dir.clone(), e.to_string())),
     }
 }
@@ -217,36 +226,17 @@ fn the_same_kind_twice_is_an_error() {
 
 #[test]
 fn a_custom_group_named_like_a_kubernetes_group_gets_a_module_of_its_own() {
-    let dir = std::env::temp_dir().join(format!("codegen-batch-group-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    std::fs::write(
-        dir.join("types.rs"),
-        "#[derive(Kind)]\n#[kind(group = \"batch.tutorial.example.io\", version = \"v1\", namespaced)]\n#[genclient]\npub struct CronTab { pub metadata: ObjectMeta, pub spec: CronTabSpec }\n",
+    let job =
+        kinject_codegen::ExternalKind::from_k8s_openapi_path("k8s_openapi::api::batch::v1::Job").unwrap();
+    let (dir, generated) = generate_with(
+        "batch-group",
+        &[(
+            "types.rs",
+            "#[derive(Kind)]\n#[kind(group = \"batch.tutorial.example.io\", version = \"v1\", namespaced)]\n#[genclient]\npub struct CronTab { pub metadata: ObjectMeta, pub spec: CronTabSpec }\n",
+        )],
+        vec![job],
     )
     .unwrap();
-    let config = Config {
-        output: dir.join("out"),
-        reconcilers: true,
-        testing: false,
-        apis: vec![ApiModule {
-            krate: "apis".into(),
-            module: "apis::v1".into(),
-            source: dir.clone(),
-        }],
-        externals: vec![kinject_codegen::ExternalKind {
-            path: "k8s_openapi::api::batch::v1::Job".into(),
-            group: "batch".into(),
-            version: "v1".into(),
-            kind: "Job".into(),
-            plural: "jobs".into(),
-            scope: Some(kinject_codegen::model::Scope::Namespaced),
-            status: true,
-            reconciler: false,
-        }],
-        scaffold: None,
-    };
-    let generated = kinject_codegen::generate(&config, &Layout::Crate).unwrap();
     let files: Vec<String> = generated.files.keys().map(|p| p.display().to_string()).collect();
     assert!(files.contains(&"batch/v1/job.rs".to_owned()), "{files:?}");
     assert!(

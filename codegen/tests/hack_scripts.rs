@@ -58,6 +58,20 @@ struct Run {
     stderr: String,
 }
 
+/// Runs `command` with the copy's builds in the shared target directory.
+fn run(mut command: Command) -> Run {
+    let out = command
+        .env("CARGO_TARGET_DIR", scratch().join("target"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Runs a script of the copy by absolute path from another directory, as a
 /// user might.
 fn script(copy: &Path, name: &str) -> Run {
@@ -65,35 +79,26 @@ fn script(copy: &Path, name: &str) -> Run {
 }
 
 fn script_with(copy: &Path, name: &str, args: &[&str]) -> Run {
-    let out = Command::new("bash")
+    let mut command = Command::new("bash");
+    command
         .arg(copy.join("hack").join(name))
         .args(args)
-        .current_dir(std::env::temp_dir())
-        .env("CARGO_TARGET_DIR", scratch().join("target"))
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap();
-    Run {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+        .current_dir(std::env::temp_dir());
+    run(command)
 }
 
 /// `cargo <args>` in the copy.
 fn cargo(copy: &Path, args: &[&str]) -> Run {
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(args)
-        .current_dir(copy)
-        .env("CARGO_TARGET_DIR", scratch().join("target"))
-        .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap();
-    Run {
-        ok: out.status.success(),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    command.args(args).current_dir(copy);
+    run(command)
+}
+
+/// A shell command line in the copy, as a user types it.
+fn shell(copy: &Path, line: &str) -> Run {
+    let mut command = Command::new("bash");
+    command.args(["-c", line]).current_dir(copy);
+    run(command)
 }
 
 #[test]
@@ -252,18 +257,8 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     let commands = tutorial_commands();
     assert!(commands.len() >= 4, "{commands:?}");
     for command in &commands {
-        let out = Command::new("bash")
-            .args(["-c", command])
-            .current_dir(&copy)
-            .env("CARGO_TARGET_DIR", scratch().join("target"))
-            .env("CARGO_NET_OFFLINE", "true")
-            .output()
-            .unwrap();
-        let (stdout, stderr) = (
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr),
-        );
-        assert!(out.status.success(), "{command}:\n{stdout}{stderr}");
+        let Run { ok, stdout, stderr } = shell(&copy, command);
+        assert!(ok, "{command}:\n{stdout}{stderr}");
         if command.starts_with("cargo test -p reconcilers") {
             assert!(
                 stdout.contains("widget::a_valid_object_becomes_ready ... ok"),
