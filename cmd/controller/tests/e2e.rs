@@ -724,8 +724,26 @@ async fn bad_setup_exits_1_saying_what_to_fix() {
 }
 
 /// A fresh directory under the target dir for kubeconfigs and logs.
+/// A fresh directory for one test's kubeconfig and controller logs,
+/// `target/tmp/e2e-<name>-<pid>`. It stays after the test, so its logs can be
+/// read; those of earlier runs whose process is gone are removed, so they do
+/// not pile up (where `/proc` cannot tell, nothing is removed).
 fn tempdir(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("e2e-{name}-{}", std::process::id()));
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let prefix = format!("e2e-{name}-");
+    for entry in std::fs::read_dir(root).into_iter().flatten().flatten() {
+        let file_name = entry.file_name();
+        let Some(pid) = file_name.to_str().and_then(|n| n.strip_prefix(&prefix)) else {
+            continue;
+        };
+        let gone = pid.parse::<u32>().is_ok()
+            && Path::new("/proc/self").exists()
+            && !Path::new("/proc").join(pid).exists();
+        if gone {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+    let dir = root.join(format!("{prefix}{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     dir
