@@ -90,10 +90,10 @@ pub enum Error {
     /// The object handed to a direct-access method is unusable.
     #[error("invalid object: {0}")]
     InvalidObject(String),
-    /// Binding the loopback listener failed.
-    #[error("failed to listen on 127.0.0.1:{port}: {source}")]
+    /// Binding the listener failed.
+    #[error("failed to listen on {addr}: {source}; pick another port, or an address of this machine")]
     Bind {
-        port: u16,
+        addr: std::net::SocketAddr,
         #[source]
         source: std::io::Error,
     },
@@ -113,6 +113,7 @@ pub(crate) struct Config {
     pub(crate) history: usize,
     pub(crate) default_watch_timeout: Duration,
     pub(crate) port: u16,
+    pub(crate) address: std::net::IpAddr,
 }
 
 pub(crate) struct Inner {
@@ -208,10 +209,19 @@ impl Builder {
         self
     }
 
-    /// The port [`TestEnv::serve`] binds on 127.0.0.1 (default 0: any free port).
+    /// The port [`TestEnv::serve`] binds (default 0: any free port).
     #[must_use]
     pub fn port(mut self, port: u16) -> Self {
         self.config.port = port;
+        self
+    }
+
+    /// The address [`TestEnv::serve`] binds (default 127.0.0.1, this machine
+    /// only); `0.0.0.0` or `::` serve other machines too, and the kubeconfig
+    /// then names the loopback address.
+    #[must_use]
+    pub fn address(mut self, address: std::net::IpAddr) -> Self {
+        self.config.address = address;
         self
     }
 
@@ -303,6 +313,7 @@ impl TestEnv {
                 history: 10_000,
                 default_watch_timeout: Duration::from_secs(1800),
                 port: 0,
+                address: std::net::Ipv4Addr::LOCALHOST.into(),
             },
             names: NameGenerator::Random,
             uids: UidGenerator::Random,
@@ -323,9 +334,11 @@ impl TestEnv {
         kube::Client::new(self.service(), "default")
     }
 
-    /// Serves HTTP on 127.0.0.1 until [`Server::shutdown`] or drop.
+    /// Serves HTTP on the builder's address (127.0.0.1 unless
+    /// [`Builder::address`] says otherwise) until [`Server::shutdown`] or drop.
     pub async fn serve(&self) -> Result<Server, Error> {
-        Server::start(self.clone(), self.inner.config.port).await
+        let config = &self.inner.config;
+        Server::start(self.clone(), (config.address, config.port).into()).await
     }
 
     fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {

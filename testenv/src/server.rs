@@ -25,13 +25,13 @@ pub struct Server {
 }
 
 impl Server {
-    pub(crate) async fn start(env: TestEnv, port: u16) -> Result<Self, Error> {
-        let listener = TcpListener::bind(("127.0.0.1", port))
+    pub(crate) async fn start(env: TestEnv, bind: SocketAddr) -> Result<Self, Error> {
+        let listener = TcpListener::bind(bind)
             .await
-            .map_err(|source| Error::Bind { port, source })?;
+            .map_err(|source| Error::Bind { addr: bind, source })?;
         let addr = listener
             .local_addr()
-            .map_err(|source| Error::Bind { port, source })?;
+            .map_err(|source| Error::Bind { addr: bind, source })?;
         let (stop, mut stopped) = watch::channel(false);
         let task = tokio::spawn(async move {
             loop {
@@ -81,9 +81,17 @@ impl Server {
         })
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`: the address clients use, the loopback one
+    /// when the server listens on every interface.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let mut addr = self.addr;
+        if addr.ip().is_unspecified() {
+            addr.set_ip(match addr.ip() {
+                std::net::IpAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+                std::net::IpAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+            });
+        }
+        format!("http://{addr}")
     }
 
     pub fn addr(&self) -> SocketAddr {

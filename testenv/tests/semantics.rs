@@ -2705,3 +2705,41 @@ async fn a_tightened_schema_ratchets_values_an_update_leaves_alone() {
     let status = api_err(api.create(&PostParams::default(), &fresh).await.unwrap_err());
     assert_eq!(status.code, 422, "{}", status.message);
 }
+
+/// `Builder::address`: every interface when asked, with the kubeconfig URL on
+/// the loopback address; a taken port is an error naming the address.
+#[tokio::test]
+async fn serves_on_the_address_it_is_given() {
+    use std::io::{Read, Write};
+    let env = TestEnv::builder()
+        .address(std::net::Ipv4Addr::UNSPECIFIED.into())
+        .build();
+    let server = env.serve().await.unwrap();
+    assert!(server.addr().ip().is_unspecified());
+    let port = server.addr().port();
+    assert_eq!(server.url(), format!("http://127.0.0.1:{port}"));
+    let response = tokio::task::spawn_blocking(move || {
+        let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        stream
+            .write_all(b"GET /version HTTP/1.1\r\nHost: testenv\r\nConnection: close\r\n\r\n")
+            .unwrap();
+        let mut response = String::new();
+        stream.read_to_string(&mut response).unwrap();
+        response
+    })
+    .await
+    .unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+
+    let err = TestEnv::builder()
+        .port(port)
+        .build()
+        .serve()
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with(&format!("failed to listen on 127.0.0.1:{port}: ")),
+        "{err}"
+    );
+}

@@ -66,9 +66,13 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
 #[derive(Debug, Parser)]
 #[command(about = "The controller against a local, in-memory API server")]
 struct Args {
-    /// The API server's port on 127.0.0.1 (0 picks a free one).
+    /// The API server's port (0 picks a free one).
     #[arg(long, default_value_t = 0)]
     port: u16,
+    /// Where the API server, the controller's /metrics and its probes listen:
+    /// this machine only by default; 0.0.0.0 (or ::) to reach them from others.
+    #[arg(long, default_value = "127.0.0.1")]
+    address: std::net::IpAddr,
     /// Where to write the kubeconfig for the API server.
     #[arg(long, default_value = ".testenv/kubeconfig")]
     kubeconfig: std::path::PathBuf,
@@ -123,6 +127,7 @@ async fn main() -> Result<(), BoxError> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let env = TestEnv::builder()
         .port(args.port)
+        .address(args.address)
         .garbage_collection(!args.no_garbage_collection)
         .namespace_deletion(!args.no_namespace_deletion)
         .build();
@@ -163,8 +168,8 @@ async fn main() -> Result<(), BoxError> {
         kube_api_burst: 0,
         disable_ha: false,
         disable_controllers: Vec::new(),
-        // A workstation's metrics and probes stay on the loopback interface.
-        bind_address: std::net::Ipv4Addr::LOCALHOST.into(),
+        // A workstation's metrics and probes stay where the API server is.
+        bind_address: args.address,
     };
     let process_env = Env::from_lookup(|name| match name {
         "SYSTEM_NAMESPACE" => Some(std::env::var(name).unwrap_or_else(|_| "knative-samples".into())),
