@@ -365,7 +365,7 @@ impl Values<'_> {
         } else {
             String::new()
         };
-        let pairs: [(&str, &str); 17] = [
+        let pairs: [(&str, &str); 15] = [
             ("{{Kind}}", &self.new.kind),
             ("{{KIND}}", &self.names.upper),
             ("{{module}}", &self.names.module),
@@ -391,8 +391,6 @@ impl Values<'_> {
                 "{{sample_namespace}}",
                 if namespaced { "\n  namespace: default" } else { "" },
             ),
-            ("{{plural}}", &pluralize(&self.new.kind)),
-            ("{{snake}}", &self.names.snake),
         ];
         let mut out = template.to_owned();
         for (placeholder, value) in pairs {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use syn::spanned::Spanned;
 use syn::{DeriveInput, Item};
 
-use crate::config::{Config, ExternalKind};
+use crate::config::{Config, ExternalKind, K8S_OPENAPI_GROUPS};
 use crate::error::{Diagnostic, Error};
 use crate::model::{self, KindModel, MARKERS, Scope, Verb};
 
@@ -51,34 +51,6 @@ impl KindPlan {
     }
 }
 
-/// The first labels of Kubernetes' own API groups, which name their modules
-/// (`batch` for `batch`, `rbac` for `rbac.authorization.k8s.io`).
-const BUILTIN_GROUP_MODULES: &[&str] = &[
-    "admissionregistration",
-    "apiextensions",
-    "apiregistration",
-    "apps",
-    "authentication",
-    "authorization",
-    "autoscaling",
-    "batch",
-    "certificates",
-    "coordination",
-    "core",
-    "discovery",
-    "events",
-    "flowcontrol",
-    "internal",
-    "networking",
-    "node",
-    "policy",
-    "rbac",
-    "resource",
-    "scheduling",
-    "storage",
-    "storagemigration",
-];
-
 /// The module of `group`: its first label (`samples` for
 /// `samples.knative.dev`, `core` for the core group ""). A custom group whose
 /// first label is that of a Kubernetes group is named in full instead
@@ -86,9 +58,23 @@ const BUILTIN_GROUP_MODULES: &[&str] = &[
 /// kinds and Kubernetes' (`batch`'s Job) can be generated side by side, and
 /// adding a built-in kind later never renames a custom group's module.
 pub(crate) fn group_module(group: &str, custom: bool) -> String {
+    let module = first_label_module(group);
+    let builtin = || {
+        K8S_OPENAPI_GROUPS
+            .iter()
+            .any(|(_, g)| first_label_module(g) == module)
+    };
+    if custom && builtin() {
+        group.replace(['.', '-'], "_")
+    } else {
+        module
+    }
+}
+
+/// `samples` for `samples.knative.dev`, `core` for the core group "".
+fn first_label_module(group: &str) -> String {
     match group.split('.').next() {
         None | Some("") => "core".to_owned(),
-        Some(first) if custom && BUILTIN_GROUP_MODULES.contains(&first) => group.replace(['.', '-'], "_"),
         Some(first) => first.replace('-', "_"),
     }
 }
