@@ -393,13 +393,14 @@ impl TestEnv {
             .ok_or_else(|| Error::InvalidObject("a seeded object must be a JSON object".into()))?
             .entry("metadata")
             .or_insert_with(|| Value::Object(Default::default()));
+        let mut state = self.inner.state();
         if let Some(meta) = meta.as_object_mut() {
             if def.namespaced {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
             }
             meta.remove("resourceVersion");
             if !meta.contains_key("uid") {
-                let uid = self.inner.state().uids.generate(&def.resource_name(), &ns, &name);
+                let uid = state.uids.generate(&def.resource_name(), &ns, &name);
                 meta.insert("uid".into(), Value::String(uid));
             }
             meta.entry("creationTimestamp")
@@ -408,7 +409,6 @@ impl TestEnv {
                 meta.entry("generation").or_insert(Value::from(1));
             }
         }
-        let mut state = self.inner.state();
         let stored = state.seed(&def, &ns, &name, obj);
         state.settle();
         Ok(stored)

@@ -66,22 +66,22 @@ pub enum UidGenerator {
     /// many objects of that name were created before), so a test can write the
     /// uid it expects with [`uid_for`] instead of deleting it from what it
     /// compares.
-    Deterministic(Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>),
+    /// The map counts the objects created so far by resource, namespace and name.
+    Deterministic(std::collections::HashMap<String, u64>),
 }
 
 impl UidGenerator {
     /// The deterministic generator.
     pub fn deterministic() -> Self {
-        Self::Deterministic(Arc::default())
+        Self::Deterministic(std::collections::HashMap::new())
     }
 
     /// The uid of a new object `name` in `namespace` of `resource` (see [`uid_for`]).
-    pub(crate) fn generate(&self, resource: &str, namespace: &str, name: &str) -> String {
+    pub(crate) fn generate(&mut self, resource: &str, namespace: &str, name: &str) -> String {
         match self {
             Self::Random => uuid::Uuid::new_v4().to_string(),
             Self::Deterministic(created) => {
                 let key = format!("{resource}/{namespace}/{name}");
-                let mut created = created.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 let earlier = created.entry(key).or_insert(0);
                 let uid = nth_uid(resource, namespace, name, *earlier);
                 *earlier += 1;
@@ -125,7 +125,7 @@ mod tests {
 
     #[test]
     fn deterministic_uids_are_uid_for_then_differ_on_recreation() {
-        let g = UidGenerator::deterministic();
+        let mut g = UidGenerator::deterministic();
         let first = g.generate("pods", "ns", "web");
         assert_eq!(first, uid_for("pods", "ns", "web"));
         assert_ne!(g.generate("pods", "ns", "web"), first, "a new object, a new uid");
