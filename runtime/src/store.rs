@@ -579,20 +579,24 @@ mod tests {
         }
     }
 
+    /// An index of ConfigMaps by their `app` label.
+    fn by_app() -> IndexFn<ConfigMap> {
+        Arc::new(|cm: &ConfigMap| {
+            cm.metadata
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("app").cloned())
+                .into_iter()
+                .collect()
+        })
+    }
+
     #[test]
     fn custom_indexes_follow_updates_and_deletes() {
         for format in FORMATS {
             let mut store = Store::<ConfigMap>::new(format);
             store.upsert(cm("a", "x", "1", "web")).unwrap();
-            let by_app: IndexFn<ConfigMap> = Arc::new(|cm: &ConfigMap| {
-                cm.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get("app").cloned())
-                    .into_iter()
-                    .collect()
-            });
-            store.add_index("byApp", by_app).unwrap();
+            store.add_index("byApp", by_app()).unwrap();
             store.upsert(cm("b", "y", "1", "web")).unwrap();
             assert_eq!(names(&store.by_index("byApp", "web").unwrap()), ["x", "y"]);
 
@@ -613,15 +617,7 @@ mod tests {
     #[test]
     fn decoded_reads_share_the_stored_object_until_it_changes() {
         let mut store = Store::<ConfigMap>::new(CacheFormat::Decoded);
-        let by_app: IndexFn<ConfigMap> = Arc::new(|cm: &ConfigMap| {
-            cm.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app").cloned())
-                .into_iter()
-                .collect()
-        });
-        store.add_index("byApp", by_app).unwrap();
+        store.add_index("byApp", by_app()).unwrap();
         let Some(Change::Added(added)) = store.upsert(cm("a", "x", "1", "web")).unwrap() else {
             panic!("expected an add");
         };
