@@ -84,7 +84,7 @@ pub(crate) enum Output {
 }
 
 impl Output {
-    fn from_accept(accept: &str) -> Self {
+    pub(crate) fn from_accept(accept: &str) -> Self {
         for media in accept.split(',') {
             let mut parts = media.split(';').map(str::trim);
             let base = parts.next().unwrap_or_default();
@@ -364,6 +364,12 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if verb == "watch" {
         wait_for_revision(&env.inner, &q).await;
     }
+    if matches!(verb, "create" | "update" | "patch" | "delete")
+        && target.subresource.as_deref() != Some("scale")
+        && let Some(r) = crate::admission::write(env, verb, &target, &req, &q).await
+    {
+        return r.unwrap_or_else(|e| Reply::error(&e));
+    }
     match dispatch(&env.inner, verb, &target, &req, &q) {
         Ok(r) => r,
         Err(e) => Reply::error(&e),
@@ -390,7 +396,7 @@ async fn wait_for_revision(inner: &Inner, q: &QueryView<'_>) {
     .await;
 }
 
-fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
+pub(crate) fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus> {
     let validation = match q.get("fieldValidation") {
         None | Some("" | "Warn") => FieldValidation::Warn,
         Some("Strict") => FieldValidation::Strict,
@@ -424,12 +430,13 @@ fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, ErrorStatus
         explicit_manager: q.get("fieldManager").is_some_and(|m| !m.is_empty()),
         force: q.flag("force") == Some(true),
         managed_fields: None,
+        skip_validation: false,
     })
 }
 
 /// Decodes a create/update body: JSON or YAML, as kube-apiserver accepts (protobuf and
 /// CBOR are not implemented here).
-fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
+pub(crate) fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
     let ct = req.content_type.split(';').next().unwrap_or_default().trim();
     let cannot = |e: String| {
         ErrorStatus::bad_request(format!(
@@ -464,7 +471,7 @@ fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
 /// Custom resources decode as unstructured objects, which must name their kind (built-in
 /// bodies take it from the endpoint). The message depends on which decoder ran: the
 /// strict one (fieldValidation Warn or Strict) or the lenient one (Ignore).
-fn custom_kind_present(
+pub(crate) fn custom_kind_present(
     req: &Request,
     q: &QueryView<'_>,
     def: &ResourceDef,
@@ -509,7 +516,7 @@ fn summarize(data: &[u8], max: usize) -> String {
     }
 }
 
-fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
+pub(crate) fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
     Reply::Json {
         code: if w.created { 201 } else { 200 },
         body: output.object(def, &w.object),
@@ -655,7 +662,10 @@ fn scale(
 
 /// Runs a write, then lets the optional controllers react to it before anyone else
 /// sees the store.
-fn write<T>(inner: &Inner, f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>) -> Result<T, ErrorStatus> {
+pub(crate) fn write<T>(
+    inner: &Inner,
+    f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>,
+) -> Result<T, ErrorStatus> {
     let mut st = inner.state();
     let r = f(&mut st);
     if r.is_ok() {
@@ -677,7 +687,7 @@ fn selection(def: &ResourceDef, t: &Target, q: &QueryView<'_>) -> Result<Selecti
     })
 }
 
-fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts, ErrorStatus> {
+pub(crate) fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts, ErrorStatus> {
     let mut opts = DeleteOpts::default();
     if !req.body.is_empty() {
         let body: Value = serde_json::from_slice(&req.body).map_err(|e| {

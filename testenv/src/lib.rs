@@ -39,6 +39,7 @@
 // boxing it would only add indirection to a test server's error path.
 #![allow(clippy::result_large_err)]
 
+mod admission;
 mod api;
 mod controllers;
 mod crd;
@@ -125,7 +126,12 @@ pub(crate) struct Inner {
     pub(crate) close_watches: tokio::sync::watch::Sender<u64>,
     /// How many upcoming watch requests get `410 Gone`.
     pub(crate) expire_watches: AtomicU64,
+    /// Where Services' ports listen on this machine, for admission webhook calls.
+    pub(crate) service_routes: Mutex<Vec<ServiceRoute>>,
 }
+
+/// `(namespace, name, port)` of a Service, and the local address serving it.
+pub(crate) type ServiceRoute = ((String, String, u16), std::net::SocketAddr);
 
 impl std::fmt::Debug for Inner {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -268,6 +274,7 @@ impl Builder {
                 latency: Mutex::new(self.latency),
                 close_watches,
                 expire_watches: AtomicU64::new(0),
+                service_routes: Mutex::new(Vec::new()),
             }),
         };
         let system = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -584,6 +591,37 @@ impl TestEnv {
 
     pub fn clear_reactors(&self) {
         self.inner.hooks().reactors.clear();
+    }
+
+    /// Says where port `port` of Service `namespace/name` listens on this machine.
+    ///
+    /// kube-apiserver calls an admission webhook's `clientConfig.service` through the
+    /// cluster network, which testenv has not; with a route, a webhook served by a test
+    /// (or by the local cluster's webhook process) is called at `addr`, and its
+    /// certificate is still checked against `<name>.<namespace>.svc`. A later route for
+    /// the same port replaces the earlier one.
+    ///
+    /// ```
+    /// let env = kinject_testenv::TestEnv::new();
+    /// env.route_service("knative-samples", "webhook", 443, "127.0.0.1:8443".parse().unwrap());
+    /// ```
+    pub fn route_service(&self, namespace: &str, name: &str, port: u16, addr: std::net::SocketAddr) {
+        let mut routes = self
+            .inner
+            .service_routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let key = (namespace.to_owned(), name.to_owned(), port);
+        routes.retain(|(k, _)| *k != key);
+        routes.push((key, addr));
+    }
+
+    pub(crate) fn routes(&self) -> Vec<ServiceRoute> {
+        self.inner
+            .service_routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Latency added before each request is handled.

@@ -51,7 +51,7 @@ fn labels_render(m: &serde_json::Map<String, Value>) -> String {
 }
 
 /// Whether `labels` satisfy a LabelSelector object (`matchLabels` + `matchExpressions`).
-fn selector_matches(sel: &Value, labels: &serde_json::Map<String, Value>) -> bool {
+pub(crate) fn selector_matches(sel: &Value, labels: &serde_json::Map<String, Value>) -> bool {
     let label = |k: &str| labels.get(k).and_then(Value::as_str);
     let by_labels = sel
         .get("matchLabels")

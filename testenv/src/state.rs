@@ -37,6 +37,9 @@ pub(crate) struct WriteOpts {
     pub(crate) force: bool,
     /// `managedFields` computed by server-side apply, to store with the object.
     pub(crate) managed_fields: Option<Value>,
+    /// Build the object without checking it (a dry run only): what mutating admission
+    /// webhooks see, since kube-apiserver validates an object after they changed it.
+    pub(crate) skip_validation: bool,
 }
 
 /// A successful write: the object as stored and the `Warning` headers to send.
@@ -393,7 +396,7 @@ impl State {
                 (out, unknown, errors)
             }
         };
-        if !errors.is_empty() {
+        if !errors.is_empty() && !opts.skip_validation {
             return Err(ErrorStatus::invalid(&def.group, &def.kind, name, errors));
         }
         let msgs: Vec<String> = unknown.iter().map(|u| format!("unknown field \"{u}\"")).collect();
@@ -544,10 +547,10 @@ impl State {
             b.default_on_create(&mut obj);
             crate::resource::default_workload(def, &mut obj);
             let errs = crate::rules::check(b, &obj, None);
-            if !errs.is_empty() {
+            if !errs.is_empty() && !opts.skip_validation {
                 return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
             }
-            if b == Builtin::Crd {
+            if b == Builtin::Crd && !opts.skip_validation {
                 crate::crds::validate(&obj, &name)?;
                 crate::crds::accept(&mut obj);
             }
@@ -769,12 +772,12 @@ impl State {
             }
             _ => {}
         }
-        if def.builtin() == Some(Builtin::Crd) {
+        if def.builtin() == Some(Builtin::Crd) && !opts.skip_validation {
             crate::crds::validate(&new, &name)?;
         }
         if let Some(b) = def.builtin() {
             let errs = crate::rules::check(b, &new, Some(existing));
-            if !errs.is_empty() {
+            if !errs.is_empty() && !opts.skip_validation {
                 return Err(ErrorStatus::invalid(&def.group, &def.kind, &name, errs));
             }
         }
