@@ -45,11 +45,6 @@ const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
 /// kube-apiserver retries patches.
 const MAX_ATTEMPTS: usize = 5;
 
-/// The user every request is made as: testenv does not authenticate.
-fn user_info() -> Value {
-    json!({"username": "system:admin", "groups": ["system:masters", "system:authenticated"]})
-}
-
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Operation {
     Create,
@@ -298,6 +293,7 @@ pub(crate) async fn write(
         write: &write,
         opts: &opts,
         routes: env.routes(),
+        user: &req.user,
     };
     admission.run(req).await
 }
@@ -308,6 +304,7 @@ struct Admission<'a> {
     write: &'a Write<'a>,
     opts: &'a WriteOpts,
     routes: Vec<crate::ServiceRoute>,
+    user: &'a crate::rbac::User,
 }
 
 /// What the webhooks were shown, and the revision it was built from.
@@ -592,7 +589,7 @@ impl Admission<'_> {
             "requestResource": gvr,
             "name": name,
             "operation": p.operation.as_str(),
-            "userInfo": user_info(),
+            "userInfo": {"username": self.user.name, "groups": self.user.groups},
             "object": review_object,
             "oldObject": p.old,
             "dryRun": self.opts.dry_run,

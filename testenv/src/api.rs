@@ -34,6 +34,8 @@ pub(crate) struct Request {
     pub(crate) host: String,
     /// `User-Agent`; its part before the first `/` names the field manager by default.
     pub(crate) user_agent: String,
+    /// Who makes the request (see [`crate::rbac`]).
+    pub(crate) user: crate::rbac::User,
 }
 
 /// What to send back.
@@ -345,6 +347,19 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Err(e) => return Reply::error(&e),
     };
     let def = Arc::clone(&target.def);
+    let attributes = crate::rbac::Attributes {
+        verb,
+        group: &def.group,
+        resource: &def.plural,
+        subresource: target.subresource.as_deref().unwrap_or_default(),
+        namespace: target.namespace.as_deref().unwrap_or_default(),
+        name: target.name.as_deref().unwrap_or_default(),
+    };
+    let authorized = crate::rbac::authorize(&env.inner.state(), &req.user, &attributes);
+    if let Err(e) = authorized {
+        env.inner.denials().push(e.message.clone());
+        return Reply::error(&e);
+    }
     let action = Action {
         verb: verb.to_owned(),
         group: def.group.clone(),

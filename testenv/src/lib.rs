@@ -50,6 +50,7 @@ mod microtime;
 mod names;
 mod patch;
 mod proto;
+mod rbac;
 mod resource;
 mod rules;
 mod scale;
@@ -128,6 +129,10 @@ pub(crate) struct Inner {
     pub(crate) expire_watches: AtomicU64,
     /// Where Services' ports listen on this machine, for admission webhook calls.
     pub(crate) service_routes: Mutex<Vec<ServiceRoute>>,
+    /// Bearer tokens minted by `service_account_token`, and whose they are.
+    pub(crate) tokens: Mutex<std::collections::HashMap<String, rbac::User>>,
+    /// The messages of the requests refused as unauthorized, in order.
+    pub(crate) denials: Mutex<Vec<String>>,
 }
 
 /// `(namespace, name, port)` of a Service, and the local address serving it.
@@ -146,6 +151,18 @@ impl Inner {
     /// poisoned lock still holds consistent data.
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn tokens(&self) -> MutexGuard<'_, std::collections::HashMap<String, rbac::User>> {
+        self.tokens
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub(crate) fn denials(&self) -> MutexGuard<'_, Vec<String>> {
+        self.denials
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -275,6 +292,8 @@ impl Builder {
                 close_watches,
                 expire_watches: AtomicU64::new(0),
                 service_routes: Mutex::new(Vec::new()),
+                tokens: Mutex::new(std::collections::HashMap::new()),
+                denials: Mutex::new(Vec::new()),
             }),
         };
         let system = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -591,6 +610,37 @@ impl TestEnv {
 
     pub fn clear_reactors(&self) {
         self.inner.hooks().reactors.clear();
+    }
+
+    /// A bearer token for service account `namespace/name`: requests bearing it are
+    /// made by `system:serviceaccount:<namespace>:<name>` and authorized against the
+    /// stored RBAC objects, as kube-apiserver's RBAC authorizer does. Requests without
+    /// a token are made by `system:admin`, who may do anything. The account itself
+    /// need not exist, as a token outlives its account only in tests.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let env = kinject_testenv::TestEnv::new();
+    /// let server = env.serve().await?;
+    /// let token = env.service_account_token("knative-samples", "controller");
+    /// let kubeconfig = server.kubeconfig_with_token(&token); // for the controller process
+    /// # assert!(kubeconfig.contains(&token));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        let token = format!("testenv-{}", uuid::Uuid::new_v4().simple());
+        self.inner
+            .tokens()
+            .insert(token.clone(), rbac::User::service_account(namespace, name));
+        token
+    }
+
+    /// The messages of the requests refused so far for want of RBAC permission
+    /// (`pods "x" is forbidden: User "…" cannot get resource "pods" …`), in order.
+    pub fn denied_requests(&self) -> Vec<String> {
+        self.inner.denials().clone()
     }
 
     /// Says where port `port` of Service `namespace/name` listens on this machine.

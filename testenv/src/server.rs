@@ -100,11 +100,21 @@ impl Server {
 
     /// A kubeconfig (JSON, which is valid YAML) with one context `testenv` pointing here.
     pub fn kubeconfig(&self) -> String {
+        self.kubeconfig_for(serde_json::json!({}))
+    }
+
+    /// A kubeconfig whose user presents `token` (from
+    /// [`TestEnv::service_account_token`]), so its requests are authorized by RBAC.
+    pub fn kubeconfig_with_token(&self, token: &str) -> String {
+        self.kubeconfig_for(serde_json::json!({"token": token}))
+    }
+
+    fn kubeconfig_for(&self, user: serde_json::Value) -> String {
         serde_json::json!({
             "apiVersion": "v1",
             "kind": "Config",
             "clusters": [{"name": "testenv", "cluster": {"server": self.url()}}],
-            "users": [{"name": "testenv", "user": {}}],
+            "users": [{"name": "testenv", "user": user}],
             "contexts": [{"name": "testenv", "context": {"cluster": "testenv", "user": "testenv", "namespace": "default"}}],
             "current-context": "testenv",
             "preferences": {},

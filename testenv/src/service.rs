@@ -115,6 +115,10 @@ where
                 .collect()
         })
         .unwrap_or_default();
+    let user = match crate::rbac::authenticate(env, &header(header::AUTHORIZATION)) {
+        Ok(user) => user,
+        Err(e) => return respond(Reply::error(&e)),
+    };
     let request = api::Request {
         method: parts.method.clone(),
         path: parts.uri.path().to_owned(),
@@ -124,6 +128,7 @@ where
         body,
         host: header(header::HOST),
         user_agent: header(header::USER_AGENT),
+        user,
     };
     respond(api::handle(env, request).await)
 }

@@ -2743,3 +2743,86 @@ async fn serves_on_the_address_it_is_given() {
         "{err}"
     );
 }
+
+async fn client_with_kubeconfig(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+#[tokio::test]
+async fn a_service_account_gets_what_rbac_grants_and_a_403_for_the_rest() {
+    let env = TestEnv::new();
+    for obj in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "aggregate"},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"part-of": "aggregate"}}]}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "read-configmaps", "labels": {"part-of": "aggregate"}},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+            "metadata": {"name": "bot-reads"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": "default", "name": "bot"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "aggregate"}}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "write-configmaps", "namespace": "default"},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": ["create"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "bot-writes", "namespace": "default"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": "default", "name": "bot"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "write-configmaps"}}),
+    ] {
+        env.create_object(obj).unwrap();
+    }
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "other"}}))
+        .unwrap();
+    let server = env.serve().await.unwrap();
+    let token = env.service_account_token("default", "bot");
+    let bot = client_with_kubeconfig(&server.kubeconfig_with_token(&token)).await;
+
+    let here: Api<ConfigMap> = Api::namespaced(bot.clone(), "default");
+    here.create(&PostParams::default(), &cm("mine")).await.unwrap();
+    here.get("mine").await.unwrap();
+    let there: Api<ConfigMap> = Api::namespaced(bot.clone(), "other");
+    there.list(&ListParams::default()).await.unwrap();
+    let err = api_err(
+        there
+            .create(&PostParams::default(), &cm("theirs"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.reason.as_str()), (403, "Forbidden"));
+    assert_eq!(
+        err.message,
+        "configmaps is forbidden: User \"system:serviceaccount:default:bot\" cannot create resource \"configmaps\" in API group \"\" in the namespace \"other\""
+    );
+    let err = api_err(here.delete("mine", &DeleteParams::default()).await.unwrap_err());
+    assert_eq!(
+        err.message,
+        "configmaps \"mine\" is forbidden: User \"system:serviceaccount:default:bot\" cannot delete resource \"configmaps\" in API group \"\" in the namespace \"default\""
+    );
+    let namespaces: Api<Namespace> = Api::all(bot.clone());
+    let err = api_err(namespaces.list(&ListParams::default()).await.unwrap_err());
+    assert!(
+        err.message
+            .ends_with("cannot list resource \"namespaces\" in API group \"\" at the cluster scope"),
+        "{}",
+        err.message
+    );
+    assert_eq!(env.denied_requests().len(), 3);
+    // Discovery needs no grant, and requests without a token are an administrator's.
+    bot.apiserver_version().await.unwrap();
+    let admin: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "other");
+    admin.create(&PostParams::default(), &cm("theirs")).await.unwrap();
+    // A token testenv did not mint is not a user.
+    let stranger = client_with_kubeconfig(&server.kubeconfig_with_token("forged")).await;
+    let err = api_err(
+        Api::<ConfigMap>::namespaced(stranger, "default")
+            .list(&ListParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((err.code, err.message.as_str()), (401, "Unauthorized"));
+}
