@@ -8,6 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 stale=0
 cargo run --quiet --package kinject-codegen -- --config codegen.toml --verify || stale=1
 cargo run --quiet --package schema -- update-crds --verify config || stale=1
+cargo run --quiet --package controller --bin rbac -- --verify config || stale=1
 
 if [[ "${stale}" -ne 0 ]]; then
   echo "Generated files are out of date: run hack/update-codegen.sh and commit the result." >&2

@@ -24,7 +24,6 @@
 //! [scaffold]                     # where `hack/new-kind.sh` (`kinject-codegen new-kind`) writes
 //! reconcilers = "reconcilers"    # the crate whose src/lib.rs holds `controllers! { ... }`
 //! samples = "config/samples"     # one example object per kind
-//! clusterrole = "config/200-clusterrole.yaml"  # optional: gains the new kind's rules
 //! ```
 //!
 //! Relative paths are resolved against the directory holding the config file.
@@ -66,9 +65,6 @@ pub struct ScaffoldPaths {
     pub reconcilers: PathBuf,
     /// The directory of example objects.
     pub samples: PathBuf,
-    /// The controller's ClusterRole manifest, whose `rules` (its last key)
-    /// gain what the scaffolded reconciler does with its kind.
-    pub clusterrole: Option<PathBuf>,
 }
 
 /// One Rust module of API types.
@@ -127,7 +123,6 @@ struct RawConfig {
 struct RawScaffold {
     reconcilers: String,
     samples: String,
-    clusterrole: Option<String>,
 }
 
 fn yes() -> bool {
@@ -345,7 +340,6 @@ impl Config {
             scaffold: raw.scaffold.map(|s| ScaffoldPaths {
                 reconcilers: base.join(s.reconcilers),
                 samples: base.join(s.samples),
-                clusterrole: s.clusterrole.map(|c| base.join(c)),
             }),
         })
     }

@@ -3,10 +3,10 @@
 //! validation hooks, each with tests), a reconciler module with its table test,
 //! an example object, and registers them: the kind's module in its API crate
 //! (with an `[[api]]` entry in `codegen.toml` for a new group or version), the
-//! reconciler in the `controllers!` list, the test in the table-test binary
-//! and, when `[scaffold]` names it, the reconciler's rules in the ClusterRole.
+//! reconciler in the `controllers!` list and the test in the table-test binary.
 //! `hack/update-codegen.sh` then generates the clients, informers, listers,
-//! reconciler glue, registry entry and CRD.
+//! reconciler glue, registry entry, CRD and RBAC (the reconciler's needs are
+//! recorded when it is built, so nothing here edits the ClusterRole).
 //!
 //! It writes all files or none: every name is checked and every file planned
 //! before the first write, and the writes go through the same staging as the
@@ -298,15 +298,6 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
         );
     } else {
         files.create(reconcilers_dir.join(format!("tests/{module}.rs")), table)?;
-    }
-
-    if let Some(clusterrole) = &paths.clusterrole {
-        let text = read(clusterrole)?;
-        let plural = pluralize(kind);
-        files.edit(
-            clusterrole.clone(),
-            append_rules(&text, clusterrole, kind, &new.group, &plural)?,
-        );
     }
 
     files.create(
@@ -775,45 +766,6 @@ fn insert_api_entry(text: &str, krate: &str, module: &str, source: &str) -> Stri
     out.join("\n") + "\n"
 }
 
-/// Appends to a ClusterRole manifest the rules the scaffolded reconciler
-/// needs: read its kind, write its status. The manifest's `rules:` list must
-/// be its last key, so new items can go at its end without a YAML rewrite
-/// that would lose the comments.
-fn append_rules(text: &str, path: &Path, kind: &str, group: &str, plural: &str) -> Result<String, Error> {
-    let lines: Vec<&str> = text.lines().collect();
-    let top_level = |l: &&&str| !l.is_empty() && !l.starts_with([' ', '#', '-']);
-    let rules_last = lines
-        .iter()
-        .rfind(top_level)
-        .is_some_and(|l| l.trim_end() == "rules:");
-    let item = lines
-        .iter()
-        .skip_while(|l| l.trim_end() != "rules:")
-        .find(|l| l.trim_start().starts_with("- "));
-    let (true, Some(item)) = (rules_last, item) else {
-        return Err(Error::one(Diagnostic::file(
-            path,
-            format!(
-                "cannot add the rules of {kind}: `rules:`, with at least one rule, must be the manifest's last key; \
-                 move it there, or leave `clusterrole` out of [scaffold] and grant get, list and watch on \
-                 {plural} and update on {plural}/status in group {group} by hand"
-            ),
-        )));
-    };
-    let indent = &item[..item.len() - item.trim_start().len()];
-    let mut out = text.trim_end().to_owned();
-    out.push_str(&format!(
-        "\n{indent}# {kind}: its reconciler reads them and writes their status.\n\
-         {indent}- apiGroups: [\"{group}\"]\n\
-         {indent}  resources: [\"{plural}\"]\n\
-         {indent}  verbs: [\"get\", \"list\", \"watch\"]\n\
-         {indent}- apiGroups: [\"{group}\"]\n\
-         {indent}  resources: [\"{plural}/status\"]\n\
-         {indent}  verbs: [\"update\"]\n"
-    ));
-    Ok(out)
-}
-
 /// `SimpleDeployment` → `simple_deployment`.
 fn snake(kind: &str) -> String {
     let mut out = String::new();
@@ -953,28 +905,6 @@ mod tests {
             err.contains("has no `kinject_runtime::controllers! { ... }` block"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn the_clusterrole_gains_the_kinds_rules_at_the_end_of_its_list() {
-        let role = "# Comment.\nkind: ClusterRole\nrules:\n  - apiGroups: [\"\"]\n    resources: [\"pods\"]\n    verbs: [\"get\"]\n";
-        let p = Path::new("200-clusterrole.yaml");
-        assert_eq!(
-            append_rules(role, p, "Widget", "tutorial.example.io", "widgets").unwrap(),
-            format!(
-                "{role}  # Widget: its reconciler reads them and writes their status.\n  - apiGroups: [\"tutorial.example.io\"]\n    resources: [\"widgets\"]\n    verbs: [\"get\", \"list\", \"watch\"]\n  - apiGroups: [\"tutorial.example.io\"]\n    resources: [\"widgets/status\"]\n    verbs: [\"update\"]\n"
-            )
-        );
-        let err = append_rules(
-            "rules:\n  - verbs: []\naggregationRule: {}\n",
-            p,
-            "Widget",
-            "g.io",
-            "widgets",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("must be the manifest's last key"), "{err}");
     }
 
     #[test]

@@ -17,6 +17,7 @@ use kinject_runtime::injection::Context;
 use kinject_runtime::key::ObjectKey;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::owner::{OwnerRefError, controller_key, set_controller_ref};
+use kinject_runtime::rbac::Verb;
 use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
@@ -198,6 +199,8 @@ pub fn make_pod(d: &SimpleDeployment) -> Result<Pod, OwnerRefError> {
 pub fn new_controller(ctx: &Context) -> Impl {
     let sd_informer = simpledeployment::get(ctx);
     let pod_informer = pod::get(ctx);
+    // What `reconcile_kind` writes itself; config/'s RBAC is generated from it.
+    ctx.needs::<Pod>(&[Verb::Create, Verb::Delete]);
     let expectations = Arc::new(Expectations::new());
     let reconciler = Reconciler {
         ctx: ctx.clone(),

@@ -50,6 +50,7 @@ use crate::client::{ApiScope, ClientSource, scoped_api};
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
 use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
 use crate::network;
+use crate::rbac::{Permissions, Verb};
 
 /// The injection context: a cheap, cloneable handle shared by every controller
 /// of a process.
@@ -74,6 +75,8 @@ struct Inner {
     /// The recorder of every informer's events, built on first need: one
     /// event writer (and one spam filter) for the whole context.
     informer_recorder: std::sync::OnceLock<Arc<dyn Recorder>>,
+    /// What the constructors asked of the API server, for the RBAC that grants it.
+    permissions: Mutex<Permissions>,
 }
 
 struct Registration {
@@ -211,6 +214,7 @@ impl ContextBuilder {
                 cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
+                permissions: Mutex::new(Permissions::default()),
             }),
         }
     }
@@ -386,6 +390,9 @@ impl Context {
             recorder: Some(recorder),
             metrics: self.get::<InformerMetrics>().map(|m| (*m).clone()),
         };
+        self.needs::<K>(&[Verb::List, Verb::Watch]);
+        // An informer reports objects it cannot decode as Warning events.
+        self.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
         let informer = Informer::new(api, selector, settings, self.inner.resync_period, reporting);
         tracing::debug!(informer = informer.description(), "registered informer");
         let handle: Arc<dyn Startable> = Arc::new(informer.clone());
@@ -397,6 +404,27 @@ impl Context {
             handle,
         });
         informer
+    }
+
+    /// Declares that this context's controllers use `verbs` on kind `K` (in the
+    /// context's namespace, or everywhere): what a reconciler writes itself, since
+    /// informers and the generic reconciler declare their own needs. The RBAC
+    /// the application's `rbac` command writes is made of these declarations.
+    pub fn needs<K: kube::Resource<DynamicType = ()>>(&self, verbs: &[Verb]) {
+        self.inner.permissions.lock().allow::<K>(self.namespace(), verbs);
+    }
+
+    /// Declares that this context's controllers use `verbs` on `subresource` of `K`.
+    pub fn needs_subresource<K: kube::Resource<DynamicType = ()>>(&self, subresource: &str, verbs: &[Verb]) {
+        self.inner
+            .permissions
+            .lock()
+            .allow_subresource::<K>(self.namespace(), subresource, verbs);
+    }
+
+    /// Everything declared so far (see [`needs`](Self::needs)).
+    pub fn permissions(&self) -> Permissions {
+        self.inner.permissions.lock().clone()
     }
 
     fn record(&self, handle: &Arc<dyn Startable>) {

@@ -34,6 +34,7 @@ pub mod leaderelection;
 pub mod lister;
 pub mod network;
 pub mod owner;
+pub mod rbac;
 pub mod reconciler;
 mod store;
 #[cfg(feature = "testing")]

@@ -46,6 +46,7 @@
 
 pub mod client_layers;
 pub mod logging;
+pub mod rbac;
 mod servers;
 
 use std::collections::BTreeMap;

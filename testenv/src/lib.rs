@@ -129,8 +129,6 @@ pub(crate) struct Inner {
     pub(crate) expire_watches: AtomicU64,
     /// Where Services' ports listen on this machine, for admission webhook calls.
     pub(crate) service_routes: Mutex<Vec<ServiceRoute>>,
-    /// Bearer tokens minted by `service_account_token`, and whose they are.
-    pub(crate) tokens: Mutex<std::collections::HashMap<String, rbac::User>>,
     /// The messages of the requests refused as unauthorized, in order.
     pub(crate) denials: Mutex<Vec<String>>,
 }
@@ -151,12 +149,6 @@ impl Inner {
     /// poisoned lock still holds consistent data.
     pub(crate) fn state(&self) -> MutexGuard<'_, State> {
         self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    pub(crate) fn tokens(&self) -> MutexGuard<'_, std::collections::HashMap<String, rbac::User>> {
-        self.tokens
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -292,7 +284,6 @@ impl Builder {
                 close_watches,
                 expire_watches: AtomicU64::new(0),
                 service_routes: Mutex::new(Vec::new()),
-                tokens: Mutex::new(std::collections::HashMap::new()),
                 denials: Mutex::new(Vec::new()),
             }),
         };
@@ -616,7 +607,9 @@ impl TestEnv {
     /// made by `system:serviceaccount:<namespace>:<name>` and authorized against the
     /// stored RBAC objects, as kube-apiserver's RBAC authorizer does. Requests without
     /// a token are made by `system:admin`, who may do anything. The account itself
-    /// need not exist, as a token outlives its account only in tests.
+    /// need not exist. Every testenv accepts the token, as every kube-apiserver
+    /// sharing a signing key accepts a service-account token: a test that restarts
+    /// its server keeps its clients' kubeconfigs.
     ///
     /// ```
     /// # #[tokio::main(flavor = "current_thread")]
@@ -630,11 +623,7 @@ impl TestEnv {
     /// # }
     /// ```
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        let token = format!("testenv-{}", uuid::Uuid::new_v4().simple());
-        self.inner
-            .tokens()
-            .insert(token.clone(), rbac::User::service_account(namespace, name));
-        token
+        rbac::token_for(namespace, name)
     }
 
     /// The messages of the requests refused so far for want of RBAC permission

@@ -2816,7 +2816,7 @@ async fn a_service_account_gets_what_rbac_grants_and_a_403_for_the_rest() {
     bot.apiserver_version().await.unwrap();
     let admin: Api<ConfigMap> = Api::namespaced(server.client().unwrap(), "other");
     admin.create(&PostParams::default(), &cm("theirs")).await.unwrap();
-    // A token testenv did not mint is not a user.
+    // A token testenv would not mint is not a user.
     let stranger = client_with_kubeconfig(&server.kubeconfig_with_token("forged")).await;
     let err = api_err(
         Api::<ConfigMap>::namespaced(stranger, "default")

@@ -32,6 +32,17 @@ fn apply_setup(env: &TestEnv) {
 /// [`apply_setup`] without the manifest `left_out`.
 fn apply_setup_except(env: &TestEnv, left_out: &str) {
     apply(env, &["100-namespace.yaml"]);
+    // The generated RBAC the controller runs under (see `cluster`).
+    apply(
+        env,
+        &[
+            "200-serviceaccount.yaml",
+            "200-clusterrole.yaml",
+            "200-role.yaml",
+            "201-clusterrolebinding.yaml",
+            "201-rolebinding.yaml",
+        ],
+    );
     let crds: Vec<String> = generated::registry::custom_kinds()
         .iter()
         .map(|kind| format!("300-{}.yaml", kind.kind.to_lowercase()))
@@ -53,14 +64,16 @@ fn controller_count() -> usize {
     reconcilers::controllers().len()
 }
 
-/// A server with the namespace, CRDs and ConfigMaps of `config/`, and a
-/// kubeconfig for it.
+/// A server with the namespace, RBAC, CRDs and ConfigMaps of `config/`, and a
+/// kubeconfig for it as the controller's service account: testenv refuses
+/// what the generated RBAC does not grant, as kube-apiserver would.
 async fn cluster(dir: &Path) -> (TestEnv, kinject_testenv::Server, PathBuf) {
     let env = TestEnv::new();
     apply_setup(&env);
     let server = env.serve().await.unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).unwrap();
+    let token = env.service_account_token(SERVICE_ACCOUNT.0, SERVICE_ACCOUNT.1);
+    std::fs::write(&kubeconfig, server.kubeconfig_with_token(&token)).unwrap();
     (env, server, kubeconfig)
 }
 
@@ -76,92 +89,6 @@ fn addressable_service(name: &str, service: &str) -> Value {
 
 /// The service account config/controller.yaml runs the controller as.
 const SERVICE_ACCOUNT: (&str, &str) = (NS, "controller");
-
-/// Every request in the action log (all the controller's: the test's own
-/// writes go around it) that the Roles and ClusterRoles of `config/` do not
-/// grant [`SERVICE_ACCOUNT`] through their bindings, evaluated as
-/// kube-apiserver's RBAC authorizer does. A reconciler that starts reading or
-/// writing something new fails the test until config/ grants it.
-fn forbidden_requests(env: &TestEnv) -> Vec<String> {
-    let rbac = TestEnv::new();
-    apply(
-        &rbac,
-        &[
-            "100-namespace.yaml",
-            "200-clusterrole.yaml",
-            "200-role.yaml",
-            "201-clusterrolebinding.yaml",
-            "201-rolebinding.yaml",
-        ],
-    );
-    let group = "rbac.authorization.k8s.io";
-    let is_subject = |binding: &Value| {
-        binding["subjects"].as_array().into_iter().flatten().any(|s| {
-            s["kind"] == "ServiceAccount"
-                && s["namespace"] == SERVICE_ACCOUNT.0
-                && s["name"] == SERVICE_ACCOUNT.1
-        })
-    };
-    let role_rules = |binding: &Value, namespace: Option<&str>| -> Vec<Value> {
-        let (plural, ns) = if binding["roleRef"]["kind"] == "ClusterRole" {
-            ("clusterroles", None)
-        } else {
-            ("roles", namespace)
-        };
-        let name = binding["roleRef"]["name"].as_str().unwrap_or_default();
-        rbac.get_object(group, "v1", plural, ns, name)
-            .and_then(|role| role["rules"].as_array().cloned())
-            .unwrap_or_default()
-    };
-    // (namespace the rules hold in, or None for every namespace; the rules)
-    let mut grants: Vec<(Option<String>, Vec<Value>)> = Vec::new();
-    for binding in rbac.list_objects(group, "v1", "clusterrolebindings", None) {
-        if is_subject(&binding) {
-            grants.push((None, role_rules(&binding, None)));
-        }
-    }
-    for binding in rbac.list_objects(group, "v1", "rolebindings", None) {
-        if is_subject(&binding) {
-            let ns = binding["metadata"]["namespace"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned();
-            grants.push((Some(ns.clone()), role_rules(&binding, Some(&ns))));
-        }
-    }
-    let lists = |rule: &Value, key: &str, want: &str| {
-        rule[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|v| v == "*" || v == want)
-    };
-    let mut forbidden = BTreeSet::new();
-    for action in env.actions() {
-        let resource = if action.subresource.is_empty() {
-            action.resource.clone()
-        } else {
-            format!("{}/{}", action.resource, action.subresource)
-        };
-        let allowed = grants.iter().any(|(ns, rules)| {
-            ns.as_deref().is_none_or(|ns| ns == action.namespace)
-                && rules.iter().any(|rule| {
-                    lists(rule, "apiGroups", &action.group)
-                        && lists(rule, "resources", &resource)
-                        && lists(rule, "verbs", &action.verb)
-                        && (rule["resourceNames"].as_array().is_none_or(Vec::is_empty)
-                            || lists(rule, "resourceNames", &action.name))
-                })
-        });
-        if !allowed {
-            forbidden.insert(format!(
-                "{} {}/{} in namespace {:?}",
-                action.verb, action.group, resource, action.namespace
-            ));
-        }
-    }
-    forbidden.into_iter().collect()
-}
 
 /// A running controller process.
 struct Controller {
@@ -222,6 +149,20 @@ impl Drop for Controller {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// [`wait_for`], saying on timeout which requests RBAC refused: the likely
+/// reason a controller under the generated RBAC gets nowhere.
+async fn wait_under_rbac(env: &TestEnv, what: &str, timeout: Duration, mut done: impl FnMut() -> bool) {
+    let started = Instant::now();
+    while !done() {
+        assert!(
+            started.elapsed() < timeout,
+            "timed out after {timeout:?} waiting for {what}; requests refused by the generated RBAC: {:#?}",
+            env.denied_requests()
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
 }
 
@@ -287,9 +228,12 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
     );
     let controller = Controller::start(&kubeconfig, "controller-0", &dir);
 
-    wait_for("make-it-addressable to be Ready", Duration::from_secs(60), || {
-        is_ready(&env, NS, "make-it-addressable")
-    })
+    wait_under_rbac(
+        &env,
+        "make-it-addressable to be Ready",
+        Duration::from_secs(60),
+        || is_ready(&env, NS, "make-it-addressable"),
+    )
     .await;
     let asvc = get(&env, "addressableservices", NS, "make-it-addressable").unwrap();
     assert_eq!(
@@ -298,12 +242,13 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
                "address": {"url": "http://webhook.knative-samples.svc.cluster.local"}})
     );
 
-    wait_for("two pods", Duration::from_secs(30), || {
+    wait_under_rbac(&env, "two pods", Duration::from_secs(30), || {
         env.list_objects("", "v1", "pods", Some("default")).len() == 2
     })
     .await;
     assert_eq!(run_pods(&env, "default"), 2);
-    wait_for(
+    wait_under_rbac(
+        &env,
         "the SimpleDeployment to be Ready",
         Duration::from_secs(30),
         || {
@@ -318,7 +263,7 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
 
     env.delete_object("", "v1", "services", Some(NS), "webhook")
         .unwrap();
-    wait_for("ServiceUnavailable", Duration::from_secs(30), || {
+    wait_under_rbac(&env, "ServiceUnavailable", Duration::from_secs(30), || {
         get(&env, "addressableservices", NS, "make-it-addressable").is_some_and(|o| {
             status(&o)
                 == json!({"observedGeneration": 1,
@@ -335,10 +280,11 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
         took < Duration::from_secs(5),
         "took {took:?} to exit after SIGTERM"
     );
-    let forbidden = forbidden_requests(&env);
+    let forbidden = env.denied_requests();
     assert!(
         forbidden.is_empty(),
-        "requests the RBAC in config/ does not allow the controller's service account:\n{}",
+        "requests the generated RBAC in config/ does not allow the controller's service account \
+         (declare them with Context::needs and run hack/update-codegen.sh):\n{}",
         forbidden.join("\n")
     );
     let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(NS));

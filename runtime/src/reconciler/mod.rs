@@ -57,6 +57,7 @@ pub use crate::leader::{
     Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook, UniversalBucket,
 };
 use crate::lister::Lister;
+use crate::rbac::Verb;
 use crate::tracker::Tracker;
 pub use metrics::ReconcileMetrics;
 
@@ -514,6 +515,20 @@ where
 {
     let queue_name = queue_name(std::any::type_name::<R>());
     let informer = ctx.informer::<K>();
+    let writes_status = kind.status.is_some() && !options.skip_status_updates;
+    let finalizes = <R::Finalizer as Finalization<K, R>>::FINALIZES;
+    if writes_status {
+        ctx.needs_subresource::<K>("status", &[Verb::Update]);
+    }
+    if finalizes {
+        // Finalizers are added and removed with a merge patch.
+        ctx.needs::<K>(&[Verb::Patch]);
+    }
+    if writes_status || finalizes {
+        // A write that conflicts is retried on the object read afresh.
+        ctx.needs::<K>(&[Verb::Get]);
+    }
+    ctx.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
     let lister = informer.lister();
     let agent_name = options
         .agent_name
