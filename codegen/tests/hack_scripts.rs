@@ -5,7 +5,8 @@
 //! `generated/` and after an API field change (naming the stale files and the
 //! fix), and update repairs both. `hack/new-kind.sh` on another copy: kinds
 //! in a new group and in the sample's group build, test, format and dump with
-//! no hand edit.
+//! no hand edit. And `examples/out-of-tree`, a workspace of its own on the
+//! framework, builds and passes its tests.
 //!
 //! The copy builds in its own target directory under the workspace's
 //! `target/`, so its modified binaries never replace the ones other tests run;
@@ -389,4 +390,33 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     );
 
     std::fs::remove_dir_all(&copy).unwrap();
+}
+
+#[test]
+fn the_out_of_tree_example_builds_and_passes_its_tests() {
+    let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let example = repo_root().join("examples/out-of-tree");
+    // --locked: its Cargo.lock is checked in and must not need a change.
+    let run = cargo(&example, &["test", "--locked"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    for test in [
+        "a_new_greeting_gets_its_config_map_and_becomes_ready ... ok",
+        "a_changed_message_updates_the_config_map ... ok",
+        "a_too_long_message_is_reported_not_published ... ok",
+        "an_empty_message_defaults_to_hello_world ... ok",
+    ] {
+        assert!(run.stdout.contains(test), "{test}:\n{}", run.stdout);
+    }
+    let run = cargo(&example, &["fmt", "--all", "--check"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    let run = cargo(
+        &example,
+        &["run", "--locked", "-q", "-p", "greeter", "--bin", "crds"],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stdout.contains("\"name\":\"greetings.hello.example.com\""),
+        "{}",
+        run.stdout
+    );
 }

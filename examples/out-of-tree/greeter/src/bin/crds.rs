@@ -1,0 +1,31 @@
+//! Prints the CustomResourceDefinitions of the API as a JSON list, which
+//! `kubectl apply -f -` takes: `cargo run -p greeter --bin crds | kubectl apply -f -`.
+
+use std::io::Write as _;
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    let crds: Result<Vec<serde_json::Value>, serde_json::Error> =
+        greeter::generated::registry::custom_kinds()
+            .iter()
+            .map(|kind| kind.crd().and_then(serde_json::to_value))
+            .collect();
+    match crds {
+        Ok(items) => {
+            let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+            // A closed pipe (`| head`) ends the output; it is not a failure to report.
+            match writeln!(std::io::stdout().lock(), "{list}") {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("crds: cannot write: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Err(e) => {
+            eprintln!("crds: cannot build a CRD: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

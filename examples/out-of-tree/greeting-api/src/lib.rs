@@ -1,0 +1,3 @@
+//! The `hello.example.com` API group.
+
+pub mod v1alpha1;
