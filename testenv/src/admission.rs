@@ -610,26 +610,13 @@ impl Admission<'_> {
             "kind": "AdmissionReview",
             "request": request,
         });
-        let response = match call_webhook(hook, &self.routes, &review).await {
+        let answered = call_webhook(hook, &self.routes, &review)
+            .await
+            .and_then(|r| check_response(&r, uid));
+        let response = match answered {
             Ok(r) => r,
             Err(_) if hook.ignore_failures => return Ok(object),
-            Err(e) => {
-                return Err(ErrorStatus::internal(format!(
-                    "failed calling webhook \"{}\": {e}",
-                    hook.name
-                )));
-            }
-        };
-        let checked = check_response(&response, uid);
-        let response = match checked {
-            Ok(r) => r,
-            Err(_) if hook.ignore_failures => return Ok(object),
-            Err(e) => {
-                return Err(ErrorStatus::internal(format!(
-                    "failed calling webhook \"{}\": {e}",
-                    hook.name
-                )));
-            }
+            Err(e) => return Err(call_failed(hook, &e)),
         };
         if let Some(ws) = response.get("warnings").and_then(Value::as_array) {
             warnings.extend(ws.iter().filter_map(Value::as_str).map(str::to_owned));
@@ -663,10 +650,7 @@ impl Admission<'_> {
         match patched {
             Ok(p) => Ok(Some(p)),
             Err(_) if hook.ignore_failures => Ok(object),
-            Err(e) => Err(ErrorStatus::internal(format!(
-                "failed calling webhook \"{}\": {e}",
-                hook.name
-            ))),
+            Err(e) => Err(call_failed(hook, &e)),
         }
     }
 
@@ -786,6 +770,11 @@ fn run(st: &mut State, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Resul
         Write::Patch(ptype, body) => st.patch(def, ns, name, *ptype, body, status_only, opts),
         Write::Delete(_) => Err(ErrorStatus::method_not_allowed()),
     }
+}
+
+/// A call that failed under `failurePolicy: Fail`: kube-apiserver's 500.
+fn call_failed(hook: &Webhook, why: &str) -> ErrorStatus {
+    ErrorStatus::internal(format!("failed calling webhook \"{}\": {why}", hook.name))
 }
 
 /// kube-apiserver's `ToStatusErr`: the webhook's status, prefixed with who denied what.

@@ -167,6 +167,11 @@ fn install(env: &TestEnv, kind: &str, name: &str, hooks: Vec<Value>) {
     .unwrap();
 }
 
+/// A configuration holding one webhook of the same name.
+fn install_one(env: &TestEnv, kind: &str, name: &str, path: &str, ca_bundle: &str, extra: Value) {
+    install(env, kind, name, vec![webhook(name, path, ca_bundle, extra)]);
+}
+
 fn cm(name: &str, labels: Value) -> ConfigMap {
     serde_json::from_value(json!({"metadata": {"name": name, "labels": labels}, "data": {"k": "v"}})).unwrap()
 }
@@ -201,16 +206,13 @@ async fn a_validating_webhook_denies_with_kube_apiservers_status() {
     })
     .await;
     let env = env_with(&hook);
-    install(
+    install_one(
         &env,
         "ValidatingWebhookConfiguration",
         "validation.example.dev",
-        vec![webhook(
-            "validation.example.dev",
-            "/validate",
-            &hook.ca_bundle(),
-            json!({}),
-        )],
+        "/validate",
+        &hook.ca_bundle(),
+        json!({}),
     );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let err = api_err(
@@ -295,27 +297,21 @@ async fn mutating_webhooks_patch_before_validation_and_validating_ones_see_the_r
     })
     .await;
     let env = env_with(&hook);
-    install(
+    install_one(
         &env,
         "MutatingWebhookConfiguration",
         "defaulting.example.dev",
-        vec![webhook(
-            "defaulting.example.dev",
-            "/defaulting",
-            &hook.ca_bundle(),
-            json!({}),
-        )],
+        "/defaulting",
+        &hook.ca_bundle(),
+        json!({}),
     );
-    install(
+    install_one(
         &env,
         "ValidatingWebhookConfiguration",
         "validation.example.dev",
-        vec![webhook(
-            "validation.example.dev",
-            "/validate",
-            &hook.ca_bundle(),
-            json!({}),
-        )],
+        "/validate",
+        &hook.ca_bundle(),
+        json!({}),
     );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let before = env.resource_version();
@@ -371,16 +367,13 @@ async fn a_mutating_webhook_may_fill_in_what_validation_requires() {
     })
     .await;
     let env = env_with(&hook);
-    install(
+    install_one(
         &env,
         "MutatingWebhookConfiguration",
         "ports.example.dev",
-        vec![webhook(
-            "ports.example.dev",
-            "/ports",
-            &hook.ca_bundle(),
-            json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["services"]}]}),
-        )],
+        "/ports",
+        &hook.ca_bundle(),
+        json!({"rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["services"]}]}),
     );
     let svcs: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(env.client(), NS);
     let svc =
@@ -394,16 +387,13 @@ async fn a_mutating_webhook_may_fill_in_what_validation_requires() {
 async fn failure_policy_decides_what_an_unreachable_webhook_means() {
     let hook = TestWebhook::start(|_| allow()).await;
     let env = TestEnv::new(); // no route: the Service cannot be reached
-    install(
+    install_one(
         &env,
         "ValidatingWebhookConfiguration",
         "strict.example.dev",
-        vec![webhook(
-            "strict.example.dev",
-            "/v",
-            &hook.ca_bundle(),
-            json!({"failurePolicy": "Fail"}),
-        )],
+        "/v",
+        &hook.ca_bundle(),
+        json!({"failurePolicy": "Fail"}),
     );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let err = api_err(
@@ -512,16 +502,13 @@ async fn rules_and_selectors_choose_the_requests_a_webhook_sees() {
 async fn dry_runs_reach_only_webhooks_without_side_effects() {
     let hook = TestWebhook::start(|_| allow()).await;
     let env = env_with(&hook);
-    install(
+    install_one(
         &env,
         "ValidatingWebhookConfiguration",
         "effects.example.dev",
-        vec![webhook(
-            "effects.example.dev",
-            "/v",
-            &hook.ca_bundle(),
-            json!({"sideEffects": "Unknown"}),
-        )],
+        "/v",
+        &hook.ca_bundle(),
+        json!({"sideEffects": "Unknown"}),
     );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let err = api_err(
@@ -629,16 +616,13 @@ async fn a_response_for_another_request_is_an_internal_error() {
     })
     .await;
     let env = env_with(&hook);
-    install(
+    install_one(
         &env,
         "ValidatingWebhookConfiguration",
         "confused.example.dev",
-        vec![webhook(
-            "confused.example.dev",
-            "/v",
-            &hook.ca_bundle(),
-            json!({}),
-        )],
+        "/v",
+        &hook.ca_bundle(),
+        json!({}),
     );
     let cms: Api<ConfigMap> = Api::namespaced(env.client(), NS);
     let err = api_err(
