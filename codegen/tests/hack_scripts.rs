@@ -378,7 +378,7 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
             .unwrap_or_else(|| panic!("{kind} is not registered:\n{registry}"));
         assert!(
             entry.contains(&format!("{kind}>()\n            .defaulted::<"))
-                && entry.contains(&format!(".validated::<")),
+                && entry.contains(".validated::<"),
             "{kind} is not registered for admission:\n{registry}"
         );
     }

@@ -71,9 +71,15 @@ pub struct CustomKind {
     schema: fn() -> Value,
     crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
     decode: fn(&Value) -> Result<(), DecodeError>,
-    defaults: Option<fn(&Value) -> Result<Value, DecodeError>>,
-    validate: Option<fn(&Value) -> Result<Result<(), FieldError>, DecodeError>>,
+    defaults: Option<DefaultsHook>,
+    validate: Option<ValidateHook>,
 }
+
+/// A kind's `Defaultable` hook over JSON: the object decoded, defaulted and
+/// encoded again.
+type DefaultsHook = fn(&Value) -> Result<Value, DecodeError>;
+/// A kind's `Validatable` hook over JSON: the object decoded and validated.
+type ValidateHook = fn(&Value) -> Result<Result<(), FieldError>, DecodeError>;
 
 /// JSON that does not decode into a kind's Rust type: Go's `encoding/json`
 /// messages, as Knative's webhook (which decodes with
