@@ -12,7 +12,8 @@
 //! use kinject_types::registry::CustomKind;
 //! # use kinject_types::{Defaultable, FieldError, Validatable};
 //! # #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
-//! # struct Widget { metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, size: i32 }
+//! # #[serde(default)]
+//! # struct Widget { #[schemars(skip)] metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, size: i32 }
 //! # impl kube_core::Resource for Widget {
 //! #     type DynamicType = (); type Scope = kube_core::NamespaceResourceScope;
 //! #     fn kind(_: &()) -> std::borrow::Cow<'_, str> { "Widget".into() }
@@ -90,13 +91,21 @@ pub enum DecodeError {
     #[error("json: unknown field {0:?}")]
     UnknownField(String),
     /// A value of the wrong type or shape.
-    #[error("json: {path}: {message}")]
+    #[error("json: {}{message}", at(.path))]
     Invalid {
         /// Where (`spec.replicas`), `.` for the whole object.
         path: String,
         /// What is wrong.
         message: String,
     },
+}
+
+fn at(path: &str) -> String {
+    if path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
 }
 
 /// Decodes `object` into `K`, refusing fields `K` does not have.
