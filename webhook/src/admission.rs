@@ -5,7 +5,7 @@
 //!
 //! ```
 //! use kinject_webhook::admission::{Admit, Validation, review_response};
-//! # use kinject_types::registry::CustomKind;
+//! # use kinject_runtime::apis::registry::CustomKind;
 //! let validation = Validation::new(Vec::<CustomKind>::new());
 //! let body = br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
 //!     "uid":"1","kind":{"group":"samples.knative.dev","version":"v1alpha1","kind":"Unknown"},
