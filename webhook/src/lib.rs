@@ -261,6 +261,32 @@ impl Webhook {
     }
 }
 
+/// `controllers` without those `--disable-controllers` names; a name that is
+/// none of them is an error listing the names there are.
+fn enabled(controllers: Vec<Built>, disabled: &[String]) -> Result<Vec<Built>, MainError> {
+    if let Some(unknown) = disabled
+        .iter()
+        .find(|d| !controllers.iter().any(|c| c.controller.name() == d.as_str()))
+    {
+        let known: Vec<&str> = controllers.iter().map(|c| c.controller.name()).collect();
+        return Err(MainError::BadFlag(format!(
+            "--disable-controllers names {unknown:?}, which is not a controller of this process; \
+             the controllers are: {}",
+            known.join(", ")
+        )));
+    }
+    Ok(controllers
+        .into_iter()
+        .filter(|c| {
+            let off = disabled.iter().any(|d| d == c.controller.name());
+            if off {
+                tracing::info!("Disabling controller {}", c.controller.name());
+            }
+            !off
+        })
+        .collect())
+}
+
 /// Workers and metrics for a webhook reconciler, from the context.
 pub(crate) fn controller_options(ctx: &Context) -> ControllerOptions {
     let mut options =
@@ -353,7 +379,7 @@ pub async fn run(
     let setup = Setup::read(component, 4, flags.common, env).await?;
     let ctx = setup.system_context();
     let webhook = Webhook::new(&setup.env().system_namespace, kinds, config, options);
-    let controllers = webhook.controllers(&ctx);
+    let controllers = enabled(webhook.controllers(&ctx), &setup.flags().disable_controllers)?;
     tracing::info!(
         address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "Serving admission webhooks over TLS"
