@@ -1032,6 +1032,46 @@ mod tests {
     }
 
     #[test]
+    fn config_maps_are_checked_with_the_start_up_parsers() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let err = check_config_map("config-logging", &data(&[("loglevel.webhook", "loud")]));
+        assert_eq!(
+            err,
+            Some(Err(
+                "invalid log level \"loud\" in loglevel.webhook; use one of debug, info, warn, error, dpanic, panic, fatal"
+                    .to_owned()
+            )),
+            "every component's level is checked, not only this process's"
+        );
+        let err = check_config_map(
+            "config-logging",
+            &data(&[("zap-logger-config", r#"{"encoding": "xml"}"#)]),
+        );
+        assert_eq!(
+            err,
+            Some(Err(
+                "invalid encoding \"xml\" in zap-logger-config; use \"json\" or \"console\"".to_owned()
+            ))
+        );
+        let err = check_config_map("config-leader-election", &data(&[("buckets", "0")]))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            err.starts_with("buckets: value must be between 1 <= 0 <= 10"),
+            "{err}"
+        );
+        assert!(
+            check_config_map("config-observability", &data(&[("metrics-protocol", "none")])) == Some(Ok(()))
+        );
+        assert_eq!(check_config_map("config-network", &BTreeMap::new()), None);
+    }
+
+    #[test]
     fn metrics_protocols() {
         let with = |v: &str| metrics_enabled(&[("metrics-protocol".to_string(), v.to_string())].into());
         assert_eq!(metrics_enabled(&BTreeMap::new()), Ok(true));
