@@ -360,8 +360,7 @@ mod tests {
     use super::*;
     use k8s_openapi::api::admissionregistration::v1::ServiceReference;
 
-    fn kind(kind: &str, plural: &str) -> RuleWithOperations {
-        let _ = kind;
+    fn rule(plural: &str) -> RuleWithOperations {
         RuleWithOperations {
             api_groups: Some(vec!["samples.knative.dev".into()]),
             api_versions: Some(vec!["v1alpha1".into()]),
@@ -399,7 +398,7 @@ mod tests {
         let spec = WebhookSpec {
             name: "defaulting.webhook.knative-samples.knative.dev".into(),
             path: "/defaulting".into(),
-            rules: vec![kind("AddressableService", "addressableservices")],
+            rules: vec![rule("addressableservices")],
             exclude_label: true,
         };
         let current = configuration(&spec.name);
