@@ -4,7 +4,7 @@
 //! AddressableService from several keep-alive connections at once.
 //!
 //! ```sh
-//! cargo run --release -p webhook --example admission-bench [-- --connections 8 --requests 50000]
+//! cargo run --release -p webhook --example admission-bench [-- --connections 4 --requests 50000]
 //! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
@@ -30,7 +30,7 @@ use tokio_util::sync::CancellationToken;
 #[command(about = "Measures admission reviews per second and their latency over loopback TLS")]
 struct Args {
     /// Keep-alive connections sending reviews at once.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = 4)]
     connections: usize,
     /// Reviews in all, after a warm-up of one per connection.
     #[arg(long, default_value_t = 50_000)]
