@@ -134,13 +134,17 @@ pub(crate) fn emit(
         });
     }
 
-    let mut custom: Vec<&str> = kinds
-        .iter()
-        .filter(|k| k.is_crd)
-        .map(|k| k.rust_path.as_str())
+    let mut custom: Vec<&KindPlan> = kinds.iter().filter(|k| k.is_crd).collect();
+    custom.sort_unstable_by_key(|k| k.rust_path.as_str());
+    let custom: Vec<TokenStream> = custom
+        .into_iter()
+        .map(|k| {
+            let ty = path(&k.rust_path);
+            let defaulted = k.defaulted.then(|| quote!(.defaulted::<#ty>()));
+            let validated = k.validated.then(|| quote!(.validated::<#ty>()));
+            quote!(CustomKind::of::<#ty>() #defaulted #validated)
+        })
         .collect();
-    custom.sort_unstable();
-    let custom: Vec<syn::Path> = custom.into_iter().map(path).collect();
     if !custom.is_empty() {
         let declaration = place(
             layout,
@@ -185,20 +189,21 @@ pub(crate) fn emit(
 
 /// The one list of the application's custom resource kinds, which tools and
 /// tests read instead of naming kinds by hand.
-fn registry_module(custom: &[syn::Path]) -> Module {
+fn registry_module(custom: &[TokenStream]) -> Module {
     Module {
         docs: wrap(
             "Every custom resource kind of the API modules in codegen.toml: what `schema`, the \
-             CRD output and tests that count kinds read, so adding a kind edits no list by hand. \
-             It names only `kinject-types` and the API crate, so a tool can include this file \
-             without building the runtime.",
+             CRD output, the admission webhook and tests that count kinds read, so adding a kind \
+             edits no list by hand. A kind whose module implements `Defaultable` or \
+             `Validatable` carries that hook, for the webhook. It names only `kinject-types` and \
+             the API crate, so a tool can include this file without building the runtime.",
         ),
         items: quote! {
             use kinject_types::registry::CustomKind;
 
             /// The kinds, in the order of their Rust paths.
             pub fn custom_kinds() -> Vec<CustomKind> {
-                Vec::from([#(CustomKind::of::<#custom>()),*])
+                Vec::from([#(#custom),*])
             }
         },
     }

@@ -30,6 +30,12 @@ pub(crate) struct KindPlan {
     pub(crate) reconciler: Option<ReconcilerPlan>,
     /// True for kinds of the scanned API modules, which are served by CRDs.
     pub(crate) is_crd: bool,
+    /// The API module implements `Defaultable` for the kind: the admission
+    /// webhook defaults it.
+    pub(crate) defaulted: bool,
+    /// The API module implements `Validatable` for the kind: the admission
+    /// webhook validates it.
+    pub(crate) validated: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -90,6 +96,8 @@ pub(crate) fn scan(config: &Config) -> Result<Scanned, Error> {
     let mut scanned = Scanned::default();
     let mut errors = Vec::new();
     for api in &config.apis {
+        let first = scanned.kinds.len();
+        let mut hooks = BTreeSet::new();
         let files = match rust_files(&api.source) {
             Ok(files) => files,
             Err(e) => {
@@ -130,6 +138,12 @@ pub(crate) fn scan(config: &Config) -> Result<Scanned, Error> {
                 }
             };
             collect(&parsed.items, &file, &api.module, &mut scanned.kinds, &mut errors);
+            collect_hooks(&parsed.items, &mut hooks);
+        }
+        for plan in &mut scanned.kinds[first..] {
+            let ident = plan.rust_path.rsplit("::").next().unwrap_or_default().to_owned();
+            plan.defaulted = hooks.contains(&(ident.clone(), Hook::Defaultable));
+            plan.validated = hooks.contains(&(ident, Hook::Validatable));
         }
     }
     for ext in &config.externals {
@@ -210,6 +224,44 @@ fn collect(
     }
 }
 
+/// A kind trait the admission webhook calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Hook {
+    Defaultable,
+    Validatable,
+}
+
+/// The types that `impl Defaultable` or `impl Validatable` anywhere in
+/// `items` (inline modules included, tests excepted), by the last segment of
+/// their name: the files of one API module see each other's types.
+fn collect_hooks(items: &[Item], hooks: &mut BTreeSet<(String, Hook)>) {
+    for item in items {
+        match item {
+            Item::Impl(imp) => {
+                let Some((trait_path, _)) = &imp.trait_ else {
+                    continue;
+                };
+                let hook = match trait_path.segments.last().map(|s| s.ident.to_string()).as_deref() {
+                    Some("Defaultable") => Hook::Defaultable,
+                    Some("Validatable") => Hook::Validatable,
+                    _ => continue,
+                };
+                if let syn::Type::Path(ty) = imp.self_ty.as_ref()
+                    && let Some(last) = ty.path.segments.last()
+                {
+                    hooks.insert((last.ident.to_string(), hook));
+                }
+            }
+            Item::Mod(m) if !is_cfg_test(&m.attrs) => {
+                if let Some((_, items)) = &m.content {
+                    collect_hooks(items, hooks);
+                }
+            }
+            _ => {}
+        }
+    }
+}
+
 fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
     attrs
         .iter()
@@ -233,6 +285,8 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
             finalizer: model.finalizer_name(),
         }),
         is_crd: true,
+        defaulted: false,
+        validated: false,
     }
 }
 
@@ -270,6 +324,8 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
             },
         }),
         is_crd: false,
+        defaulted: false,
+        validated: false,
     }
 }
 

@@ -383,6 +383,25 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     for plural in ["widgets", "gizmos", "gadgets"] {
         assert!(role.contains(&format!("\"{plural}/status\"")), "{role}");
     }
+    // Each scaffolded kind has defaults and validate hooks, so the admission
+    // webhook defaults and validates it with no hand edit.
+    let registry = std::fs::read_to_string(copy.join("generated/src/registry.rs")).unwrap();
+    for kind in ["Gizmo", "Gadget", "Widget"] {
+        let entry = registry
+            .split("CustomKind::of::<")
+            .find(|entry| {
+                entry
+                    .split(">()")
+                    .next()
+                    .is_some_and(|path| path.ends_with(&format!("::{kind}")))
+            })
+            .unwrap_or_else(|| panic!("{kind} is not registered:\n{registry}"));
+        assert!(
+            entry.contains(&format!("{kind}>()\n            .defaulted::<"))
+                && entry.contains(".validated::<"),
+            "{kind} is not registered for admission:\n{registry}"
+        );
+    }
     let lib = std::fs::read_to_string(copy.join("reconcilers/src/lib.rs")).unwrap();
     assert!(
         lib.contains("    pub mod addressableservice;\n    pub mod gadget;\n    pub mod gizmo;\n    pub mod simpledeployment;\n    pub mod widget;\n"),

@@ -232,12 +232,13 @@ fn fail(component: &str, err: &MainError) -> ExitCode {
     ExitCode::FAILURE
 }
 
-/// First SIGTERM/SIGINT: graceful shutdown. Second: exit at once.
+/// First SIGTERM/SIGINT: cancels `shutdown` (graceful shutdown). Second: exits
+/// the process at once (status 1). Spawn it once, at the start of a `main`.
 ///
 /// The listeners are registered once, before the first signal: a listener
 /// registered after the first signal was handled would miss a second one sent
 /// in between.
-async fn handle_signals(shutdown: CancellationToken) {
+pub async fn handle_signals(shutdown: CancellationToken) {
     let mut signals = TerminationSignals::register();
     signals.recv().await;
     tracing::info!("Received a termination signal; shutting down (a second signal exits at once)");
@@ -503,16 +504,14 @@ impl Setup {
         };
         let logging_data = read_config_map(&client, ns, &env.config_logging_name).await?;
         let logging_data = logging_data.unwrap_or_default();
-        let level = logging::level_from_config(component, &logging_data)
-            .map_err(|e| invalid(&env.config_logging_name, e.to_string()))?;
-        let encoding = logging::Encoding::from_config(&logging_data, std::io::stdout().is_terminal())
-            .map_err(|e| invalid(&env.config_logging_name, e.to_string()))?;
+        let (level, encoding) = logging_config(component, &logging_data, std::io::stdout().is_terminal())
+            .map_err(|why| invalid(&env.config_logging_name, why))?;
         let levels = logging::init(component, level, env.pod_name.clone(), encoding);
         tracing::info!(qps, burst, controllers, "Starting {component}");
 
         let election_data = read_config_map(&client, ns, &env.config_leader_election_name).await?;
-        let election = leaderelection::Config::from_map(&election_data.unwrap_or_default())
-            .map_err(|e| invalid(&env.config_leader_election_name, format!("{e:#}")))?
+        let election = leader_election_config(&election_data.unwrap_or_default())
+            .map_err(|why| invalid(&env.config_leader_election_name, why))?
             .component_config(component);
         let observability = read_config_map(&client, ns, &env.config_observability_name).await?;
         let serve_metrics = metrics_enabled(&observability.unwrap_or_default())
@@ -545,6 +544,31 @@ impl Setup {
             .extension(self.reconcile_metrics.clone())
             .extension(self.informer_metrics.clone())
             .build()
+    }
+
+    /// Like [`context`](Self::context), with every namespaced informer limited
+    /// to `SYSTEM_NAMESPACE`: for a process whose objects live there (the
+    /// webhook's Secret), so it needs no cluster-wide read access.
+    pub fn system_context(&self) -> Context {
+        Context::builder(self.client.clone())
+            .watch_client(self.watch_client.clone())
+            .config(self.config.clone())
+            .namespace(self.env.system_namespace.clone())
+            .extension(ThreadsPerController(self.env.threads_per_controller))
+            .extension(self.workqueue_metrics.clone())
+            .extension(self.reconcile_metrics.clone())
+            .extension(self.informer_metrics.clone())
+            .build()
+    }
+
+    /// The environment read at start.
+    pub fn env(&self) -> &Env {
+        &self.env
+    }
+
+    /// The flags read at start.
+    pub fn flags(&self) -> &Flags {
+        &self.flags
     }
 
     /// Phase 3: builds the controllers `--disable-controllers` leaves; see
@@ -818,6 +842,47 @@ fn follow_logging_config(system: &Context, name: &str, levels: &logging::LevelHa
             }),
     );
 }
+/// `component`'s log level and the line encoding from `config-logging` data,
+/// or why the ConfigMap cannot be used.
+pub fn logging_config(
+    component: &str,
+    data: &BTreeMap<String, String>,
+    stdout_is_terminal: bool,
+) -> Result<(tracing_subscriber::filter::LevelFilter, logging::Encoding), String> {
+    let level = logging::level_from_config(component, data).map_err(|e| e.to_string())?;
+    let encoding = logging::Encoding::from_config(data, stdout_is_terminal).map_err(|e| e.to_string())?;
+    Ok((level, encoding))
+}
+
+/// `config-leader-election` data read, or why it cannot be used.
+pub fn leader_election_config(data: &BTreeMap<String, String>) -> Result<leaderelection::Config, String> {
+    leaderelection::Config::from_map(data).map_err(|e| format!("{e:#}"))
+}
+
+/// The configuration ConfigMaps every process reads at start, by their
+/// default names.
+pub const CONFIG_MAPS: [&str; 3] = ["config-logging", "config-leader-election", "config-observability"];
+
+/// Checks the data of the configuration ConfigMap `name` (one of
+/// [`CONFIG_MAPS`]) with the parsers a process uses at start, so a webhook can
+/// refuse at apply time what would stop a process, with the same words.
+/// `config-logging` is checked for every component it names
+/// (`loglevel.<component>`). `None` for any other name.
+pub fn check_config_map(name: &str, data: &BTreeMap<String, String>) -> Option<Result<(), String>> {
+    match name {
+        "config-logging" => Some((|| {
+            logging_config("", data, false)?;
+            for component in data.keys().filter_map(|k| k.strip_prefix("loglevel.")) {
+                logging_config(component, data, false)?;
+            }
+            Ok(())
+        })()),
+        "config-leader-election" => Some(leader_election_config(data).map(drop)),
+        "config-observability" => Some(metrics_enabled(data).map(drop)),
+        _ => None,
+    }
+}
+
 /// Whether `/metrics` is served, from `config-observability`'s
 /// `metrics-protocol`: Prometheus unless it says `none`. Knative's default is
 /// `none`; serving Prometheus by default is a deliberate difference, so a
@@ -965,6 +1030,46 @@ mod tests {
             "--disable-controllers names \"addressablesvc\", which is not a controller of this process; \
              the controllers are: addressableservice"
         );
+    }
+
+    #[test]
+    fn config_maps_are_checked_with_the_start_up_parsers() {
+        let data = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let err = check_config_map("config-logging", &data(&[("loglevel.webhook", "loud")]));
+        assert_eq!(
+            err,
+            Some(Err(
+                "invalid log level \"loud\" in loglevel.webhook; use one of debug, info, warn, error, dpanic, panic, fatal"
+                    .to_owned()
+            )),
+            "every component's level is checked, not only this process's"
+        );
+        let err = check_config_map(
+            "config-logging",
+            &data(&[("zap-logger-config", r#"{"encoding": "xml"}"#)]),
+        );
+        assert_eq!(
+            err,
+            Some(Err(
+                "invalid encoding \"xml\" in zap-logger-config; use \"json\" or \"console\"".to_owned()
+            ))
+        );
+        let err = check_config_map("config-leader-election", &data(&[("buckets", "0")]))
+            .unwrap()
+            .unwrap_err();
+        assert!(
+            err.starts_with("buckets: value must be between 1 <= 0 <= 10"),
+            "{err}"
+        );
+        assert!(
+            check_config_map("config-observability", &data(&[("metrics-protocol", "none")])) == Some(Ok(()))
+        );
+        assert_eq!(check_config_map("config-network", &BTreeMap::new()), None);
     }
 
     #[test]

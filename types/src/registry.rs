@@ -2,14 +2,58 @@
 //! read one list: `hack/update-codegen.sh` writes it (`generated::registry`)
 //! from the API types, and `schema`, the CRD output and the tests that count
 //! kinds or CRDs use it instead of naming kinds by hand.
+//!
+//! An entry also says whether the kind has a [`Defaultable`] or
+//! [`Validatable`] hook (the generator sees the `impl`), and carries them as
+//! functions over JSON, so an admission webhook defaults and validates every
+//! registered kind without being generic over them:
+//!
+//! ```
+//! use kinject_types::registry::CustomKind;
+//! # use kinject_types::{Defaultable, FieldError, Validatable};
+//! # #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! # #[serde(default)]
+//! # struct Widget { #[schemars(skip)] metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, size: i32 }
+//! # impl kube_core::Resource for Widget {
+//! #     type DynamicType = (); type Scope = kube_core::NamespaceResourceScope;
+//! #     fn kind(_: &()) -> std::borrow::Cow<'_, str> { "Widget".into() }
+//! #     fn group(_: &()) -> std::borrow::Cow<'_, str> { "example.dev".into() }
+//! #     fn version(_: &()) -> std::borrow::Cow<'_, str> { "v1".into() }
+//! #     fn plural(_: &()) -> std::borrow::Cow<'_, str> { "widgets".into() }
+//! #     fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { &self.metadata }
+//! #     fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { &mut self.metadata }
+//! # }
+//! # impl kinject_types::KindInfo for Widget {
+//! #     const SINGULAR: &'static str = "widget"; const SHORT_NAMES: &'static [&'static str] = &[];
+//! #     const CATEGORIES: &'static [&'static str] = &[]; const NAMESPACED: bool = true; const HAS_STATUS: bool = false;
+//! # }
+//! impl Defaultable for Widget {
+//!     fn set_defaults(&mut self) { if self.size == 0 { self.size = 1 } }
+//! }
+//! impl Validatable for Widget {
+//!     fn validate(&self) -> Result<(), FieldError> {
+//!         if self.size < 0 { Err(FieldError::invalid_value(self.size, "size")) } else { Ok(()) }
+//!     }
+//! }
+//!
+//! let widget = CustomKind::of::<Widget>().defaulted::<Widget>().validated::<Widget>();
+//! let defaulted = widget.set_defaults(&serde_json::json!({"metadata": {}})).unwrap().unwrap();
+//! assert_eq!(defaulted["size"], 1);
+//! let problems = widget.validate(&serde_json::json!({"metadata": {}, "size": -1})).unwrap().unwrap();
+//! assert_eq!(problems.unwrap_err().to_string(), "invalid value: -1: size");
+//! let unknown = widget.validate(&serde_json::json!({"metadata": {"nmae": "x"}})).unwrap();
+//! assert_eq!(unknown.unwrap_err().to_string(), "json: unknown field \"metadata.nmae\"");
+//! ```
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use schemars::JsonSchema;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::KindInfo;
 use crate::crd::custom_resource_definition;
 use crate::schema::openapi_v3_schema;
+use crate::{Defaultable, FieldError, KindInfo, Validatable};
 
 /// One custom resource kind: its identity, from its `#[kind]` markers, and
 /// how to build its schema and CRD.
@@ -27,11 +71,102 @@ pub struct CustomKind {
     pub namespaced: bool,
     schema: fn() -> Value,
     crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
+    decode: fn(&Value) -> Result<(), DecodeError>,
+    defaults: Option<DefaultsHook>,
+    validate: Option<ValidateHook>,
+}
+
+/// A kind's `Defaultable` hook over JSON: the object decoded, defaulted and
+/// encoded again.
+type DefaultsHook = fn(&Value) -> Result<Value, DecodeError>;
+/// A kind's `Validatable` hook over JSON: the object decoded and validated.
+type ValidateHook = fn(&Value) -> Result<Result<(), FieldError>, DecodeError>;
+
+/// JSON that does not decode into a kind's Rust type: Go's `encoding/json`
+/// messages, as Knative's webhook (which decodes with
+/// `DisallowUnknownFields`) answers them, with the field's whole path.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DecodeError {
+    /// A field the type does not have (a typo, or a field of a newer version).
+    #[error("json: unknown field {0:?}")]
+    UnknownField(String),
+    /// A value of the wrong type or shape.
+    #[error("json: {}{message}", at(.path))]
+    Invalid {
+        /// Where (`spec.replicas`), `.` for the whole object.
+        path: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+fn at(path: &str) -> String {
+    if path == "." {
+        String::new()
+    } else {
+        format!("{path}: ")
+    }
+}
+
+/// Decodes `object` into `K`, refusing fields `K` does not have.
+pub fn decode_strict<K: DeserializeOwned>(object: &Value) -> Result<K, DecodeError> {
+    let mut unknown = None;
+    let decoded = {
+        let mut record = |path: serde_ignored::Path<'_>| {
+            unknown.get_or_insert_with(|| field_path(&path));
+        };
+        let ignored = serde_ignored::Deserializer::new(object, &mut record);
+        serde_path_to_error::deserialize::<_, K>(ignored)
+    };
+    if let Some(field) = unknown {
+        return Err(DecodeError::UnknownField(field));
+    }
+    decoded.map_err(|e| DecodeError::Invalid {
+        path: e.path().to_string(),
+        message: e.into_inner().to_string(),
+    })
+}
+
+/// `spec.ports[0].name`: serde_ignored's path without its `?` for options.
+fn field_path(path: &serde_ignored::Path<'_>) -> String {
+    use serde_ignored::Path;
+    match path {
+        Path::Root => String::new(),
+        Path::Seq { parent, index } => format!("{}[{index}]", field_path(parent)),
+        Path::Map { parent, key } => match field_path(parent) {
+            parent if parent.is_empty() => key.clone(),
+            parent => format!("{parent}.{key}"),
+        },
+        Path::Some { parent } | Path::NewtypeStruct { parent } | Path::NewtypeVariant { parent } => {
+            field_path(parent)
+        }
+    }
+}
+
+fn decode_json<K: DeserializeOwned>(object: &Value) -> Result<(), DecodeError> {
+    decode_strict::<K>(object).map(drop)
+}
+
+fn defaults_json<K: Defaultable + Serialize + DeserializeOwned>(
+    object: &Value,
+) -> Result<Value, DecodeError> {
+    let mut decoded: K = decode_strict(object)?;
+    decoded.set_defaults();
+    serde_json::to_value(&decoded).map_err(|e| DecodeError::Invalid {
+        path: ".".into(),
+        message: e.to_string(),
+    })
+}
+
+fn validate_json<K: Validatable + DeserializeOwned>(
+    object: &Value,
+) -> Result<Result<(), FieldError>, DecodeError> {
+    Ok(decode_strict::<K>(object)?.validate())
 }
 
 impl CustomKind {
     /// The entry of kind `K`.
-    pub fn of<K: KindInfo + JsonSchema>() -> Self {
+    pub fn of<K: KindInfo + JsonSchema + DeserializeOwned>() -> Self {
         CustomKind {
             kind: K::kind(&()).into_owned(),
             group: K::group(&()).into_owned(),
@@ -40,7 +175,51 @@ impl CustomKind {
             namespaced: K::NAMESPACED,
             schema: openapi_v3_schema::<K>,
             crd: custom_resource_definition::<K>,
+            decode: decode_json::<K>,
+            defaults: None,
+            validate: None,
         }
+    }
+
+    /// The same entry, with `K`'s [`Defaultable`] hook (`K` is the kind of
+    /// [`of`](Self::of)).
+    pub fn defaulted<K: KindInfo + Defaultable + Serialize + DeserializeOwned>(mut self) -> Self {
+        self.defaults = Some(defaults_json::<K>);
+        self
+    }
+
+    /// The same entry, with `K`'s [`Validatable`] hook (`K` is the kind of
+    /// [`of`](Self::of)).
+    pub fn validated<K: KindInfo + Validatable + DeserializeOwned>(mut self) -> Self {
+        self.validate = Some(validate_json::<K>);
+        self
+    }
+
+    /// True when the kind has a [`Defaultable`] hook.
+    pub fn is_defaulted(&self) -> bool {
+        self.defaults.is_some()
+    }
+
+    /// True when the kind has a [`Validatable`] hook.
+    pub fn is_validated(&self) -> bool {
+        self.validate.is_some()
+    }
+
+    /// Checks that `object` decodes into the kind's type with no unknown field.
+    pub fn decode(&self, object: &Value) -> Result<(), DecodeError> {
+        (self.decode)(object)
+    }
+
+    /// `object` decoded, defaulted and encoded again; `None` when the kind has
+    /// no [`Defaultable`] hook.
+    pub fn set_defaults(&self, object: &Value) -> Option<Result<Value, DecodeError>> {
+        self.defaults.map(|defaults| defaults(object))
+    }
+
+    /// What the kind's [`Validatable`] hook says of `object`; `None` when it
+    /// has none.
+    pub fn validate(&self, object: &Value) -> Option<Result<Result<(), FieldError>, DecodeError>> {
+        self.validate.map(|validate| validate(object))
     }
 
     /// The kind's `openAPIV3Schema` (see [`openapi_v3_schema`]).

@@ -8,8 +8,9 @@
 //!
 //! Serves testenv's API server over HTTP on the loopback interface (writing
 //! `.testenv/kubeconfig`), applies every manifest in `config/` and
-//! `config/samples/` plus the
-//! `webhook` Service the example AddressableService names, and runs the same `sharedmain` as the `controller` binary. It
+//! `config/samples/` (among them the `webhook` Service the example
+//! AddressableService names), and runs the same `sharedmain` as the
+//! `controller` binary. It
 //! behaves like a small cluster where a bare API server would not: owned
 //! objects are garbage-collected when their owner goes (background and
 //! foreground, `blockOwnerDeletion`), `kubectl delete namespace` empties and
@@ -44,8 +45,8 @@ fn manifests_in(dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
 /// Applies every manifest in `dir`, in name order (namespace, RBAC, CRDs,
 /// ConfigMaps, the controller's Deployment, which nothing runs here, and the
 /// examples), then those of `dir/samples` (one example object per kind, from
-/// `hack/new-kind.sh`), so a new manifest needs no list; plus the `webhook`
-/// Service the example AddressableService names.
+/// `hack/new-kind.sh`), so a new manifest needs no list. config/ holds the
+/// `webhook` Service the example AddressableService names.
 fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
     let mut manifests = manifests_in(dir)?;
     let samples = dir.join("samples");
@@ -56,9 +57,6 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         env.create_from_yaml(&path.display().to_string(), &text)?;
     }
-    env.create_object(json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "webhook", "namespace": "knative-samples"},
-        "spec": {"ports": [{"port": 443, "targetPort": 8443}]}}))?;
     Ok(())
 }
 

@@ -410,9 +410,10 @@ pub mod fixtures {
 }
 
 /// Every custom resource kind of the API modules in codegen.toml: what `schema`, the CRD
-/// output and tests that count kinds read, so adding a kind edits no list by hand. It names
-/// only `kinject-types` and the API crate, so a tool can include this file without building
-/// the runtime.
+/// output, the admission webhook and tests that count kinds read, so adding a kind edits no
+/// list by hand. A kind whose module implements `Defaultable` or `Validatable` carries that
+/// hook, for the webhook. It names only `kinject-types` and the API crate, so a tool can
+/// include this file without building the runtime.
 pub mod registry {
     use kinject_types::registry::CustomKind;
 
@@ -422,7 +423,9 @@ pub mod registry {
             CustomKind::of::<fixture_apis::v1::ClusterPolicy>(),
             CustomKind::of::<fixture_apis::v1::Plain>(),
             CustomKind::of::<fixture_apis::v1::Snapshot>(),
-            CustomKind::of::<fixture_apis::v1::Widget>(),
+            CustomKind::of::<fixture_apis::v1::Widget>()
+                .defaulted::<fixture_apis::v1::Widget>()
+                .validated::<fixture_apis::v1::Widget>(),
             CustomKind::of::<fixture_apis::v1::inner::Gateway>(),
         ])
     }

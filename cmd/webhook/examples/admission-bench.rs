@@ -1,0 +1,168 @@
+//! Admission throughput and latency over loopback TLS with keep-alive: the
+//! webhook's own server (certificate from its Secret through an informer, as
+//! in a cluster) answering `/resource-validation` reviews of a valid
+//! AddressableService from several keep-alive connections at once.
+//!
+//! ```sh
+//! cargo run --release -p webhook --example admission-bench [-- --connections 4 --requests 50000]
+//! ```
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime};
+
+use bytes::Bytes;
+use clap::Parser;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use kinject_runtime::injection::Context;
+use kinject_testenv::TestEnv;
+use kinject_webhook::admission::ConfigValidation;
+use kinject_webhook::certificates::Certificates;
+use kinject_webhook::{Options, Webhook};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Parser)]
+#[command(about = "Measures admission reviews per second and their latency over loopback TLS")]
+struct Args {
+    /// Keep-alive connections sending reviews at once.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Reviews in all, after a warm-up of one per connection.
+    #[arg(long, default_value_t = 50_000)]
+    requests: usize,
+}
+
+const NS: &str = "knative-samples";
+
+#[tokio::main]
+async fn main() {
+    let args = Args::parse();
+    let env = TestEnv::new();
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .unwrap();
+    let certs = Certificates::generate("webhook", NS, "cluster.local", SystemTime::now()).unwrap();
+    let data: serde_json::Map<String, serde_json::Value> = certs
+        .to_data()
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
+        .collect();
+    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "webhook-certs", "namespace": NS}, "data": data}))
+        .unwrap();
+    let ctx = Context::builder(env.client())
+        .namespace(NS)
+        .cluster_domain("cluster.local")
+        .build();
+    let webhook = Webhook::new(
+        NS,
+        generated::registry::custom_kinds(),
+        ConfigValidation::sharedmain(str::to_owned),
+        Options {
+            drain: Duration::ZERO,
+            ..Options::default()
+        },
+    );
+    // The server's certificate resolver reads the Secret informer.
+    let _ = webhook.resolver(&ctx);
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server_ctx = ctx.clone();
+    let server_stop = stop.clone();
+    let server = tokio::spawn(async move { webhook.serve(&server_ctx, listener, server_stop).await });
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(certs.ca_cert.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let tls = Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let review = Bytes::from(
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": "samples.knative.dev", "version": "v1alpha1", "kind": "AddressableService"},
+                "resource": {"group": "samples.knative.dev", "version": "v1alpha1", "resource": "addressableservices"},
+                "namespace": NS,
+                "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+                "object": {"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+                           "metadata": {"name": "make-it-addressable", "namespace": NS,
+                                        "labels": {"app": "demo"}, "annotations": {"note": "benchmark"}},
+                           "spec": {"serviceName": "webhook"}},
+                "dryRun": false,
+            }
+        })
+        .to_string(),
+    );
+
+    let per_connection = args.requests / args.connections.max(1);
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for _ in 0..args.connections.max(1) {
+        let (tls, review) = (tls.clone(), review.clone());
+        clients.push(tokio::spawn(async move {
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            tcp.set_nodelay(true).unwrap();
+            let stream = tokio_rustls::TlsConnector::from(tls)
+                .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
+                .await
+                .unwrap();
+            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+                .await
+                .unwrap();
+            tokio::spawn(connection);
+            let mut latencies = Vec::with_capacity(per_connection);
+            for i in 0..=per_connection {
+                let sent = Instant::now();
+                sender.ready().await.unwrap();
+                let request = http::Request::post("/resource-validation")
+                    .header("content-type", "application/json")
+                    .body(Full::new(review.clone()))
+                    .unwrap();
+                let response = sender.send_request(request).await.unwrap();
+                assert!(response.status().is_success());
+                let body = response.into_body().collect().await.unwrap().to_bytes();
+                assert!(body.windows(14).any(|w| w == br#""allowed":true"#));
+                // The first review of each connection is its warm-up.
+                if i > 0 {
+                    latencies.push(sent.elapsed());
+                }
+            }
+            latencies
+        }));
+    }
+    let mut latencies = Vec::new();
+    for client in clients {
+        latencies.extend(client.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+    latencies.sort_unstable();
+    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
+    println!(
+        "{} validations over {} keep-alive TLS connections in {:.2?}: {:.0}/s, p50 {:.2?}, p99 {:.2?}, max {:.2?}",
+        latencies.len(),
+        args.connections,
+        elapsed,
+        latencies.len() as f64 / elapsed.as_secs_f64(),
+        percentile(0.50),
+        percentile(0.99),
+        latencies.last().copied().unwrap_or_default(),
+    );
+    stop.cancel();
+    server.await.unwrap().unwrap();
+}

@@ -1,0 +1,345 @@
+//! The `webhook` binary against testenv's API server over loopback HTTP,
+//! loaded with `config/`: it fills its Secret and configurations, answers
+//! reviews over HTTPS, asks only for what `config/`'s webhook RBAC grants,
+//! stops on SIGTERM with status 0, and exits 1 with the reason on bad setup.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use kinject_testenv::TestEnv;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName};
+use serde_json::{Value, json};
+
+const NS: &str = "knative-samples";
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn apply(env: &TestEnv, files: &[&str]) {
+    for file in files {
+        let text = std::fs::read_to_string(repo().join("config").join(file)).unwrap();
+        env.create_from_yaml(file, &text)
+            .unwrap_or_else(|e| panic!("applying {file}: {e}"));
+    }
+}
+
+fn dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("webhook-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Webhook {
+    child: Child,
+    log: PathBuf,
+    stderr: PathBuf,
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(kubeconfig: &Path, dir: &Path, env: &[(&str, &str)]) -> Webhook {
+    let log = dir.join("webhook.log");
+    let stderr = dir.join("webhook.stderr");
+    let child = Command::new(env!("CARGO_BIN_EXE_webhook"))
+        .args(["--kubeconfig"])
+        .arg(kubeconfig)
+        .args([
+            "--port",
+            "0",
+            "--bind-address",
+            "127.0.0.1",
+            "--drain-period",
+            "0s",
+        ])
+        .env("SYSTEM_NAMESPACE", NS)
+        .env("POD_NAME", "webhook-0")
+        .env("METRICS_PROMETHEUS_PORT", "0")
+        .env("PROBES_PORT", "0")
+        .envs(env.iter().copied())
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(&stderr).unwrap())
+        .spawn()
+        .unwrap();
+    Webhook { child, log, stderr }
+}
+
+impl Webhook {
+    /// The port of the HTTPS server, from its log.
+    fn port(&self) -> Option<u16> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["msg"] == "Serving admission webhooks over TLS")
+            .and_then(|l| l["address"].as_str()?.rsplit(':').next()?.parse().ok())
+    }
+
+    fn terminate(mut self) -> ExitStatus {
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let started = Instant::now();
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the webhook did not stop"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(value) = check() {
+            return value;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+fn decode(text: &str) -> Option<Vec<u8>> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.decode(text).ok()
+}
+
+/// Every request the webhook made that the Roles and ClusterRoles of
+/// `config/` do not grant its service account, as kube-apiserver's RBAC
+/// authorizer evaluates them.
+fn forbidden_requests(env: &TestEnv) -> Vec<String> {
+    let rbac = TestEnv::new();
+    apply(
+        &rbac,
+        &[
+            "100-namespace.yaml",
+            "200-webhook-clusterrole.yaml",
+            "200-webhook-role.yaml",
+            "201-webhook-clusterrolebinding.yaml",
+            "201-webhook-rolebinding.yaml",
+        ],
+    );
+    let group = "rbac.authorization.k8s.io";
+    let rules = |plural: &str, namespace: Option<&str>, name: &str| -> Vec<Value> {
+        rbac.get_object(group, "v1", plural, namespace, name)
+            .and_then(|role| role["rules"].as_array().cloned())
+            .unwrap_or_default()
+    };
+    let grants = [
+        (None, rules("clusterroles", None, "knative-samples-webhook")),
+        (Some(NS), rules("roles", Some(NS), "knative-samples-webhook")),
+    ];
+    for (plural, namespace) in [("clusterrolebindings", None), ("rolebindings", Some(NS))] {
+        let binding = rbac
+            .get_object(group, "v1", plural, namespace, "knative-samples-webhook")
+            .unwrap();
+        assert_eq!(
+            binding["subjects"],
+            json!([{"kind": "ServiceAccount", "name": "webhook", "namespace": NS}])
+        );
+    }
+    let lists = |rule: &Value, key: &str, want: &str| {
+        rule[key]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|v| v == "*" || v == want)
+    };
+    let mut forbidden = BTreeSet::new();
+    for action in env.actions() {
+        let resource = if action.subresource.is_empty() {
+            action.resource.clone()
+        } else {
+            format!("{}/{}", action.resource, action.subresource)
+        };
+        let allowed = grants.iter().any(|(ns, rules)| {
+            ns.is_none_or(|ns| ns == action.namespace)
+                && rules.iter().any(|rule| {
+                    lists(rule, "apiGroups", &action.group)
+                        && lists(rule, "resources", &resource)
+                        && lists(rule, "verbs", &action.verb)
+                        && (rule["resourceNames"].as_array().is_none_or(Vec::is_empty)
+                            || lists(rule, "resourceNames", &action.name))
+                })
+        });
+        if !allowed {
+            forbidden.insert(format!(
+                "{} {}/{} {:?} in namespace {:?}",
+                action.verb, action.group, resource, action.name, action.namespace
+            ));
+        }
+    }
+    forbidden.into_iter().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_stops_cleanly() {
+    let dir = dir("e2e");
+    let env = TestEnv::new();
+    apply(
+        &env,
+        &[
+            "100-namespace.yaml",
+            "300-addressableservice.yaml",
+            "300-simpledeployment.yaml",
+            "config-logging.yaml",
+            "config-leader-election.yaml",
+            "config-observability.yaml",
+            "400-webhook-service.yaml",
+            "500-webhook-configuration.yaml",
+        ],
+    );
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let webhook = start(&kubeconfig, &dir, &[]);
+
+    let ca = wait_for("the webhook fills its Secret", || {
+        let secret = env.get_object("", "v1", "secrets", Some(NS), "webhook-certs")?;
+        decode(secret["data"]["ca-cert.pem"].as_str()?)
+    })
+    .await;
+    for (plural, name) in [
+        (
+            "mutatingwebhookconfigurations",
+            "defaulting.webhook.knative-samples.knative.dev",
+        ),
+        (
+            "validatingwebhookconfigurations",
+            "validation.webhook.knative-samples.knative.dev",
+        ),
+        (
+            "validatingwebhookconfigurations",
+            "config.webhook.knative-samples.knative.dev",
+        ),
+    ] {
+        wait_for(&format!("{name} trusts the CA"), || {
+            let config = env.get_object("admissionregistration.k8s.io", "v1", plural, None, name)?;
+            (decode(config["webhooks"][0]["clientConfig"]["caBundle"].as_str()?)? == ca).then_some(())
+        })
+        .await;
+    }
+    let port = wait_for("the HTTPS server", || webhook.port()).await;
+
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&ca) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let review = json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "e2e",
+            "kind": {"group": "samples.knative.dev", "version": "v1alpha1", "kind": "AddressableService"},
+            "resource": {"group": "samples.knative.dev", "version": "v1alpha1", "resource": "addressableservices"},
+            "operation": "CREATE",
+            "userInfo": {},
+            "object": {"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+                       "metadata": {"name": "a", "namespace": NS}, "spec": {"serviceName": "Not_A_Name"}},
+        }
+    });
+    let request = http::Request::post("/resource-validation")
+        .body(Full::new(Bytes::from(review.to_string())))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let body: Value =
+        serde_json::from_slice(&response.into_body().collect().await.unwrap().to_bytes()).unwrap();
+    let message = body["response"]["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("validation failed: invalid value: Not_A_Name: spec.serviceName"),
+        "{body}"
+    );
+
+    let status = webhook.terminate();
+    assert!(status.success(), "{status}");
+    assert_eq!(
+        forbidden_requests(&env),
+        Vec::<String>::new(),
+        "requests config/ does not grant the webhook"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_setup_exits_1_saying_what_and_how_to_fix_it() {
+    let dir = dir("bad-setup");
+    let output = Command::new(env!("CARGO_BIN_EXE_webhook"))
+        .env_remove("SYSTEM_NAMESPACE")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.starts_with("webhook: SYSTEM_NAMESPACE is not set."),
+        "{stderr}"
+    );
+
+    let env = TestEnv::new();
+    apply(&env, &["100-namespace.yaml"]);
+    env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "config-leader-election", "namespace": NS}, "data": {"buckets": "11"}}))
+        .unwrap();
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let mut webhook = start(&kubeconfig, &dir, &[]);
+    let started = Instant::now();
+    let status = loop {
+        if let Some(status) = webhook.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the webhook did not exit"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(status.code(), Some(1));
+    let stderr = std::fs::read_to_string(&webhook.stderr).unwrap();
+    assert!(
+        stderr.starts_with(
+            "webhook: ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 <= 11 <= 10 ("
+        ),
+        "{stderr}"
+    );
+}

@@ -1,0 +1,306 @@
+//! The webhook's own certificates (Knative's `webhook/certificates`): a
+//! self-signed ECDSA CA and a serving certificate for the webhook's Service,
+//! kept in a Secret and renewed before they expire.
+//!
+//! The reconciler writes the Secret only when a key is missing, the serving
+//! certificate does not parse, or it expires within [`RENEW_BEFORE`]; the
+//! TLS server reads the Secret on every handshake, so a renewal needs no
+//! restart.
+//!
+//! ```
+//! use std::time::{Duration, SystemTime};
+//! use kinject_webhook::certificates::{Certificates, needs_renewal};
+//! let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_800_000_000);
+//! let certs = Certificates::generate("webhook", "knative-samples", "cluster.local", now).unwrap();
+//! assert!(needs_renewal(&certs.to_data(), now).is_none());
+//! let six_days_later = now + Duration::from_secs(6 * 24 * 3600 + 1);
+//! assert!(needs_renewal(&certs.to_data(), six_days_later).is_some());
+//! ```
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use k8s_openapi::ByteString;
+use k8s_openapi::api::core::v1::Secret;
+use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
+use kinject_runtime::informer::EventHandler;
+use kinject_runtime::injection::Context;
+use kinject_runtime::leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook};
+use kinject_runtime::lister::Lister;
+use kube::Api;
+use kube::api::PostParams;
+use rcgen::{
+    BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
+    KeyUsagePurpose, PKCS_ECDSA_P256_SHA256,
+};
+
+/// The Secret key of the serving certificate's private key (PKCS #8 PEM).
+pub const SERVER_KEY: &str = "server-key.pem";
+/// The Secret key of the serving certificate (PEM).
+pub const SERVER_CERT: &str = "server-cert.pem";
+/// The Secret key of the CA certificate: the webhook configurations' `caBundle`.
+pub const CA_CERT: &str = "ca-cert.pem";
+/// How long generated certificates are valid (Knative's 7 days).
+pub const VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
+/// Certificates expiring sooner than this are replaced (Knative's one day).
+pub const RENEW_BEFORE: Duration = Duration::from_secs(24 * 60 * 60);
+/// The organization of generated certificates (Knative's).
+pub const ORGANIZATION: &str = "knative.dev";
+
+/// What time it is: `SystemTime::now` in a process, a settable clock in
+/// tests, so expiry is tested without waiting.
+pub type Clock = Arc<dyn Fn() -> SystemTime + Send + Sync>;
+
+/// The system clock.
+pub fn system_clock() -> Clock {
+    Arc::new(SystemTime::now)
+}
+
+/// Why certificates could not be generated.
+#[derive(Debug, thiserror::Error)]
+pub enum CertificateError {
+    /// rcgen refused the parameters or could not sign.
+    #[error("cannot generate the webhook certificates: {0}")]
+    Generate(#[from] rcgen::Error),
+    /// A time rcgen cannot represent.
+    #[error(
+        "cannot generate the webhook certificates: the clock reads {0:?}, outside what a certificate can hold"
+    )]
+    Time(SystemTime),
+}
+
+/// A CA and the serving certificate it signed, PEM encoded.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Certificates {
+    /// The serving certificate's private key.
+    pub server_key: String,
+    /// The serving certificate.
+    pub server_cert: String,
+    /// The CA certificate.
+    pub ca_cert: String,
+}
+
+impl Certificates {
+    /// A new CA and serving certificate for the Service `service` in
+    /// `namespace`, valid from `now` for [`VALIDITY`], with Knative's names:
+    /// `service`, `service.namespace`, `service.namespace.svc` (the common
+    /// name) and `service.namespace.svc.<cluster_domain>`.
+    pub fn generate(
+        service: &str,
+        namespace: &str,
+        cluster_domain: &str,
+        now: SystemTime,
+    ) -> Result<Certificates, CertificateError> {
+        let not_before = time::OffsetDateTime::from(now.checked_sub(Duration::from_secs(60)).unwrap_or(now));
+        let not_after =
+            time::OffsetDateTime::from(now.checked_add(VALIDITY).ok_or(CertificateError::Time(now))?);
+
+        let ca_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+        let mut ca = CertificateParams::new(Vec::<String>::new())?;
+        ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        ca.distinguished_name.push(DnType::OrganizationName, ORGANIZATION);
+        ca.distinguished_name
+            .push(DnType::CommonName, format!("{service}.{namespace}.svc"));
+        ca.key_usages = vec![
+            KeyUsagePurpose::KeyCertSign,
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::CrlSign,
+        ];
+        ca.not_before = not_before;
+        ca.not_after = not_after;
+        let ca_cert = ca.self_signed(&ca_key)?;
+        let issuer = Issuer::new(ca, ca_key);
+
+        let server_key = KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256)?;
+        let common_name = format!("{service}.{namespace}.svc");
+        let mut server = CertificateParams::new(vec![
+            service.to_owned(),
+            format!("{service}.{namespace}"),
+            common_name.clone(),
+            format!("{common_name}.{cluster_domain}"),
+        ])?;
+        server
+            .distinguished_name
+            .push(DnType::OrganizationName, ORGANIZATION);
+        server.distinguished_name.push(DnType::CommonName, common_name);
+        server.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        server.not_before = not_before;
+        server.not_after = not_after;
+        let server_cert = server.signed_by(&server_key, &issuer)?;
+        Ok(Certificates {
+            server_key: server_key.serialize_pem(),
+            server_cert: server_cert.pem(),
+            ca_cert: ca_cert.pem(),
+        })
+    }
+
+    /// The Secret data holding them.
+    pub fn to_data(&self) -> BTreeMap<String, ByteString> {
+        BTreeMap::from([
+            (
+                SERVER_KEY.to_owned(),
+                ByteString(self.server_key.clone().into_bytes()),
+            ),
+            (
+                SERVER_CERT.to_owned(),
+                ByteString(self.server_cert.clone().into_bytes()),
+            ),
+            (CA_CERT.to_owned(), ByteString(self.ca_cert.clone().into_bytes())),
+        ])
+    }
+}
+
+/// When the serving certificate in `data` expires, if it parses.
+pub fn not_after(data: &BTreeMap<String, ByteString>) -> Option<SystemTime> {
+    let pem = data.get(SERVER_CERT)?;
+    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem.0).ok()?;
+    let cert = pem.parse_x509().ok()?;
+    let seconds = cert.validity().not_after.timestamp();
+    let seconds = u64::try_from(seconds).ok()?;
+    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+}
+
+/// Why the certificates in `data` must be replaced at `now`, or `None` when
+/// they are good for more than [`RENEW_BEFORE`].
+pub fn needs_renewal(data: &BTreeMap<String, ByteString>, now: SystemTime) -> Option<String> {
+    for key in [SERVER_KEY, SERVER_CERT, CA_CERT] {
+        if data.get(key).is_none_or(|v| v.0.is_empty()) {
+            return Some(format!("the Secret has no {key:?}"));
+        }
+    }
+    let Some(expiry) = not_after(data) else {
+        return Some(format!("{SERVER_CERT:?} is not a PEM certificate"));
+    };
+    if expiry < now + RENEW_BEFORE {
+        return Some(format!("{SERVER_CERT:?} expires within a day"));
+    }
+    None
+}
+
+/// What the certificates reconciler needs to know.
+#[derive(Clone)]
+pub struct CertificatesOptions {
+    /// The webhook's Service (`webhook`).
+    pub service: String,
+    /// The Secret (`webhook-certs`).
+    pub secret: String,
+    /// Where both live (`SYSTEM_NAMESPACE`).
+    pub namespace: String,
+    /// The clock expiry is judged by.
+    pub clock: Clock,
+}
+
+impl std::fmt::Debug for CertificatesOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CertificatesOptions")
+            .field("service", &self.service)
+            .field("secret", &self.secret)
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The queue (and lease) name of the certificates reconciler.
+pub const QUEUE: &str = "webhookcertificates";
+
+struct CertReconciler {
+    options: CertificatesOptions,
+    secrets: Lister<Secret>,
+    api: Api<Secret>,
+    cluster_domain: String,
+    leadership: Arc<LeaderAwareFuncs>,
+}
+
+impl Reconciler for CertReconciler {
+    async fn reconcile(&self, key: &str) -> Result<(), ReconcileError> {
+        let key: ObjectKey = key.parse()?;
+        if !self.leadership.is_leader_for(&key) {
+            return Ok(());
+        }
+        let Some(secret) = self
+            .secrets
+            .namespaced(&key.namespace)
+            .get(&key.name)
+            .map_err(|e| ReconcileError::new(e.to_string()))?
+        else {
+            // The manifests create the (empty) Secret; without it there is
+            // nowhere to keep certificates the webhook configurations trust.
+            tracing::warn!(
+                secret = %key,
+                "the webhook certificates Secret does not exist; create it (config/ has it, empty)"
+            );
+            return Ok(());
+        };
+        let now = (self.options.clock)();
+        let data = secret.data.clone().unwrap_or_default();
+        let Some(why) = needs_renewal(&data, now) else {
+            // Look again when the certificate enters its last day, in case
+            // nothing else touches the Secret until then.
+            return match not_after(&data) {
+                Some(expiry) => {
+                    let due = expiry
+                        .checked_sub(RENEW_BEFORE)
+                        .and_then(|d| d.duration_since(now).ok())
+                        .unwrap_or_default();
+                    Err(ReconcileError::requeue_after(due + Duration::from_secs(1)))
+                }
+                None => Ok(()),
+            };
+        };
+        tracing::info!(secret = %key, reason = %why, "Generating new webhook certificates");
+        let certs = Certificates::generate(&self.options.service, &key.namespace, &self.cluster_domain, now)
+            .map_err(|e| ReconcileError::permanent(ReconcileError::new(e.to_string())))?;
+        let mut updated = (*secret).clone();
+        let mut new_data = data;
+        new_data.extend(certs.to_data());
+        updated.data = Some(new_data);
+        self.api
+            .replace(&key.name, &PostParams::default(), &updated)
+            .await
+            .map_err(|e| ReconcileError::new(format!("cannot update Secret {key}: {e}")))?;
+        Ok(())
+    }
+}
+
+/// The certificates reconciler, leader-elected, over `ctx`'s Secret informer
+/// (give it a context limited to `options.namespace`).
+pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
+    let secrets = ctx.informer::<Secret>();
+    let key = ObjectKey::new(options.namespace.clone(), options.secret.clone());
+    let promote_key = key.clone();
+    let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
+        if let Some(enqueue) = enqueue {
+            enqueue(bucket, promote_key.clone());
+        }
+    });
+    let on_demote: BucketHook = Arc::new(|_: &dyn Bucket| {});
+    let leadership = Arc::new(LeaderAwareFuncs::new(Some(on_promote), Some(on_demote)));
+    let reconciler = Arc::new(CertReconciler {
+        api: Api::namespaced(ctx.client(), &options.namespace),
+        cluster_domain: ctx.cluster_domain().to_owned(),
+        secrets: secrets.lister(),
+        options,
+        leadership: leadership.clone(),
+    });
+    let leader: Arc<dyn LeaderAware> = leadership;
+    let controller = Impl::new(
+        QUEUE,
+        reconciler,
+        crate::controller_options(ctx).leader_aware(leader),
+    );
+    let enqueue = controller.clone();
+    secrets.add_event_handler(
+        EventHandler::all(move |secret: &Secret| enqueue.enqueue(secret)).with_filter(
+            move |secret: &Secret| {
+                secret.metadata.name.as_deref() == Some(key.name.as_str())
+                    && secret.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+            },
+        ),
+    );
+    controller
+}

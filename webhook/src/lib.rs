@@ -1,0 +1,396 @@
+//! Knative's admission webhook for kinject kinds (`knative.dev/pkg/webhook`):
+//! one HTTPS server with three admission controllers and four
+//! leader-elected reconcilers.
+//!
+//! | path | what it does |
+//! |---|---|
+//! | `/defaulting` | decodes the object (unknown fields refused), runs `Defaultable::set_defaults`, answers a JSON patch |
+//! | `/resource-validation` | runs `Validatable::validate`: `validation failed: missing field(s): spec.serviceName` |
+//! | `/config-validation` | checks `config-logging`, `config-leader-election`, `config-observability` with the process's own parsers |
+//! | `/health`, `/readiness` | 200, or 500 once shutting down |
+//!
+//! Which kinds are defaulted and validated comes from the generated registry
+//! (`generated::registry::custom_kinds()`): a kind is listed with a hook when
+//! its API module implements the trait.
+//!
+//! The reconcilers keep the Secret `webhook-certs` (a CA and a serving
+//! certificate, renewed a day before they expire) and the three webhook
+//! configurations (rules, `caBundle`, Service path) current. The server reads
+//! the certificate from the Secret on every handshake.
+//!
+//! A `main` is one call (see `cmd/webhook`):
+//!
+//! ```no_run
+//! # mod generated { pub mod registry { pub fn custom_kinds() -> Vec<kinject_runtime::apis::registry::CustomKind> { Vec::new() } } }
+//! fn main() -> std::process::ExitCode {
+//!     kinject_webhook::main("webhook", generated::registry::custom_kinds())
+//! }
+//! ```
+//!
+//! [`run`] is the same once flags and environment are read, for a process
+//! (or a test) that runs the webhook in-process.
+
+pub mod admission;
+pub mod certificates;
+pub mod configurations;
+pub mod server;
+
+use std::net::SocketAddr;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::core::v1::Secret;
+use kinject_runtime::apis::registry::CustomKind;
+use kinject_runtime::controller::{ControllerOptions, WorkqueueMetrics};
+use kinject_runtime::injection::Context;
+use kinject_runtime::reconciler::ThreadsPerController;
+use kinject_sharedmain::{Built, Env, Flags, MainError, Setup};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+
+use admission::{ConfigValidation, Defaulting, Validation};
+use certificates::{CertificatesOptions, Clock};
+use configurations::{WebhookSpec, config_map_rules, kind_rules};
+use server::{Routes, SecretCertResolver};
+
+/// The path of the defaulting admission controller.
+pub const DEFAULTING_PATH: &str = "/defaulting";
+/// The path of the resource validation admission controller.
+pub const VALIDATION_PATH: &str = "/resource-validation";
+/// The path of the ConfigMap validation admission controller.
+pub const CONFIG_VALIDATION_PATH: &str = "/config-validation";
+
+/// The flags of a webhook process: the controller's, and where to listen.
+#[derive(Debug, Clone, Parser)]
+#[command(about = "Serves admission webhooks (defaulting, validation, ConfigMap validation) over TLS.")]
+pub struct WebhookFlags {
+    /// The controller flags.
+    #[command(flatten)]
+    pub common: Flags,
+    /// The HTTPS port admission reviews arrive on (the `webhook` Service's
+    /// targetPort).
+    #[arg(long, env = "WEBHOOK_PORT", default_value_t = 8443)]
+    pub port: u16,
+    /// After SIGTERM, how long to keep answering reviews (with /readiness
+    /// failing) before closing the port, so the API server stops calling this
+    /// replica first; Go duration syntax. Knative's default is 45s.
+    #[arg(long, default_value = "45s", value_parser = parse_duration)]
+    pub drain_period: Duration,
+}
+
+fn parse_duration(text: &str) -> Result<Duration, String> {
+    kinject_runtime::duration::parse_go_duration(text)
+        .map_err(|e| format!("{e}; write a Go duration such as 45s or 0s"))
+        .and_then(|nanos| {
+            u64::try_from(nanos)
+                .map(Duration::from_nanos)
+                .map_err(|_| "must not be negative".to_owned())
+        })
+}
+
+/// Names and settings of the webhook (Knative's `webhook.Options`).
+#[derive(Clone)]
+pub struct Options {
+    /// The Service the API server calls (`webhook`).
+    pub service_name: String,
+    /// The Secret holding the certificates (`webhook-certs`).
+    pub secret_name: String,
+    /// See [`WebhookFlags::drain_period`].
+    pub drain: Duration,
+    /// What time it is, for certificate expiry.
+    pub clock: Clock,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            service_name: "webhook".to_owned(),
+            secret_name: "webhook-certs".to_owned(),
+            drain: Duration::from_secs(45),
+            clock: certificates::system_clock(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("service_name", &self.service_name)
+            .field("secret_name", &self.secret_name)
+            .field("drain", &self.drain)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The webhook of one system namespace: its admission controllers and the
+/// names of its configurations.
+#[derive(Debug, Clone)]
+pub struct Webhook {
+    namespace: String,
+    options: Options,
+    defaulting: Defaulting,
+    validation: Validation,
+    config: ConfigValidation,
+}
+
+impl Webhook {
+    /// Defaults and validates the kinds of `kinds` that have the hooks, and
+    /// checks ConfigMaps with `config`; its Secret, leases and Service live in
+    /// `namespace` (`SYSTEM_NAMESPACE`).
+    pub fn new(namespace: &str, kinds: Vec<CustomKind>, config: ConfigValidation, options: Options) -> Self {
+        Webhook {
+            namespace: namespace.to_owned(),
+            options,
+            defaulting: Defaulting::new(kinds.clone()),
+            validation: Validation::new(kinds),
+            config,
+        }
+    }
+
+    /// `defaulting.webhook.<ns>.knative.dev`: the MutatingWebhookConfiguration.
+    pub fn defaulting_name(&self) -> String {
+        format!("defaulting.webhook.{}.knative.dev", self.namespace)
+    }
+
+    /// `validation.webhook.<ns>.knative.dev`: the resource ValidatingWebhookConfiguration.
+    pub fn validation_name(&self) -> String {
+        format!("validation.webhook.{}.knative.dev", self.namespace)
+    }
+
+    /// `config.webhook.<ns>.knative.dev`: the ConfigMap ValidatingWebhookConfiguration.
+    pub fn config_name(&self) -> String {
+        format!("config.webhook.{}.knative.dev", self.namespace)
+    }
+
+    /// The admission controllers by path.
+    pub fn routes(&self) -> Routes {
+        Routes::new()
+            .route(DEFAULTING_PATH, Arc::new(self.defaulting.clone()))
+            .route(VALIDATION_PATH, Arc::new(self.validation.clone()))
+            .route(CONFIG_VALIDATION_PATH, Arc::new(self.config.clone()))
+    }
+
+    /// The reconcilers (certificates, then the three configurations), built
+    /// from `ctx` (limited to the system namespace, as
+    /// `Setup::system_context` is), each with the informers it asked for.
+    pub fn controllers(&self, ctx: &Context) -> Vec<Built> {
+        let (ns, secret) = (self.namespace.as_str(), self.options.secret_name.as_str());
+        let certificates = CertificatesOptions {
+            service: self.options.service_name.clone(),
+            secret: secret.to_owned(),
+            namespace: ns.to_owned(),
+            clock: self.options.clock.clone(),
+        };
+        let defaulting = WebhookSpec {
+            name: self.defaulting_name(),
+            path: DEFAULTING_PATH.to_owned(),
+            rules: kind_rules(&self.defaulting.kinds(), &["CREATE", "UPDATE"]),
+            exclude_label: true,
+        };
+        let validation = WebhookSpec {
+            name: self.validation_name(),
+            path: VALIDATION_PATH.to_owned(),
+            rules: kind_rules(&self.validation.kinds(), &["CREATE", "UPDATE", "DELETE"]),
+            exclude_label: true,
+        };
+        let config = WebhookSpec {
+            name: self.config_name(),
+            path: CONFIG_VALIDATION_PATH.to_owned(),
+            rules: config_map_rules(),
+            exclude_label: false,
+        };
+        let built = |make: &dyn Fn(&Context) -> kinject_runtime::controller::Impl| {
+            let (controller, informers) = ctx.recording(|ctx| make(ctx));
+            Built {
+                controller,
+                informers,
+            }
+        };
+        vec![
+            built(&|ctx| certificates::new_controller(ctx, certificates.clone())),
+            built(&|ctx| {
+                configurations::mutating_controller(ctx, "defaultingwebhook", defaulting.clone(), ns, secret)
+            }),
+            built(&|ctx| {
+                configurations::validating_controller(
+                    ctx,
+                    "validationwebhook",
+                    validation.clone(),
+                    ns,
+                    secret,
+                )
+            }),
+            built(&|ctx| {
+                configurations::validating_controller(ctx, "configmapwebhook", config.clone(), ns, secret)
+            }),
+        ]
+    }
+
+    /// The certificate resolver over `ctx`'s Secret informer.
+    pub fn resolver(&self, ctx: &Context) -> Arc<SecretCertResolver> {
+        Arc::new(SecretCertResolver::new(
+            ctx.informer::<Secret>().lister(),
+            &self.namespace,
+            &self.options.secret_name,
+        ))
+    }
+
+    /// Serves the admission controllers over TLS on `listener` until
+    /// `shutdown` (then drains and stops; see [`server::serve`]). The
+    /// certificate comes from `ctx`'s Secret informer, which must be started
+    /// (`Setup::run` starts it).
+    pub async fn serve(
+        &self,
+        ctx: &Context,
+        listener: TcpListener,
+        shutdown: CancellationToken,
+    ) -> Result<(), MainError> {
+        let tls = server::tls_config(self.resolver(ctx))
+            .map_err(|e| MainError::Serve(format!("cannot configure TLS: {e}")))?;
+        server::serve(
+            listener,
+            Arc::new(tls),
+            self.routes(),
+            self.options.drain,
+            shutdown,
+        )
+        .await;
+        Ok(())
+    }
+}
+
+/// `controllers` without those `--disable-controllers` names; a name that is
+/// none of them is an error listing the names there are.
+fn enabled(controllers: Vec<Built>, disabled: &[String]) -> Result<Vec<Built>, MainError> {
+    if let Some(unknown) = disabled
+        .iter()
+        .find(|d| !controllers.iter().any(|c| c.controller.name() == d.as_str()))
+    {
+        let known: Vec<&str> = controllers.iter().map(|c| c.controller.name()).collect();
+        return Err(MainError::BadFlag(format!(
+            "--disable-controllers names {unknown:?}, which is not a controller of this process; \
+             the controllers are: {}",
+            known.join(", ")
+        )));
+    }
+    Ok(controllers
+        .into_iter()
+        .filter(|c| {
+            let off = disabled.iter().any(|d| d == c.controller.name());
+            if off {
+                tracing::info!("Disabling controller {}", c.controller.name());
+            }
+            !off
+        })
+        .collect())
+}
+
+/// Workers and metrics for a webhook reconciler, from the context.
+pub(crate) fn controller_options(ctx: &Context) -> ControllerOptions {
+    let mut options =
+        ControllerOptions::default().concurrency(ctx.get::<ThreadsPerController>().map_or(0, |t| t.0));
+    if let Some(metrics) = ctx.get::<WorkqueueMetrics>() {
+        options = options.metrics((*metrics).clone());
+    }
+    options
+}
+
+/// Runs the webhook `component` for `kinds` until a signal; the exit code to
+/// return from `main`. Reads the flags ([`WebhookFlags`]) and the environment
+/// as the controller does (`SYSTEM_NAMESPACE` is required); every failure
+/// before it serves exits 1 saying what failed and how to fix it.
+pub fn main(component: &str, kinds: Vec<CustomKind>) -> ExitCode {
+    let flags = WebhookFlags::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(component, &MainError::Runtime(e.to_string())),
+    };
+    let env = match Env::from_process() {
+        Ok(env) => env,
+        Err(e) => return fail(component, &e),
+    };
+    let shutdown = CancellationToken::new();
+    runtime.spawn(kinject_sharedmain::handle_signals(shutdown.clone()));
+    let listener = match runtime.block_on(bind(&flags)) {
+        Ok(listener) => listener,
+        Err(e) => return fail(component, &e),
+    };
+    match runtime.block_on(run(component, kinds, flags, env, listener, shutdown)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(component, &e),
+    }
+}
+
+fn fail(component: &str, err: &MainError) -> ExitCode {
+    eprintln!("{component}: {err}");
+    ExitCode::FAILURE
+}
+
+/// Listens where the flags say (`--bind-address`, `--port`).
+pub async fn bind(flags: &WebhookFlags) -> Result<TcpListener, MainError> {
+    let address = SocketAddr::from((flags.common.bind_address, flags.port));
+    let cannot = |e: std::io::Error| {
+        MainError::Serve(format!(
+            "cannot listen on {address}: {e}; free the port or choose another (--port, WEBHOOK_PORT), \
+             or another address (--bind-address)"
+        ))
+    };
+    match TcpListener::bind(address).await {
+        Ok(listener) => Ok(listener),
+        // Hosts without IPv6 still get every interface on IPv4.
+        Err(_) if flags.common.bind_address == std::net::IpAddr::from(std::net::Ipv6Addr::UNSPECIFIED) => {
+            TcpListener::bind(SocketAddr::from(([0, 0, 0, 0], flags.port)))
+                .await
+                .map_err(cannot)
+        }
+        Err(e) => Err(cannot(e)),
+    }
+}
+
+/// The webhook process once flags and environment are read: the sharedmain
+/// phases (`Setup::read`, a context limited to `SYSTEM_NAMESPACE`, the four
+/// reconcilers, `Setup::run`) with the HTTPS server on `listener` beside
+/// them, until `shutdown`; returns once both have stopped.
+pub async fn run(
+    component: &str,
+    kinds: Vec<CustomKind>,
+    flags: WebhookFlags,
+    env: Env,
+    listener: TcpListener,
+    shutdown: CancellationToken,
+) -> Result<(), MainError> {
+    let names = [
+        ("config-logging", env.config_logging_name.clone()),
+        ("config-leader-election", env.config_leader_election_name.clone()),
+        ("config-observability", env.config_observability_name.clone()),
+    ];
+    let config = ConfigValidation::sharedmain(|default| {
+        names
+            .iter()
+            .find(|(d, _)| *d == default)
+            .map_or_else(|| default.to_owned(), |(_, name)| name.clone())
+    });
+    let options = Options {
+        drain: flags.drain_period,
+        ..Options::default()
+    };
+    let setup = Setup::read(component, 4, flags.common, env).await?;
+    let ctx = setup.system_context();
+    let webhook = Webhook::new(&setup.env().system_namespace, kinds, config, options);
+    let controllers = enabled(webhook.controllers(&ctx), &setup.flags().disable_controllers)?;
+    tracing::info!(
+        address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+        "Serving admission webhooks over TLS"
+    );
+    // A failed run must not leave the server waiting for a signal.
+    let stop_server = shutdown.child_token();
+    let run = async {
+        let ran = setup.run(&ctx, controllers, shutdown.clone()).await;
+        stop_server.cancel();
+        ran
+    };
+    let (served, ran) = tokio::join!(webhook.serve(&ctx, listener, stop_server.clone()), run);
+    ran.and(served)
+}

@@ -1,0 +1,131 @@
+//! The TLS server on its own: a graceful stop lets a review in flight finish
+//! and refuses new connections.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::sync::Arc;
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::rt::TokioIo;
+use kinject_webhook::admission::{Admit, Request, allowed};
+use kinject_webhook::certificates::Certificates;
+use kinject_webhook::server::{Routes, serve, tls_config};
+use kube_core::admission::AdmissionResponse;
+use parking_lot::Mutex;
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug)]
+struct Fixed(Arc<CertifiedKey>);
+
+impl ResolvesServerCert for Fixed {
+    fn resolve(&self, _: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// Admits once the test says so, after telling it the review arrived.
+struct Gate {
+    arrived: Mutex<mpsc::Sender<()>>,
+    release: Mutex<mpsc::Receiver<()>>,
+}
+
+impl Admit for Gate {
+    fn admit(&self, request: &Request) -> AdmissionResponse {
+        let _ = self.arrived.lock().send(());
+        let _ = self.release.lock().recv();
+        allowed(request)
+    }
+}
+
+fn certificates() -> (Certificates, Arc<CertifiedKey>) {
+    let certs = Certificates::generate("webhook", "ns", "cluster.local", SystemTime::now()).unwrap();
+    let chain = CertificateDer::pem_slice_iter(certs.server_cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = PrivateKeyDer::from_pem_slice(certs.server_key.as_bytes()).unwrap();
+    let provider = rustls::crypto::ring::default_provider();
+    let key = CertifiedKey::from_der(chain, key, &provider).unwrap();
+    (certs, Arc::new(key))
+}
+
+fn client(ca: &str) -> tokio_rustls::TlsConnector {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    tokio_rustls::TlsConnector::from(Arc::new(config))
+}
+
+const REVIEW: &str = r#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{
+    "uid":"u","kind":{"group":"","version":"v1","kind":"ConfigMap"},
+    "resource":{"group":"","version":"v1","resource":"configmaps"},
+    "operation":"CREATE","userInfo":{},"object":{"metadata":{"name":"x"}}}}"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_graceful_stop_finishes_the_review_in_flight_and_accepts_no_more() {
+    let (certs, key) = certificates();
+    let (arrived_tx, arrived) = mpsc::channel();
+    let (release, release_rx) = mpsc::channel();
+    let gate = Gate {
+        arrived: Mutex::new(arrived_tx),
+        release: Mutex::new(release_rx),
+    };
+    let routes = Routes::new().route("/gate", Arc::new(gate));
+    let tls = Arc::new(tls_config(Arc::new(Fixed(key))).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = CancellationToken::new();
+    let server = tokio::spawn(serve(listener, tls, routes, Duration::ZERO, shutdown.clone()));
+
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = ServerName::try_from("webhook.ns.svc").unwrap();
+    let tls = client(&certs.ca_cert).connect(name, tcp).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let in_flight = tokio::spawn(async move {
+        let request = http::Request::post("/gate")
+            .body(Full::new(Bytes::from(REVIEW)))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        let status = response.status();
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        (status, String::from_utf8_lossy(&body).into_owned())
+    });
+    tokio::task::spawn_blocking(move || arrived.recv().unwrap())
+        .await
+        .unwrap();
+
+    shutdown.cancel();
+    // The listener closes while the review is still being answered.
+    let mut refused = false;
+    for _ in 0..200 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_err() {
+            refused = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(refused, "the server still accepts connections after the stop");
+    assert!(!server.is_finished(), "the server waits for the review in flight");
+
+    release.send(()).unwrap();
+    let (status, body) = in_flight.await.unwrap();
+    assert_eq!(status, http::StatusCode::OK);
+    assert!(body.contains(r#""allowed":true"#), "{body}");
+    server.await.unwrap();
+}
