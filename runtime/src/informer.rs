@@ -1146,18 +1146,18 @@ mod tests {
     /// Counts its live instances, so a test sees how many objects the
     /// informer holds decoded at once.
     #[derive(Debug)]
-    struct Alive;
+    struct Alive(());
 
-    impl Default for Alive {
-        fn default() -> Self {
+    impl Alive {
+        fn new() -> Self {
             COUNTED_ALIVE.fetch_add(1, Ordering::SeqCst);
-            Alive
+            Alive(())
         }
     }
 
     impl Clone for Alive {
         fn clone(&self) -> Self {
-            Alive::default()
+            Alive::new()
         }
     }
 
@@ -1170,7 +1170,7 @@ mod tests {
     #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
     struct Counted {
         metadata: ObjectMeta,
-        #[serde(skip)]
+        #[serde(skip, default = "Alive::new")]
         _alive: Alive,
     }
 
@@ -1216,17 +1216,19 @@ mod tests {
                     resource_version: Some("1".into()),
                     ..ObjectMeta::default()
                 },
-                _alive: Alive::default(),
+                _alive: Alive::new(),
             }));
         }
         assert_eq!(COUNTED_ALIVE.load(Ordering::SeqCst), 0, "the cache holds JSON");
         let delivered = Arc::new(AtomicU64::new(0));
         let most_alive = Arc::new(AtomicU64::new(0));
         let (count, most) = (delivered.clone(), most_alive.clone());
-        inf.add_event_handler(EventHandler::default().on_update(move |_: &Counted, _: &Counted| {
-            count.fetch_add(1, Ordering::SeqCst);
-            most.fetch_max(COUNTED_ALIVE.load(Ordering::SeqCst), Ordering::SeqCst);
-        }));
+        inf.add_event_handler(
+            EventHandler::default().on_update(move |_: &Counted, _: &Counted| {
+                count.fetch_add(1, Ordering::SeqCst);
+                most.fetch_max(COUNTED_ALIVE.load(Ordering::SeqCst), Ordering::SeqCst);
+            }),
+        );
         inf.resync();
         assert_eq!(delivered.load(Ordering::SeqCst), objects, "every object once");
         assert_eq!(most_alive.load(Ordering::SeqCst), 1);

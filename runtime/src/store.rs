@@ -310,7 +310,9 @@ impl<K: Object> Store<K> {
         let from = after.map_or(Unbounded, |k| Included(&*k.namespace));
         for (namespace, names) in self.entries.range::<str, _>((from, Unbounded)) {
             let names = match after {
-                Some(k) if *k.namespace == **namespace => names.range::<str, _>((Excluded(&*k.name), Unbounded)),
+                Some(k) if *k.namespace == **namespace => {
+                    names.range::<str, _>((Excluded(&*k.name), Unbounded))
+                }
                 _ => names.range::<str, _>(..),
             };
             for name in names.map(|(name, _)| name) {

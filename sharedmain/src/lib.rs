@@ -873,7 +873,10 @@ mod tests {
             flags(&["--resync-period", "1m30s"]).unwrap().resync_period,
             Duration::from_secs(90)
         );
-        assert_eq!(flags(&["--resync-period", "0"]).unwrap().resync_period, Duration::ZERO);
+        assert_eq!(
+            flags(&["--resync-period", "0"]).unwrap().resync_period,
+            Duration::ZERO
+        );
         let err = flags(&["--resync-period=-5s"]).unwrap_err().to_string();
         assert!(err.contains("negative"), "{err}");
         let err = flags(&["--resync-period", "5"]).unwrap_err().to_string();

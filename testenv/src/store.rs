@@ -381,7 +381,11 @@ impl Store {
 
 /// The current objects of a resource merged with what the keys written since
 /// a revision held at that revision (`None`: absent then), in key order.
-struct Merged<'a, N: Iterator<Item = (&'a ObjKey, &'a Arc<Value>)>, T: Iterator<Item = (&'a ObjKey, Option<&'a Arc<Value>>)>> {
+struct Merged<
+    'a,
+    N: Iterator<Item = (&'a ObjKey, &'a Arc<Value>)>,
+    T: Iterator<Item = (&'a ObjKey, Option<&'a Arc<Value>>)>,
+> {
     now: std::iter::Peekable<N>,
     then: std::iter::Peekable<T>,
 }
@@ -440,7 +444,11 @@ mod tests {
         let res = ResKey::new("", "configmaps");
         let mut store = Store::new(10_000);
         for i in 0..1000 {
-            store.put(&res, ObjKey::new("a", &format!("o{i:04}")), obj(&format!("o{i:04}"), 0));
+            store.put(
+                &res,
+                ObjKey::new("a", &format!("o{i:04}")),
+                obj(&format!("o{i:04}"), 0),
+            );
         }
         let shared = |store: &Store| -> usize { store.iter(&res).map(|(_, v)| Arc::strong_count(v)).sum() };
         let before = shared(&store);
@@ -472,12 +480,22 @@ mod tests {
         let then = names_and_values(store.snapshot_from(&res, at, Some("a/o2")).unwrap());
         assert_eq!(
             then,
-            [("o2".into(), 0), ("o3".into(), 0), ("o4".into(), 0), ("o0".into(), 0)]
+            [
+                ("o2".into(), 0),
+                ("o3".into(), 0),
+                ("o4".into(), 0),
+                ("o0".into(), 0)
+            ]
         );
         let now = names_and_values(store.snapshot_from(&res, store.rv(), Some("a/")).unwrap());
         assert_eq!(
             now,
-            [("o2".into(), 2), ("o25".into(), 1), ("o4".into(), 0), ("o0".into(), 0)]
+            [
+                ("o2".into(), 2),
+                ("o25".into(), 1),
+                ("o4".into(), 0),
+                ("o0".into(), 0)
+            ]
         );
         assert_eq!(store.snapshot(&res, at).unwrap().len(), 5);
     }
