@@ -36,9 +36,9 @@
 //! The client-side rate limit is lifted (`--kube-api-qps`, default 100,000 per
 //! second), as the point is what the controller itself costs; the product's
 //! default of 5 requests per second per controller would make every phase a
-//! measure of that limit. The watch history is 4 × N events (at least 10,000),
-//! so no watch falls out of it while the controller writes N statuses; a
-//! kube-apiserver keeps etcd's history for 5 minutes.
+//! measure of that limit. The watch history is 4 events per cached object (at
+//! least 10,000), so no watch falls out of it while the controller writes N
+//! statuses; a kube-apiserver keeps etcd's history for 5 minutes.
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
