@@ -695,15 +695,35 @@ impl<K: Object> Informer<K> {
     /// Re-delivers every cached object to the handlers as an update from itself
     /// to itself, without calling the API server. Keys the handlers enqueue
     /// meanwhile go to the slow lane ([`delivering_resync`]).
+    ///
+    /// Objects are decoded and delivered one at a time, walking the keys a
+    /// batch at a time: decoding the whole cache first would hold every object
+    /// in its typed form (several times its cached JSON) at once, and a
+    /// process is sized for that peak.
     pub(crate) fn resync(&self) {
-        let (objects, errors) = self.shared.store.read().all();
-        self.report_cache_errors(errors);
+        const KEYS_PER_STEP: usize = 1024;
         let handlers = self.shared.handlers.read().clone();
         let _resyncing = ResyncGuard::enter();
-        for obj in &objects {
-            for handler in &handlers {
-                handler.update(obj, obj);
+        let mut last: Option<StoreKey> = None;
+        loop {
+            let keys = self.shared.store.read().keys_after(last.as_ref(), KEYS_PER_STEP);
+            for key in &keys {
+                let found = self.shared.store.read().get(&key.namespace, &key.name);
+                match found {
+                    Ok(Some(obj)) => {
+                        for handler in &handlers {
+                            handler.update(&obj, &obj);
+                        }
+                    }
+                    // Deleted since the keys were read: its delete was delivered.
+                    Ok(None) => {}
+                    Err(err) => self.report_cache_errors(vec![err]),
+                }
             }
+            if keys.len() < KEYS_PER_STEP {
+                return;
+            }
+            last = keys.into_iter().last();
         }
     }
 
@@ -1118,6 +1138,100 @@ mod tests {
         shutdown.cancel();
         assert!(task.await.is_ok(), "the informer task ran to its end");
         assert_eq!(take(&seen), Vec::<String>::new(), "nothing was re-delivered");
+    }
+
+    /// Instances alive now of [`Counted`].
+    static COUNTED_ALIVE: AtomicU64 = AtomicU64::new(0);
+
+    /// Counts its live instances, so a test sees how many objects the
+    /// informer holds decoded at once.
+    #[derive(Debug)]
+    struct Alive(());
+
+    impl Alive {
+        fn new() -> Self {
+            COUNTED_ALIVE.fetch_add(1, Ordering::SeqCst);
+            Alive(())
+        }
+    }
+
+    impl Clone for Alive {
+        fn clone(&self) -> Self {
+            Alive::new()
+        }
+    }
+
+    impl Drop for Alive {
+        fn drop(&mut self) {
+            COUNTED_ALIVE.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+
+    #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+    struct Counted {
+        metadata: ObjectMeta,
+        #[serde(skip, default = "Alive::new")]
+        _alive: Alive,
+    }
+
+    impl kube::Resource for Counted {
+        type DynamicType = ();
+        type Scope = k8s_openapi::NamespaceResourceScope;
+
+        fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+            "Counted".into()
+        }
+        fn group(_: &()) -> std::borrow::Cow<'_, str> {
+            "".into()
+        }
+        fn version(_: &()) -> std::borrow::Cow<'_, str> {
+            "v1".into()
+        }
+        fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+            "counteds".into()
+        }
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    }
+
+    #[tokio::test]
+    async fn a_resync_holds_one_decoded_object_at_a_time_not_the_whole_cache() {
+        let inf = Informer::<Counted>::new(
+            Api::all(offline_client()),
+            None,
+            InformerSettings::default(),
+            DEFAULT_RESYNC_PERIOD,
+            Reporting::default(),
+        );
+        let objects = 3000;
+        for i in 0..objects {
+            inf.apply_event(watcher::Event::Apply(Counted {
+                metadata: ObjectMeta {
+                    namespace: Some(format!("ns-{}", i % 7)),
+                    name: Some(format!("c-{i:05}")),
+                    resource_version: Some("1".into()),
+                    ..ObjectMeta::default()
+                },
+                _alive: Alive::new(),
+            }));
+        }
+        assert_eq!(COUNTED_ALIVE.load(Ordering::SeqCst), 0, "the cache holds JSON");
+        let delivered = Arc::new(AtomicU64::new(0));
+        let most_alive = Arc::new(AtomicU64::new(0));
+        let (count, most) = (delivered.clone(), most_alive.clone());
+        inf.add_event_handler(
+            EventHandler::default().on_update(move |_: &Counted, _: &Counted| {
+                count.fetch_add(1, Ordering::SeqCst);
+                most.fetch_max(COUNTED_ALIVE.load(Ordering::SeqCst), Ordering::SeqCst);
+            }),
+        );
+        inf.resync();
+        assert_eq!(delivered.load(Ordering::SeqCst), objects, "every object once");
+        assert_eq!(most_alive.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -302,7 +302,33 @@ impl<K: Object> Store<K> {
         self.iter().map(|(namespace, name, _)| (namespace, name))
     }
 
-    /// Every cached object; used for resyncs and late handlers.
+    /// Up to `limit` keys after `after` (from the first when `None`), in
+    /// order: a walk over the cache that holds no lock between steps.
+    pub(crate) fn keys_after(&self, after: Option<&StoreKey>, limit: usize) -> Vec<StoreKey> {
+        use std::ops::Bound::{Excluded, Included, Unbounded};
+        let mut keys = Vec::with_capacity(limit.min(self.len()));
+        let from = after.map_or(Unbounded, |k| Included(&*k.namespace));
+        for (namespace, names) in self.entries.range::<str, _>((from, Unbounded)) {
+            let names = match after {
+                Some(k) if *k.namespace == **namespace => {
+                    names.range::<str, _>((Excluded(&*k.name), Unbounded))
+                }
+                _ => names.range::<str, _>(..),
+            };
+            for name in names.map(|(name, _)| name) {
+                if keys.len() == limit {
+                    return keys;
+                }
+                keys.push(StoreKey {
+                    namespace: namespace.clone(),
+                    name: name.clone(),
+                });
+            }
+        }
+        keys
+    }
+
+    /// Every cached object; used for late handlers.
     pub(crate) fn all(&self) -> (Vec<Arc<K>>, Vec<CacheError>) {
         let mut objects = Vec::with_capacity(self.len());
         let mut errors = Vec::new();

@@ -15,7 +15,8 @@
 //!
 //! In order, [`main`]:
 //! 1. reads flags (`--kubeconfig`, `--server`, `--context`, `--kube-api-qps`,
-//!    `--kube-api-burst`, `--disable-ha`, `--disable-controllers`) and the
+//!    `--kube-api-burst`, `--disable-ha`, `--disable-controllers`,
+//!    `--resync-period`) and the
 //!    environment (`SYSTEM_NAMESPACE` is required; see [`Env`]);
 //! 2. builds the kube client from the kubeconfig (or the in-cluster config) with
 //!    client-side QPS/burst limiting (0 means 5× and 10× the number of
@@ -114,6 +115,20 @@ pub struct Flags {
     /// interface by default (as a pod needs), `127.0.0.1` on a workstation.
     #[arg(long, env = "BIND_ADDRESS", default_value = "::")]
     pub bind_address: std::net::IpAddr,
+    /// How often every informer hands its whole cache to the controllers
+    /// again, which re-reconcile each object in the slow lane (Go duration
+    /// syntax; 0 never). Knative's 10h by default.
+    #[arg(long, env = "RESYNC_PERIOD", default_value = "10h", value_parser = parse_resync_period)]
+    pub resync_period: Duration,
+}
+
+/// A `--resync-period` in Go's syntax (`10h`, `90s`), as Knative's ConfigMaps
+/// write durations.
+fn parse_resync_period(text: &str) -> Result<Duration, String> {
+    let nanos = kinject_runtime::duration::parse_go_duration(text)?;
+    u64::try_from(nanos)
+        .map(Duration::from_nanos)
+        .map_err(|_| format!("{text:?} is negative; use 0 for no resync or a period such as 10h"))
 }
 
 /// The environment of a controller process.
@@ -539,6 +554,7 @@ impl Setup {
         Context::builder(self.client.clone())
             .watch_client(self.watch_client.clone())
             .config(self.config.clone())
+            .resync_period(self.flags.resync_period)
             .extension(ThreadsPerController(self.env.threads_per_controller))
             .extension(self.workqueue_metrics.clone())
             .extension(self.reconcile_metrics.clone())
@@ -910,6 +926,27 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         Env::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn resync_period_is_knatives_ten_hours_unless_set_in_go_syntax() {
+        let flags = |args: &[&str]| Flags::try_parse_from([&["controller"], args].concat());
+        assert_eq!(
+            flags(&[]).unwrap().resync_period,
+            Duration::from_secs(10 * 60 * 60)
+        );
+        assert_eq!(
+            flags(&["--resync-period", "1m30s"]).unwrap().resync_period,
+            Duration::from_secs(90)
+        );
+        assert_eq!(
+            flags(&["--resync-period", "0"]).unwrap().resync_period,
+            Duration::ZERO
+        );
+        let err = flags(&["--resync-period=-5s"]).unwrap_err().to_string();
+        assert!(err.contains("negative"), "{err}");
+        let err = flags(&["--resync-period", "5"]).unwrap_err().to_string();
+        assert!(err.contains("time: missing unit in duration"), "{err}");
     }
 
     #[test]

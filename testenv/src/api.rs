@@ -1110,7 +1110,13 @@ fn list(
         }
     };
     let in_namespace = sel.namespace.is_some();
-    let snapshot = match state.store.snapshot(&def.key(), at) {
+    // Where the page starts in etcd's key order: `<namespace>/` and the
+    // token's name within a namespace, the token's key across namespaces.
+    let from = match (&sel.namespace, start.as_deref()) {
+        (Some(ns), start) => Some(format!("{ns}/{}", start.unwrap_or_default())),
+        (None, start) => start.map(str::to_owned),
+    };
+    let snapshot = match state.store.snapshot_from(&def.key(), at, from.as_deref()) {
         Ok(s) => s,
         Err(_) if continuing => {
             // etcd has compacted the token's revision: 410, with a token that
@@ -1130,34 +1136,28 @@ fn list(
             )));
         }
     };
-    let in_ns: Vec<_> = snapshot
-        .into_iter()
-        .filter(|(k, _)| sel.namespace.as_ref().is_none_or(|ns| &k.namespace == ns))
-        .filter(|(k, _)| {
-            start
-                .as_deref()
-                .is_none_or(|s| k.below(in_namespace).as_bytes() >= s.as_bytes())
-        })
-        .collect();
+    let mut in_ns = snapshot.take_while(|(k, _)| sel.namespace.as_ref().is_none_or(|ns| &k.namespace == ns));
     let mut items = Vec::new();
     let mut next = None;
     let mut remaining = None;
-    for (i, (_, obj)) in in_ns.iter().enumerate() {
+    let mut last: Option<&crate::store::ObjKey> = None;
+    while let Some((key, obj)) = in_ns.next() {
         if limit.is_some_and(|l| items.len() >= l) {
-            next = in_ns.get(i.wrapping_sub(1)).map(|(k, _)| {
+            next = last.map(|k| {
                 encode_continue(
                     i64::try_from(at).unwrap_or(i64::MAX),
                     &format!("{}\u{0}", k.below(in_namespace)),
                 )
             });
             if sel.labels.is_empty() && sel.fields.is_empty() {
-                remaining = Some(in_ns.len() - i);
+                remaining = Some(1 + in_ns.count());
             }
             break;
         }
-        if sel.matches(def, obj) {
-            items.push(Arc::clone(obj));
+        if sel.matches(def, &obj) {
+            items.push(obj);
         }
+        last = Some(key);
     }
     let rv = at.to_string();
     if output == Output::Table {

@@ -326,51 +326,177 @@ impl Store {
         Ok(window.events.range(first..).cloned().collect())
     }
 
-    /// Events with a revision greater than `after`, or `Compacted` if some are gone.
-    pub(crate) fn events_after(&self, after: u64) -> Result<Vec<Arc<StoredEvent>>, Compacted> {
-        if after < self.compacted {
-            return Err(Compacted {
-                oldest: self.compacted + 1,
-            });
-        }
-        let start = self.history.partition_point(|e| e.rv <= after);
-        Ok(self.history.range(start..).cloned().collect())
-    }
-
     /// The objects of `res` as they were at revision `at` (current state when `at` is the
     /// latest revision), in key order.
     pub(crate) fn snapshot(&self, res: &ResKey, at: u64) -> Result<Vec<(ObjKey, Arc<Value>)>, Compacted> {
-        let mut state: BTreeMap<ObjKey, Arc<Value>> = BTreeMap::new();
-        let current = self.objects.get(res);
-        if let Some(objs) = current {
-            for (k, v) in objs {
-                state.insert(k.clone(), Arc::clone(v));
-            }
-        }
+        Ok(self
+            .snapshot_from(res, at, None)?
+            .map(|(k, v)| (k.clone(), v))
+            .collect())
+    }
+
+    /// The objects of `res` as they were at revision `at`, in key order, from
+    /// the first whose key (as etcd orders it: `<namespace>/<name>`, or
+    /// `<name>`) is at least `from`. Lazy, and as cheap as the items taken
+    /// plus the writes to `res` since `at`: a page of a list costs its own
+    /// items, not the whole collection, as an etcd range read does.
+    pub(crate) fn snapshot_from<'a>(
+        &'a self,
+        res: &ResKey,
+        at: u64,
+        from: Option<&str>,
+    ) -> Result<impl Iterator<Item = (&'a ObjKey, Arc<Value>)> + 'a, Compacted> {
+        use std::ops::Bound::{Included, Unbounded};
+        // A key with no namespace orders by its name's bytes alone, so it
+        // stands for any position in etcd's order.
+        let bound = from.map_or(Unbounded, |from| Included(ObjKey::new("", from)));
+        // The oldest write after `at` to each key tells what that key held at `at`.
+        let mut then: BTreeMap<&'a ObjKey, Option<&'a Arc<Value>>> = BTreeMap::new();
         if at < self.rv {
-            let later = self.events_after(at)?;
-            // The oldest write after `at` to each key tells what that key held at `at`.
-            let mut seen = std::collections::HashSet::new();
-            for ev in later.iter().filter(|e| &e.res == res) {
-                if !seen.insert(ev.key.clone()) {
-                    continue;
-                }
-                match &ev.prev {
-                    Some(prev) => {
-                        state.insert(ev.key.clone(), Arc::clone(prev));
-                    }
-                    None => {
-                        state.remove(&ev.key);
-                    }
-                }
+            if at < self.compacted {
+                return Err(Compacted {
+                    oldest: self.compacted + 1,
+                });
+            }
+            let start = self.history.partition_point(|e| e.rv <= at);
+            for ev in self.history.range(start..).filter(|e| &e.res == res) {
+                then.entry(&ev.key).or_insert(ev.prev.as_ref());
             }
         }
-        Ok(state.into_iter().collect())
+        let then: Vec<(&'a ObjKey, Option<&'a Arc<Value>>)> = match &bound {
+            Included(b) => then.into_iter().filter(|(k, _)| *k >= b).collect(),
+            _ => then.into_iter().collect(),
+        };
+        let now = self
+            .objects
+            .get(res)
+            .into_iter()
+            .flat_map(move |objs| objs.range((bound.clone(), Unbounded)));
+        Ok(Merged {
+            now: now.peekable(),
+            then: then.into_iter().peekable(),
+        })
+    }
+}
+
+/// The current objects of a resource merged with what the keys written since
+/// a revision held at that revision (`None`: absent then), in key order.
+struct Merged<
+    'a,
+    N: Iterator<Item = (&'a ObjKey, &'a Arc<Value>)>,
+    T: Iterator<Item = (&'a ObjKey, Option<&'a Arc<Value>>)>,
+> {
+    now: std::iter::Peekable<N>,
+    then: std::iter::Peekable<T>,
+}
+
+impl<'a, N, T> Iterator for Merged<'a, N, T>
+where
+    N: Iterator<Item = (&'a ObjKey, &'a Arc<Value>)>,
+    T: Iterator<Item = (&'a ObjKey, Option<&'a Arc<Value>>)>,
+{
+    type Item = (&'a ObjKey, Arc<Value>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let order = match (self.now.peek(), self.then.peek()) {
+                (None, None) => return None,
+                (Some(_), None) => std::cmp::Ordering::Less,
+                (None, Some(_)) => std::cmp::Ordering::Greater,
+                (Some((n, _)), Some((t, _))) => n.cmp(t),
+            };
+            match order {
+                std::cmp::Ordering::Less => return self.now.next().map(|(k, v)| (k, Arc::clone(v))),
+                std::cmp::Ordering::Equal => {
+                    self.now.next();
+                }
+                std::cmp::Ordering::Greater => {}
+            }
+            if let Some((k, Some(v))) = self.then.next() {
+                return Some((k, Arc::clone(v)));
+            }
+        }
     }
 }
 
 fn set_rv(obj: &mut Value, rv: u64) {
     if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.insert("resourceVersion".into(), Value::String(rv.to_string()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj(name: &str, v: u64) -> Value {
+        json!({"metadata": {"namespace": "a", "name": name}, "v": v})
+    }
+
+    fn names_and_values<'a>(page: impl Iterator<Item = (&'a ObjKey, Arc<Value>)>) -> Vec<(String, u64)> {
+        page.map(|(k, v)| (k.name.clone(), v["v"].as_u64().unwrap_or_default()))
+            .collect()
+    }
+
+    #[test]
+    fn a_page_takes_its_own_items_not_a_copy_of_the_collection() {
+        let res = ResKey::new("", "configmaps");
+        let mut store = Store::new(10_000);
+        for i in 0..1000 {
+            store.put(
+                &res,
+                ObjKey::new("a", &format!("o{i:04}")),
+                obj(&format!("o{i:04}"), 0),
+            );
+        }
+        let shared = |store: &Store| -> usize { store.iter(&res).map(|(_, v)| Arc::strong_count(v)).sum() };
+        let before = shared(&store);
+        let page: Vec<_> = store
+            .snapshot_from(&res, store.rv(), Some("a/o0500"))
+            .unwrap()
+            .take(10)
+            .collect();
+        assert_eq!(page.first().map(|(k, _)| k.name.as_str()), Some("o0500"));
+        assert_eq!(shared(&store) - before, 10, "only the page's objects are held");
+    }
+
+    #[test]
+    fn a_page_at_an_older_revision_shows_the_objects_as_they_were() {
+        let res = ResKey::new("", "configmaps");
+        let mut store = Store::new(10_000);
+        for name in ["o1", "o2", "o3", "o4"] {
+            store.put(&res, ObjKey::new("a", name), obj(name, 0));
+        }
+        // Another namespace, sorting after `a/` ('b' > 'a'), stays out of a page of `a`.
+        store.put(&res, ObjKey::new("b", "o0"), obj("o0", 0));
+        let at = store.rv();
+        store.put(&res, ObjKey::new("a", "o2"), obj("o2", 1));
+        store.put(&res, ObjKey::new("a", "o2"), obj("o2", 2));
+        store.remove(&res, &ObjKey::new("a", "o3"));
+        store.put(&res, ObjKey::new("a", "o25"), obj("o25", 1));
+        store.remove(&res, &ObjKey::new("a", "o1"));
+
+        let then = names_and_values(store.snapshot_from(&res, at, Some("a/o2")).unwrap());
+        assert_eq!(
+            then,
+            [
+                ("o2".into(), 0),
+                ("o3".into(), 0),
+                ("o4".into(), 0),
+                ("o0".into(), 0)
+            ]
+        );
+        let now = names_and_values(store.snapshot_from(&res, store.rv(), Some("a/")).unwrap());
+        assert_eq!(
+            now,
+            [
+                ("o2".into(), 2),
+                ("o25".into(), 1),
+                ("o4".into(), 0),
+                ("o0".into(), 0)
+            ]
+        );
+        assert_eq!(store.snapshot(&res, at).unwrap().len(), 5);
     }
 }

@@ -168,6 +168,7 @@ async fn main() -> Result<(), BoxError> {
         disable_controllers: Vec::new(),
         // A workstation's metrics and probes stay where the API server is.
         bind_address: args.address,
+        resync_period: kinject_runtime::informer::DEFAULT_RESYNC_PERIOD,
     };
     let process_env = Env::from_lookup(|name| match name {
         "SYSTEM_NAMESPACE" => Some(std::env::var(name).unwrap_or_else(|_| "knative-samples".into())),
