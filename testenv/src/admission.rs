@@ -180,12 +180,12 @@ fn listed(rule: &Value, key: &str, want: &str) -> bool {
 
 fn rule_matches(rule: &Value, req: &Attributes<'_>) -> bool {
     let def = req.def;
+    // As kube-apiserver splits them: `pods/*` is pods with any subresource or
+    // none, `*` every resource without a subresource.
     let resource_matches = rule.get("resources").and_then(Value::as_array).is_some_and(|rs| {
         rs.iter().filter_map(Value::as_str).any(|r| {
             let (res, sub) = r.split_once('/').unwrap_or((r, ""));
-            (res == "*" || res == def.plural)
-                && (sub == req.subresource || (sub == "*" && !req.subresource.is_empty()))
-                || r == "*/*"
+            (res == "*" || res == def.plural) && (sub == "*" || sub == req.subresource)
         })
     });
     let scope_matches = match rule.get("scope").and_then(Value::as_str) {
@@ -1009,4 +1009,39 @@ fn tls_config(client: &Value) -> Result<Arc<rustls::ClientConfig>, String> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     Ok(Arc::new(config))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn matches(resources: &[&str], plural: &str, subresource: &str) -> bool {
+        let defs = crate::resource::builtins();
+        let Some(def) = defs.iter().find(|d| d.group.is_empty() && d.plural == plural) else {
+            panic!("{plural} is not a core resource");
+        };
+        let rule = json!({"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources});
+        let attrs = Attributes {
+            def,
+            subresource,
+            operation: Operation::Update,
+            object: None,
+            old_object: None,
+        };
+        rule_matches(&rule, &attrs)
+    }
+
+    #[test]
+    fn resources_match_as_kube_apiserver_splits_them() {
+        assert!(matches(&["pods"], "pods", ""));
+        assert!(!matches(&["pods"], "pods", "status"));
+        assert!(matches(&["pods/*"], "pods", ""), "pods/* includes pods itself");
+        assert!(matches(&["pods/*"], "pods", "status"));
+        assert!(matches(&["*/status"], "pods", "status"));
+        assert!(!matches(&["*/status"], "pods", ""));
+        assert!(matches(&["*"], "services", ""));
+        assert!(!matches(&["*"], "services", "status"), "* leaves subresources out");
+        assert!(matches(&["*/*"], "services", "status"));
+        assert!(!matches(&["pods/status"], "services", "status"));
+    }
 }

@@ -463,7 +463,7 @@ async fn rules_and_selectors_choose_the_requests_a_webhook_sees() {
             json!({
                 "namespaceSelector": {"matchLabels": {"team": "a"}},
                 "objectSelector": {"matchExpressions": [{"key": "skip", "operator": "DoesNotExist"}]},
-                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps"], "scope": "Namespaced"}],
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"], "resources": ["configmaps/*"], "scope": "Namespaced"}],
             }),
         )],
     );

@@ -1,11 +1,14 @@
 //! The `webhook` binary against testenv's API server over loopback HTTP,
 //! loaded with `config/`: it fills its Secret and configurations, answers
-//! reviews over HTTPS, asks only for what `config/`'s webhook RBAC grants,
-//! stops on SIGTERM with status 0, and exits 1 with the reason on bad setup.
+//! reviews over HTTPS, so that testenv, calling it as kube-apiserver does,
+//! refuses an invalid AddressableService and a bad config-logging with the
+//! webhook's message; it runs as its service account on a testenv that
+//! refuses what `config/`'s webhook RBAC does not grant, stops on SIGTERM
+//! with status 0, and exits 1 with the reason on bad setup.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::collections::BTreeSet;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus};
 use std::sync::Arc;
@@ -14,7 +17,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use k8s_openapi::api::core::v1::ConfigMap;
 use kinject_testenv::TestEnv;
+use kube::Api;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::{Value, json};
@@ -130,74 +136,6 @@ fn decode(text: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(text).ok()
 }
 
-/// Every request the webhook made that the Roles and ClusterRoles of
-/// `config/` do not grant its service account, as kube-apiserver's RBAC
-/// authorizer evaluates them.
-fn forbidden_requests(env: &TestEnv) -> Vec<String> {
-    let rbac = TestEnv::new();
-    apply(
-        &rbac,
-        &[
-            "100-namespace.yaml",
-            "200-webhook-clusterrole.yaml",
-            "200-webhook-role.yaml",
-            "201-webhook-clusterrolebinding.yaml",
-            "201-webhook-rolebinding.yaml",
-        ],
-    );
-    let group = "rbac.authorization.k8s.io";
-    let rules = |plural: &str, namespace: Option<&str>, name: &str| -> Vec<Value> {
-        rbac.get_object(group, "v1", plural, namespace, name)
-            .and_then(|role| role["rules"].as_array().cloned())
-            .unwrap_or_default()
-    };
-    let grants = [
-        (None, rules("clusterroles", None, "knative-samples-webhook")),
-        (Some(NS), rules("roles", Some(NS), "knative-samples-webhook")),
-    ];
-    for (plural, namespace) in [("clusterrolebindings", None), ("rolebindings", Some(NS))] {
-        let binding = rbac
-            .get_object(group, "v1", plural, namespace, "knative-samples-webhook")
-            .unwrap();
-        assert_eq!(
-            binding["subjects"],
-            json!([{"kind": "ServiceAccount", "name": "webhook", "namespace": NS}])
-        );
-    }
-    let lists = |rule: &Value, key: &str, want: &str| {
-        rule[key]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|v| v == "*" || v == want)
-    };
-    let mut forbidden = BTreeSet::new();
-    for action in env.actions() {
-        let resource = if action.subresource.is_empty() {
-            action.resource.clone()
-        } else {
-            format!("{}/{}", action.resource, action.subresource)
-        };
-        let allowed = grants.iter().any(|(ns, rules)| {
-            ns.is_none_or(|ns| ns == action.namespace)
-                && rules.iter().any(|rule| {
-                    lists(rule, "apiGroups", &action.group)
-                        && lists(rule, "resources", &resource)
-                        && lists(rule, "verbs", &action.verb)
-                        && (rule["resourceNames"].as_array().is_none_or(Vec::is_empty)
-                            || lists(rule, "resourceNames", &action.name))
-                })
-        });
-        if !allowed {
-            forbidden.insert(format!(
-                "{} {}/{} {:?} in namespace {:?}",
-                action.verb, action.group, resource, action.name, action.namespace
-            ));
-        }
-    }
-    forbidden.into_iter().collect()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_stops_cleanly() {
     let dir = dir("e2e");
@@ -213,11 +151,18 @@ async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_sto
             "config-observability.yaml",
             "400-webhook-service.yaml",
             "500-webhook-configuration.yaml",
+            "200-webhook-serviceaccount.yaml",
+            "200-webhook-clusterrole.yaml",
+            "200-webhook-role.yaml",
+            "201-webhook-clusterrolebinding.yaml",
+            "201-webhook-rolebinding.yaml",
         ],
     );
     let server = env.serve().await.unwrap();
     let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig).unwrap();
+    // As its service account: testenv refuses what config/'s webhook RBAC does not grant.
+    let token = env.service_account_token(NS, "webhook");
+    std::fs::write(&kubeconfig, server.kubeconfig_with_token(&token)).unwrap();
     let webhook = start(&kubeconfig, &dir, &[]);
 
     let ca = wait_for("the webhook fills its Secret", || {
@@ -291,13 +236,78 @@ async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_sto
         "{body}"
     );
 
+    // The API server calls it: testenv reaches the webhook Service where it listens.
+    env.route_service(NS, "webhook", 443, SocketAddr::from(([127, 0, 0, 1], port)));
+    let client = server.client().unwrap();
+    let asvcs: Api<DynamicObject> = Api::namespaced_with(client.clone(), NS, &asvc_resource());
+    let invalid: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "invalid", "namespace": NS}, "spec": {"serviceName": "Not_A_Name"}}))
+    .unwrap();
+    let refused = match asvcs.create(&PostParams::default(), &invalid).await {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("an invalid serviceName must be refused, got {other:?}"),
+    };
+    assert_eq!(refused.code, 400, "{refused:?}");
+    assert!(
+        refused.message.starts_with(
+            "addressableservices.samples.knative.dev \"invalid\" is forbidden: admission webhook \
+             \"validation.webhook.knative-samples.knative.dev\" denied the request: validation failed: \
+             invalid value: Not_A_Name: spec.serviceName"
+        ),
+        "{}",
+        refused.message
+    );
+    assert!(
+        env.get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some(NS),
+            "invalid"
+        )
+        .is_none()
+    );
+    let valid: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+        "metadata": {"name": "valid", "namespace": NS}, "spec": {"serviceName": "webhook"}}))
+    .unwrap();
+    asvcs.create(&PostParams::default(), &valid).await.unwrap();
+    // A ConfigMap the controller would refuse at start is refused at apply time.
+    let config_maps: Api<ConfigMap> = Api::namespaced(client, NS);
+    let bad_logging: ConfigMap = serde_json::from_value(json!({
+        "metadata": {"name": "config-logging", "namespace": NS},
+        "data": {"loglevel.controller": "loud"}}))
+    .unwrap();
+    let refused = match config_maps
+        .replace("config-logging", &PostParams::default(), &bad_logging)
+        .await
+    {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("a bad config-logging must be refused, got {other:?}"),
+    };
+    assert!(
+        refused
+            .message
+            .contains("admission webhook \"config.webhook.knative-samples.knative.dev\" denied the request"),
+        "{}",
+        refused.message
+    );
+
     let status = webhook.terminate();
     assert!(status.success(), "{status}");
     assert_eq!(
-        forbidden_requests(&env),
+        env.denied_requests(),
         Vec::<String>::new(),
         "requests config/ does not grant the webhook"
     );
+}
+
+fn asvc_resource() -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "AddressableService"),
+        "addressableservices",
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
