@@ -1020,7 +1020,8 @@ mod tests {
         let Some(def) = defs.iter().find(|d| d.group.is_empty() && d.plural == plural) else {
             panic!("{plural} is not a core resource");
         };
-        let rule = json!({"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources});
+        let rule =
+            json!({"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources});
         let attrs = Attributes {
             def,
             subresource,
@@ -1040,7 +1041,10 @@ mod tests {
         assert!(matches(&["*/status"], "pods", "status"));
         assert!(!matches(&["*/status"], "pods", ""));
         assert!(matches(&["*"], "services", ""));
-        assert!(!matches(&["*"], "services", "status"), "* leaves subresources out");
+        assert!(
+            !matches(&["*"], "services", "status"),
+            "* leaves subresources out"
+        );
         assert!(matches(&["*/*"], "services", "status"));
         assert!(!matches(&["pods/status"], "services", "status"));
     }

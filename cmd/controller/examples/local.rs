@@ -15,8 +15,10 @@
 //! objects are garbage-collected when their owner goes (background and
 //! foreground, `blockOwnerDeletion`), `kubectl delete namespace` empties and
 //! removes a namespace, and a stand-in kubelet marks every pod in every
-//! namespace Running and Ready with container statuses. Each of the three can
-//! be switched off (`--help`). Ctrl-C stops it.
+//! namespace Running and Ready with container statuses. It runs the admission
+//! webhook too, which testenv calls as kube-apiserver would, so an invalid
+//! object is refused at `kubectl apply`. Each of the four can be switched off
+//! (`--help`). Ctrl-C stops it.
 
 use std::path::Path;
 use std::time::Duration;
@@ -83,6 +85,10 @@ struct Args {
     /// Leave deleted namespaces Terminating, as a bare API server does.
     #[arg(long)]
     no_namespace_deletion: bool,
+    /// Run without the admission webhook, so nothing is defaulted or
+    /// validated when it is written.
+    #[arg(long)]
+    no_webhook: bool,
 }
 
 /// Stands in for the kubelet: every pod that is not Running yet becomes
@@ -170,10 +176,39 @@ async fn main() -> Result<(), BoxError> {
         bind_address: args.address,
         resync_period: kinject_runtime::informer::DEFAULT_RESYNC_PERIOD,
     };
+    let system_namespace = std::env::var("SYSTEM_NAMESPACE").unwrap_or_else(|_| "knative-samples".into());
     let process_env = Env::from_lookup(|name| match name {
-        "SYSTEM_NAMESPACE" => Some(std::env::var(name).unwrap_or_else(|_| "knative-samples".into())),
+        "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
         _ => std::env::var(name).ok(),
     })?;
+    // The webhook, as a cluster runs it beside the controller: testenv calls
+    // it, as kube-apiserver would, for every write its configurations match,
+    // so `kubectl apply` of an invalid object is refused with the field.
+    let webhook = if args.no_webhook {
+        None
+    } else {
+        let listener = tokio::net::TcpListener::bind((args.address, 0)).await?;
+        env.route_service(&system_namespace, "webhook", 443, listener.local_addr()?);
+        let webhook_env = Env::from_lookup(|name| match name {
+            "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
+            // The controller holds the default ports.
+            "PROBES_PORT" | "METRICS_PROMETHEUS_PORT" => Some("0".into()),
+            _ => std::env::var(name).ok(),
+        })?;
+        let webhook_flags = kinject_webhook::WebhookFlags {
+            common: flags.clone(),
+            port: 0,
+            drain_period: Duration::ZERO,
+        };
+        Some(tokio::spawn(kinject_webhook::run(
+            "webhook",
+            generated::registry::custom_kinds(),
+            webhook_flags,
+            webhook_env,
+            listener,
+            shutdown.clone(),
+        )))
+    };
     kinject_sharedmain::run(
         "controller",
         &reconcilers::controllers(),
@@ -182,6 +217,9 @@ async fn main() -> Result<(), BoxError> {
         shutdown.clone(),
     )
     .await?;
+    if let Some(webhook) = webhook {
+        webhook.await??;
+    }
     server.shutdown().await;
     Ok(())
 }
