@@ -1033,3 +1033,127 @@ async fn a_missing_crd_holds_back_only_its_controller() {
     let (exit, _) = controller.terminate();
     assert!(exit.success());
 }
+
+/// The webhook of `config/`, in this process, as its service account, reached
+/// by testenv through the `webhook` Service; returns when its configurations
+/// trust its CA and have their rules.
+async fn start_webhook(
+    env: &TestEnv,
+    server: &kinject_testenv::Server,
+    dir: &Path,
+    stop: &tokio_util::sync::CancellationToken,
+) -> tokio::task::JoinHandle<Result<(), kinject_sharedmain::MainError>> {
+    apply(
+        env,
+        &[
+            "200-webhook-serviceaccount.yaml",
+            "200-webhook-clusterrole.yaml",
+            "200-webhook-role.yaml",
+            "201-webhook-clusterrolebinding.yaml",
+            "201-webhook-rolebinding.yaml",
+            "400-webhook-service.yaml",
+            "500-webhook-configuration.yaml",
+        ],
+    );
+    let kubeconfig = dir.join("webhook-kubeconfig");
+    let token = env.service_account_token(NS, "webhook");
+    std::fs::write(&kubeconfig, server.kubeconfig_with_token(&token)).unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    env.route_service(NS, "webhook", 443, listener.local_addr().unwrap());
+    let flags = kinject_webhook::WebhookFlags {
+        common: kinject_sharedmain::Flags {
+            kubeconfig: Some(kubeconfig.to_string_lossy().into_owned()),
+            server: None,
+            context: None,
+            kube_api_qps: 0.0,
+            kube_api_burst: 0,
+            disable_ha: false,
+            disable_controllers: Vec::new(),
+            bind_address: std::net::Ipv4Addr::LOCALHOST.into(),
+            resync_period: kinject_runtime::informer::DEFAULT_RESYNC_PERIOD,
+        },
+        port: 0,
+        drain_period: Duration::ZERO,
+    };
+    let process_env = kinject_sharedmain::Env::from_lookup(|name| match name {
+        "SYSTEM_NAMESPACE" => Some(NS.to_owned()),
+        "POD_NAME" => Some("webhook-0".to_owned()),
+        "PROBES_PORT" | "METRICS_PROMETHEUS_PORT" => Some("0".to_owned()),
+        _ => None,
+    })
+    .unwrap();
+    let handle = tokio::spawn(kinject_webhook::run(
+        "webhook",
+        generated::registry::custom_kinds(),
+        flags,
+        process_env,
+        listener,
+        stop.clone(),
+    ));
+    wait_for(
+        "the webhook's validation rules and CA",
+        Duration::from_secs(60),
+        || {
+            env.get_object(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingwebhookconfigurations",
+                None,
+                "validation.webhook.knative-samples.knative.dev",
+            )
+            .is_some_and(|c| {
+                c["webhooks"][0]["clientConfig"]["caBundle"].is_string()
+                    && c["webhooks"][0]["rules"]
+                        .as_array()
+                        .is_some_and(|r| !r.is_empty())
+            })
+        },
+    )
+    .await;
+    handle
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_controller_converges_behind_the_webhook_which_refuses_invalid_objects() {
+    let dir = tempdir("with-webhook");
+    let (env, server, kubeconfig) = cluster(&dir).await;
+    let stop = tokio_util::sync::CancellationToken::new();
+    let webhook = start_webhook(&env, &server, &dir, &stop).await;
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+
+    // Through the API, so admission runs as for `kubectl apply`.
+    let client = server.client().unwrap();
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "AddressableService"),
+        "addressableservices",
+    );
+    let asvcs: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(client, NS, &resource);
+    // config/400-webhook-service.yaml made the Service it names.
+    let post = kube::api::PostParams::default();
+    let valid = serde_json::from_value(addressable_service("reachable", "webhook")).unwrap();
+    asvcs.create(&post, &valid).await.unwrap();
+    // Its status writes pass the validating webhook too.
+    wait_under_rbac(&env, "reachable to be Ready", Duration::from_secs(60), || {
+        is_ready(&env, NS, "reachable")
+    })
+    .await;
+    let invalid = serde_json::from_value(addressable_service("unreachable", "Not_A_Name")).unwrap();
+    let refused = match asvcs.create(&post, &invalid).await {
+        Err(kube::Error::Api(status)) => status,
+        other => panic!("an invalid serviceName must be refused, got {other:?}"),
+    };
+    assert!(
+        refused.message.contains(
+            "admission webhook \"validation.webhook.knative-samples.knative.dev\" denied the request: \
+             validation failed: invalid value: Not_A_Name: spec.serviceName"
+        ),
+        "{}",
+        refused.message
+    );
+
+    let (exit, _) = controller.terminate();
+    assert!(exit.success(), "exit status {exit}");
+    stop.cancel();
+    webhook.await.unwrap().unwrap();
+    assert_eq!(env.denied_requests(), Vec::<String>::new());
+}
