@@ -624,16 +624,14 @@ impl Admission<'_> {
         if response.get("allowed").and_then(Value::as_bool) != Some(true) {
             return Err(denial(def, &name, &hook.name, response.get("status")));
         }
-        let Some(patch) = response.get("patch").and_then(Value::as_str) else {
+        let Some(patch) = response.get("patch").filter(|p| !p.is_null()) else {
             return Ok(object);
         };
         if !hook.mutating {
             return Ok(object);
         }
         let patched = (|| {
-            let bytes = base64::engine::general_purpose::STANDARD
-                .decode(patch)
-                .map_err(|e| format!("illegal base64 data in response.patch: {e}"))?;
+            let bytes = patch_bytes(patch)?;
             match response.get("patchType").and_then(Value::as_str) {
                 Some("JSONPatch") => {}
                 other => return Err(format!("unsupported patch type {:?}", other.unwrap_or_default())),
@@ -769,6 +767,25 @@ fn run(st: &mut State, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Resul
         Write::Update(body) => st.update(def, ns, name, body.clone(), status_only, opts),
         Write::Patch(ptype, body) => st.patch(def, ns, name, *ptype, body, status_only, opts),
         Write::Delete(_) => Err(ErrorStatus::method_not_allowed()),
+    }
+}
+
+/// `response.patch` as Go decodes a `[]byte`: a base64 string, or an array of
+/// byte values (what kube-rs's `AdmissionResponse` sends).
+fn patch_bytes(patch: &Value) -> Result<Vec<u8>, String> {
+    match patch {
+        Value::String(text) => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map_err(|e| format!("illegal base64 data in response.patch: {e}")),
+        Value::Array(items) => items
+            .iter()
+            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
+            .collect::<Option<Vec<u8>>>()
+            .ok_or_else(|| "response.patch holds a value that is not a byte".to_owned()),
+        other => Err(format!(
+            "cannot unmarshal {} into response.patch of type []byte",
+            crate::api::go_json_type(other)
+        )),
     }
 }
 
@@ -1030,6 +1047,14 @@ mod tests {
             old_object: None,
         };
         rule_matches(&rule, &attrs)
+    }
+
+    #[test]
+    fn a_patch_is_read_as_go_reads_a_byte_slice() {
+        assert_eq!(patch_bytes(&json!("W10=")), Ok(b"[]".to_vec()));
+        assert_eq!(patch_bytes(&json!([91, 93])), Ok(b"[]".to_vec()));
+        assert!(patch_bytes(&json!([256])).is_err());
+        assert!(patch_bytes(&json!({})).is_err());
     }
 
     #[test]

@@ -1114,7 +1114,7 @@ async fn start_webhook(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_controller_converges_behind_the_webhook_which_refuses_invalid_objects() {
+async fn the_controller_converges_behind_the_webhook_which_defaults_and_refuses_invalid_objects() {
     let dir = tempdir("with-webhook");
     let (env, server, kubeconfig) = cluster(&dir).await;
     let stop = tokio_util::sync::CancellationToken::new();
@@ -1150,6 +1150,21 @@ async fn the_controller_converges_behind_the_webhook_which_refuses_invalid_objec
         "{}",
         refused.message
     );
+
+    // Defaults are applied on create: the defaulting webhook's round trip
+    // writes the `replicas: 0` the type holds, which the CRD requires.
+    let resource = kube::api::ApiResource::from_gvk_with_plural(
+        &kube::api::GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "SimpleDeployment"),
+        "simpledeployments",
+    );
+    let sdeploys: kube::Api<kube::api::DynamicObject> =
+        kube::Api::namespaced_with(server.client().unwrap(), NS, &resource);
+    let without_replicas = serde_json::from_value(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1", "kind": "SimpleDeployment",
+        "metadata": {"name": "defaulted", "namespace": NS}, "spec": {"image": "img"}}))
+    .unwrap();
+    let created = sdeploys.create(&post, &without_replicas).await.unwrap();
+    assert_eq!(created.data["spec"], json!({"image": "img", "replicas": 0}));
 
     let (exit, _) = controller.terminate();
     assert!(exit.success(), "exit status {exit}");
