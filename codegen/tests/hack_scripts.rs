@@ -417,7 +417,12 @@ fn the_out_of_tree_example_builds_and_passes_its_tests() {
     let example = repo_root().join("examples/out-of-tree");
     // --locked: its Cargo.lock is checked in and must not need a change.
     let run = cargo(&example, &["test", "--locked"]);
-    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    assert!(
+        run.ok,
+        "{}{}\nIf the framework's dependencies changed, refresh the example's lock file: \
+         (cd examples/out-of-tree && cargo metadata --offline > /dev/null)",
+        run.stdout, run.stderr
+    );
     for test in [
         "a_new_greeting_gets_its_config_map_and_becomes_ready ... ok",
         "a_changed_message_updates_the_config_map ... ok",
