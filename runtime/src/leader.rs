@@ -86,6 +86,17 @@ impl LeaderAwareFuncs {
         }
     }
 
+    /// For a reconciler of one object: enqueues `key` after each promotion
+    /// that brings an enqueue function, and does nothing on demotion.
+    pub fn enqueuing_on_promote(key: ObjectKey) -> Self {
+        let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
+            if let Some(enqueue) = enqueue {
+                enqueue(bucket, key.clone());
+            }
+        });
+        Self::new(Some(on_promote), None)
+    }
+
     /// The names of the led buckets.
     pub fn led_buckets(&self) -> Vec<String> {
         self.buckets.read().keys().cloned().collect()

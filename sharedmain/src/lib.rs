@@ -226,6 +226,20 @@ const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 pub fn main(component: &str, constructors: impl IntoIterator<Item = Constructor>) -> ExitCode {
     let constructors: Vec<Constructor> = constructors.into_iter().collect();
     let flags = Flags::parse();
+    process(component, |env, shutdown| async move {
+        run(component, &constructors, flags, env, shutdown).await
+    })
+}
+
+/// The process around a component's `run`: a multi-threaded runtime, the
+/// environment, a shutdown token that signals cancel ([`handle_signals`]),
+/// and exit 1 with `<component>: <what failed and how to fix it>` on any
+/// error. Every binary's `main` (the controller's, the webhook's) is this.
+pub fn process<F, Fut>(component: &str, run: F) -> ExitCode
+where
+    F: FnOnce(Env, CancellationToken) -> Fut,
+    Fut: std::future::Future<Output = Result<(), MainError>>,
+{
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(e) => return fail(component, &MainError::Runtime(e.to_string())),
@@ -236,7 +250,7 @@ pub fn main(component: &str, constructors: impl IntoIterator<Item = Constructor>
     };
     let shutdown = CancellationToken::new();
     runtime.spawn(handle_signals(shutdown.clone()));
-    match runtime.block_on(run(component, &constructors, flags, env, shutdown)) {
+    match runtime.block_on(run(env, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => fail(component, &e),
     }

@@ -238,27 +238,19 @@ pub(crate) async fn write(
         // webhook cannot lock its own configuration.
         return None;
     }
-    if env
-        .inner
-        .state()
-        .store
-        .iter(&ResKey::new(
-            "admissionregistration.k8s.io",
-            "mutatingwebhookconfigurations",
-        ))
-        .next()
-        .is_none()
-        && env
-            .inner
-            .state()
-            .store
-            .iter(&ResKey::new(
-                "admissionregistration.k8s.io",
-                "validatingwebhookconfigurations",
-            ))
-            .next()
-            .is_none()
-    {
+    // Without configurations a write goes the plain way, its body parsed once.
+    let configured = {
+        let st = env.inner.state();
+        ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+            .iter()
+            .any(|r| {
+                st.store
+                    .iter(&ResKey::new("admissionregistration.k8s.io", r))
+                    .next()
+                    .is_some()
+            })
+    };
+    if !configured {
         return None;
     }
     let def = &t.def;

@@ -26,7 +26,7 @@ use k8s_openapi::api::core::v1::Secret;
 use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
-use kinject_runtime::leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook};
+use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
 use kinject_runtime::lister::Lister;
 use kube::Api;
 use kube::api::PostParams;
@@ -272,14 +272,7 @@ impl Reconciler for CertReconciler {
 pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
     let secrets = ctx.informer::<Secret>();
     let key = ObjectKey::new(options.namespace.clone(), options.secret.clone());
-    let promote_key = key.clone();
-    let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
-        if let Some(enqueue) = enqueue {
-            enqueue(bucket, promote_key.clone());
-        }
-    });
-    let on_demote: BucketHook = Arc::new(|_: &dyn Bucket| {});
-    let leadership = Arc::new(LeaderAwareFuncs::new(Some(on_promote), Some(on_demote)));
+    let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = Arc::new(CertReconciler {
         api: Api::namespaced(ctx.client(), &options.namespace),
         cluster_domain: ctx.cluster_domain().to_owned(),

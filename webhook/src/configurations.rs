@@ -21,7 +21,7 @@ use kinject_runtime::apis::registry::CustomKind;
 use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
-use kinject_runtime::leader::{Bucket, BucketHook, Enqueue, LeaderAware, LeaderAwareFuncs, PromoteHook};
+use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
 use kinject_runtime::lister::Lister;
 use kube::Api;
 use kube::api::PostParams;
@@ -293,14 +293,7 @@ where
     let configurations = ctx.informer::<C>();
     let secrets = ctx.informer::<Secret>();
     let key = ObjectKey::new("", spec.name.clone());
-    let promote_key = key.clone();
-    let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
-        if let Some(enqueue) = enqueue {
-            enqueue(bucket, promote_key.clone());
-        }
-    });
-    let on_demote: BucketHook = Arc::new(|_: &dyn Bucket| {});
-    let leadership = Arc::new(LeaderAwareFuncs::new(Some(on_promote), Some(on_demote)));
+    let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = ConfigReconciler::<C> {
         spec,
         namespace: namespace.to_owned(),

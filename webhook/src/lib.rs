@@ -303,29 +303,10 @@ pub(crate) fn controller_options(ctx: &Context) -> ControllerOptions {
 /// before it serves exits 1 saying what failed and how to fix it.
 pub fn main(component: &str, kinds: Vec<CustomKind>) -> ExitCode {
     let flags = WebhookFlags::parse();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
-        Ok(runtime) => runtime,
-        Err(e) => return fail(component, &MainError::Runtime(e.to_string())),
-    };
-    let env = match Env::from_process() {
-        Ok(env) => env,
-        Err(e) => return fail(component, &e),
-    };
-    let shutdown = CancellationToken::new();
-    runtime.spawn(kinject_sharedmain::handle_signals(shutdown.clone()));
-    let listener = match runtime.block_on(bind(&flags)) {
-        Ok(listener) => listener,
-        Err(e) => return fail(component, &e),
-    };
-    match runtime.block_on(run(component, kinds, flags, env, listener, shutdown)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(component, &e),
-    }
-}
-
-fn fail(component: &str, err: &MainError) -> ExitCode {
-    eprintln!("{component}: {err}");
-    ExitCode::FAILURE
+    kinject_sharedmain::process(component, |env, shutdown| async move {
+        let listener = bind(&flags).await?;
+        run(component, kinds, flags, env, listener, shutdown).await
+    })
 }
 
 /// Listens where the flags say (`--bind-address`, `--port`).
