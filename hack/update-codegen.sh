@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Regenerates generated/ from the API types named in codegen.toml and refreshes
-# the openAPIV3Schema block of config/300-*.yaml (the rest of each manifest is
-# kept as written). Runs from any directory.
+# Regenerates generated/ from the API types named in codegen.toml, the CRDs in
+# config/300-*.yaml from the types and their #[kind] markers (keeping each
+# manifest's labels and annotations), and the RBAC rules in config/. Runs from
+# any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

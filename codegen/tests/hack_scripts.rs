@@ -189,7 +189,7 @@ fn verify_fails_on_drift_and_update_repairs_it() {
     assert!(!run.ok);
     assert!(
         run.stderr
-            .contains("config/300-simpledeployment.yaml (openAPIV3Schema differs)"),
+            .contains("config/300-simpledeployment.yaml (differs from the kind and its markers)"),
         "{}",
         run.stderr
     );

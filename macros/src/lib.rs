@@ -77,6 +77,33 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let categories = &model.categories;
     let namespaced = model.scope == Scope::Namespaced;
     let has_status_field = model.status.is_some();
+    let printer_columns = model.print_columns.iter().map(|c| {
+        let (name, type_, json_path, priority) = (&c.name, &c.type_, &c.json_path, c.priority);
+        let description = c.description.as_deref().unwrap_or_default();
+        let format = c.format.as_deref().unwrap_or_default();
+        quote! {
+            ::kinject_types::PrinterColumn {
+                name: #name, type_: #type_, json_path: #json_path,
+                description: #description, format: #format, priority: #priority,
+            }
+        }
+    });
+    let scale = match &model.scale {
+        Some(scale) => {
+            let (spec, status) = (&scale.spec_replicas, &scale.status_replicas);
+            let selector = scale.label_selector.as_deref().unwrap_or_default();
+            quote! {
+                ::std::option::Option::Some(::kinject_types::ScalePaths {
+                    spec_replicas: #spec, status_replicas: #status, label_selector: #selector,
+                })
+            }
+        }
+        None => quote!(::std::option::Option::None),
+    };
+    let max_description_len = match model.max_description_len {
+        Some(len) => quote!(::std::option::Option::Some(#len)),
+        None => quote!(::std::option::Option::None),
+    };
     let scope = if namespaced {
         quote!(#rt::k8s_openapi::NamespaceResourceScope)
     } else {
@@ -103,6 +130,9 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
             const NAMESPACED: bool = #namespaced;
             const HAS_STATUS: bool = #has_status_field;
+            const PRINTER_COLUMNS: &'static [::kinject_types::PrinterColumn] = &[#(#printer_columns),*];
+            const SCALE: ::std::option::Option<::kinject_types::ScalePaths> = #scale;
+            const MAX_DESCRIPTION_LEN: ::std::option::Option<usize> = #max_description_len;
         }
     };
 

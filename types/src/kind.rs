@@ -35,6 +35,43 @@ pub trait KindInfo: Resource<DynamicType = ()> {
     const NAMESPACED: bool;
     /// True when the kind has a status, served through the status subresource.
     const HAS_STATUS: bool;
+    /// Columns `kubectl get` shows before the generated ones, from the
+    /// `printcolumn(...)` markers, in marker order.
+    const PRINTER_COLUMNS: &'static [PrinterColumn] = &[];
+    /// The scale subresource, from the `scale(...)` marker.
+    const SCALE: Option<ScalePaths> = None;
+    /// Descriptions in the CRD's schema are cut to this many bytes, from the
+    /// `max_description_len` marker (0 drops them; controller-gen's `maxDescLen`).
+    const MAX_DESCRIPTION_LEN: Option<usize> = None;
+}
+
+/// A column `kubectl get` shows: `printcolumn(name = .., type = .., json_path = ..)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header (`Replicas`).
+    pub name: &'static str,
+    /// `integer`, `number`, `string`, `boolean` or `date`.
+    pub type_: &'static str,
+    /// Where the value is, from the object (`.spec.replicas`).
+    pub json_path: &'static str,
+    /// What the column means; empty for none.
+    pub description: &'static str,
+    /// An OpenAPI format refining the type (`int32`, `date-time`); empty for none.
+    pub format: &'static str,
+    /// 0 shows the column always; higher shows it only with `kubectl get -o wide`.
+    pub priority: i32,
+}
+
+/// Where the scale subresource (`kubectl scale`, a HorizontalPodAutoscaler)
+/// reads and writes replicas: `scale(spec_replicas = .., status_replicas = ..)`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// The desired replicas (`.spec.replicas`).
+    pub spec_replicas: &'static str,
+    /// The observed replicas (`.status.replicas`).
+    pub status_replicas: &'static str,
+    /// A label selector in string form, for autoscalers (`.status.selector`); empty for none.
+    pub label_selector: &'static str,
 }
 
 /// A kind with a `status`; implemented by `#[derive(Kind)]` when the struct has a

@@ -63,7 +63,7 @@ pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType
 pub use condition_set::{ClearTerminalConditionError, ConditionManager, ConditionSet};
 pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
 #[cfg(feature = "kinds")]
-pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, Validatable};
+pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, PrinterColumn, ScalePaths, Validatable};
 #[cfg(feature = "kinds")]
 pub use url::{Url, UrlParseError};
 

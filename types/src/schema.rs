@@ -5,7 +5,8 @@ use schemars::generate::SchemaSettings;
 use serde_json::Value;
 
 /// The `openAPIV3Schema` of a kind: an object with `spec` and `status`, every
-/// subschema inlined, descriptions from doc comments, `required` listing the
+/// subschema inlined (an embedded `ObjectMeta` as just `type: object`),
+/// descriptions from doc comments, `required` listing the
 /// fields that are always written (those without `skip_serializing_if`), and
 /// integer formats with their ranges as `minimum`/`maximum` (an `i32` field
 /// gets int32's, a `u32` field 0 to 4294967295), so the API server refuses
@@ -46,11 +47,38 @@ fn tidy(value: &mut Value) {
                 *d = join_lines(d);
             }
             bound_integer(map);
+            if is_object_meta(map) {
+                map.retain(|key, _| key == "description");
+                map.insert("type".into(), Value::from("object"));
+                return;
+            }
             map.values_mut().for_each(tidy);
         }
         Value::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
     }
+}
+
+/// True for the schema of an embedded `ObjectMeta` (the `metadata` of a
+/// `PodTemplateSpec` or `JobTemplateSpec` field), which is written as just
+/// `type: object`, as controller-gen writes it: the API server checks the
+/// metadata of the objects it creates from a template itself, and the whole
+/// ObjectMeta schema (managedFields, ownerReferences, ...) would make the CRD
+/// too big for `kubectl apply`. Inlined schemas carry no type name, so
+/// ObjectMeta is known by fields no other Kubernetes type has together.
+fn is_object_meta(map: &serde_json::Map<String, Value>) -> bool {
+    let Some(properties) = map.get("properties").and_then(Value::as_object) else {
+        return false;
+    };
+    [
+        "managedFields",
+        "ownerReferences",
+        "resourceVersion",
+        "generateName",
+        "creationTimestamp",
+    ]
+    .iter()
+    .all(|field| properties.contains_key(*field))
 }
 
 /// The range of an integer format, so the API server refuses a number the

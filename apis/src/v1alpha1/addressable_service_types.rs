@@ -13,7 +13,8 @@ use serde::{Deserialize, Serialize};
     version = "v1alpha1",
     namespaced,
     shortnames = ["asvc"],
-    categories = ["all", "knative"]
+    categories = ["all", "knative"],
+    printcolumn(name = "Address", type = "string", json_path = ".status.address.url")
 )]
 #[genclient]
 #[genreconciler]

@@ -8,9 +8,9 @@
 //! cargo run -p schema -- update-crds --verify config # exit 1 if any is stale
 //! ```
 //!
-//! `update-crds` rewrites only the `openAPIV3Schema` block of each manifest;
-//! names, labels and printer columns stay as written. A kind without a
-//! manifest gets its whole CRD, written once.
+//! `update-crds` writes each kind's whole CRD from its type and `#[kind]`
+//! markers; only `metadata.labels` and `metadata.annotations` of a manifest
+//! stay as written.
 
 // The generated kind registry, included as a file rather than through the
 // `generated` crate: `hack/update-codegen.sh` builds this command, and the
@@ -19,7 +19,6 @@
 #[path = "../../../generated/src/registry.rs"]
 #[allow(unreachable_pub)] // public in `generated`, where other crates use it
 mod registry;
-mod splice;
 mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -49,8 +48,8 @@ enum Command {
         /// The kind, as in a manifest (`AddressableService`).
         kind: String,
     },
-    /// Refresh the openAPIV3Schema of <dir>/300-<kind>.yaml for every kind;
-    /// write the whole CRD there for a kind that has none yet.
+    /// Write the CRD of every kind to <dir>/300-<kind>.yaml, keeping the
+    /// labels and annotations of a manifest already there.
     UpdateCrds {
         /// Change nothing; exit 1 if any schema is stale.
         #[arg(long)]
@@ -81,24 +80,44 @@ fn main() -> ExitCode {
     }
 }
 
-/// The manifest `update-crds` starts a new kind's CRD with: a comment saying
-/// what is generated, then the whole CRD, labelled like the CRD manifests
-/// already there (`labels`), so selectors over them (a release label, an
-/// install label) find the new one too.
-fn new_manifest(kind: &CustomKind, labels: Option<&serde_json::Value>) -> Result<String, serde_json::Error> {
+/// A kind's manifest: a comment saying where it comes from, then the whole
+/// CRD built from the kind's markers, with the `labels` and `annotations` of
+/// `metadata` as written there before (for a new kind, the labels of the CRD
+/// manifests already there, so selectors over them, a release label or an
+/// install label, find the new one too).
+fn manifest(kind: &CustomKind, kept: &serde_json::Value) -> Result<String, serde_json::Error> {
     let mut crd = serde_json::to_value(kind.crd()?)?;
-    if let Some(labels) = labels {
-        crd["metadata"]["labels"] = labels.clone();
+    for key in ["labels", "annotations"] {
+        if let Some(value) = kept.get(key) {
+            crd["metadata"][key] = value.clone();
+        }
     }
     Ok(format!(
-        "# The CRD of {plural}.{group}. The openAPIV3Schema block is generated from the Rust\n\
-         # types by hack/update-codegen.sh (`cargo run -p schema -- dump {kind}`);\n\
-         # edit the rest by hand.\n{yaml}",
+        "# The CRD of {kind} ({plural}.{group}), generated from its Rust type\n\
+         # and #[kind] markers by hack/update-codegen.sh; print it with\n\
+         # `cargo run -p schema -- crd {kind}`. Change the type or its markers, not this\n\
+         # file: only metadata.labels and metadata.annotations are kept as written.\n{yaml}",
         plural = kind.plural,
         group = kind.group,
         kind = kind.kind,
         yaml = yaml::to_yaml(&crd)
     ))
+}
+
+/// The `labels` and `annotations` of a manifest's metadata, as an object.
+fn kept_metadata(text: &str) -> Result<serde_json::Value, String> {
+    let manifest: serde_json::Value = serde_saphyr::from_str(text)
+        .map_err(|e| format!("is not valid YAML: {e}; fix it or delete the file to have it written anew"))?;
+    let mut kept = serde_json::Map::new();
+    for key in ["labels", "annotations"] {
+        if let Some(value) = manifest
+            .pointer(&format!("/metadata/{key}"))
+            .filter(|v| !v.is_null())
+        {
+            kept.insert(key.to_owned(), value.clone());
+        }
+    }
+    Ok(serde_json::Value::Object(kept))
 }
 
 /// `<dir>/300-<kind>.yaml`.
@@ -121,32 +140,20 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
     let mut stale = Vec::new();
     let sibling_labels = kinds.iter().find_map(|kind| {
         let text = std::fs::read_to_string(manifest_path(dir, kind)).ok()?;
-        let manifest: serde_json::Value = serde_saphyr::from_str(&text).ok()?;
-        manifest.pointer("/metadata/labels").cloned()
+        let labels = kept_metadata(&text).ok()?.get("labels")?.clone();
+        Some(serde_json::json!({ "labels": labels }))
     });
     for kind in kinds {
         let path = manifest_path(dir, kind);
-        let manifest = match std::fs::read_to_string(&path) {
-            Ok(text) => text,
-            // A new kind: its whole CRD, to edit by hand from then on.
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                let manifest = match new_manifest(kind, sibling_labels.as_ref()) {
-                    Ok(text) => text,
-                    Err(e) => {
-                        eprintln!("error: cannot build the CRD of {}: {e}", kind.kind);
-                        return ExitCode::FAILURE;
-                    }
-                };
-                if verify {
-                    stale.push((path, "missing"));
-                } else if let Err(e) = std::fs::write(&path, manifest) {
-                    eprintln!("error: {}: cannot write: {e}", path.display());
+        let (kept, why) = match std::fs::read_to_string(&path) {
+            Ok(text) => match kept_metadata(&text) {
+                Ok(kept) => (Some((text, kept)), "differs from the kind and its markers"),
+                Err(e) => {
+                    eprintln!("error: {}: {e}", path.display());
                     return ExitCode::FAILURE;
-                } else {
-                    eprintln!("wrote {}", path.display());
                 }
-                continue;
-            }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => (None, "missing"),
             Err(e) => {
                 eprintln!(
                     "error: {}: cannot read the CRD manifest of {}: {e}",
@@ -156,18 +163,23 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let updated = match splice::splice_schema(&manifest, &yaml::to_yaml(&kind.schema())) {
+        let keep = kept
+            .as_ref()
+            .map(|(_, kept)| kept.clone())
+            .or_else(|| sibling_labels.clone())
+            .unwrap_or_default();
+        let updated = match manifest(kind, &keep) {
             Ok(text) => text,
             Err(e) => {
-                eprintln!("error: {}: {e}", path.display());
+                eprintln!("error: cannot build the CRD of {}: {e}", kind.kind);
                 return ExitCode::FAILURE;
             }
         };
-        if updated == manifest {
+        if kept.as_ref().is_some_and(|(text, _)| *text == updated) {
             continue;
         }
         if verify {
-            stale.push((path, "openAPIV3Schema differs"));
+            stale.push((path, why));
         } else if let Err(e) = std::fs::write(&path, updated) {
             eprintln!("error: {}: cannot write: {e}", path.display());
             return ExitCode::FAILURE;
@@ -178,7 +190,7 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
     if stale.is_empty() {
         return ExitCode::SUCCESS;
     }
-    eprintln!("error: CRD schemas are out of date:");
+    eprintln!("error: CRD manifests are out of date:");
     for (path, why) in &stale {
         eprintln!("  {} ({why})", path.display());
     }

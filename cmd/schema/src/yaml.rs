@@ -177,7 +177,7 @@ fn scalar(value: &Value) -> String {
     match value {
         Value::Null => "null".to_owned(),
         Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
+        Value::Number(n) => number(n),
         Value::String(s) => string(s),
         Value::Object(_) => "{}".to_owned(),
         Value::Array(_) => "[]".to_owned(),
@@ -214,6 +214,20 @@ fn is_plain_safe(s: &str) -> bool {
             && s.chars()
                 .all(|c| c.is_ascii_hexdigit() || "._:+-xXoO".contains(c));
     !numeric
+}
+
+/// A number as Go's `encoding/json` writes a `float64` (the type of a schema's
+/// bounds in `JSONSchemaProps`): a whole number without a fraction, so the
+/// bound of an `i32` reads `2147483647`, not `2147483647.0`.
+fn number(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        // Whole floats below 2^53 are exact as integers.
+        #[allow(clippy::cast_possible_truncation)]
+        Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
+            (f as i64).to_string()
+        }
+        _ => n.to_string(),
+    }
 }
 
 #[cfg(test)]
@@ -262,5 +276,15 @@ mod tests {
             assert_eq!(is_plain_safe(s), plain, "{s:?}");
         }
         assert_eq!(string("two\n\nlines"), "\"two\\n\\nlines\"");
+    }
+
+    #[test]
+    fn whole_floats_read_as_integers_as_go_writes_them() {
+        let value = json!({"maximum": 2_147_483_647.0, "minimum": -2_147_483_648.0});
+        assert_eq!(to_yaml(&value), "maximum: 2147483647\nminimum: -2147483648\n");
+        let n = |v: serde_json::Value| number(v.as_number().unwrap());
+        assert_eq!(n(json!(0.5)), "0.5");
+        assert_eq!(n(json!(1e300)), "1e+300");
+        assert_eq!(n(json!(3)), "3");
     }
 }

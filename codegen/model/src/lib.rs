@@ -150,6 +150,36 @@ pub struct GenReconciler {
     pub finalizer: Option<String>,
 }
 
+/// `printcolumn(name = .., type = .., json_path = ..)` in `#[kind]`: a column
+/// `kubectl get` shows (kubebuilder's `+kubebuilder:printcolumn`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PrintColumn {
+    /// The header (`Replicas`).
+    pub name: String,
+    /// `integer`, `number`, `string`, `boolean` or `date`.
+    pub type_: String,
+    /// Where the value is, from the object (`.spec.replicas`).
+    pub json_path: String,
+    /// What the column means.
+    pub description: Option<String>,
+    /// An OpenAPI format refining the type (`int32`, `date-time`).
+    pub format: Option<String>,
+    /// 0 shows the column always; higher shows it only with `-o wide`.
+    pub priority: i32,
+}
+
+/// `scale(spec_replicas = .., status_replicas = .., label_selector = ..)` in
+/// `#[kind]`: the scale subresource (kubebuilder's `+kubebuilder:subresource:scale`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Scale {
+    /// The desired replicas, under `.spec`.
+    pub spec_replicas: String,
+    /// The observed replicas, under `.status`.
+    pub status_replicas: String,
+    /// A label selector in string form, under `.spec` or `.status`.
+    pub label_selector: Option<String>,
+}
+
 /// Everything the derive and the generator know about one kind.
 #[derive(Clone, Debug)]
 pub struct KindModel {
@@ -169,6 +199,13 @@ pub struct KindModel {
     pub short_names: Vec<String>,
     /// kubectl categories.
     pub categories: Vec<String>,
+    /// Columns `kubectl get` shows, in marker order.
+    pub print_columns: Vec<PrintColumn>,
+    /// The scale subresource, when the kind has one.
+    pub scale: Option<Scale>,
+    /// Descriptions in the CRD's schema are cut to this many bytes (0 drops
+    /// them), for kinds that embed big Kubernetes types.
+    pub max_description_len: Option<usize>,
     /// The struct's doc comment, one entry per line.
     pub docs: Vec<String>,
     /// The type of the `spec` field, if there is one.
@@ -268,6 +305,19 @@ impl KindModel {
             }
         }
 
+        if let (Some(attr), Some(kind), Some(fields)) = (kind_attr, &kind, &fields)
+            && kind.scale.is_some()
+            && fields.status.is_none()
+        {
+            errors.push(syn::Error::new_spanned(
+                attr,
+                format!(
+                    "scale(...) on `{}` reads replicas from the status, but the kind has no `status` field; \
+                     add `pub status: Option<...>` with the replicas field",
+                    input.ident
+                ),
+            ));
+        }
         errors.finish()?;
         let (Some(kind), Some(fields)) = (kind, fields) else {
             // Both are only None when an error was recorded above.
@@ -285,6 +335,9 @@ impl KindModel {
             scope: kind.scope,
             short_names: kind.short_names,
             categories: kind.categories,
+            print_columns: kind.print_columns,
+            scale: kind.scale,
+            max_description_len: kind.max_description_len,
             docs: doc_lines(&input.attrs),
             spec: fields.spec,
             status: fields.status,
@@ -352,6 +405,9 @@ struct KindAttr {
     scope: Scope,
     short_names: Vec<String>,
     categories: Vec<String>,
+    print_columns: Vec<PrintColumn>,
+    scale: Option<Scale>,
+    max_description_len: Option<usize>,
 }
 
 struct FieldsInfo {
@@ -461,7 +517,7 @@ fn option_inner(ty: &Type) -> Option<&Type> {
     }
 }
 
-const KIND_KEYS: [&str; 8] = [
+const KIND_KEYS: [&str; 11] = [
     "group",
     "version",
     "plural",
@@ -470,6 +526,9 @@ const KIND_KEYS: [&str; 8] = [
     "cluster_scoped",
     "shortnames",
     "categories",
+    "printcolumn",
+    "scale",
+    "max_description_len",
 ];
 
 fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Option<KindAttr> {
@@ -480,11 +539,17 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
     let mut scope: Option<(Scope, Span)> = None;
     let mut short_names = Vec::new();
     let mut categories = Vec::new();
+    let mut print_columns = Vec::new();
+    let mut scale = None;
+    let mut max_description_len = None;
     let mut given = BTreeSet::new();
 
     let parsed = attr.parse_nested_meta(|meta| {
-        let key = key_of(&meta, "kind", &KIND_KEYS)?;
-        given_once(&meta, &key, "kind", &mut given)?;
+        let key = key_of(&meta, "#[kind(...)]", &KIND_KEYS)?;
+        // Columns are listed one marker each, like kubebuilder's.
+        if key != "printcolumn" {
+            given_once(&meta, &key, "#[kind(...)]", &mut given)?;
+        }
         match key.as_str() {
             "group" => group = Some(string_value(&meta)?.value()),
             "version" => version = Some(string_value(&meta)?.value()),
@@ -506,6 +571,22 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
             }
             "shortnames" => short_names = string_list(&meta)?,
             "categories" => categories = string_list(&meta)?,
+            "printcolumn" => print_columns.push(parse_print_column(&meta)?),
+            "scale" => scale = Some(parse_scale(&meta)?),
+            "max_description_len" => {
+                let value: syn::LitInt = meta.value()?.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "`max_description_len` takes a whole number of bytes, e.g. max_description_len = 0",
+                    )
+                })?;
+                max_description_len = Some(value.base10_parse::<usize>().map_err(|_| {
+                    syn::Error::new(
+                        value.span(),
+                        "`max_description_len` must be a whole number of bytes, 0 or more",
+                    )
+                })?);
+            }
             _ => unreachable_key(&meta)?,
         }
         Ok(())
@@ -579,7 +660,174 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
         scope,
         short_names,
         categories,
+        print_columns,
+        scale,
+        max_description_len,
     })
+}
+
+const PRINT_COLUMN_KEYS: [&str; 6] = ["name", "type", "json_path", "description", "format", "priority"];
+/// The column types kube-apiserver accepts.
+const PRINT_COLUMN_TYPES: [&str; 5] = ["integer", "number", "string", "boolean", "date"];
+/// The column formats kube-apiserver accepts.
+const PRINT_COLUMN_FORMATS: [&str; 8] = [
+    "int32",
+    "int64",
+    "float",
+    "double",
+    "byte",
+    "date",
+    "date-time",
+    "password",
+];
+
+fn parse_print_column(meta: &ParseNestedMeta<'_>) -> syn::Result<PrintColumn> {
+    let (mut name, mut type_, mut json_path, mut description, mut format) = (None, None, None, None, None);
+    let mut priority = 0;
+    let mut given = BTreeSet::new();
+    meta.parse_nested_meta(|inner| {
+        let key = key_of(&inner, "printcolumn(...) of #[kind]", &PRINT_COLUMN_KEYS)?;
+        given_once(&inner, &key, "printcolumn(...) of #[kind]", &mut given)?;
+        match key.as_str() {
+            "name" => name = Some(string_value(&inner)?),
+            "type" => type_ = Some(string_value(&inner)?),
+            "json_path" => json_path = Some(string_value(&inner)?),
+            "description" => description = Some(string_value(&inner)?.value()),
+            "format" => format = Some(string_value(&inner)?),
+            "priority" => {
+                let value: syn::LitInt = inner.value()?.parse().map_err(|e| {
+                    syn::Error::new(e.span(), "`priority` takes a whole number, e.g. priority = 1")
+                })?;
+                priority = value
+                    .base10_parse::<i32>()
+                    .ok()
+                    .filter(|p| *p >= 0)
+                    .ok_or_else(|| {
+                        syn::Error::new(value.span(), "`priority` must be between 0 and 2147483647")
+                    })?;
+            }
+            _ => unreachable_key(&inner)?,
+        }
+        Ok(())
+    })?;
+    let missing = |what: &str, example: &str| {
+        meta.error(format!(
+            "printcolumn(...) is missing `{what}`; add `{what} = {example}`"
+        ))
+    };
+    let name = name.ok_or_else(|| missing("name", "\"Replicas\""))?;
+    let type_ = type_.ok_or_else(|| missing("type", "\"integer\""))?;
+    let json_path = json_path.ok_or_else(|| missing("json_path", "\".spec.replicas\""))?;
+    if name.value().trim().is_empty() {
+        return Err(syn::Error::new(
+            name.span(),
+            "the column `name` is empty; give it a header, e.g. \"Replicas\"",
+        ));
+    }
+    if !PRINT_COLUMN_TYPES.contains(&type_.value().as_str()) {
+        return Err(syn::Error::new(
+            type_.span(),
+            format!(
+                "column type {:?} is not one kube-apiserver accepts; use one of {}",
+                type_.value(),
+                PRINT_COLUMN_TYPES.join(", ")
+            ),
+        ));
+    }
+    check_json_path(&json_path, ".", "the object")?;
+    let format = match format {
+        Some(f) if !PRINT_COLUMN_FORMATS.contains(&f.value().as_str()) => {
+            return Err(syn::Error::new(
+                f.span(),
+                format!(
+                    "column format {:?} is not one kube-apiserver accepts; use one of {}",
+                    f.value(),
+                    PRINT_COLUMN_FORMATS.join(", ")
+                ),
+            ));
+        }
+        f => f.map(|f| f.value()),
+    };
+    Ok(PrintColumn {
+        name: name.value(),
+        type_: type_.value(),
+        json_path: json_path.value(),
+        description,
+        format,
+        priority,
+    })
+}
+
+const SCALE_KEYS: [&str; 3] = ["spec_replicas", "status_replicas", "label_selector"];
+
+fn parse_scale(meta: &ParseNestedMeta<'_>) -> syn::Result<Scale> {
+    let (mut spec, mut status, mut selector) = (None, None, None);
+    let mut given = BTreeSet::new();
+    meta.parse_nested_meta(|inner| {
+        let key = key_of(&inner, "scale(...) of #[kind]", &SCALE_KEYS)?;
+        given_once(&inner, &key, "scale(...) of #[kind]", &mut given)?;
+        let value = string_value(&inner)?;
+        match key.as_str() {
+            "spec_replicas" => spec = Some(value),
+            "status_replicas" => status = Some(value),
+            "label_selector" => selector = Some(value),
+            _ => unreachable_key(&inner)?,
+        }
+        Ok(())
+    })?;
+    let missing = |what: &str, example: &str| {
+        meta.error(format!(
+            "scale(...) is missing `{what}`; add `{what} = {example}`"
+        ))
+    };
+    let spec = spec.ok_or_else(|| missing("spec_replicas", "\".spec.replicas\""))?;
+    let status = status.ok_or_else(|| missing("status_replicas", "\".status.replicas\""))?;
+    check_json_path(&spec, ".spec.", "the spec")?;
+    check_json_path(&status, ".status.", "the status")?;
+    if let Some(selector) = &selector
+        && !selector.value().starts_with(".status.")
+    {
+        check_json_path(selector, ".spec.", "the spec or the status")?;
+    }
+    Ok(Scale {
+        spec_replicas: spec.value(),
+        status_replicas: status.value(),
+        label_selector: selector.map(|s| s.value()),
+    })
+}
+
+/// A printer column's path starts at the object (`.`); the scale
+/// subresource's are plain fields under `.spec` or `.status`, as
+/// kube-apiserver requires. The CRD check of `hack/update-codegen.sh` reads
+/// the rest of a printer column's JSONPath.
+fn check_json_path(path: &LitStr, prefix: &str, what: &str) -> syn::Result<()> {
+    let value = path.value();
+    let example = if prefix == "." {
+        ".spec.replicas".to_owned()
+    } else {
+        format!("{prefix}replicas")
+    };
+    if !value.starts_with(prefix) || value.len() <= prefix.len().max(1) {
+        return Err(syn::Error::new(
+            path.span(),
+            format!("{value:?} must be a path into {what} starting with `{prefix}`, e.g. \"{example}\""),
+        ));
+    }
+    let plain = value[1..].split('.').all(|field| {
+        !field.is_empty()
+            && field
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+    });
+    if prefix != "." && !plain {
+        return Err(syn::Error::new(
+            path.span(),
+            format!(
+                "{value:?} is not a plain field path; write fields joined by dots, without indexes or filters, e.g. \"{example}\""
+            ),
+        ));
+    }
+    Ok(())
 }
 
 const GENCLIENT_KEYS: [&str; 5] = [
@@ -604,8 +852,8 @@ fn parse_genclient(
 
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let parsed = attr.parse_nested_meta(|meta| {
-            let key = key_of(&meta, "genclient", &GENCLIENT_KEYS)?;
-            given_once(&meta, &key, "genclient", &mut given)?;
+            let key = key_of(&meta, "#[genclient(...)]", &GENCLIENT_KEYS)?;
+            given_once(&meta, &key, "#[genclient(...)]", &mut given)?;
             match key.as_str() {
                 "no_status" => {
                     flag(&meta)?;
@@ -669,8 +917,8 @@ fn parse_genreconciler(
     let mut given = BTreeSet::new();
     if !matches!(attr.meta, syn::Meta::Path(_)) {
         let parsed = attr.parse_nested_meta(|meta| {
-            let key = key_of(&meta, "genreconciler", &GENRECONCILER_KEYS)?;
-            given_once(&meta, &key, "genreconciler", &mut given)?;
+            let key = key_of(&meta, "#[genreconciler(...)]", &GENRECONCILER_KEYS)?;
+            given_once(&meta, &key, "#[genreconciler(...)]", &mut given)?;
             match key.as_str() {
                 "class" => {
                     let value = meta.value()?;
@@ -754,7 +1002,7 @@ fn key_of(meta: &ParseNestedMeta<'_>, attr: &str, known: &[&str]) -> syn::Result
         .map(|(_, k)| format!("did you mean `{k}`? "))
         .unwrap_or_default();
     Err(meta.error(format!(
-        "unknown key `{shown}` in #[{attr}(...)]; {suggestion}known keys: {}",
+        "unknown key `{shown}` in {attr}; {suggestion}known keys: {}",
         known.join(", ")
     )))
 }
@@ -769,7 +1017,7 @@ fn given_once(
     if given.insert(key.to_owned()) {
         return Ok(());
     }
-    Err(meta.error(format!("`{key}` is given twice in #[{attr}(...)]; keep one")))
+    Err(meta.error(format!("`{key}` is given twice in {attr}; keep one")))
 }
 
 fn unreachable_key(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
@@ -983,6 +1231,85 @@ mod tests {
         assert!(rec.krshapedlogic);
         assert_eq!(model.finalizer_name(), "example.com/fin");
         assert_eq!(model.crd_name(), "addressableservices.samples.knative.dev");
+    }
+
+    #[test]
+    fn reads_printer_columns_in_order_and_the_scale_subresource() {
+        let model = parse(parse_quote! {
+            #[kind(group = "x.dev", version = "v1", namespaced,
+                   printcolumn(name = "Replicas", type = "integer", json_path = ".spec.replicas"),
+                   printcolumn(name = "Image", type = "string", json_path = ".spec.template.spec.containers[*].image",
+                               description = "The images.", priority = 1),
+                   scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas",
+                         label_selector = ".status.selector"))]
+            pub struct Pool { metadata: ObjectMeta, spec: Spec, status: Option<Status> }
+        })
+        .unwrap();
+        let names: Vec<_> = model
+            .print_columns
+            .iter()
+            .map(|c| (c.name.as_str(), c.priority))
+            .collect();
+        assert_eq!(names, [("Replicas", 0), ("Image", 1)]);
+        assert_eq!(model.print_columns[1].description.as_deref(), Some("The images."));
+        assert_eq!(
+            model.scale,
+            Some(Scale {
+                spec_replicas: ".spec.replicas".to_owned(),
+                status_replicas: ".status.replicas".to_owned(),
+                label_selector: Some(".status.selector".to_owned()),
+            })
+        );
+    }
+
+    #[test]
+    fn refuses_bad_printer_columns_and_scale_paths_saying_how_to_fix_them() {
+        let cases: [(DeriveInput, &str); 8] = [
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, printcolumn(name = "R", json_path = ".spec.r"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "printcolumn(...) is missing `type`; add `type = \"integer\"`",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, printcolumn(name = "R", type = "int", json_path = ".spec.r"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "column type \"int\" is not one kube-apiserver accepts; use one of integer, number, string, boolean, date",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, printcolumn(name = "R", type = "string", json_path = "spec.r"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "\"spec.r\" must be a path into the object starting with `.`, e.g. \".spec.replicas\"",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, printcolumn(name = "R", type = "string", json_path = ".spec.r", priority = -1))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "`priority` must be between 0 and 2147483647",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, printcolumn(name = "R", type = "string", jsonpath = ".spec.r"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "unknown key `jsonpath` in printcolumn(...) of #[kind]; did you mean `json_path`?",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, scale(spec_replicas = ".status.replicas", status_replicas = ".status.replicas"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "\".status.replicas\" must be a path into the spec starting with `.spec.`, e.g. \".spec.replicas\"",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, scale(spec_replicas = ".spec.r[0]", status_replicas = ".status.replicas"))]
+                pub struct P { metadata: ObjectMeta, spec: S, status: Option<T> } },
+                "\".spec.r[0]\" is not a plain field path",
+            ),
+            (
+                parse_quote! { #[kind(group = "x.dev", version = "v1", namespaced, scale(spec_replicas = ".spec.replicas", status_replicas = ".status.replicas"))]
+                pub struct P { metadata: ObjectMeta, spec: S } },
+                "scale(...) on `P` reads replicas from the status, but the kind has no `status` field",
+            ),
+        ];
+        for (input, want) in cases {
+            let err = parse(input).unwrap_err();
+            assert!(err.contains(want), "{err}\n  does not contain: {want}");
+        }
     }
 
     #[test]
