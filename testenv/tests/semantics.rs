@@ -2826,3 +2826,46 @@ async fn a_service_account_gets_what_rbac_grants_and_a_403_for_the_rest() {
     );
     assert_eq!((err.code, err.message.as_str()), (401, "Unauthorized"));
 }
+
+fn crd_with_spec_schema(spec: Value) -> Value {
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.dev"},
+        "spec": {
+            "group": "example.dev",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "scope": "Namespaced",
+            "versions": [{"name": "v1", "served": true, "storage": true, "schema": {"openAPIV3Schema": {
+                "type": "object", "properties": {"spec": spec},
+            }}}],
+        },
+    })
+}
+
+#[test]
+fn the_crd_check_answers_as_kube_apiserver_would_to_plain_kubectl_apply() {
+    let ok = crd_with_spec_schema(json!({"type": "object", "properties": {"size": {"type": "integer"}}}));
+    kinject_testenv::check_custom_resource_definition(&ok).unwrap();
+
+    let untyped = crd_with_spec_schema(json!({"type": "object", "properties": {"anything": {}}}));
+    let err = kinject_testenv::check_custom_resource_definition(&untyped).unwrap_err();
+    assert_eq!(err.code, 422);
+    assert!(
+        err.message.contains(
+            "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[anything].type: Required value: must not be empty for specified object fields"
+        ),
+        "{}",
+        err.message
+    );
+
+    // Client-side apply keeps the whole CRD in an annotation.
+    let huge = crd_with_spec_schema(json!({"type": "object", "description": "x".repeat(262_144)}));
+    let err = kinject_testenv::check_custom_resource_definition(&huge).unwrap_err();
+    assert!(
+        err.message
+            .ends_with("metadata.annotations: Too long: must have at most 262144 bytes"),
+        "{}",
+        err.message
+    );
+}
