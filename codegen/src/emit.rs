@@ -106,11 +106,15 @@ pub(crate) fn emit(
             ));
             quote! {
                 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-                use kinject_runtime::apis::crd::custom_resource_definition;
+                use kinject_runtime::apis::registry::{CustomKind, DefinitionError};
 
                 #doc
-                pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
-                    Ok(Vec::from([#(custom_resource_definition::<#crds>()?),*]))
+                pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
+                    let kinds = [#(CustomKind::of::<#crds>()),*];
+                    Ok(kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
+                        .into_iter()
+                        .map(|definition| definition.crd)
+                        .collect())
                 }
             }
         });
@@ -142,7 +146,8 @@ pub(crate) fn emit(
             let ty = path(&k.rust_path);
             let defaulted = k.defaulted.then(|| quote!(.defaulted::<#ty>()));
             let validated = k.validated.then(|| quote!(.validated::<#ty>()));
-            quote!(CustomKind::of::<#ty>() #defaulted #validated)
+            let defined_at = &k.defined_at;
+            quote!(CustomKind::of::<#ty>().defined_at(#defined_at) #defaulted #validated)
         })
         .collect();
     if !custom.is_empty() {
@@ -219,10 +224,11 @@ fn testing_module(crd_groups: &[Ident]) -> Module {
         ),
         items: quote! {
             use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+            use kinject_runtime::apis::registry::DefinitionError;
             use kinject_runtime::injection::Context;
 
             /// The CustomResourceDefinitions of every API group served here.
-            pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, serde_json::Error> {
+            pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
                 let mut crds = Vec::new();
                 #(crds.extend(super::#crd_groups::custom_resource_definitions()?);)*
                 Ok(crds)

@@ -30,6 +30,9 @@ pub(crate) struct KindPlan {
     pub(crate) reconciler: Option<ReconcilerPlan>,
     /// True for kinds of the scanned API modules, which are served by CRDs.
     pub(crate) is_crd: bool,
+    /// `file:line` of the struct, for errors about its CRD; empty for
+    /// external kinds.
+    pub(crate) defined_at: String,
     /// The API module implements `Defaultable` for the kind: the admission
     /// webhook defaults it.
     pub(crate) defaulted: bool,
@@ -185,7 +188,12 @@ fn collect(
             Item::Struct(s) if model::derives_kind(&s.attrs) => {
                 let input = DeriveInput::from(s.clone());
                 match KindModel::from_derive_input(&input) {
-                    Ok(model) => kinds.push(kind_plan(&model, module)),
+                    Ok(model) => {
+                        let mut plan = kind_plan(&model, module);
+                        plan.defined_at =
+                            format!("{}:{}", shown(file).display(), s.ident.span().start().line);
+                        kinds.push(plan);
+                    }
                     Err(e) => errors.extend(Diagnostic::from_syn(file, e)),
                 }
             }
@@ -222,6 +230,15 @@ fn collect(
             _ => {}
         }
     }
+}
+
+/// `file` relative to the working directory when under it, so generated
+/// files name the same path on every machine.
+fn shown(file: &Path) -> &Path {
+    std::env::current_dir()
+        .ok()
+        .and_then(|dir| file.strip_prefix(dir).ok())
+        .unwrap_or(file)
 }
 
 /// A kind trait the admission webhook calls.
@@ -285,6 +302,7 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
             finalizer: model.finalizer_name(),
         }),
         is_crd: true,
+        defined_at: String::new(),
         defaulted: false,
         validated: false,
     }
@@ -324,6 +342,7 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
             },
         }),
         is_crd: false,
+        defined_at: String::new(),
         defaulted: false,
         validated: false,
     }

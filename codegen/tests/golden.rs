@@ -85,7 +85,7 @@ fn fixture_covers_every_case() {
     assert!(!dir.join("plain.rs").exists() && !dir.join("testonly.rs").exists());
     let group = std::fs::read_to_string(dir.join("../mod.rs")).unwrap();
     assert!(
-        group.contains("custom_resource_definition::<fixture_apis::v1::Plain>()?"),
+        group.contains("CustomKind::of::<fixture_apis::v1::Plain>()"),
         "{group}"
     );
 

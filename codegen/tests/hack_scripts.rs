@@ -213,6 +213,32 @@ fn verify_fails_on_drift_and_update_repairs_it() {
     );
     assert!(script(&copy, "verify-codegen.sh").ok);
 
+    // A field the API server cannot describe structurally is an error at
+    // update time naming the type and the field, and the CRD stays as it was.
+    let text = std::fs::read_to_string(&types).unwrap();
+    let untyped = text.replace(
+        "    pub paused: bool,\n}",
+        "    pub paused: bool,\n\n    /// A number or a text.\n    #[serde(default, skip_serializing_if = \"Option::is_none\")]\n    \
+         pub extra: Option<Extra>,\n}\n\n/// A number or a text.\n\
+         #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]\n#[serde(untagged)]\n\
+         pub enum Extra {\n    /// A number.\n    Number(i64),\n    /// A text.\n    Text(String),\n}",
+    );
+    assert_ne!(untyped, text, "the API source changed shape; update this test");
+    std::fs::write(&types, untyped).unwrap();
+    let run = script(&copy, "update-codegen.sh");
+    assert!(!run.ok);
+    for part in [
+        "error: apis/src/v1alpha1/simple_deployment_types.rs:",
+        "the CRD of SimpleDeployment would be refused by the API server",
+        "properties[extra].type: Required value: must not be empty for specified object fields",
+    ] {
+        assert!(run.stderr.contains(part), "{part}:\n{}", run.stderr);
+    }
+    assert_eq!(
+        std::fs::read_to_string(copy.join("config/300-simpledeployment.yaml")).unwrap(),
+        crd
+    );
+
     std::fs::remove_dir_all(&copy).unwrap();
 }
 

@@ -4,12 +4,13 @@
 //! API server (feature `testing`).
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kinject_runtime::apis::registry::DefinitionError;
 use kinject_runtime::injection::Context;
 
 /// The CustomResourceDefinitions of every API group served here.
 pub fn custom_resource_definitions() -> Result<
     Vec<CustomResourceDefinition>,
-    serde_json::Error,
+    DefinitionError,
 > {
     let mut crds = Vec::new();
     crds.extend(super::samples::custom_resource_definitions()?);

@@ -77,6 +77,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let categories = &model.categories;
     let namespaced = model.scope == Scope::Namespaced;
     let has_status_field = model.status.is_some();
+    let storage = model.storage;
     let printer_columns = model.print_columns.iter().map(|c| {
         let (name, type_, json_path, priority) = (&c.name, &c.type_, &c.json_path, c.priority);
         let description = c.description.as_deref().unwrap_or_default();
@@ -133,6 +134,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             const PRINTER_COLUMNS: &'static [::kinject_types::PrinterColumn] = &[#(#printer_columns),*];
             const SCALE: ::std::option::Option<::kinject_types::ScalePaths> = #scale;
             const MAX_DESCRIPTION_LEN: ::std::option::Option<usize> = #max_description_len;
+            const STORAGE: bool = #storage;
         }
     };
 

@@ -142,3 +142,181 @@ fn max_description_len_caps_every_description() {
         ["template"]["properties"]["spec"]["properties"]["containers"];
     assert!(containers["description"].as_str().unwrap().ends_with("..."));
 }
+
+/// A kind whose spec uses every validation marker the README lists.
+#[derive(Kind, Clone, Debug, Default, PartialEq)]
+#[kind(group = "example.dev", version = "v1", cluster_scoped)]
+pub struct Knob {
+    /// Standard object metadata.
+    pub metadata: ObjectMeta,
+    /// The setting.
+    pub spec: KnobSpec,
+}
+
+/// How a knob turns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+pub enum Mode {
+    /// Quickly.
+    #[default]
+    Fast,
+    /// Carefully.
+    Safe,
+}
+
+/// The setting.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct KnobSpec {
+    /// From 1 to 10.
+    #[schemars(range(min = 1, max = 10))]
+    pub level: u8,
+    /// A DNS label.
+    #[schemars(length(min = 1, max = 63), regex(pattern = r"^[a-z0-9-]+$"))]
+    pub label: String,
+    /// One to three tags.
+    #[schemars(length(min = 1, max = 3))]
+    pub tags: Vec<String>,
+    /// Where to report.
+    #[schemars(extend("format" = "uri"))]
+    pub report_to: String,
+    /// How it turns.
+    pub mode: Mode,
+    /// Turned off, when set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub off: Option<bool>,
+}
+
+#[test]
+fn validation_markers_reach_the_crd_as_the_readme_says() {
+    let crd = serde_json::to_value(custom_resource_definition::<Knob>().unwrap()).unwrap();
+    let spec = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"];
+    let p = &spec["properties"];
+    assert_eq!(
+        (&p["level"]["minimum"], &p["level"]["maximum"]),
+        (&json!(1.0), &json!(10.0))
+    );
+    assert_eq!(
+        (
+            &p["label"]["minLength"],
+            &p["label"]["maxLength"],
+            &p["label"]["pattern"]
+        ),
+        (&json!(1), &json!(63), &json!("^[a-z0-9-]+$"))
+    );
+    assert_eq!(
+        (&p["tags"]["minItems"], &p["tags"]["maxItems"]),
+        (&json!(1), &json!(3))
+    );
+    assert_eq!(p["reportTo"]["format"], "uri");
+    assert_eq!(p["mode"]["enum"], json!(["Fast", "Safe"]));
+    assert_eq!(p["mode"]["type"], "string");
+    assert_eq!(
+        spec["required"],
+        json!(["level", "label", "tags", "reportTo", "mode"])
+    );
+    assert!(p["off"].get("nullable").is_none());
+}
+
+/// Two versions of one kind, as an API that graduates keeps them.
+pub mod gauge {
+    use super::*;
+
+    pub mod v1alpha1 {
+        use super::*;
+
+        /// A gauge, as first written.
+        #[derive(Kind, Clone, Debug, Default, PartialEq)]
+        #[kind(group = "example.dev", version = "v1alpha1", namespaced, shortnames = ["gg"])]
+        pub struct Gauge {
+            /// Standard object metadata.
+            pub metadata: ObjectMeta,
+            /// The reading.
+            pub spec: GaugeSpec,
+        }
+    }
+
+    pub mod v1beta1 {
+        use super::*;
+
+        /// A gauge, stored in this version.
+        #[derive(Kind, Clone, Debug, Default, PartialEq)]
+        #[kind(group = "example.dev", version = "v1beta1", namespaced, shortnames = ["gg"], storage,
+               printcolumn(name = "Value", type = "integer", json_path = ".spec.value"))]
+        pub struct Gauge {
+            /// Standard object metadata.
+            pub metadata: ObjectMeta,
+            /// The reading.
+            pub spec: GaugeSpec,
+        }
+
+        /// The same gauge with other names, which a CRD cannot hold.
+        #[derive(Kind, Clone, Debug, Default, PartialEq)]
+        #[kind(group = "example.dev", version = "v1", namespaced, plural = "gauges", shortnames = ["gauge"])]
+        pub struct Gauge2 {
+            /// Standard object metadata.
+            pub metadata: ObjectMeta,
+            /// The reading.
+            pub spec: GaugeSpec,
+        }
+    }
+
+    /// The reading.
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct GaugeSpec {
+        /// The value.
+        pub value: i64,
+    }
+}
+
+#[test]
+fn versions_of_a_kind_make_one_crd_stored_in_the_marked_version() {
+    use kinject_types::registry::{CustomKind, custom_resource_definitions};
+
+    let kinds = [
+        CustomKind::of::<gauge::v1alpha1::Gauge>().defined_at("a.rs:1"),
+        CustomKind::of::<Knob>(),
+        CustomKind::of::<gauge::v1beta1::Gauge>().defined_at("b.rs:2"),
+    ];
+    let definitions = custom_resource_definitions(&kinds).unwrap();
+    let names: Vec<&str> = definitions.iter().map(|d| d.kind.as_str()).collect();
+    assert_eq!(names, ["Gauge", "Knob"]);
+    let crd = serde_json::to_value(&definitions[0].crd).unwrap();
+    let versions: Vec<(&str, bool)> = crd["spec"]["versions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| (v["name"].as_str().unwrap(), v["storage"].as_bool().unwrap()))
+        .collect();
+    assert_eq!(versions, [("v1beta1", true), ("v1alpha1", false)]);
+    // Each version keeps its own schema and columns.
+    assert_eq!(
+        crd["spec"]["versions"][0]["additionalPrinterColumns"][0]["name"],
+        "Value"
+    );
+    assert!(
+        crd["spec"]["versions"][1]
+            .get("additionalPrinterColumns")
+            .is_none()
+    );
+    assert_eq!(definitions[0].defined_at, ["a.rs:1", "b.rs:2"]);
+
+    let unmarked = [CustomKind::of::<gauge::v1alpha1::Gauge>().defined_at("a.rs:1"), {
+        let mut beta = CustomKind::of::<gauge::v1beta1::Gauge>().defined_at("b.rs:2");
+        beta.storage = false;
+        beta
+    }];
+    assert_eq!(
+        custom_resource_definitions(&unmarked).unwrap_err().to_string(),
+        "Gauge.example.dev has versions v1alpha1 (a.rs:1), v1beta1 (b.rs:2) and none of them marked `storage`; \
+         add `storage` to the #[kind(...)] of the one version the API server stores, and only to it"
+    );
+
+    let mut renamed = CustomKind::of::<gauge::v1beta1::Gauge2>();
+    renamed.kind = "Gauge".to_owned();
+    let disagreeing = [CustomKind::of::<gauge::v1beta1::Gauge>(), renamed];
+    let err = custom_resource_definitions(&disagreeing).unwrap_err().to_string();
+    assert!(
+        err.starts_with("the versions of Gauge.example.dev disagree on their names or scope"),
+        "{err}"
+    );
+}

@@ -43,6 +43,9 @@ pub trait KindInfo: Resource<DynamicType = ()> {
     /// Descriptions in the CRD's schema are cut to this many bytes, from the
     /// `max_description_len` marker (0 drops them; controller-gen's `maxDescLen`).
     const MAX_DESCRIPTION_LEN: Option<usize> = None;
+    /// Of several versions of a kind, the one the API server stores, from the
+    /// `storage` marker. A kind with one version is stored in it regardless.
+    const STORAGE: bool = false;
 }
 
 /// A column `kubectl get` shows: `printcolumn(name = .., type = .., json_path = ..)`.

@@ -69,6 +69,12 @@ pub struct CustomKind {
     pub plural: String,
     /// Namespaced (else cluster-scoped).
     pub namespaced: bool,
+    /// Of several versions of the kind, the one the API server stores (the
+    /// `storage` marker).
+    pub storage: bool,
+    /// Where the type is declared (`apis/src/v1alpha1/widget_types.rs:12`),
+    /// for errors about its CRD; empty when not known.
+    pub defined_at: String,
     schema: fn() -> Value,
     crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
     decode: fn(&Value) -> Result<(), DecodeError>,
@@ -173,6 +179,8 @@ impl CustomKind {
             version: K::version(&()).into_owned(),
             plural: K::plural(&()).into_owned(),
             namespaced: K::NAMESPACED,
+            storage: K::STORAGE,
+            defined_at: String::new(),
             schema: openapi_v3_schema::<K>,
             crd: custom_resource_definition::<K>,
             decode: decode_json::<K>,
@@ -185,6 +193,12 @@ impl CustomKind {
     /// [`of`](Self::of)).
     pub fn defaulted<K: KindInfo + Defaultable + Serialize + DeserializeOwned>(mut self) -> Self {
         self.defaults = Some(defaults_json::<K>);
+        self
+    }
+
+    /// The same entry, saying where the type is declared (`file:line`).
+    pub fn defined_at(mut self, place: &str) -> Self {
+        place.clone_into(&mut self.defined_at);
         self
     }
 
@@ -233,7 +247,153 @@ impl CustomKind {
     }
 }
 
-/// The kind named `kind` (its `Kind`, as in a manifest) among `kinds`.
-pub fn find<'a>(kinds: &'a [CustomKind], kind: &str) -> Option<&'a CustomKind> {
-    kinds.iter().find(|k| k.kind == kind)
+/// One CustomResourceDefinition of an application: a kind with a version for
+/// each of its entries in the registry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct KindDefinition {
+    /// `AddressableService`.
+    pub kind: String,
+    /// The CRD, its versions in Kubernetes' priority order (`v1`, `v1beta1`,
+    /// `v1alpha1`), served with the `None` conversion strategy: the API
+    /// server only rewrites `apiVersion`, so versions must share their
+    /// fields (a field one version lacks is dropped when written through it).
+    pub crd: CustomResourceDefinition,
+    /// `file:line` of each version's type, for errors.
+    pub defined_at: Vec<String>,
+}
+
+/// Why the CRD of a kind cannot be built from its registry entries.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct DefinitionError(String);
+
+/// The CRDs of `kinds`: one per group and kind, in the order of their first
+/// entry. A kind with several versions needs exactly one marked `storage`,
+/// and its versions must agree on names and scope, which a CRD holds once.
+pub fn custom_resource_definitions(kinds: &[CustomKind]) -> Result<Vec<KindDefinition>, DefinitionError> {
+    let mut groups: Vec<Vec<&CustomKind>> = Vec::new();
+    for kind in kinds {
+        match groups
+            .iter_mut()
+            .find(|g| g[0].group == kind.group && g[0].kind == kind.kind)
+        {
+            Some(group) => group.push(kind),
+            None => groups.push(vec![kind]),
+        }
+    }
+    groups.into_iter().map(|versions| definition(&versions)).collect()
+}
+
+fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionError> {
+    let first = versions[0];
+    let place = |k: &CustomKind| {
+        if k.defined_at.is_empty() {
+            k.version.clone()
+        } else {
+            format!("{} ({})", k.version, k.defined_at)
+        }
+    };
+    let listed = || versions.iter().map(|k| place(k)).collect::<Vec<_>>().join(", ");
+    let stored: Vec<&&CustomKind> = versions.iter().filter(|k| k.storage).collect();
+    let storage = match (versions.len(), stored.as_slice()) {
+        (1, _) => first,
+        (_, [one]) => one,
+        (_, many) => {
+            return Err(DefinitionError(format!(
+                "{}.{} has versions {} and {} of them marked `storage`; add `storage` to the #[kind(...)] \
+                 of the one version the API server stores, and only to it",
+                first.kind,
+                first.group,
+                listed(),
+                if many.is_empty() {
+                    "none".to_owned()
+                } else {
+                    many.len().to_string()
+                },
+            )));
+        }
+    };
+    let build = |k: &CustomKind| {
+        k.crd()
+            .map_err(|e| DefinitionError(format!("{}: cannot build the CRD of {}: {e}", place(k), k.kind)))
+    };
+    let mut crd = build(storage)?;
+    let mut served = Vec::new();
+    for kind in versions {
+        let own = build(kind)?;
+        if (&own.spec.names, &own.spec.scope) != (&crd.spec.names, &crd.spec.scope) {
+            return Err(DefinitionError(format!(
+                "the versions of {}.{} disagree on their names or scope ({}); a CRD has them once: give \
+                 every version the same plural, singular, shortnames, categories and scope",
+                first.kind,
+                first.group,
+                listed(),
+            )));
+        }
+        served.extend(own.spec.versions.into_iter().map(|mut version| {
+            version.storage = std::ptr::eq(*kind, storage);
+            version
+        }));
+    }
+    served.sort_by_key(|version| std::cmp::Reverse(version_priority(&version.name)));
+    crd.spec.versions = served;
+    Ok(KindDefinition {
+        kind: first.kind.clone(),
+        crd,
+        defined_at: versions.iter().map(|k| k.defined_at.clone()).collect(),
+    })
+}
+
+/// Kubernetes' order of versions: GA before beta before alpha, then the
+/// higher major, then the higher minor.
+fn version_priority(version: &str) -> (u8, u64, u64) {
+    let Some(rest) = version.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+    let major = rest[..digits].parse().unwrap_or(0);
+    let (stability, minor) = match &rest[digits..] {
+        "" => (3, 0),
+        tail => match tail.strip_prefix("beta").or_else(|| tail.strip_prefix("alpha")) {
+            Some(minor) => (
+                if tail.starts_with("beta") { 2 } else { 1 },
+                minor.parse().unwrap_or(0),
+            ),
+            None => (0, 0),
+        },
+    };
+    (stability, major, minor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::version_priority;
+
+    #[test]
+    fn versions_sort_as_kubernetes_sorts_them() {
+        let mut versions = [
+            "v1alpha1",
+            "v2beta1",
+            "v1",
+            "v1beta2",
+            "v2",
+            "v1beta1",
+            "v10alpha1",
+            "foo",
+        ];
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(
+            versions,
+            [
+                "v2",
+                "v1",
+                "v2beta1",
+                "v1beta2",
+                "v1beta1",
+                "v10alpha1",
+                "v1alpha1",
+                "foo"
+            ]
+        );
+    }
 }

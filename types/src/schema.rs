@@ -47,6 +47,7 @@ fn tidy(value: &mut Value) {
                 *d = join_lines(d);
             }
             bound_integer(map);
+            unit_enum(map);
             if is_object_meta(map) {
                 map.retain(|key, _| key == "description");
                 map.insert("type".into(), Value::from("object"));
@@ -56,6 +57,33 @@ fn tidy(value: &mut Value) {
         }
         Value::Array(items) => items.iter_mut().for_each(tidy),
         _ => {}
+    }
+}
+
+/// A Rust enum of unit variants with doc comments comes from schemars as a
+/// `oneOf` of one-value string enums, which a structural schema cannot have
+/// (a type inside `oneOf`, none beside it); it becomes one `type: string`
+/// with every value in `enum`, as controller-gen writes Go enums.
+fn unit_enum(map: &mut serde_json::Map<String, Value>) {
+    let Some(Value::Array(variants)) = map.get("oneOf") else {
+        return;
+    };
+    let values: Option<Vec<Value>> = variants
+        .iter()
+        .map(|variant| {
+            let single = match (variant.get("enum"), variant.get("const")) {
+                (Some(Value::Array(values)), None) if values.len() == 1 => values[0].clone(),
+                (None, Some(value)) => value.clone(),
+                _ => return None,
+            };
+            (variant.get("type").and_then(Value::as_str) == Some("string") && single.is_string())
+                .then_some(single)
+        })
+        .collect();
+    if let Some(values) = values {
+        map.remove("oneOf");
+        map.insert("type".into(), Value::from("string"));
+        map.insert("enum".into(), Value::Array(values));
     }
 }
 

@@ -189,9 +189,9 @@ fn apply_config(env: &TestEnv) -> Result<(), BoxError> {
     let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
     let mut files = vec!["100-namespace.yaml".to_owned()];
     files.extend(
-        generated::registry::custom_kinds()
+        kinject_runtime::apis::registry::custom_resource_definitions(&generated::registry::custom_kinds())?
             .iter()
-            .map(|kind| format!("300-{}.yaml", kind.kind.to_lowercase())),
+            .map(|definition| format!("300-{}.yaml", definition.kind.to_lowercase())),
     );
     files.extend(
         [

@@ -43,11 +43,13 @@ fn apply_setup_except(env: &TestEnv, left_out: &str) {
             "201-rolebinding.yaml",
         ],
     );
-    let crds: Vec<String> = generated::registry::custom_kinds()
-        .iter()
-        .map(|kind| format!("300-{}.yaml", kind.kind.to_lowercase()))
-        .filter(|file| file != left_out)
-        .collect();
+    let crds: Vec<String> =
+        kinject_runtime::apis::registry::custom_resource_definitions(&generated::registry::custom_kinds())
+            .unwrap()
+            .iter()
+            .map(|definition| format!("300-{}.yaml", definition.kind.to_lowercase()))
+            .filter(|file| file != left_out)
+            .collect();
     apply(env, &crds.iter().map(String::as_str).collect::<Vec<_>>());
     apply(
         env,

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use kinject_types::registry::{CustomKind, find};
+use kinject_types::registry::{CustomKind, KindDefinition, custom_resource_definitions};
 use registry::custom_kinds;
 
 /// The OpenAPI v3 schemas and CRDs of the application's custom resource kinds.
@@ -42,6 +42,9 @@ enum Command {
     Dump {
         /// The kind, as in a manifest (`AddressableService`).
         kind: String,
+        /// Which version of a kind that has several (default: the stored one).
+        #[arg(long)]
+        version: Option<String>,
     },
     /// Print a kind's CustomResourceDefinition as YAML.
     Crd {
@@ -61,22 +64,78 @@ enum Command {
 
 fn main() -> ExitCode {
     let kinds = custom_kinds();
+    let definitions = match custom_resource_definitions(&kinds) {
+        Ok(definitions) => definitions,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     match Cli::parse().command {
-        Command::Dump { kind } => with_kind(&kinds, &kind, |k| {
-            print!("{}", yaml::to_yaml(&k.schema()));
-            ExitCode::SUCCESS
-        }),
-        Command::Crd { kind } => with_kind(&kinds, &kind, |k| match k.crd().and_then(serde_json::to_value) {
-            Ok(crd) => {
-                print!("{}", yaml::to_yaml(&crd));
+        Command::Dump { kind, version } => match find_version(&kinds, &kind, version.as_deref()) {
+            Ok(k) => {
+                print!("{}", yaml::to_yaml(&k.schema()));
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("error: cannot build the CRD of {}: {e}", k.kind);
-                ExitCode::FAILURE
+                eprintln!("{e}");
+                ExitCode::from(2)
             }
-        }),
-        Command::UpdateCrds { verify, dir } => update_crds(&kinds, &dir, verify),
+        },
+        Command::Crd { kind } => match definitions.iter().find(|d| d.kind == kind) {
+            Some(definition) => match checked_crd(definition) {
+                Ok(crd) => {
+                    print!("{}", yaml::to_yaml(&crd));
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            },
+            None => {
+                eprintln!("{}", unknown_kind(&kinds, &kind));
+                ExitCode::from(2)
+            }
+        },
+        Command::UpdateCrds { verify, dir } => update_crds(&definitions, &dir, verify),
+    }
+}
+
+fn unknown_kind(kinds: &[CustomKind], name: &str) -> String {
+    let mut known: Vec<&str> = Vec::new();
+    for kind in kinds {
+        if !known.contains(&kind.kind.as_str()) {
+            known.push(&kind.kind);
+        }
+    }
+    format!("unknown Kind: {name}, expected one of [{}]", known.join(", "))
+}
+
+/// The entry of `kind` in `version`, or, without one, the version stored.
+fn find_version<'a>(
+    kinds: &'a [CustomKind],
+    kind: &str,
+    version: Option<&str>,
+) -> Result<&'a CustomKind, String> {
+    let versions: Vec<&CustomKind> = kinds.iter().filter(|k| k.kind == kind).collect();
+    let found = match version {
+        Some(version) => versions.iter().find(|k| k.version == version),
+        None if versions.len() == 1 => versions.first(),
+        None => versions.iter().find(|k| k.storage),
+    };
+    match (found, versions.is_empty()) {
+        (Some(k), _) => Ok(k),
+        (None, true) => Err(unknown_kind(kinds, kind)),
+        (None, false) => Err(format!(
+            "{kind} has no version {}; its versions are [{}]",
+            version.unwrap_or_default(),
+            versions
+                .iter()
+                .map(|k| k.version.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 
@@ -85,8 +144,8 @@ fn main() -> ExitCode {
 /// `metadata` as written there before (for a new kind, the labels of the CRD
 /// manifests already there, so selectors over them, a release label or an
 /// install label, find the new one too).
-fn manifest(kind: &CustomKind, kept: &serde_json::Value) -> Result<String, serde_json::Error> {
-    let mut crd = serde_json::to_value(kind.crd()?)?;
+fn manifest(definition: &KindDefinition, kept: &serde_json::Value) -> Result<String, String> {
+    let mut crd = checked_crd(definition)?;
     for key in ["labels", "annotations"] {
         if let Some(value) = kept.get(key) {
             crd["metadata"][key] = value.clone();
@@ -97,11 +156,46 @@ fn manifest(kind: &CustomKind, kept: &serde_json::Value) -> Result<String, serde
          # and #[kind] markers by hack/update-codegen.sh; print it with\n\
          # `cargo run -p schema -- crd {kind}`. Change the type or its markers, not this\n\
          # file: only metadata.labels and metadata.annotations are kept as written.\n{yaml}",
-        plural = kind.plural,
-        group = kind.group,
-        kind = kind.kind,
+        plural = definition.crd.spec.names.plural,
+        group = definition.crd.spec.group,
+        kind = definition.kind,
         yaml = yaml::to_yaml(&crd)
     ))
+}
+
+/// The kind's CRD, checked as kube-apiserver would check it when plain
+/// `kubectl apply` sends it, so a CRD the API server refuses is an error here,
+/// naming the type, not a surprise at apply time.
+fn checked_crd(definition: &KindDefinition) -> Result<serde_json::Value, String> {
+    let at = match definition
+        .defined_at
+        .iter()
+        .filter(|at| !at.is_empty())
+        .collect::<Vec<_>>()[..]
+    {
+        [] => String::new(),
+        ref places => format!(
+            "{}: ",
+            places.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
+        ),
+    };
+    let crd = serde_json::to_value(&definition.crd)
+        .map_err(|e| format!("{at}cannot encode the CRD of {}: {e}", definition.kind))?;
+    kinject_testenv::check_custom_resource_definition(&crd).map_err(|status| {
+        let hint = if status.message.contains("metadata.annotations: Too long") {
+            "; plain `kubectl apply` keeps a copy of the whole CRD in an annotation: cap the \
+             descriptions with #[kind(max_description_len = 0)] (or a few hundred), or apply \
+             with `kubectl apply --server-side`"
+        } else {
+            "; change the type or its #[kind] markers so the schema is structural (every field \
+             has a type; use `#[schemars(...)]` to describe fields schemars cannot)"
+        };
+        format!(
+            "{at}the CRD of {} would be refused by the API server: {}{hint}",
+            definition.kind, status.message
+        )
+    })?;
+    Ok(crd)
 }
 
 /// The `labels` and `annotations` of a manifest's metadata, as an object.
@@ -121,29 +215,18 @@ fn kept_metadata(text: &str) -> Result<serde_json::Value, String> {
 }
 
 /// `<dir>/300-<kind>.yaml`.
-fn manifest_path(dir: &Path, kind: &CustomKind) -> PathBuf {
-    dir.join(format!("300-{}.yaml", kind.kind.to_lowercase()))
+fn manifest_path(dir: &Path, definition: &KindDefinition) -> PathBuf {
+    dir.join(format!("300-{}.yaml", definition.kind.to_lowercase()))
 }
 
-fn with_kind(kinds: &[CustomKind], name: &str, run: impl FnOnce(&CustomKind) -> ExitCode) -> ExitCode {
-    match find(kinds, name) {
-        Some(kind) => run(kind),
-        None => {
-            let known: Vec<&str> = kinds.iter().map(|k| k.kind.as_str()).collect();
-            eprintln!("unknown Kind: {name}, expected one of [{}]", known.join(", "));
-            ExitCode::from(2)
-        }
-    }
-}
-
-fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
+fn update_crds(definitions: &[KindDefinition], dir: &Path, verify: bool) -> ExitCode {
     let mut stale = Vec::new();
-    let sibling_labels = kinds.iter().find_map(|kind| {
+    let sibling_labels = definitions.iter().find_map(|kind| {
         let text = std::fs::read_to_string(manifest_path(dir, kind)).ok()?;
         let labels = kept_metadata(&text).ok()?.get("labels")?.clone();
         Some(serde_json::json!({ "labels": labels }))
     });
-    for kind in kinds {
+    for kind in definitions {
         let path = manifest_path(dir, kind);
         let (kept, why) = match std::fs::read_to_string(&path) {
             Ok(text) => match kept_metadata(&text) {
@@ -171,7 +254,7 @@ fn update_crds(kinds: &[CustomKind], dir: &Path, verify: bool) -> ExitCode {
         let updated = match manifest(kind, &keep) {
             Ok(text) => text,
             Err(e) => {
-                eprintln!("error: cannot build the CRD of {}: {e}", kind.kind);
+                eprintln!("error: {e}");
                 return ExitCode::FAILURE;
             }
         };

@@ -206,6 +206,9 @@ pub struct KindModel {
     /// Descriptions in the CRD's schema are cut to this many bytes (0 drops
     /// them), for kinds that embed big Kubernetes types.
     pub max_description_len: Option<usize>,
+    /// `storage`: of the kind's versions, this one is what the API server
+    /// stores (needed when there are several).
+    pub storage: bool,
     /// The struct's doc comment, one entry per line.
     pub docs: Vec<String>,
     /// The type of the `spec` field, if there is one.
@@ -338,6 +341,7 @@ impl KindModel {
             print_columns: kind.print_columns,
             scale: kind.scale,
             max_description_len: kind.max_description_len,
+            storage: kind.storage,
             docs: doc_lines(&input.attrs),
             spec: fields.spec,
             status: fields.status,
@@ -408,6 +412,7 @@ struct KindAttr {
     print_columns: Vec<PrintColumn>,
     scale: Option<Scale>,
     max_description_len: Option<usize>,
+    storage: bool,
 }
 
 struct FieldsInfo {
@@ -517,7 +522,7 @@ fn option_inner(ty: &Type) -> Option<&Type> {
     }
 }
 
-const KIND_KEYS: [&str; 11] = [
+const KIND_KEYS: [&str; 12] = [
     "group",
     "version",
     "plural",
@@ -529,6 +534,7 @@ const KIND_KEYS: [&str; 11] = [
     "printcolumn",
     "scale",
     "max_description_len",
+    "storage",
 ];
 
 fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Option<KindAttr> {
@@ -542,6 +548,7 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
     let mut print_columns = Vec::new();
     let mut scale = None;
     let mut max_description_len = None;
+    let mut storage = false;
     let mut given = BTreeSet::new();
 
     let parsed = attr.parse_nested_meta(|meta| {
@@ -573,6 +580,10 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
             "categories" => categories = string_list(&meta)?,
             "printcolumn" => print_columns.push(parse_print_column(&meta)?),
             "scale" => scale = Some(parse_scale(&meta)?),
+            "storage" => {
+                flag(&meta)?;
+                storage = true;
+            }
             "max_description_len" => {
                 let value: syn::LitInt = meta.value()?.parse().map_err(|e| {
                     syn::Error::new(
@@ -663,6 +674,7 @@ fn parse_kind_attr(attr: &Attribute, ident: &Ident, errors: &mut Errors) -> Opti
         print_columns,
         scale,
         max_description_len,
+        storage,
     })
 }
 

@@ -3,19 +3,23 @@
 //! The `samples.knative.dev` API group.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinject_runtime::apis::crd::custom_resource_definition;
+use kinject_runtime::apis::registry::{CustomKind, DefinitionError};
 
 /// The CustomResourceDefinitions of the `samples.knative.dev` kinds, to install into a test
 /// API server or print.
 pub fn custom_resource_definitions() -> Result<
     Vec<CustomResourceDefinition>,
-    serde_json::Error,
+    DefinitionError,
 > {
+    let kinds = [
+        CustomKind::of::<apis::v1alpha1::AddressableService>(),
+        CustomKind::of::<apis::v1alpha1::SimpleDeployment>(),
+    ];
     Ok(
-        Vec::from([
-            custom_resource_definition::<apis::v1alpha1::AddressableService>()?,
-            custom_resource_definition::<apis::v1alpha1::SimpleDeployment>()?,
-        ]),
+        kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
+            .into_iter()
+            .map(|definition| definition.crd)
+            .collect(),
     )
 }
 

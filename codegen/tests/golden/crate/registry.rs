@@ -11,12 +11,17 @@ use kinject_types::registry::CustomKind;
 /// The kinds, in the order of their Rust paths.
 pub fn custom_kinds() -> Vec<CustomKind> {
     Vec::from([
-        CustomKind::of::<fixture_apis::v1::ClusterPolicy>(),
-        CustomKind::of::<fixture_apis::v1::Plain>(),
-        CustomKind::of::<fixture_apis::v1::Snapshot>(),
+        CustomKind::of::<fixture_apis::v1::ClusterPolicy>()
+            .defined_at("tests/fixtures/api/v1/cluster_policy.rs:9"),
+        CustomKind::of::<fixture_apis::v1::Plain>()
+            .defined_at("tests/fixtures/api/v1/snapshot.rs:16"),
+        CustomKind::of::<fixture_apis::v1::Snapshot>()
+            .defined_at("tests/fixtures/api/v1/snapshot.rs:7"),
         CustomKind::of::<fixture_apis::v1::Widget>()
+            .defined_at("tests/fixtures/api/v1/widget.rs:9")
             .defaulted::<fixture_apis::v1::Widget>()
             .validated::<fixture_apis::v1::Widget>(),
-        CustomKind::of::<fixture_apis::v1::inner::Gateway>(),
+        CustomKind::of::<fixture_apis::v1::inner::Gateway>()
+            .defined_at("tests/fixtures/api/v1/gateway.rs:12"),
     ])
 }

@@ -76,22 +76,26 @@ pub mod core {
 /// The `fixtures.example.dev` API group.
 pub mod fixtures {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    use kinject_runtime::apis::crd::custom_resource_definition;
+    use kinject_runtime::apis::registry::{CustomKind, DefinitionError};
 
     /// The CustomResourceDefinitions of the `fixtures.example.dev` kinds, to install into a test
     /// API server or print.
     pub fn custom_resource_definitions() -> Result<
         Vec<CustomResourceDefinition>,
-        serde_json::Error,
+        DefinitionError,
     > {
+        let kinds = [
+            CustomKind::of::<fixture_apis::v1::ClusterPolicy>(),
+            CustomKind::of::<fixture_apis::v1::inner::Gateway>(),
+            CustomKind::of::<fixture_apis::v1::Snapshot>(),
+            CustomKind::of::<fixture_apis::v1::Plain>(),
+            CustomKind::of::<fixture_apis::v1::Widget>(),
+        ];
         Ok(
-            Vec::from([
-                custom_resource_definition::<fixture_apis::v1::ClusterPolicy>()?,
-                custom_resource_definition::<fixture_apis::v1::inner::Gateway>()?,
-                custom_resource_definition::<fixture_apis::v1::Snapshot>()?,
-                custom_resource_definition::<fixture_apis::v1::Plain>()?,
-                custom_resource_definition::<fixture_apis::v1::Widget>()?,
-            ]),
+            kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
+                .into_iter()
+                .map(|definition| definition.crd)
+                .collect(),
         )
     }
 
@@ -420,13 +424,18 @@ pub mod registry {
     /// The kinds, in the order of their Rust paths.
     pub fn custom_kinds() -> Vec<CustomKind> {
         Vec::from([
-            CustomKind::of::<fixture_apis::v1::ClusterPolicy>(),
-            CustomKind::of::<fixture_apis::v1::Plain>(),
-            CustomKind::of::<fixture_apis::v1::Snapshot>(),
+            CustomKind::of::<fixture_apis::v1::ClusterPolicy>()
+                .defined_at("tests/fixtures/api/v1/cluster_policy.rs:9"),
+            CustomKind::of::<fixture_apis::v1::Plain>()
+                .defined_at("tests/fixtures/api/v1/snapshot.rs:16"),
+            CustomKind::of::<fixture_apis::v1::Snapshot>()
+                .defined_at("tests/fixtures/api/v1/snapshot.rs:7"),
             CustomKind::of::<fixture_apis::v1::Widget>()
+                .defined_at("tests/fixtures/api/v1/widget.rs:9")
                 .defaulted::<fixture_apis::v1::Widget>()
                 .validated::<fixture_apis::v1::Widget>(),
-            CustomKind::of::<fixture_apis::v1::inner::Gateway>(),
+            CustomKind::of::<fixture_apis::v1::inner::Gateway>()
+                .defined_at("tests/fixtures/api/v1/gateway.rs:12"),
         ])
     }
 }
@@ -436,12 +445,13 @@ pub mod registry {
 /// API server (feature `testing`).
 pub mod testing {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kinject_runtime::apis::registry::DefinitionError;
     use kinject_runtime::injection::Context;
 
     /// The CustomResourceDefinitions of every API group served here.
     pub fn custom_resource_definitions() -> Result<
         Vec<CustomResourceDefinition>,
-        serde_json::Error,
+        DefinitionError,
     > {
         let mut crds = Vec::new();
         crds.extend(super::fixtures::custom_resource_definitions()?);

@@ -5,11 +5,18 @@ use std::io::Write as _;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    let crds: Result<Vec<serde_json::Value>, serde_json::Error> =
-        greeter::generated::registry::custom_kinds()
-            .iter()
-            .map(|kind| kind.crd().and_then(serde_json::to_value))
-            .collect();
+    let kinds = greeter::generated::registry::custom_kinds();
+    let definitions = match kinject_types::registry::custom_resource_definitions(&kinds) {
+        Ok(definitions) => definitions,
+        Err(e) => {
+            eprintln!("crds: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let crds: Result<Vec<serde_json::Value>, serde_json::Error> = definitions
+        .iter()
+        .map(|definition| serde_json::to_value(&definition.crd))
+        .collect();
     match crds {
         Ok(items) => {
             let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
@@ -24,7 +31,7 @@ fn main() -> ExitCode {
             }
         }
         Err(e) => {
-            eprintln!("crds: cannot build a CRD: {e}");
+            eprintln!("crds: cannot encode a CRD: {e}");
             ExitCode::FAILURE
         }
     }
