@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::crd::Schema;
-use crate::resource::{KindImpl, ResourceDef};
+use crate::resource::{Column, KindImpl, ResourceDef};
 use crate::state::{State, now};
 use crate::status::{ErrorStatus, FieldError};
 use crate::store::{ObjKey, ResKey};
@@ -116,6 +116,49 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             errs,
         ))
     }
+}
+
+/// The columns kube-apiserver's table convertor serves for a version: Age when the
+/// version has none; otherwise the columns up to the first whose JSONPath does not
+/// parse, as kube-apiserver keeps the convertor it had built when it gave up.
+fn printer_columns(version: &Value) -> Vec<Column> {
+    let given = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if given.is_empty() {
+        return crate::jsonpath::JsonPath::parse("{.metadata.creationTimestamp}")
+            .map(|path| Column {
+                name: "Age".into(),
+                ty: "date".into(),
+                format: String::new(),
+                description: crate::table::CREATION_TIMESTAMP_DESCRIPTION.into(),
+                priority: 0,
+                path,
+            })
+            .into_iter()
+            .collect();
+    }
+    given
+        .iter()
+        .map_while(|c| {
+            let json_path = s(c, "/jsonPath");
+            let path = crate::jsonpath::JsonPath::parse(&format!("{{{json_path}}}")).ok()?;
+            let description = match s(c, "/description") {
+                "" => format!("Custom resource definition column (in JSONPath format): {json_path}"),
+                d => d.to_owned(),
+            };
+            Some(Column {
+                name: s(c, "/name").to_owned(),
+                ty: s(c, "/type").to_owned(),
+                format: s(c, "/format").to_owned(),
+                description,
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                path,
+            })
+        })
+        .collect()
 }
 
 fn is_dns1035(name: &str) -> bool {
@@ -287,21 +330,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
         .map(|v| {
-            let columns = v
-                .get("additionalPrinterColumns")
-                .and_then(Value::as_array)
-                .map(|cols| {
-                    cols.iter()
-                        .map(|c| {
-                            (
-                                s(c, "/name").to_owned(),
-                                s(c, "/type").to_owned(),
-                                s(c, "/jsonPath").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let columns = printer_columns(v);
             ResourceDef {
                 group: group.to_owned(),
                 version: s(v, "/name").to_owned(),
