@@ -106,6 +106,7 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             }
         }
     }
+    check_printer_columns(versions, &mut errs);
     if errs.is_empty() {
         Ok(())
     } else {
@@ -115,6 +116,101 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             name,
             errs,
         ))
+    }
+}
+
+/// A version's printer columns as apiextensions' internal version compares them, where
+/// an absent field and its zero value are the same.
+fn columns_of(version: &Value) -> Vec<(&str, &str, &str, &str, i64, &str)> {
+    version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                s(c, "/name"),
+                s(c, "/type"),
+                s(c, "/format"),
+                s(c, "/description"),
+                c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                s(c, "/jsonPath"),
+            )
+        })
+        .collect()
+}
+
+const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
+const COLUMN_FORMATS: &[&str] = &[
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
+];
+
+/// `ValidateCustomResourceColumnDefinition`. The v1 CRD is validated in apiextensions'
+/// internal version, which holds columns that every version shares once, at
+/// `spec.additionalPrinterColumns`: the errors name that path then.
+fn check_printer_columns(versions: &[Value], errs: &mut Vec<FieldError>) {
+    let Some(first) = versions.first() else {
+        return;
+    };
+    let shared = columns_of(first);
+    let lists: Vec<(String, Vec<_>)> = if versions.iter().all(|v| columns_of(v) == shared) {
+        vec![("spec.additionalPrinterColumns".to_owned(), shared)]
+    } else {
+        versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                (
+                    format!("spec.versions[{i}].additionalPrinterColumns"),
+                    columns_of(v),
+                )
+            })
+            .collect()
+    };
+    for (path, columns) in lists {
+        for (i, (name, ty, format, _, _, json_path)) in columns.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            if name.is_empty() {
+                errs.push(FieldError::required(format!("{at}.name"), ""));
+            }
+            if ty.is_empty() {
+                errs.push(FieldError::required(
+                    format!("{at}.type"),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            } else if !COLUMN_TYPES.split(',').any(|t| t == ty) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.type"),
+                    json!(ty),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            }
+            if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.format"),
+                    json!(format),
+                    format!("must be one of {}", COLUMN_FORMATS.join(",")),
+                ));
+            }
+            // The internal type's Go field name, not the JSON one, names the path.
+            if json_path.is_empty() {
+                errs.push(FieldError::required(format!("{at}.JSONPath"), ""));
+            } else if !json_path.starts_with('.') {
+                errs.push(FieldError::invalid(
+                    format!("{at}.JSONPath"),
+                    json!(json_path),
+                    "must be a simple json path starting with .",
+                ));
+            }
+        }
     }
 }
 
