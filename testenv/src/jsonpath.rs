@@ -817,6 +817,13 @@ fn less_equal(a: &Found<'_>, b: &Found<'_>) -> Option<bool> {
 
 /// A float as Go's `fmt` prints it with `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`).
 pub(crate) fn go_float_text(f: f64) -> String {
+    // A number literal too long for a float64 parses to infinity.
+    if f.is_nan() {
+        return "NaN".into();
+    }
+    if f.is_infinite() {
+        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
+    }
     let (neg, digits, dp) = shortest_digits(f);
     let exp = dp - 1;
     if !(-4..6).contains(&exp) {
@@ -828,6 +835,10 @@ pub(crate) fn go_float_text(f: f64) -> String {
 
 /// A float as Go's `encoding/json` writes it.
 pub(crate) fn go_float_json(f: f64) -> String {
+    // JSON has no such numbers, and serde_json makes none.
+    if !f.is_finite() {
+        return "null".into();
+    }
     let (neg, digits, dp) = shortest_digits(f);
     let abs = f.abs();
     if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
@@ -1076,6 +1087,7 @@ mod tests {
         assert_eq!(first("'a\\'b'", &v).as_deref(), Some("a'b"));
         assert_eq!(first("5", &v).as_deref(), Some("5"));
         assert_eq!(first("true", &v).as_deref(), Some("true"));
+        assert_eq!(first(&"9".repeat(400), &v).as_deref(), Some("+Inf"));
         // Only the first result set counts.
         assert_eq!(first(".metadata.name}{.spec.f", &v).as_deref(), Some("x"));
         // An identifier fails the path.
