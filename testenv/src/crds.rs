@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::crd::Schema;
-use crate::resource::{KindImpl, ResourceDef};
+use crate::resource::{Column, KindImpl, ResourceDef};
 use crate::state::{State, now};
 use crate::status::{ErrorStatus, FieldError};
 use crate::store::{ObjKey, ResKey};
@@ -106,6 +106,7 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             }
         }
     }
+    check_printer_columns(versions, &mut errs);
     if errs.is_empty() {
         Ok(())
     } else {
@@ -116,6 +117,144 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             errs,
         ))
     }
+}
+
+/// A version's printer columns as apiextensions' internal version compares them, where
+/// an absent field and its zero value are the same.
+fn columns_of(version: &Value) -> Vec<(&str, &str, &str, &str, i64, &str)> {
+    version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                s(c, "/name"),
+                s(c, "/type"),
+                s(c, "/format"),
+                s(c, "/description"),
+                c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                s(c, "/jsonPath"),
+            )
+        })
+        .collect()
+}
+
+const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
+const COLUMN_FORMATS: &[&str] = &[
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
+];
+
+/// `ValidateCustomResourceColumnDefinition`. The v1 CRD is validated in apiextensions'
+/// internal version, which holds columns that every version shares once, at
+/// `spec.additionalPrinterColumns`: the errors name that path then.
+fn check_printer_columns(versions: &[Value], errs: &mut Vec<FieldError>) {
+    let Some(first) = versions.first() else {
+        return;
+    };
+    let shared = columns_of(first);
+    let lists: Vec<(String, Vec<_>)> = if versions.iter().all(|v| columns_of(v) == shared) {
+        vec![("spec.additionalPrinterColumns".to_owned(), shared)]
+    } else {
+        versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                (
+                    format!("spec.versions[{i}].additionalPrinterColumns"),
+                    columns_of(v),
+                )
+            })
+            .collect()
+    };
+    for (path, columns) in lists {
+        for (i, (name, ty, format, _, _, json_path)) in columns.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            if name.is_empty() {
+                errs.push(FieldError::required(format!("{at}.name"), ""));
+            }
+            if ty.is_empty() {
+                errs.push(FieldError::required(
+                    format!("{at}.type"),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            } else if !COLUMN_TYPES.split(',').any(|t| t == ty) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.type"),
+                    json!(ty),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            }
+            if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.format"),
+                    json!(format),
+                    format!("must be one of {}", COLUMN_FORMATS.join(",")),
+                ));
+            }
+            // The internal type's Go field name, not the JSON one, names the path.
+            if json_path.is_empty() {
+                errs.push(FieldError::required(format!("{at}.JSONPath"), ""));
+            } else if !json_path.starts_with('.') {
+                errs.push(FieldError::invalid(
+                    format!("{at}.JSONPath"),
+                    json!(json_path),
+                    "must be a simple json path starting with .",
+                ));
+            }
+        }
+    }
+}
+
+/// The columns kube-apiserver's table convertor serves for a version: Age when the
+/// version has none; otherwise the columns up to the first whose JSONPath does not
+/// parse, as kube-apiserver keeps the convertor it had built when it gave up.
+fn printer_columns(version: &Value) -> Vec<Column> {
+    let given = version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    if given.is_empty() {
+        return crate::jsonpath::JsonPath::parse("{.metadata.creationTimestamp}")
+            .map(|path| Column {
+                name: "Age".into(),
+                ty: "date".into(),
+                format: String::new(),
+                description: crate::table::CREATION_TIMESTAMP_DESCRIPTION.into(),
+                priority: 0,
+                path,
+            })
+            .into_iter()
+            .collect();
+    }
+    given
+        .iter()
+        .map_while(|c| {
+            let json_path = s(c, "/jsonPath");
+            let path = crate::jsonpath::JsonPath::parse(&format!("{{{json_path}}}")).ok()?;
+            let description = match s(c, "/description") {
+                "" => format!("Custom resource definition column (in JSONPath format): {json_path}"),
+                d => d.to_owned(),
+            };
+            Some(Column {
+                name: s(c, "/name").to_owned(),
+                ty: s(c, "/type").to_owned(),
+                format: s(c, "/format").to_owned(),
+                description,
+                priority: c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                path,
+            })
+        })
+        .collect()
 }
 
 fn is_dns1035(name: &str) -> bool {
@@ -287,21 +426,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
         .map(|v| {
-            let columns = v
-                .get("additionalPrinterColumns")
-                .and_then(Value::as_array)
-                .map(|cols| {
-                    cols.iter()
-                        .map(|c| {
-                            (
-                                s(c, "/name").to_owned(),
-                                s(c, "/type").to_owned(),
-                                s(c, "/jsonPath").to_owned(),
-                            )
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
+            let columns = printer_columns(v);
             ResourceDef {
                 group: group.to_owned(),
                 version: s(v, "/name").to_owned(),

@@ -46,6 +46,7 @@ mod crd;
 mod crds;
 mod discovery;
 mod hooks;
+mod jsonpath;
 mod microtime;
 mod names;
 mod patch;

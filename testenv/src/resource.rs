@@ -62,10 +62,21 @@ pub(crate) struct ResourceDef {
     pub(crate) return_deleted_object: bool,
     pub(crate) deletecollection: bool,
     pub(crate) imp: KindImpl,
-    /// Extra printer columns for `kubectl get` (name, type, JSON path), CRDs only.
-    pub(crate) columns: Vec<(String, String, String)>,
+    /// The printer columns of `kubectl get` after Name, CRDs only.
+    pub(crate) columns: Vec<Column>,
     /// The `scale` subresource, when served.
     pub(crate) scale: Option<ScalePaths>,
+}
+
+/// One of a CRD's `additionalPrinterColumns`, its JSONPath parsed.
+#[derive(Clone, Debug)]
+pub(crate) struct Column {
+    pub(crate) name: String,
+    pub(crate) ty: String,
+    pub(crate) format: String,
+    pub(crate) description: String,
+    pub(crate) priority: i64,
+    pub(crate) path: crate::jsonpath::JsonPath,
 }
 
 /// Where a resource keeps what its `scale` subresource shows, as JSON pointers.

@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use crate::api::partial;
-use crate::resource::{Builtin, ResourceDef};
+use crate::jsonpath::{Found, View, go_float_text, go_json};
+use crate::resource::{Builtin, Column, ResourceDef};
 
 fn col(name: &str, ty: &str) -> Value {
     let format = if name == "Name" { "name" } else { "" };
@@ -26,17 +27,37 @@ fn count(v: &Value, ptr: &str) -> usize {
     }
 }
 
+/// apimachinery's `ObjectMeta` documentation of `name`, which kube-apiserver's CRD
+/// tables give their Name column.
+const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
+
+/// apimachinery's `ObjectMeta` documentation of `creationTimestamp`, the description of
+/// the Age column a CRD without printer columns gets.
+pub(crate) const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
+
 /// kube's `duration.HumanDuration` of the time since a timestamp.
 pub(crate) fn age(ts: &str) -> String {
-    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
-        return "<unknown>".into();
-    };
-    let secs = jiff::Timestamp::now().as_second() - t.as_second();
+    ts.parse::<jiff::Timestamp>()
+        .map_or_else(|_| "<unknown>".into(), since)
+}
+
+fn since(t: jiff::Timestamp) -> String {
+    let nanos = jiff::Timestamp::now().as_nanosecond() - t.as_nanosecond();
+    // Go's time.Since saturates at the bounds of a Duration.
+    human_duration(i64::try_from(nanos).unwrap_or(if nanos < 0 { i64::MIN } else { i64::MAX }))
+}
+
+/// apimachinery's `duration.HumanDuration`.
+fn human_duration(nanos: i64) -> String {
+    let secs = nanos / 1_000_000_000;
     if secs < -1 {
         return "<invalid>".into();
     }
-    let secs = secs.max(0);
-    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    if secs < 0 {
+        return "0s".into();
+    }
+    let (m, h) = (nanos / 60_000_000_000, nanos / 3_600_000_000_000);
+    let d = h / 24;
     let with = |a: i64, ua: &str, b: i64, ub: &str| {
         if b == 0 {
             format!("{a}{ua}")
@@ -56,50 +77,131 @@ pub(crate) fn age(ts: &str) -> String {
         format!("{h}h")
     } else if h < 24 * 8 {
         with(d, "d", h % 24, "h")
-    } else if d < 365 * 2 {
+    } else if h < 24 * 365 * 2 {
         format!("{d}d")
-    } else if d < 365 * 8 {
+    } else if h < 24 * 365 * 8 {
         with(d / 365, "y", d % 365, "d")
     } else {
         format!("{}y", d / 365)
     }
 }
 
-/// A small JSONPath subset (`.a.b`, `[n]`, `[?(@.k=="v")]`) for printer columns.
-fn json_path(v: &Value, path: &str) -> Value {
-    let mut cur = v.clone();
-    let mut rest = path.trim().trim_start_matches('{').trim_end_matches('}');
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('.') {
-            let end = r.find(['.', '[']).unwrap_or(r.len());
-            cur = cur.get(&r[..end]).cloned().unwrap_or(Value::Null);
-            rest = &r[end..];
-        } else if let Some(r) = rest.strip_prefix('[') {
-            let Some(end) = r.find(']') else {
-                return Value::Null;
-            };
-            let inner = &r[..end];
-            rest = &r[end + 1..];
-            if let Some(filter) = inner.strip_prefix("?(@.").and_then(|f| f.strip_suffix(')')) {
-                let Some((k, want)) = filter.split_once("==") else {
-                    return Value::Null;
-                };
-                let want = want.trim_matches(['"', '\'']);
-                cur = cur
-                    .as_array()
-                    .and_then(|a| a.iter().find(|e| s(e, &format!("/{}", k.trim())) == want))
-                    .cloned()
-                    .unwrap_or(Value::Null);
-            } else if let Ok(i) = inner.parse::<usize>() {
-                cur = cur.get(i).cloned().unwrap_or(Value::Null);
-            } else {
-                return Value::Null;
-            }
-        } else {
-            return Value::Null;
-        }
+/// A `date` column's cell for a string, as kube-apiserver's CRD table convertor makes
+/// it: Go's RFC 3339 parse, `<invalid>` when that fails, `<unknown>` for the zero time.
+fn date_cell(text: &str) -> String {
+    if text.is_empty() || text == "null" {
+        return "<unknown>".into();
     }
-    cur
+    match parse_rfc3339(text) {
+        None => "<invalid>".into(),
+        // Go's zero time.Time, January 1 of year 1, UTC.
+        Some(t) if t.as_nanosecond() == -62_135_596_800_000_000_000 => "<unknown>".into(),
+        Some(t) => since(t),
+    }
+}
+
+/// Go's `time.Parse(time.RFC3339, …)`: it takes a comma for the decimal point, reads at
+/// most nine fractional digits, and wants an upper-case `T` and `Z`.
+fn parse_rfc3339(text: &str) -> Option<jiff::Timestamp> {
+    let b = text.as_bytes();
+    let digits = |r: std::ops::Range<usize>| b.get(r).is_some_and(|d| d.iter().all(u8::is_ascii_digit));
+    if b.len() < 20
+        || !(digits(0..4)
+            && digits(5..7)
+            && digits(8..10)
+            && digits(11..13)
+            && digits(14..16)
+            && digits(17..19))
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || b[10] != b'T'
+        || b[13] != b':'
+        || b[16] != b':'
+        || b[17] >= b'6'
+    {
+        return None;
+    }
+    let mut rest = &text[19..];
+    let mut fraction = String::new();
+    if let Some(f) = rest.strip_prefix(['.', ',']) {
+        let n = f.bytes().take_while(u8::is_ascii_digit).count();
+        if n == 0 {
+            return None;
+        }
+        fraction = format!(".{}", &f[..n.min(9)]);
+        rest = &f[n..];
+    }
+    let ob = rest.as_bytes();
+    let offset_ok = rest == "Z"
+        || (ob.len() == 6
+            && matches!(ob[0], b'+' | b'-')
+            && ob[3] == b':'
+            && ob[1..3].iter().chain(&ob[4..6]).all(u8::is_ascii_digit)
+            && (ob[1], ob[2]) < (b'2', b'4')
+            && ob[4] < b'6');
+    if !offset_ok {
+        return None;
+    }
+    format!("{}{fraction}{rest}", &text[..19]).parse().ok()
+}
+
+/// A printer column's cell, as kube-apiserver's CRD table convertor fills it.
+fn custom_cell(column: &Column, obj: &Value) -> Value {
+    let Some(found) = column.path.first(obj) else {
+        return Value::Null;
+    };
+    if column.ty == "string" {
+        return json!(text_of(&found));
+    }
+    match (column.ty.as_str(), found.view()) {
+        ("integer", View::I64(i)) => json!(i),
+        ("integer", View::F64(f)) => json!(go_int64(f)),
+        #[allow(clippy::cast_precision_loss)]
+        ("number", View::I64(i)) => float_cell(i as f64),
+        ("number", View::F64(f)) => float_cell(f),
+        ("boolean", View::Bool(b)) => json!(b),
+        ("date", View::Str(t)) => json!(date_cell(t)),
+        _ => Value::Null,
+    }
+}
+
+/// A value as client-go's JSONPath prints it: containers as Go's JSON, the rest as
+/// Go's `fmt` prints it.
+fn text_of(found: &Found<'_>) -> String {
+    match (found, found.view()) {
+        (_, View::Nil) => "<no value>".into(),
+        (Found::Json(v), View::Map | View::Slice) => go_json(v),
+        (_, View::Map | View::Slice) => String::new(),
+        (_, View::Str(s)) => s.to_owned(),
+        (_, View::I64(i) | View::GoInt(i)) => i.to_string(),
+        (_, View::F64(f)) => go_float_text(f),
+        (_, View::Bool(b)) => b.to_string(),
+        (_, View::U8(u)) => u.to_string(),
+    }
+}
+
+/// 2^63, the first float64 an int64 cannot hold.
+const INT64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
+
+/// Go's `int64(f)` on amd64, which gives the smallest int64 for what it cannot hold.
+#[allow(clippy::cast_possible_truncation)]
+fn go_int64(f: f64) -> i64 {
+    if (-INT64_LIMIT..INT64_LIMIT).contains(&f) {
+        f.trunc() as i64
+    } else {
+        i64::MIN
+    }
+}
+
+/// A float64 cell, written as Go's JSON writes it where serde_json can: a whole number
+/// without a fraction.
+#[allow(clippy::cast_possible_truncation)]
+fn float_cell(f: f64) -> Value {
+    if f.fract() == 0.0 && (-INT64_LIMIT..INT64_LIMIT).contains(&f) && !(f == 0.0 && f.is_sign_negative()) {
+        json!(f as i64)
+    } else {
+        json!(f)
+    }
 }
 
 fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
@@ -110,19 +212,16 @@ fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>)
     let mut cells = vec![name];
     match def.builtin() {
         None => {
-            if def.columns.is_empty() {
-                cols.push(col("Age", "date"));
-                cells.push(age_cell);
-            }
-            for (n, ty, path) in &def.columns {
-                cols.push(col(n, ty));
-                let v = json_path(obj, path);
-                let cell = if ty == "date" {
-                    json!(age(v.as_str().unwrap_or_default()))
-                } else {
-                    v
-                };
-                cells.push(cell);
+            cols[0]["description"] = json!(NAME_DESCRIPTION);
+            for c in &def.columns {
+                cols.push(json!({
+                    "name": c.name,
+                    "type": c.ty,
+                    "format": c.format,
+                    "description": c.description,
+                    "priority": c.priority,
+                }));
+                cells.push(custom_cell(c, obj));
             }
         }
         Some(b) => {
@@ -370,14 +469,103 @@ fn claim_columns(obj: &Value) -> Vec<(&'static str, Value)> {
 mod tests {
     use super::*;
 
+    fn column(ty: &str, path: &str) -> Column {
+        Column {
+            name: "C".into(),
+            ty: ty.into(),
+            format: String::new(),
+            description: String::new(),
+            priority: 0,
+            path: crate::jsonpath::JsonPath::parse(&format!("{{{path}}}")).expect("parses"),
+        }
+    }
+
+    fn obj() -> Value {
+        json!({
+            "metadata": {"name": "x", "creationTimestamp": "2000-01-01T00:00:00Z"},
+            "spec": {"i": 3, "f": 2.7, "whole": 2.0, "b": true, "s": "text", "nul": null,
+                     "m": {"z": 1, "a": "<b>"}, "l": [1, "two"], "when": "bad",
+                     "zero": "0001-01-01T00:00:00Z"},
+            "status": {"active": [{"name": "first"}, {"name": "second"}]}
+        })
+    }
+
+    fn cell(ty: &str, path: &str) -> Value {
+        custom_cell(&column(ty, path), &obj())
+    }
+
     #[test]
-    fn jsonpath_subset() {
-        let v =
-            json!({"status": {"conditions": [{"type": "Ready", "status": "True"}]}, "spec": {"a": [1, 2]}});
-        assert_eq!(
-            json_path(&v, ".status.conditions[?(@.type==\"Ready\")].status"),
-            json!("True")
-        );
-        assert_eq!(json_path(&v, ".spec.a[1]"), json!(2));
+    fn cells_follow_the_column_type() {
+        assert_eq!(cell("string", ".status.active[*].name"), json!("first"));
+        assert_eq!(cell("string", ".spec.i"), json!("3"));
+        assert_eq!(cell("string", ".spec.f"), json!("2.7"));
+        assert_eq!(cell("string", ".spec.b"), json!("true"));
+        assert_eq!(cell("string", ".spec.m"), json!(r#"{"a":"\u003cb\u003e","z":1}"#));
+        assert_eq!(cell("string", ".spec.l"), json!(r#"[1,"two"]"#));
+        assert_eq!(cell("string", ".spec.nul"), json!("<no value>"));
+        assert_eq!(cell("string", ".spec.missing"), Value::Null);
+        assert_eq!(cell("integer", ".spec.i"), json!(3));
+        assert_eq!(cell("integer", ".spec.f"), json!(2));
+        assert_eq!(cell("integer", ".spec.s"), Value::Null);
+        assert_eq!(cell("integer", ".spec.nul"), Value::Null);
+        assert_eq!(cell("number", ".spec.i"), json!(3));
+        assert_eq!(cell("number", ".spec.f"), json!(2.7));
+        assert_eq!(cell("number", ".spec.whole"), json!(2));
+        assert_eq!(cell("boolean", ".spec.b"), json!(true));
+        assert_eq!(cell("boolean", ".spec.s"), Value::Null);
+        assert_eq!(cell("date", ".spec.when"), json!("<invalid>"));
+        assert_eq!(cell("date", ".spec.zero"), json!("<unknown>"));
+        assert_eq!(cell("date", ".spec.i"), Value::Null);
+        let age = cell("date", ".metadata.creationTimestamp");
+        let age = age.as_str().expect("a string");
+        let years = age.strip_suffix('y').and_then(|y| y.parse::<u32>().ok());
+        assert!(years.is_some_and(|y| y >= 8), "{age}");
+        // A Go int literal is no int64, so an integer column shows nothing for it.
+        assert_eq!(cell("integer", "5"), Value::Null);
+        assert_eq!(cell("integer", "5.5"), json!(5));
+    }
+
+    #[test]
+    fn rfc3339_as_go_reads_it() {
+        for ok in [
+            "2024-02-29T10:00:00Z",
+            "2024-02-29T10:00:00.123456789123Z",
+            "2024-02-29T10:00:00,5+02:00",
+            "2024-02-29T10:00:00-23:59",
+        ] {
+            assert!(parse_rfc3339(ok).is_some(), "{ok}");
+        }
+        for bad in [
+            "2023-02-29T10:00:00Z",
+            "2024-02-29t10:00:00Z",
+            "2024-02-29T10:00:00z",
+            "2024-02-29T10:00Z",
+            "2024-02-29T10:00:60Z",
+            "2024-02-29T24:00:00Z",
+            "2024-02-29T10:00:00+24:00",
+            "2024-02-29T10:00:00.Z",
+            "2024-02-29 10:00:00Z",
+            "2024-2-29T10:00:00Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_none(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn human_durations() {
+        let s = 1_000_000_000_i64;
+        assert_eq!(human_duration(-2 * s), "<invalid>");
+        assert_eq!(human_duration(-s / 2), "0s");
+        assert_eq!(human_duration(-s), "0s");
+        assert_eq!(human_duration(119 * s), "119s");
+        assert_eq!(human_duration(125 * s), "2m5s");
+        assert_eq!(human_duration(300 * s), "5m");
+        assert_eq!(human_duration(179 * 60 * s), "179m");
+        assert_eq!(human_duration(3 * 3600 * s + 60 * s), "3h1m");
+        assert_eq!(human_duration(47 * 3600 * s), "47h");
+        assert_eq!(human_duration(50 * 3600 * s), "2d2h");
+        assert_eq!(human_duration(400 * 86400 * s), "400d");
+        assert_eq!(human_duration(800 * 86400 * s), "2y70d");
+        assert_eq!(human_duration(i64::MAX), "292y");
     }
 }

@@ -264,6 +264,113 @@ async fn kubectl_applies_the_rbac_manifests() {
     server.shutdown().await;
 }
 
+/// `kubectl get` prints a CRD's printer columns as against a cluster, `[*]` included;
+/// a client-side `kubectl apply` of a CRD over 256 KiB fails on the annotation it would
+/// store the CRD in, while a server-side apply of it stores no such annotation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_prints_printer_columns_and_meets_the_annotation_limit() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = kinject_testenv::TestEnv::new();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-columns-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+    let k = Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache: dir.join("cache"),
+    };
+    let crd = |plural: &str, kind: &str, description: &str| {
+        serde_json::json!({
+            "apiVersion": "apiextensions.k8s.io/v1",
+            "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.example.com")},
+            "spec": {
+                "group": "example.com",
+                "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural},
+                "versions": [{
+                    "name": "v1", "served": true, "storage": true,
+                    "schema": {"openAPIV3Schema": {
+                        "type": "object", "description": description,
+                        "x-kubernetes-preserve-unknown-fields": true}},
+                    "additionalPrinterColumns": [
+                        {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name"},
+                        {"name": "Ready", "type": "string",
+                         "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+                        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+                        {"name": "Missing", "type": "string", "jsonPath": ".status.missing"},
+                        {"name": "Wide", "type": "string", "jsonPath": ".status.active[-1].name", "priority": 1}
+                    ]
+                }]
+            }
+        })
+        .to_string()
+    };
+    let widgets = write(&dir, "widgets.json", &crd("widgets", "Widget", "small"));
+    let widget = write(
+        &dir,
+        "widget.yaml",
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: w\nspec:\n  replicas: 3\nstatus:\n  \
+         active:\n  - name: first\n  - name: second\n  conditions:\n  - type: Synced\n    status: \"False\"\n  \
+         - type: Ready\n    status: \"True\"\n",
+    );
+    // Big enough that the copy client-side apply keeps in an annotation is over the limit.
+    let big = write(&dir, "big.json", &crd("bigs", "Big", &"x".repeat(300 * 1024)));
+
+    let dir2 = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        k.run(&["apply", "-f", &widgets]);
+        k.run(&["apply", "-f", &widget]);
+        let out = k.run(&["get", "widgets"]);
+        let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(
+            rows,
+            [
+                vec!["NAME", "ACTIVE", "READY", "REPLICAS", "MISSING"],
+                // kube-apiserver sends a missing value as a null cell, which kubectl
+                // leaves blank (`<none>` is what its own custom columns print).
+                vec!["w", "first", "True", "3"]
+            ],
+            "{out}"
+        );
+        let out = k.run(&["get", "widgets", "-o", "wide"]);
+        let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(rows[0].last(), Some(&"WIDE"), "{out}");
+        assert_eq!(rows[1].last(), Some(&"second"), "{out}");
+
+        let out = k.cmd(&["apply", "-f", &big]).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(
+                "The CustomResourceDefinition \"bigs.example.com\" is invalid: metadata.annotations: \
+                 Too long: may not be more than 262144 bytes"
+            ),
+            "{stderr}"
+        );
+        let out = k.run(&["apply", "--server-side", "-f", &big]);
+        assert!(
+            out.contains("customresourcedefinition.apiextensions.k8s.io/bigs.example.com serverside-applied"),
+            "{out}"
+        );
+        let out = k.run(&[
+            "get",
+            "crd",
+            "bigs.example.com",
+            "-o",
+            "jsonpath={.metadata.annotations}",
+        ]);
+        assert!(out.is_empty(), "{out}");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir2);
+    server.shutdown().await;
+}
+
 fn uuid_like() -> String {
     format!(
         "{}-{}",
