@@ -84,15 +84,12 @@ use crate::hooks::Hooks;
 use crate::state::{State, WriteOpts};
 use crate::store::{ObjKey, Store};
 
-/// The most bytes of annotations kube-apiserver stores on one object.
-const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
-
 /// The annotation client-side `kubectl apply` keeps the applied object in.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Checks a CustomResourceDefinition as kube-apiserver checks one that plain
-/// `kubectl apply` sends, without a server: names, versions and structural
-/// schemas as on create, and the size of the copy of the whole CRD that
+/// `kubectl apply` sends, without a server: its metadata, names, versions and
+/// structural schemas as on create, with the copy of the whole CRD that
 /// client-side apply keeps in an annotation. A generator calls this to refuse
 /// to write a CRD that would fail at apply time; `Err` is the Status a real
 /// API server would answer.
@@ -101,34 +98,30 @@ pub fn check_custom_resource_definition(crd: &Value) -> Result<(), ErrorStatus> 
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or_default();
-    crds::validate(crd, name)?;
-    let mut annotations: usize = crd
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
-        .map(|a| {
-            a.iter()
-                .map(|(k, v)| k.len() + v.as_str().map_or(0, str::len))
-                .sum()
-        })
-        .unwrap_or_default();
-    // kubectl stores the object as compact JSON plus a newline.
-    annotations += LAST_APPLIED.len() + crd.to_string().len() + 1;
-    if annotations > TOTAL_ANNOTATION_SIZE_LIMIT {
+    let mut meta = crd
+        .get("metadata")
+        .cloned()
+        .unwrap_or_else(|| Value::Object(Default::default()));
+    if let Some(meta) = meta.as_object_mut() {
+        let annotations = meta
+            .entry("annotations")
+            .or_insert_with(|| Value::Object(Default::default()));
+        if let Some(annotations) = annotations.as_object_mut() {
+            // kubectl stores the object as compact JSON plus a newline.
+            annotations.insert(LAST_APPLIED.to_owned(), Value::from(format!("{crd}\n")));
+        }
+    }
+    let mut errors = Vec::new();
+    validation::check_meta(&meta, validation::NameRule::Subdomain, &mut errors);
+    if !errors.is_empty() {
         return Err(ErrorStatus::invalid(
             "apiextensions.k8s.io",
             "CustomResourceDefinition",
             name,
-            vec![
-                crate::status::FieldError::invalid(
-                    "metadata.annotations",
-                    Value::Null,
-                    format!("must have at most {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
-                )
-                .with_kind(crate::status::FieldErrorKind::TooLong),
-            ],
+            errors,
         ));
     }
-    Ok(())
+    crds::validate(crd, name)
 }
 
 /// Errors of the public API.

@@ -2864,7 +2864,7 @@ fn the_crd_check_answers_as_kube_apiserver_would_to_plain_kubectl_apply() {
     let err = kinject_testenv::check_custom_resource_definition(&huge).unwrap_err();
     assert!(
         err.message
-            .ends_with("metadata.annotations: Too long: must have at most 262144 bytes"),
+            .ends_with("metadata.annotations: Too long: may not be more than 262144 bytes"),
         "{}",
         err.message
     );
