@@ -17,6 +17,11 @@ fn main() {
             "greeting_api::v1alpha1",
             "../greeting-api/src/v1alpha1",
         )
+        .api(
+            "greeting_api",
+            "greeting_api::v1beta1",
+            "../greeting-api/src/v1beta1",
+        )
         .external(config_map)
         .testing(true)
         .generate();
