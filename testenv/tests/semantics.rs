@@ -747,6 +747,7 @@ async fn error_statuses_for_paths_and_methods() {
     )
     .await;
     assert_eq!(code, 400, "malformed protobuf");
+    // An empty envelope is an empty Pod of the endpoint's kind, which validation refuses.
     let (code, body) = raw(
         &client,
         "POST",
@@ -755,10 +756,7 @@ async fn error_statuses_for_paths_and_methods() {
         "k8s\u{0}",
     )
     .await;
-    assert_eq!(
-        (code, body["reason"].clone()),
-        (415, json!("UnsupportedMediaType"))
-    );
+    assert_eq!((code, body["reason"].clone()), (422, json!("Invalid")), "{body}");
     let (code, body) = raw(
         &client,
         "GET",
@@ -2825,4 +2823,49 @@ async fn a_service_account_gets_what_rbac_grants_and_a_403_for_the_rest() {
             .unwrap_err(),
     );
     assert_eq!((err.code, err.message.as_str()), (401, "Unauthorized"));
+}
+
+/// kube-apiserver has no protobuf form of a custom resource and answers 415; a
+/// protobuf body of a built-in kind that does not decode is a 400.
+#[tokio::test]
+async fn protobuf_bodies_of_custom_resources_are_unsupported() {
+    let env = env_with_crd();
+    let client = env.client();
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
+    assert_eq!(
+        body["message"],
+        json!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+        )
+    );
+    // A length that runs past the end of the body.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}\u{12}\u{7f}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (400, json!("BadRequest")),
+        "{body}"
+    );
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Service in version \"v1\" cannot be handled as a Service: "),
+        "{msg}"
+    );
 }
