@@ -632,11 +632,19 @@ fn scale(
     let opts = write_opts(q, req)?;
     let body = match verb {
         "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
-        "update" => serde_json::from_slice::<Value>(&req.body).map_err(|e| {
-            ErrorStatus::bad_request(format!(
-                "Scale in version \"v1\" cannot be handled as a Scale: {e}"
-            ))
-        })?,
+        "update" => {
+            let ct = req.content_type.split(';').next().unwrap_or_default().trim();
+            if ct == "application/vnd.kubernetes.protobuf" {
+                crate::proto::decode("autoscaling/v1", "Scale", &req.body)
+            } else {
+                serde_json::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
+            }
+            .map_err(|e| {
+                ErrorStatus::bad_request(format!(
+                    "Scale in version \"v1\" cannot be handled as a Scale: {e}"
+                ))
+            })?
+        }
         "patch" => {
             let current = inner.state().scale_get(def, ns, name)?;
             let patched = match PatchType::from_content_type(&req.content_type) {

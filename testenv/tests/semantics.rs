@@ -1355,6 +1355,39 @@ async fn scale_subresource() {
     assert_eq!(d.spec.unwrap().replicas, Some(4));
     assert_eq!(d.metadata.generation, Some(2));
 
+    // client-go's scale client sends the Scale as protobuf.
+    use k8s_pb::api::autoscaling::v1 as pb_autoscaling;
+    use k8s_pb::apimachinery::pkg::{apis::meta::v1 as pb_meta, runtime as pb_runtime};
+    use prost::Message as _;
+    let scale = pb_autoscaling::Scale {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("d".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        }),
+        spec: Some(pb_autoscaling::ScaleSpec { replicas: Some(6) }),
+        status: Some(pb_autoscaling::ScaleStatus::default()),
+    };
+    let unknown = pb_runtime::Unknown {
+        type_meta: Some(pb_runtime::TypeMeta {
+            api_version: Some("autoscaling/v1".into()),
+            kind: Some("Scale".into()),
+        }),
+        raw: Some(scale.encode_to_vec()),
+        ..Default::default()
+    };
+    let req = http::Request::builder()
+        .method("PUT")
+        .uri("/apis/apps/v1/namespaces/default/deployments/d/scale")
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(kube::client::Body::from(
+            [b"k8s\x00".as_slice(), &unknown.encode_to_vec()].concat(),
+        ))
+        .unwrap();
+    let res = env.client().send(req).await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(deps.get("d").await.unwrap().spec.unwrap().replicas, Some(6));
+
     let api = asvc_api(env.client(), "default");
     api.create(&PostParams::default(), &asvc("rut", "w"))
         .await

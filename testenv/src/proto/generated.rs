@@ -3,7 +3,7 @@
 use k8s_pb as pb;
 use serde_json::Value;
 
-use super::{Json, Kind, Obj, kind};
+use super::{Json, Kind, Obj, decode_as, kind};
 
 pub(super) const KINDS: &[Kind] = &[
     kind::<pb::api::core::v1::Namespace>(),
@@ -57,6 +57,7 @@ pub(super) const KINDS: &[Kind] = &[
     kind::<pb::api::storage::v1::CSIStorageCapacity>(),
     kind::<pb::api::storage::v1::StorageClass>(),
     kind::<pb::api::storage::v1::VolumeAttachment>(),
+    Kind { api_version: "autoscaling/v1", kind: "Scale", decode: decode_as::<pb::api::autoscaling::v1::Scale> },
 ];
 
 impl Json for pb::api::admissionregistration::v1::AuditAnnotation {
@@ -591,6 +592,33 @@ impl Json for pb::api::apps::v1::StatefulSetUpdateStrategy {
         let mut o = Obj::default();
         o.field("type", &self.r#type)?;
         o.field("rollingUpdate", &self.rolling_update)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::autoscaling::v1::Scale {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::autoscaling::v1::ScaleSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("replicas", &self.replicas)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::autoscaling::v1::ScaleStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("replicas", &self.replicas)?;
+        o.field("selector", &self.selector)?;
         o.done()
     }
 }
