@@ -93,10 +93,9 @@ impl Json for i64 {
 
 impl Json for f64 {
     fn json(&self) -> Result<Value, String> {
-        // Go writes whole floats without a fraction (`1`, not `1.0`).
-        const EXACT: f64 = 9_007_199_254_740_992.0;
-        if self.fract() == 0.0 && self.abs() < EXACT {
-            #[allow(clippy::cast_possible_truncation)]
+        // Go writes whole floats without a fraction (`1`, not `1.0`); below 2^53 the
+        // conversion to an integer is exact.
+        if self.fract() == 0.0 && self.abs() < 9_007_199_254_740_992.0 {
             return Ok(Value::from(*self as i64));
         }
         serde_json::Number::from_f64(*self)
@@ -696,6 +695,41 @@ mod tests {
                 "x-kubernetes-preserve-unknown-fields": true,
             })
         );
+    }
+
+    #[test]
+    fn unions_and_floats_as_go_writes_them() {
+        let string = |t: &str| apiext::JsonSchemaProps {
+            r#type: Some(t.into()),
+            ..Default::default()
+        };
+        let tuple = apiext::JsonSchemaPropsOrArray {
+            schema: None,
+            j_son_schemas: vec![string("string"), string("integer")],
+        };
+        assert_eq!(
+            tuple.json().unwrap(),
+            json!([{"type": "string"}, {"type": "integer"}])
+        );
+        let needs = apiext::JsonSchemaPropsOrStringArray {
+            schema: None,
+            property: vec!["a".into()],
+        };
+        assert_eq!(needs.json().unwrap(), json!(["a"]));
+        let needs = apiext::JsonSchemaPropsOrStringArray {
+            schema: Some(string("object")),
+            property: Vec::new(),
+        };
+        assert_eq!(needs.json().unwrap(), json!({"type": "object"}));
+        let allows = apiext::JsonSchemaPropsOrBool {
+            allows: Some(true),
+            schema: None,
+        };
+        assert_eq!(allows.json().unwrap(), json!(true));
+        assert_eq!(1.0f64.json().unwrap().to_string(), "1");
+        assert_eq!(0.25f64.json().unwrap().to_string(), "0.25");
+        assert!(f64::NAN.json().is_err());
+        assert!(0.0f64.omitted() && !0.5f64.omitted());
     }
 
     #[test]
