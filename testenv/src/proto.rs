@@ -12,7 +12,10 @@
 //! sources: k8s-pb for each message's fields, k8s-openapi for their JSON names (prost's
 //! snake case loses the case of names such as `podIPs` and `nonResourceURLs`). A field
 //! k8s-openapi does not name is one Go embeds, and its fields are written inline. The
-//! generator starts from the kinds the server serves, so every one of them decodes.
+//! generator starts from the kinds the server serves (and the `scale` subresource's
+//! Scale), so every one of them decodes. Reflection over descriptors (prost-reflect)
+//! would need a descriptor set, which k8s-pb does not ship, and would leave the JSON
+//! names to find all the same.
 //!
 //! The types whose JSON is not their message are written by hand below: `Time` and
 //! `MicroTime` (RFC 3339 text), `IntOrString` (a number or a string), `Quantity` (its
