@@ -8,5 +8,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 cargo run --quiet --package kinject-codegen -- --config codegen.toml
 cargo run --quiet --package schema -- update-crds config
+# testenv's protobuf decoders, from the locked k8s-pb and k8s-openapi.
+TESTENV_REGENERATE=1 cargo test --quiet --package kinject-testenv --test proto_generated
 # Last: it builds the reconcilers, which use the code generated above.
 cargo run --quiet --package controller --bin rbac -- config

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fails when generated/ or a CRD schema in config/ differs from what
+# Fails when generated/, testenv's protobuf decoders or a CRD schema in config/ differs from what
 # hack/update-codegen.sh would write, listing the stale files. Changes nothing.
 # Runs from any directory.
 set -euo pipefail
@@ -9,6 +9,7 @@ stale=0
 cargo run --quiet --package kinject-codegen -- --config codegen.toml --verify || stale=1
 cargo run --quiet --package schema -- update-crds --verify config || stale=1
 cargo run --quiet --package controller --bin rbac -- --verify config || stale=1
+cargo test --quiet --package kinject-testenv --test proto_generated || stale=1
 
 if [[ "${stale}" -ne 0 ]]; then
   echo "Generated files are out of date: run hack/update-codegen.sh and commit the result." >&2

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use crate::discovery;
 use crate::hooks::Action;
 use crate::patch::PatchType;
-use crate::resource::{Builtin, ResourceDef};
+use crate::resource::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{
     DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
@@ -449,8 +449,8 @@ pub(crate) fn write_opts(q: &QueryView<'_>, req: &Request) -> Result<WriteOpts, 
     })
 }
 
-/// Decodes a create/update body: JSON or YAML, as kube-apiserver accepts (protobuf and
-/// CBOR are not implemented here).
+/// Decodes a create/update body: JSON, YAML or (for built-in kinds) protobuf, as
+/// kube-apiserver accepts (CBOR is not implemented here).
 pub(crate) fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, ErrorStatus> {
     let ct = req.content_type.split(';').next().unwrap_or_default().trim();
     let cannot = |e: String| {
@@ -468,15 +468,13 @@ pub(crate) fn json_body(req: &Request, def: &ResourceDef) -> Result<Value, Error
             .map_err(|e| e.to_string())
             .and_then(|t| serde_saphyr::from_str::<Value>(t).map_err(|e| e.to_string()))
             .map_err(cannot),
-        "application/vnd.kubernetes.protobuf" => match def.builtin() {
-            Some(
-                b @ (Builtin::Namespace | Builtin::ConfigMap | Builtin::Secret | Builtin::ServiceAccount),
-            ) => crate::proto::decode(b, &req.body).map_err(cannot),
-            _ => Err(ErrorStatus::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv decodes protobuf only for namespaces, configmaps, secrets and serviceaccounts, not {})",
-                def.plural
-            ))),
-        },
+        "application/vnd.kubernetes.protobuf" if crate::proto::decodes(&def.api_version(), &def.kind) => {
+            crate::proto::decode(&def.api_version(), &def.kind, &req.body).map_err(cannot)
+        }
+        // Custom resources have no protobuf schema, so kube-apiserver offers them none.
+        "application/vnd.kubernetes.protobuf" if def.is_custom() => Err(ErrorStatus::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml".to_owned(),
+        )),
         _ => Err(ErrorStatus::unsupported_media_type(format!(
             "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (testenv does not decode {ct})"
         ))),
@@ -634,11 +632,19 @@ fn scale(
     let opts = write_opts(q, req)?;
     let body = match verb {
         "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
-        "update" => serde_json::from_slice::<Value>(&req.body).map_err(|e| {
-            ErrorStatus::bad_request(format!(
-                "Scale in version \"v1\" cannot be handled as a Scale: {e}"
-            ))
-        })?,
+        "update" => {
+            let ct = req.content_type.split(';').next().unwrap_or_default().trim();
+            if ct == "application/vnd.kubernetes.protobuf" {
+                crate::proto::decode("autoscaling/v1", "Scale", &req.body)
+            } else {
+                serde_json::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
+            }
+            .map_err(|e| {
+                ErrorStatus::bad_request(format!(
+                    "Scale in version \"v1\" cannot be handled as a Scale: {e}"
+                ))
+            })?
+        }
         "patch" => {
             let current = inner.state().scale_get(def, ns, name)?;
             let patched = match PatchType::from_content_type(&req.content_type) {

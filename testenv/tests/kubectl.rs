@@ -401,3 +401,268 @@ fn a_missing_kubectl_is_a_visible_skip() {
         "stderr: {stderr}"
     );
 }
+
+/// `kubectl create <kind>` sends protobuf; the same object created from its JSON
+/// (`--dry-run=client -o json`, then `kubectl create -f`) must be stored alike. The
+/// namespaced kinds are made with one name in two namespaces, so that fields derived
+/// from the name (a Deployment's labels) match too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_generators_send_protobuf() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = kinject_testenv::TestEnv::new();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-pb-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+    let k = Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache: dir.join("cache"),
+    };
+    // (resource, arguments after `kubectl create`); `NAME` is the object's name.
+    let namespaced: &[(&str, &[&str])] = &[
+        (
+            "configmap",
+            &["configmap", "NAME", "--from-literal=a=b", "--from-literal=empty="],
+        ),
+        (
+            "secret",
+            &["secret", "generic", "NAME", "--from-literal=k=v", "--type=Opaque"],
+        ),
+        (
+            "secret",
+            &[
+                "secret",
+                "docker-registry",
+                "NAME",
+                "--docker-username=u",
+                "--docker-password=p",
+                "--docker-server=r.example",
+            ],
+        ),
+        ("serviceaccount", &["serviceaccount", "NAME"]),
+        (
+            "service",
+            &["service", "clusterip", "NAME", "--tcp=80:8080", "--tcp=443:https"],
+        ),
+        (
+            "service",
+            &[
+                "service",
+                "externalname",
+                "NAME",
+                "--external-name=db.example.com",
+            ],
+        ),
+        (
+            "deployment",
+            &["deployment", "NAME", "--image=nginx", "--replicas=2", "--port=80"],
+        ),
+        ("job", &["job", "NAME", "--image=busybox", "--", "echo", "hi"]),
+        (
+            "cronjob",
+            &[
+                "cronjob",
+                "NAME",
+                "--image=busybox",
+                "--schedule=*/5 * * * *",
+                "--",
+                "date",
+            ],
+        ),
+        (
+            "role",
+            &[
+                "role",
+                "NAME",
+                "--verb=get,list",
+                "--resource=pods,deployments.apps",
+                "--resource-name=a",
+            ],
+        ),
+        (
+            "rolebinding",
+            &[
+                "rolebinding",
+                "NAME",
+                "--role=NAME",
+                "--user=alice",
+                "--serviceaccount=pb:default",
+            ],
+        ),
+        (
+            "resourcequota",
+            &[
+                "quota",
+                "NAME",
+                "--hard=pods=3,requests.cpu=500m,requests.memory=1Gi",
+            ],
+        ),
+        (
+            "poddisruptionbudget",
+            &[
+                "poddisruptionbudget",
+                "NAME",
+                "--selector=app=NAME",
+                "--min-available=50%",
+            ],
+        ),
+        (
+            "ingress",
+            &[
+                "ingress",
+                "NAME",
+                "--class=default",
+                "--rule=foo.example/bar*=svc:8080",
+                "--rule=baz.example/=svc2:http",
+            ],
+        ),
+    ];
+    let cluster: &[(&str, &[&str])] = &[
+        (
+            "clusterrole",
+            &[
+                "clusterrole",
+                "NAME",
+                "--verb=get",
+                "--resource=nodes",
+                "--non-resource-url=/logs/*",
+            ],
+        ),
+        (
+            "clusterrolebinding",
+            &["clusterrolebinding", "NAME", "--clusterrole=view", "--group=devs"],
+        ),
+        (
+            "priorityclass",
+            &[
+                "priorityclass",
+                "NAME",
+                "--value=1000",
+                "--description=d",
+                "--preemption-policy=Never",
+            ],
+        ),
+    ];
+    let dir2 = dir.clone();
+    tokio::task::spawn_blocking(move || {
+        let args = |cmd: &[&str], name: &str| -> Vec<String> {
+            cmd.iter().map(|a| a.replace("NAME", name)).collect()
+        };
+        // Through protobuf, which `-v=8` shows kubectl chose.
+        let create_pb = |cmd: &[String], ns: &[&str]| {
+            let mut full: Vec<&str> = vec!["create", "-v=8"];
+            full.extend(ns);
+            full.extend(cmd.iter().map(String::as_str));
+            let out = k.cmd(&full).output().unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert!(out.status.success(), "kubectl {full:?} failed:\n{stderr}");
+            assert!(
+                stderr.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+                "kubectl {full:?} did not send protobuf:\n{stderr}"
+            );
+        };
+        // Through JSON: the generator's output, created from a file.
+        let create_json = |cmd: &[String], ns: &[&str], n: usize| {
+            // The flags go first: a command's arguments after `--` are the container's.
+            let mut full: Vec<&str> = vec!["create", "--dry-run=client", "-o", "json"];
+            full.extend(ns);
+            full.extend(cmd.iter().map(String::as_str));
+            let json = k.run(&full);
+            let file = write(&dir, &format!("obj-{n}.json"), &json);
+            let mut from_file: Vec<&str> = vec!["create", "-f", &file];
+            from_file.extend(ns);
+            k.run(&from_file);
+        };
+        let get = |resource: &str, name: &str, ns: &[&str]| -> serde_json::Value {
+            let mut full = vec!["get", resource, name, "-o", "json"];
+            full.extend(ns);
+            let mut v: serde_json::Value = serde_json::from_str(&k.run(&full)).unwrap();
+            let meta = v["metadata"].as_object_mut().unwrap();
+            for f in ["name", "namespace", "resourceVersion", "creationTimestamp"] {
+                meta.remove(f);
+            }
+            for m in meta
+                .get_mut("managedFields")
+                .and_then(|m| m.as_array_mut())
+                .into_iter()
+                .flatten()
+            {
+                m.as_object_mut().unwrap().remove("time");
+            }
+            // A Job's selector and labels carry its uid.
+            let uid = meta.remove("uid").unwrap();
+            serde_json::from_str(&v.to_string().replace(uid.as_str().unwrap(), "UID")).unwrap()
+        };
+
+        k.run(&["create", "namespace", "pb"]);
+        k.run(&["create", "namespace", "js"]);
+        for (n, (resource, cmd)) in namespaced.iter().enumerate() {
+            let name = format!("x{n}");
+            create_pb(&args(cmd, &name), &["-n", "pb"]);
+            create_json(&args(cmd, &name), &["-n", "js"], n);
+            let (pb, js) = (
+                get(resource, &name, &["-n", "pb"]),
+                get(resource, &name, &["-n", "js"]),
+            );
+            assert_eq!(pb, js, "{cmd:?}");
+        }
+        for (n, (resource, cmd)) in cluster.iter().enumerate() {
+            let (pb_name, js_name) = (format!("pb-{n}"), format!("js-{n}"));
+            create_pb(&args(cmd, &pb_name), &[]);
+            create_json(&args(cmd, &js_name), &[], namespaced.len() + n);
+            let (pb, js) = (get(resource, &pb_name, &[]), get(resource, &js_name, &[]));
+            assert_eq!(pb, js, "{cmd:?}");
+        }
+
+        // Spot checks that the values arrived, not only that both paths agree.
+        let out = k.run(&["get", "secret", "x1", "-n", "pb", "-o", "jsonpath={.data.k}"]);
+        assert_eq!(out, "dg==");
+        let out = k.run(&[
+            "get",
+            "service",
+            "x4",
+            "-n",
+            "pb",
+            "-o",
+            "jsonpath={.spec.ports[*].targetPort}",
+        ]);
+        assert_eq!(out, "8080 https");
+        let out = k.run(&[
+            "get",
+            "deployment",
+            "x6",
+            "-n",
+            "pb",
+            "-o",
+            "jsonpath={.spec.replicas}",
+        ]);
+        assert_eq!(out, "2");
+        let out = k.run(&[
+            "get",
+            "pdb",
+            "x12",
+            "-n",
+            "pb",
+            "-o",
+            "jsonpath={.spec.minAvailable}",
+        ]);
+        assert_eq!(out, "50%");
+        let out = k.run(&[
+            "get",
+            "quota",
+            "x11",
+            "-n",
+            "pb",
+            "-o",
+            "jsonpath={.spec.hard.requests\\.cpu}",
+        ]);
+        assert_eq!(out, "500m");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir2);
+    server.shutdown().await;
+}

@@ -747,6 +747,7 @@ async fn error_statuses_for_paths_and_methods() {
     )
     .await;
     assert_eq!(code, 400, "malformed protobuf");
+    // An empty envelope is an empty Pod of the endpoint's kind, which validation refuses.
     let (code, body) = raw(
         &client,
         "POST",
@@ -755,10 +756,7 @@ async fn error_statuses_for_paths_and_methods() {
         "k8s\u{0}",
     )
     .await;
-    assert_eq!(
-        (code, body["reason"].clone()),
-        (415, json!("UnsupportedMediaType"))
-    );
+    assert_eq!((code, body["reason"].clone()), (422, json!("Invalid")), "{body}");
     let (code, body) = raw(
         &client,
         "GET",
@@ -1356,6 +1354,39 @@ async fn scale_subresource() {
     let d = deps.get("d").await.unwrap();
     assert_eq!(d.spec.unwrap().replicas, Some(4));
     assert_eq!(d.metadata.generation, Some(2));
+
+    // client-go's scale client sends the Scale as protobuf.
+    use k8s_pb::api::autoscaling::v1 as pb_autoscaling;
+    use k8s_pb::apimachinery::pkg::{apis::meta::v1 as pb_meta, runtime as pb_runtime};
+    use prost::Message as _;
+    let scale = pb_autoscaling::Scale {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("d".into()),
+            namespace: Some("default".into()),
+            ..Default::default()
+        }),
+        spec: Some(pb_autoscaling::ScaleSpec { replicas: Some(6) }),
+        status: Some(pb_autoscaling::ScaleStatus::default()),
+    };
+    let unknown = pb_runtime::Unknown {
+        type_meta: Some(pb_runtime::TypeMeta {
+            api_version: Some("autoscaling/v1".into()),
+            kind: Some("Scale".into()),
+        }),
+        raw: Some(scale.encode_to_vec()),
+        ..Default::default()
+    };
+    let req = http::Request::builder()
+        .method("PUT")
+        .uri("/apis/apps/v1/namespaces/default/deployments/d/scale")
+        .header("content-type", "application/vnd.kubernetes.protobuf")
+        .body(kube::client::Body::from(
+            [b"k8s\x00".as_slice(), &unknown.encode_to_vec()].concat(),
+        ))
+        .unwrap();
+    let res = env.client().send(req).await.unwrap();
+    assert_eq!(res.status().as_u16(), 200);
+    assert_eq!(deps.get("d").await.unwrap().spec.unwrap().replicas, Some(6));
 
     let api = asvc_api(env.client(), "default");
     api.create(&PostParams::default(), &asvc("rut", "w"))
@@ -2867,5 +2898,50 @@ fn the_crd_check_answers_as_kube_apiserver_would_to_plain_kubectl_apply() {
             .ends_with("metadata.annotations: Too long: may not be more than 262144 bytes"),
         "{}",
         err.message
+    );
+}
+
+/// kube-apiserver has no protobuf form of a custom resource and answers 415; a
+/// protobuf body of a built-in kind that does not decode is a 400.
+#[tokio::test]
+async fn protobuf_bodies_of_custom_resources_are_unsupported() {
+    let env = env_with_crd();
+    let client = env.client();
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/apis/samples.knative.dev/v1alpha1/namespaces/default/addressableservices",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (415, json!("UnsupportedMediaType"))
+    );
+    assert_eq!(
+        body["message"],
+        json!(
+            "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml"
+        )
+    );
+    // A length that runs past the end of the body.
+    let (code, body) = raw(
+        &client,
+        "POST",
+        "/api/v1/namespaces/default/services",
+        "application/vnd.kubernetes.protobuf",
+        "k8s\u{0}\u{12}\u{7f}",
+    )
+    .await;
+    assert_eq!(
+        (code, body["reason"].clone()),
+        (400, json!("BadRequest")),
+        "{body}"
+    );
+    let msg = body["message"].as_str().unwrap();
+    assert!(
+        msg.starts_with("Service in version \"v1\" cannot be handled as a Service: "),
+        "{msg}"
     );
 }
