@@ -195,10 +195,7 @@ fn new_kind(config_path: &Path, new: &NewKind) -> ExitCode {
             plan.packages.join(" --package ")
         ),
     }
-    println!(
-        "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
-        new.kind, new.group, new.version
-    );
+    println!("{}", plan.summary);
     ExitCode::SUCCESS
 }
 

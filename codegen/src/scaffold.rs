@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::error::{Diagnostic, Error};
 use crate::model::validation::{is_dns1123_subdomain, is_kube_version};
 use crate::model::{Scope, pluralize};
-use crate::scan::{self, group_module};
+use crate::scan::{self, KindPlan, group_module};
 use crate::stage;
 
 /// The longest `spec.description` the scaffolded kind accepts.
@@ -47,6 +47,8 @@ pub struct Plan {
     /// The Cargo packages that hold them, to format afterwards with the
     /// project's own rustfmt settings.
     pub packages: Vec<String>,
+    /// What was started and what to run next.
+    pub summary: String,
 }
 
 /// One file of a [`Plan`].
@@ -160,17 +162,18 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     let scanned = scan::scan(&config)?;
     let names = Names::new(new);
 
-    if let Some(existing) = scanned
+    let versions: Vec<&KindPlan> = scanned
         .kinds
         .iter()
-        .find(|k| k.kind == new.kind && k.group == new.group)
-    {
+        .filter(|k| k.is_crd && k.kind == new.kind && k.group == new.group)
+        .collect();
+    if let Some(existing) = versions.iter().find(|k| k.version == new.version) {
         return Err(Error::one(Diagnostic::file(
             config_path,
             format!(
-                "kind {} of group {} already exists ({}, version {}); pick another name, or edit its types in place \
-                 (another version of an existing kind is not scaffolded)",
-                new.kind, new.group, existing.rust_path, existing.version
+                "kind {} of group {} already exists in version {} ({}); pick another name or version, or edit \
+                 its types in place",
+                new.kind, new.group, existing.version, existing.rust_path
             ),
         )));
     }
@@ -189,6 +192,10 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     }
 
     let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
+    if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
+        let stored_elsewhere = versions.iter().any(|k| k.storage);
+        return plan_version(config_path, &root, new, &names, &api, older, stored_elsewhere);
+    }
     let generated_crate = rust_name(&package_name(&config.output)?);
     let reconcilers_dir = root.join(&paths.reconcilers);
     let reconcilers_package = package_name(&reconcilers_dir.join("src"))?;
@@ -230,43 +237,15 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
         format!("pub use {snake}_types::{{{kind}, {kind}List, {kind}Spec, {kind}Status}};"),
         format!("pub use {snake}_validation::{upper}_MAX_DESCRIPTION_CHARS;"),
     ];
-    match &api.module_file {
-        ModuleFile::Existing(path) => {
-            let text = read(path)?;
-            let text = insert_sorted_items(&text, path, &module_lines, ItemKind::Mod)?;
-            let text = insert_sorted_items(&text, path, &use_lines, ItemKind::PubUse)?;
-            files.edit(path.clone(), text);
-        }
-        ModuleFile::New { path, parent } => {
-            let body = format!(
-                "//! `{}/{}`.\n//!\n//! Each kind is split as in Knative: `*_types.rs` (the marked-up types),\n\
-                 //! `*_lifecycle.rs` (condition set and status helpers), `*_defaults.rs` and\n\
-                 //! `*_validation.rs`.\n\n{}\n\n{}\n",
-                new.group,
-                new.version,
-                module_lines.join("\n"),
-                use_lines.join("\n")
-            );
-            files.create(path.clone(), body)?;
-            for link in parent {
-                match link {
-                    ParentLink::Edit { path, line } => {
-                        let text = read(path)?;
-                        files.edit(
-                            path.clone(),
-                            insert_sorted_items(&text, path, std::slice::from_ref(line), ItemKind::PubMod)?,
-                        );
-                    }
-                    ParentLink::Create { path, body } => files.create(path.clone(), body.clone())?,
-                }
-            }
-            let toml = read(config_path)?;
-            files.edit(
-                config_path.to_path_buf(),
-                insert_api_entry(&toml, &api.krate, &api.module, &relative(&api.dir, &root)),
-            );
-        }
-    }
+    register_module(
+        &mut files,
+        &api,
+        &module_lines,
+        &use_lines,
+        new,
+        config_path,
+        &root,
+    )?;
 
     // The reconciler and its registration.
     let module = &names.module;
@@ -310,7 +289,220 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     Ok(Plan {
         files: files.0,
         packages,
+        summary: format!(
+            "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
+            new.kind, new.group, new.version
+        ),
     })
+}
+
+/// Adds the kind's module and re-exports to its version module, creating
+/// that module (and its `[[api]]` entry) when the version is new.
+fn register_module(
+    files: &mut Files,
+    api: &ApiTarget,
+    module_lines: &[String],
+    use_lines: &[String],
+    new: &NewKind,
+    config_path: &Path,
+    root: &Path,
+) -> Result<(), Error> {
+    match &api.module_file {
+        ModuleFile::Existing(path) => {
+            let text = read(path)?;
+            let text = insert_sorted_items(&text, path, module_lines, ItemKind::Mod)?;
+            let text = insert_sorted_items(&text, path, use_lines, ItemKind::PubUse)?;
+            files.edit(path.clone(), text);
+        }
+        ModuleFile::New { path, parent } => {
+            let body = format!(
+                "//! `{}/{}`.\n//!\n//! Each kind is split as in Knative: `*_types.rs` (the marked-up types),\n\
+                 //! `*_lifecycle.rs` (condition set and status helpers), `*_defaults.rs` and\n\
+                 //! `*_validation.rs`.\n\n{}\n\n{}\n",
+                new.group,
+                new.version,
+                module_lines.join("\n"),
+                use_lines.join("\n")
+            );
+            files.create(path.clone(), body)?;
+            for link in parent {
+                match link {
+                    ParentLink::Edit { path, line } => {
+                        let text = read(path)?;
+                        files.edit(
+                            path.clone(),
+                            insert_sorted_items(&text, path, std::slice::from_ref(line), ItemKind::PubMod)?,
+                        );
+                    }
+                    ParentLink::Create { path, body } => files.create(path.clone(), body.clone())?,
+                }
+            }
+            let toml = read(config_path)?;
+            files.edit(
+                config_path.to_path_buf(),
+                insert_api_entry(&toml, &api.krate, &api.module, &relative(&api.dir, root)),
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Another version of an existing kind, as kubebuilder's `create api` for a
+/// new version: only the type, sharing the spec and status of `older` so the
+/// API server can serve every object in both versions by rewriting
+/// `apiVersion` (the CRD's `None` conversion), with defaults and validation
+/// delegated to `older`. The new version is stored unless another version
+/// already is; the reconciler stays on `older`.
+fn plan_version(
+    config_path: &Path,
+    root: &Path,
+    new: &NewKind,
+    names: &Names,
+    api: &ApiTarget,
+    older: &KindPlan,
+    stored_elsewhere: bool,
+) -> Result<Plan, Error> {
+    let older_module = older
+        .rust_path
+        .rsplit_once("::")
+        .map_or(older.rust_path.as_str(), |(module, _)| module);
+    let older_module = match older_module.strip_prefix(&format!("{}::", api.krate.replace('-', "_"))) {
+        Some(inner) => format!("crate::{inner}"),
+        None => older_module.to_owned(),
+    };
+    let mut files = Files::default();
+    let snake = &names.snake;
+    files.create(
+        api.dir.join(format!("{snake}_types.rs")),
+        version_types(new, older, &older_module, !stored_elsewhere),
+    )?;
+    let kind = &new.kind;
+    register_module(
+        &mut files,
+        api,
+        &[format!("mod {snake}_types;")],
+        &[format!("pub use {snake}_types::{{{kind}, {kind}List}};")],
+        new,
+        config_path,
+        root,
+    )?;
+    let stored = if stored_elsewhere {
+        "another version stays the stored one".to_owned()
+    } else {
+        format!(
+            "it is marked `storage` (move the marker to store {} instead)",
+            older.version
+        )
+    };
+    Ok(Plan {
+        files: files.0,
+        packages: vec![package_name(&api.dir)?],
+        summary: format!(
+            "started version {} of {kind} ({}), sharing the fields of {}; {stored}. Now run \
+             hack/update-codegen.sh, then cargo test --workspace",
+            new.version, new.group, older.version
+        ),
+    })
+}
+
+/// The new version's `*_types.rs`.
+fn version_types(new: &NewKind, older: &KindPlan, older_module: &str, storage: bool) -> String {
+    let kind = &new.kind;
+    let older_version = &older.version;
+    let scope = if new.scope == Scope::Namespaced {
+        "namespaced"
+    } else {
+        "cluster_scoped"
+    };
+    let storage = if storage { ", storage" } else { "" };
+    let last = |ty: &str| ty.rsplit("::").next().unwrap_or(ty).to_owned();
+    let mut fields = vec![(
+        "metadata",
+        "/// Standard object metadata.\n    pub metadata: ObjectMeta,".to_owned(),
+    )];
+    if let Some(spec) = &older.spec_type {
+        fields.push((
+            "spec",
+            format!("/// The desired state of the {kind}, written by its user.\n    pub spec: {older_module}::{},", last(spec)),
+        ));
+    }
+    if let Some(status) = &older.status_type {
+        fields.push((
+            "status",
+            format!(
+                "/// The observed state of the {kind}, written by the controller.\n    pub status: Option<{older_module}::{}>,",
+                last(status)
+            ),
+        ));
+    }
+    let declared: Vec<String> = fields.iter().map(|(_, f)| format!("    {f}")).collect();
+    let moved: Vec<String> = fields
+        .iter()
+        .map(|(name, _)| match *name {
+            "status" => "            status: self.status.take(),".to_owned(),
+            name => format!("            {name}: std::mem::take(&mut self.{name}),"),
+        })
+        .collect();
+    let copied: Vec<String> = fields
+        .iter()
+        .map(|(name, _)| format!("            {name}: self.{name}.clone(),"))
+        .collect();
+    let back: Vec<String> = fields
+        .iter()
+        .map(|(name, _)| format!("        self.{name} = older.{name};"))
+        .collect();
+    let mut imports = vec![
+        "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;",
+        "use kinject_macros::Kind;",
+    ];
+    let hooks = match (older.defaulted, older.validated) {
+        (true, true) => "use kinject_types::{Defaultable, FieldError, Validatable};",
+        (true, false) => "use kinject_types::Defaultable;",
+        (false, true) => "use kinject_types::{FieldError, Validatable};",
+        (false, false) => "",
+    };
+    if !hooks.is_empty() {
+        imports.push(hooks);
+    }
+    imports.push("use kube_core::ObjectList;");
+    let mut out = format!(
+        "{imports}\n\n\
+         /// A {kind} in `{version}`: the fields of `{older_version}`, so the API server\n\
+         /// serves every {kind} in both versions by rewriting `apiVersion`. Give\n\
+         /// this version fields of its own only together with a conversion\n\
+         /// between them.\n\
+         #[derive(Kind, Clone, Debug, Default, PartialEq)]\n\
+         #[kind(group = \"{group}\", version = \"{version}\", {scope}{storage})]\n\
+         #[genclient]\n\
+         pub struct {kind} {{\n{fields}\n}}\n\n\
+         /// A list of {kind}s, as the API server returns it.\n\
+         pub type {kind}List = ObjectList<{kind}>;\n",
+        imports = imports.join("\n"),
+        version = new.version,
+        group = new.group,
+        fields = declared.join("\n\n"),
+    );
+    if older.defaulted {
+        out.push_str(&format!(
+            "\nimpl Defaultable for {kind} {{\n    \
+             /// Defaults as `{older_version}` does: the fields are the same.\n    \
+             fn set_defaults(&mut self) {{\n        \
+             let mut older = {older_module}::{kind} {{\n{moved}\n        }};\n        \
+             older.set_defaults();\n{back}\n    }}\n}}\n",
+            moved = moved.join("\n"),
+            back = back.join("\n"),
+        ));
+    }
+    if older.validated {
+        out.push_str(&format!(
+            "\nimpl Validatable for {kind} {{\n    \
+             /// Validates as `{older_version}` does: the fields are the same.\n    \
+             fn validate(&self) -> Result<(), FieldError> {{\n        \
+             {older_module}::{kind} {{\n{copied}\n        }}\n        .validate()\n    }}\n}}\n",
+            copied = copied.join("\n"),
+        ));
+    }
+    out
 }
 
 /// The names derived from the kind.

@@ -33,6 +33,12 @@ pub(crate) struct KindPlan {
     /// `file:line` of the struct, for errors about its CRD; empty for
     /// external kinds.
     pub(crate) defined_at: String,
+    /// Marked `storage` among several versions.
+    pub(crate) storage: bool,
+    /// The Rust types of `spec` and `status` as written (`WidgetSpec`), for
+    /// a new version that shares them; `None` without the field.
+    pub(crate) spec_type: Option<String>,
+    pub(crate) status_type: Option<String>,
     /// The API module implements `Defaultable` for the kind: the admission
     /// webhook defaults it.
     pub(crate) defaulted: bool,
@@ -285,6 +291,10 @@ fn is_cfg_test(attrs: &[syn::Attribute]) -> bool {
         .any(|a| a.path().is_ident("cfg") && a.parse_args::<syn::Ident>().is_ok_and(|i| i == "test"))
 }
 
+fn type_text(ty: &syn::Type) -> String {
+    quote::quote!(#ty).to_string().replace(' ', "")
+}
+
 fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
     KindPlan {
         rust_path: format!("{module}::{}", model.ident),
@@ -303,6 +313,9 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
         }),
         is_crd: true,
         defined_at: String::new(),
+        storage: model.storage,
+        spec_type: model.spec.as_ref().map(type_text),
+        status_type: model.status.as_ref().map(type_text),
         defaulted: false,
         validated: false,
     }
@@ -343,6 +356,9 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
         }),
         is_crd: false,
         defined_at: String::new(),
+        storage: false,
+        spec_type: None,
+        status_type: None,
         defaulted: false,
         validated: false,
     }
