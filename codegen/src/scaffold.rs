@@ -8,6 +8,10 @@
 //! reconciler glue, registry entry, CRD and RBAC (the reconciler's needs are
 //! recorded when it is built, so nothing here edits the ClusterRole).
 //!
+//! For a kind that exists in another version of its group, it writes only the
+//! new version's type, sharing the existing version's spec and status (see
+//! `plan_version`).
+//!
 //! It writes all files or none: every name is checked and every file planned
 //! before the first write, and the writes go through the same staging as the
 //! generator's. The templates are plain text with a dozen fixed `{{name}}`
