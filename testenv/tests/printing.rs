@@ -2,6 +2,8 @@
 //! What kube-apiserver prints for a CRD's `additionalPrinterColumns`, how it validates
 //! them, and the limit on the size of an object's annotations.
 
+mod common;
+
 use serde_json::{Value, json};
 
 async fn send(
@@ -17,20 +19,14 @@ async fn send(
     } else {
         body.to_string().into_bytes()
     };
-    let req = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", content_type)
-        .header("accept", accept)
-        .body(kube::client::Body::from(body))
-        .unwrap();
-    let res = client.send(req).await.unwrap();
-    let code = res.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(res.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    common::send_bytes(
+        client,
+        method,
+        uri,
+        &[("content-type", content_type), ("accept", accept)],
+        body,
+    )
+    .await
 }
 
 async fn post(client: &kube::Client, uri: &str, body: &Value) -> (u16, Value) {

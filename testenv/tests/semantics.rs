@@ -15,19 +15,14 @@ fn cm(name: &str) -> ConfigMap {
 }
 
 async fn raw(client: &kube::Client, method: &str, uri: &str, content_type: &str, body: &str) -> (u16, Value) {
-    let req = http::Request::builder()
-        .method(method)
-        .uri(uri)
-        .header("content-type", content_type)
-        .body(kube::client::Body::from(body.as_bytes().to_vec()))
-        .unwrap();
-    let res = client.send(req).await.unwrap();
-    let code = res.status().as_u16();
-    let bytes = http_body_util::BodyExt::collect(res.into_body())
-        .await
-        .unwrap()
-        .to_bytes();
-    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    common::send_bytes(
+        client,
+        method,
+        uri,
+        &[("content-type", content_type)],
+        body.as_bytes().to_vec(),
+    )
+    .await
 }
 
 #[tokio::test]

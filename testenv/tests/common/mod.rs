@@ -84,3 +84,29 @@ pub fn api_err(e: kube::Error) -> Box<kube::core::Status> {
         other => panic!("expected an API error, got {other:?}"),
     }
 }
+
+/// Sends `body` as it is, with `headers`, and answers the status code and the
+/// JSON body (null when the body is not JSON), for requests `kube::Api` cannot
+/// make: other media types, malformed bodies, Table output.
+pub async fn send_bytes(
+    client: &kube::Client,
+    method: &str,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Vec<u8>,
+) -> (u16, Value) {
+    let mut req = http::Request::builder().method(method).uri(uri);
+    for (name, value) in headers {
+        req = req.header(*name, *value);
+    }
+    let res = client
+        .send(req.body(kube::client::Body::from(body)).unwrap())
+        .await
+        .unwrap();
+    let code = res.status().as_u16();
+    let bytes = http_body_util::BodyExt::collect(res.into_body())
+        .await
+        .unwrap()
+        .to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+}
