@@ -184,6 +184,9 @@ pub struct KnobSpec {
     /// Turned off, when set.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub off: Option<bool>,
+    /// More than 0, at most 1.
+    #[schemars(range(min = 0.0, max = 1.0), extend("exclusiveMinimum" = true))]
+    pub ratio: f64,
 }
 
 #[test]
@@ -211,8 +214,16 @@ fn validation_markers_reach_the_crd_as_the_readme_says() {
     assert_eq!(p["mode"]["enum"], json!(["Fast", "Safe"]));
     assert_eq!(p["mode"]["type"], "string");
     assert_eq!(
+        (
+            &p["ratio"]["minimum"],
+            &p["ratio"]["exclusiveMinimum"],
+            &p["ratio"]["maximum"]
+        ),
+        (&json!(0.0), &json!(true), &json!(1.0))
+    );
+    assert_eq!(
         spec["required"],
-        json!(["level", "label", "tags", "reportTo", "mode"])
+        json!(["level", "label", "tags", "reportTo", "mode", "ratio"])
     );
     assert!(p["off"].get("nullable").is_none());
 }
