@@ -317,10 +317,17 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
         k.crd()
             .map_err(|e| DefinitionError(format!("{}: cannot build the CRD of {}: {e}", place(k), k.kind)))
     };
-    let mut crd = build(storage)?;
-    let mut served = Vec::new();
-    for kind in versions {
-        let own = build(kind)?;
+    let mut built = versions
+        .iter()
+        .map(|kind| Ok((*kind, build(kind)?)))
+        .collect::<Result<Vec<_>, DefinitionError>>()?;
+    let base = built
+        .iter()
+        .position(|(kind, _)| std::ptr::eq(*kind, storage))
+        .unwrap_or_default();
+    let mut crd = built.swap_remove(base).1;
+    let mut served = std::mem::take(&mut crd.spec.versions);
+    for (_, own) in built {
         if (&own.spec.names, &own.spec.scope) != (&crd.spec.names, &crd.spec.scope) {
             return Err(DefinitionError(format!(
                 "the versions of {}.{} disagree on their names or scope ({}); a CRD has them once: give \
@@ -331,7 +338,7 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
             )));
         }
         served.extend(own.spec.versions.into_iter().map(|mut version| {
-            version.storage = std::ptr::eq(*kind, storage);
+            version.storage = false;
             version
         }));
     }

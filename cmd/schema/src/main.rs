@@ -64,12 +64,13 @@ enum Command {
 
 fn main() -> ExitCode {
     let kinds = custom_kinds();
-    let definitions = match custom_resource_definitions(&kinds) {
-        Ok(definitions) => definitions,
-        Err(e) => {
+    // Only the CRD commands merge versions: `dump` of one type works even
+    // while its versions disagree.
+    let definitions = || {
+        custom_resource_definitions(&kinds).map_err(|e| {
             eprintln!("error: {e}");
-            return ExitCode::FAILURE;
-        }
+            ExitCode::FAILURE
+        })
     };
     match Cli::parse().command {
         Command::Dump { kind, version } => match find_version(&kinds, &kind, version.as_deref()) {
@@ -82,23 +83,29 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Crd { kind } => match definitions.iter().find(|d| d.kind == kind) {
-            Some(definition) => match checked_crd(definition) {
-                Ok(crd) => {
-                    print!("{}", yaml::to_yaml(&crd));
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("error: {e}");
-                    ExitCode::FAILURE
+        Command::Crd { kind } => match definitions() {
+            Err(code) => code,
+            Ok(definitions) => match definitions.iter().find(|d| d.kind == kind) {
+                Some(definition) => match checked_crd(definition) {
+                    Ok(crd) => {
+                        print!("{}", yaml::to_yaml(&crd));
+                        ExitCode::SUCCESS
+                    }
+                    Err(e) => {
+                        eprintln!("error: {e}");
+                        ExitCode::FAILURE
+                    }
+                },
+                None => {
+                    eprintln!("{}", unknown_kind(&kinds, &kind));
+                    ExitCode::from(2)
                 }
             },
-            None => {
-                eprintln!("{}", unknown_kind(&kinds, &kind));
-                ExitCode::from(2)
-            }
         },
-        Command::UpdateCrds { verify, dir } => update_crds(&definitions, &dir, verify),
+        Command::UpdateCrds { verify, dir } => match definitions() {
+            Err(code) => code,
+            Ok(definitions) => update_crds(&definitions, &dir, verify),
+        },
     }
 }
 
@@ -167,17 +174,16 @@ fn manifest(definition: &KindDefinition, kept: &serde_json::Value) -> Result<Str
 /// `kubectl apply` sends it, so a CRD the API server refuses is an error here,
 /// naming the type, not a surprise at apply time.
 fn checked_crd(definition: &KindDefinition) -> Result<serde_json::Value, String> {
-    let at = match definition
+    let places: Vec<&str> = definition
         .defined_at
         .iter()
+        .map(String::as_str)
         .filter(|at| !at.is_empty())
-        .collect::<Vec<_>>()[..]
-    {
-        [] => String::new(),
-        ref places => format!(
-            "{}: ",
-            places.iter().map(|p| p.as_str()).collect::<Vec<_>>().join(", ")
-        ),
+        .collect();
+    let at = if places.is_empty() {
+        String::new()
+    } else {
+        format!("{}: ", places.join(", "))
     };
     let crd = serde_json::to_value(&definition.crd)
         .map_err(|e| format!("{at}cannot encode the CRD of {}: {e}", definition.kind))?;
