@@ -48,7 +48,7 @@ struct Message {
 
 /// The source directory of a locked registry dependency.
 fn crate_src(name: &str) -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     let lock = std::fs::read_to_string(root.join("Cargo.lock")).unwrap();
     let marker = format!("name = \"{name}\"\nversion = \"");
     let at = lock

@@ -183,7 +183,7 @@ async fn kubectl_applies_the_rbac_manifests() {
         kubeconfig: dir.join("kubeconfig"),
         cache: dir.join("cache"),
     };
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
     let files: Vec<String> = [
         "100-namespace.yaml",
         "200-serviceaccount.yaml",

@@ -15,7 +15,7 @@
 //! | [`owner`] | `kmeta.NewControllerRef` and client-go's `SetControllerReference`: controller references, and a child's way back to its owner's key |
 //! | [`expectations`] | client-go's `ControllerExpectations`: a reconcile waits until the cache shows the creates and deletes it made |
 //!
-//! The modules form a tree (`tests/integration/module_layering.rs` checks it): the leaves
+//! The modules form a tree (`pkg/types/tests/layering.rs` checks it): the leaves
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
 //! nothing above them.
 

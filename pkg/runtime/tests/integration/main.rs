@@ -6,7 +6,6 @@ mod controller;
 mod generic_reconciler;
 mod informer;
 mod metrics;
-mod module_layering;
 mod status_processing;
 mod tracker;
 mod workqueue;

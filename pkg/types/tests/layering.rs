@@ -1,0 +1,617 @@
+#![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+
+//! The crate layering the README promises: API types and the derive stay free of
+//! I/O and code-formatting crates, so depending on them is cheap.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+
+/// Package names in `package`'s normal dependency tree (build scripts and
+/// proc-macros included, dev-dependencies not).
+fn normal_dependencies(package: &str) -> BTreeSet<String> {
+    let workspace = workspace();
+    let output = match Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "--locked",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "-p",
+            package,
+        ])
+        .current_dir(&workspace)
+        .output()
+    {
+        Ok(output) => output,
+        Err(e) => unreachable!("cargo, which runs this test, could not be run again: {e}"),
+    };
+    assert!(
+        output.status.success(),
+        "`cargo tree -p {package}` failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn assert_free_of(package: &str, forbidden: &[&str]) {
+    let deps = normal_dependencies(package);
+    assert!(
+        deps.contains(package),
+        "cargo tree did not list {package} itself: {deps:?}"
+    );
+    let found: Vec<&&str> = forbidden.iter().filter(|f| deps.contains(**f)).collect();
+    assert!(
+        found.is_empty(),
+        "{package} depends on {found:?}; its dependencies: {deps:?}"
+    );
+}
+
+#[test]
+fn api_types_need_no_io_crates() {
+    let io = [
+        "tokio",
+        "hyper",
+        "axum",
+        "tower",
+        "clap",
+        "prometheus-client",
+        "kube",
+        "kube-client",
+        "kinject-runtime",
+    ];
+    assert_free_of("kinject-types", &io);
+    assert_free_of("apis", &io);
+}
+
+#[test]
+fn the_derive_needs_no_generator_or_kubernetes_crates() {
+    assert_free_of(
+        "kinject-macros",
+        &[
+            "prettyplease",
+            "toml",
+            "kube",
+            "kube-core",
+            "k8s-openapi",
+            "tokio",
+            "kinject-codegen",
+        ],
+    );
+}
+
+/// Inside each framework crate, modules form a tree: at every level of the
+/// module hierarchy, no sibling module reaches back into one that depends on
+/// it. Cycles are what made types hard to find and easy to write twice, so
+/// these tests read every `crate::`, `super::` and `self::` path outside
+/// comments, strings and unit tests, and fail on the first cycle, printing it
+/// with a line that makes each step.
+mod module_tree {
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::fs;
+    use std::path::{Path, PathBuf};
+
+    /// A module path inside a crate, `[]` for the crate root.
+    type Module = Vec<String>;
+
+    /// Where a module refers to another: file and line.
+    type Edges = BTreeMap<(Module, Module), String>;
+
+    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                // `src/bin/*` are crates of their own.
+                if path.file_name().is_some_and(|n| n == "bin") && path.parent() == Some(dir) {
+                    continue;
+                }
+                rust_files(&path, out);
+            } else if path.extension().is_some_and(|ext| ext == "rs") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// The module a file under `src` defines: `a/b.rs` and `a/b/mod.rs` are `a::b`.
+    fn module_of(src: &Path, file: &Path) -> Module {
+        let relative = file.strip_prefix(src).unwrap_or(file);
+        let mut parts: Module = relative
+            .components()
+            .filter_map(|c| c.as_os_str().to_str())
+            .map(|s| s.strip_suffix(".rs").unwrap_or(s).to_owned())
+            .collect();
+        if matches!(parts.last().map(String::as_str), Some("mod" | "lib" | "main")) {
+            parts.pop();
+        }
+        parts
+    }
+
+    /// `source` without comments, the contents of string and char literals,
+    /// and items behind `#[cfg(test)]`: what the compiled library depends on.
+    pub(super) fn code_of(source: &str) -> String {
+        let chars: Vec<char> = source.chars().collect();
+        let mut out = String::with_capacity(source.len());
+        let mut i = 0;
+        while i < chars.len() {
+            let c = chars[i];
+            let next = chars.get(i + 1).copied();
+            if c == '/' && next == Some('/') {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            } else if c == '/' && next == Some('*') {
+                let mut depth = 0;
+                while i < chars.len() {
+                    if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                        depth += 1;
+                        i += 2;
+                    } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        if chars[i] == '\n' {
+                            out.push('\n');
+                        }
+                        i += 1;
+                    }
+                }
+            } else if c == 'r' && (next == Some('"') || next == Some('#')) && !ident_before(&chars, i) {
+                // A raw string: r"...", r#"..."#.
+                let mut j = i + 1;
+                let mut hashes = 0;
+                while chars.get(j) == Some(&'#') {
+                    hashes += 1;
+                    j += 1;
+                }
+                if chars.get(j) != Some(&'"') {
+                    out.push(c);
+                    i += 1;
+                    continue;
+                }
+                j += 1;
+                while j < chars.len() {
+                    if chars[j] == '"' && (0..hashes).all(|k| chars.get(j + 1 + k) == Some(&'#')) {
+                        j += 1 + hashes;
+                        break;
+                    }
+                    if chars[j] == '\n' {
+                        out.push('\n');
+                    }
+                    j += 1;
+                }
+                out.push_str("\"\"");
+                i = j;
+            } else if c == '"' {
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    if chars[i] == '\\' {
+                        i += 1;
+                    }
+                    if chars.get(i) == Some(&'\n') {
+                        out.push('\n');
+                    }
+                    i += 1;
+                }
+                out.push_str("\"\"");
+                i += 1;
+            } else if c == '\'' && chars.get(i + 2) == Some(&'\'') {
+                out.push_str("' '");
+                i += 3;
+            } else if c == '\'' && next == Some('\\') {
+                // An escaped char literal: '\n', '\'', '\u{..}'.
+                let mut j = i + 2;
+                while j < chars.len() && chars[j] != '\'' {
+                    j += 1;
+                }
+                out.push_str("' '");
+                i = j + 1;
+            } else {
+                out.push(c);
+                i += 1;
+            }
+        }
+        drop_test_items(&out)
+    }
+
+    fn ident_before(chars: &[char], at: usize) -> bool {
+        at > 0 && (chars[at - 1].is_alphanumeric() || chars[at - 1] == '_')
+    }
+
+    /// Blanks the item after each `#[cfg(test)]`, keeping line numbers.
+    fn drop_test_items(code: &str) -> String {
+        let mut out = String::with_capacity(code.len());
+        let mut rest = code;
+        while let Some(at) = rest.find("#[cfg(test)]") {
+            out.push_str(&rest[..at]);
+            let item = &rest[at..];
+            // The item ends at its closing brace, or at `;` for `mod tests;`.
+            let mut depth = 0usize;
+            let mut end = item.len();
+            for (i, ch) in item.char_indices() {
+                match ch {
+                    '{' => depth += 1,
+                    '}' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            end = i + 1;
+                            break;
+                        }
+                    }
+                    ';' if depth == 0 => {
+                        end = i + 1;
+                        break;
+                    }
+                    _ => {}
+                }
+            }
+            out.extend(item[..end].chars().filter(|c| *c == '\n'));
+            rest = &item[end..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// Every path that starts with `crate`, `super` or `self` in `code`, with
+    /// its line (1-based): `use` trees are expanded (`use crate::{a, b::{c}}`
+    /// gives `crate::a` and `crate::b::c`).
+    pub(super) fn paths(code: &str) -> Vec<(usize, Vec<String>)> {
+        let tokens = tokenize(code);
+        let mut found = Vec::new();
+        let mut i = 0;
+        while i < tokens.len() {
+            let (line, word) = &tokens[i];
+            let starts_path = matches!(word.as_str(), "crate" | "super" | "self")
+                && tokens.get(i + 1).is_some_and(|(_, t)| t == "::")
+                && (i == 0 || tokens[i - 1].1 != "::");
+            if !starts_path {
+                i += 1;
+                continue;
+            }
+            let mut prefix = vec![word.clone()];
+            let mut j = i + 1;
+            while tokens.get(j).is_some_and(|(_, t)| t == "::") {
+                match tokens.get(j + 1) {
+                    Some((_, t)) if t == "{" => {
+                        let (trees, after) = use_group(&tokens, j + 2);
+                        for tree in trees {
+                            let mut full = prefix.clone();
+                            full.extend(tree);
+                            found.push((*line, full));
+                        }
+                        j = after;
+                        prefix.clear();
+                        break;
+                    }
+                    Some((_, t)) if is_ident(t) || t == "*" => {
+                        prefix.push(t.clone());
+                        j += 2;
+                    }
+                    _ => break,
+                }
+            }
+            if !prefix.is_empty() {
+                found.push((*line, prefix));
+            }
+            i = j.max(i + 1);
+        }
+        found
+    }
+
+    /// The paths of a `{ ... }` group starting after its `{`, and the index
+    /// after its `}`.
+    fn use_group(tokens: &[(usize, String)], mut i: usize) -> (Vec<Vec<String>>, usize) {
+        let mut trees = Vec::new();
+        let mut current: Vec<String> = Vec::new();
+        while i < tokens.len() {
+            let t = tokens[i].1.as_str();
+            match t {
+                "}" => {
+                    if !current.is_empty() {
+                        trees.push(std::mem::take(&mut current));
+                    }
+                    return (trees, i + 1);
+                }
+                "," => {
+                    if !current.is_empty() {
+                        trees.push(std::mem::take(&mut current));
+                    }
+                    i += 1;
+                }
+                "{" => {
+                    let (inner, after) = use_group(tokens, i + 1);
+                    for tree in inner {
+                        let mut full = current.clone();
+                        full.extend(tree);
+                        trees.push(full);
+                    }
+                    current.clear();
+                    i = after;
+                }
+                "::" => i += 1,
+                "as" => {
+                    // `a as b`: the alias is not part of the path.
+                    i += 2;
+                }
+                _ => {
+                    current.push(t.to_owned());
+                    i += 1;
+                }
+            }
+        }
+        (trees, i)
+    }
+
+    fn is_ident(t: &str) -> bool {
+        t.chars().next().is_some_and(|c| c.is_alphabetic() || c == '_')
+    }
+
+    fn tokenize(code: &str) -> Vec<(usize, String)> {
+        let mut tokens = Vec::new();
+        for (n, line) in code.lines().enumerate() {
+            let chars: Vec<char> = line.chars().collect();
+            let mut i = 0;
+            while i < chars.len() {
+                let c = chars[i];
+                if c.is_alphanumeric() || c == '_' {
+                    let start = i;
+                    while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+                        i += 1;
+                    }
+                    tokens.push((n + 1, chars[start..i].iter().collect()));
+                } else if c == ':' && chars.get(i + 1) == Some(&':') {
+                    tokens.push((n + 1, "::".to_owned()));
+                    i += 2;
+                } else if c.is_whitespace() {
+                    i += 1;
+                } else {
+                    tokens.push((n + 1, c.to_string()));
+                    i += 1;
+                }
+            }
+        }
+        tokens
+    }
+
+    /// The module `path` (written in `from`) names: the longest prefix that
+    /// is a module of the crate.
+    fn resolve(from: &Module, path: &[String], modules: &BTreeSet<Module>) -> Option<Module> {
+        let mut base: Module = Vec::new();
+        let mut rest = path;
+        match path.first().map(String::as_str) {
+            Some("crate") => rest = &path[1..],
+            Some("self") => {
+                base = from.clone();
+                rest = &path[1..];
+            }
+            Some("super") => {
+                base = from.clone();
+                while rest.first().is_some_and(|s| s == "super") {
+                    base.pop()?;
+                    rest = &rest[1..];
+                }
+            }
+            _ => return None,
+        }
+        let mut target = base;
+        for part in rest {
+            let mut longer = target.clone();
+            longer.push(part.clone());
+            if modules.contains(&longer) {
+                target = longer;
+            } else {
+                break;
+            }
+        }
+        Some(target)
+    }
+
+    /// Module-to-module references of the crate at `dir`, each with the
+    /// first place that makes it.
+    fn edges(dir: &Path) -> (BTreeSet<Module>, Edges) {
+        let src = dir.join("src");
+        let mut files = Vec::new();
+        rust_files(&src, &mut files);
+        files.sort();
+        let modules: BTreeSet<Module> = files.iter().map(|f| module_of(&src, f)).collect();
+        let mut edges = Edges::new();
+        for file in &files {
+            let from = module_of(&src, file);
+            let source =
+                fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+            for (line, path) in paths(&code_of(&source)) {
+                let Some(to) = resolve(&from, &path, &modules) else {
+                    continue;
+                };
+                let place = format!("{}:{line}", file.strip_prefix(dir).unwrap_or(file).display());
+                edges.entry((from.clone(), to)).or_insert(place);
+            }
+        }
+        (modules, edges)
+    }
+
+    /// The sibling modules an edge joins: below the modules' deepest common
+    /// ancestor, the child on each side. `None` when one is inside the other
+    /// (a child using its parent's items, or a parent its child's).
+    fn siblings(from: &Module, to: &Module) -> Option<(Module, Module)> {
+        let common = from.iter().zip(to).take_while(|(a, b)| a == b).count();
+        if common == from.len() || common == to.len() {
+            return None;
+        }
+        Some((from[..=common].to_vec(), to[..=common].to_vec()))
+    }
+
+    /// A cycle among sibling modules, as the steps on it with the place of each.
+    pub(super) fn find_cycle(edges: &Edges) -> Option<Vec<(Module, Module, String)>> {
+        let mut graph: BTreeMap<Module, BTreeMap<Module, String>> = BTreeMap::new();
+        for ((from, to), place) in edges {
+            if let Some((a, b)) = siblings(from, to) {
+                graph
+                    .entry(a)
+                    .or_default()
+                    .entry(b)
+                    .or_insert_with(|| place.clone());
+            }
+        }
+        fn visit(
+            node: &Module,
+            graph: &BTreeMap<Module, BTreeMap<Module, String>>,
+            path: &mut Vec<Module>,
+            done: &mut BTreeSet<Module>,
+        ) -> Option<Vec<Module>> {
+            if let Some(start) = path.iter().position(|n| n == node) {
+                let mut cycle = path[start..].to_vec();
+                cycle.push(node.clone());
+                return Some(cycle);
+            }
+            if done.contains(node) {
+                return None;
+            }
+            path.push(node.clone());
+            for next in graph.get(node).into_iter().flat_map(BTreeMap::keys) {
+                if let Some(cycle) = visit(next, graph, path, done) {
+                    return Some(cycle);
+                }
+            }
+            path.pop();
+            done.insert(node.clone());
+            None
+        }
+        let mut done = BTreeSet::new();
+        let cycle = graph
+            .keys()
+            .find_map(|node| visit(node, &graph, &mut Vec::new(), &mut done))?;
+        Some(
+            cycle
+                .windows(2)
+                .map(|w| (w[0].clone(), w[1].clone(), graph[&w[0]][&w[1]].clone()))
+                .collect(),
+        )
+    }
+
+    /// Fails, printing the cycle, when the modules of the crate in `dir`
+    /// (relative to the workspace) are not a tree.
+    pub(super) fn assert_tree(name: &str) {
+        let dir = super::workspace().join(name);
+        let (modules, edges) = edges(&dir);
+        assert!(!modules.is_empty(), "no Rust sources found under {name}/src");
+        if let Some(cycle) = find_cycle(&edges) {
+            let steps: Vec<String> = cycle
+                .iter()
+                .map(|(from, to, place)| format!("  {} -> {} ({place})", from.join("::"), to.join("::")))
+                .collect();
+            panic!(
+                "the modules of {name} depend on each other in a circle; move the shared item down into a \
+                 module both can use:\n{}",
+                steps.join("\n")
+            );
+        }
+    }
+
+    pub(super) fn module(path: &str) -> Module {
+        path.split("::")
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect()
+    }
+}
+
+fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+#[test]
+fn types_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/types");
+}
+
+#[test]
+fn runtime_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/runtime");
+}
+
+#[test]
+fn sharedmain_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/sharedmain");
+}
+
+#[test]
+fn webhook_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/webhook");
+}
+
+#[test]
+fn codegen_modules_form_a_tree() {
+    module_tree::assert_tree("codegen");
+    module_tree::assert_tree("codegen/model");
+    module_tree::assert_tree("macros");
+}
+
+#[test]
+fn the_module_tree_check_finds_cycles_and_reads_paths() {
+    use module_tree::{code_of, find_cycle, module, paths};
+    let code = code_of(
+        "use crate::{key::ObjectKey, leader::{self, Bucket as B}};\n\
+         /// [x](crate::controller)\n\
+         let s = \"crate::strings::Ignored\";\n\
+         let y = super::store::Store;\n\
+         #[cfg(test)]\nmod tests { use crate::testing::X; }\n",
+    );
+    let found: Vec<(usize, String)> = paths(&code).into_iter().map(|(l, p)| (l, p.join("::"))).collect();
+    assert_eq!(
+        found,
+        [
+            (1, "crate::key::ObjectKey".to_owned()),
+            (1, "crate::leader::self".to_owned()),
+            (1, "crate::leader::Bucket".to_owned()),
+            (4, "super::store::Store".to_owned()),
+        ]
+    );
+
+    let mut edges = BTreeMap::new();
+    edges.insert(
+        (module("http::watch"), module("registry")),
+        "src/http/watch.rs:3".to_owned(),
+    );
+    edges.insert(
+        (module("registry::store"), module("leaves")),
+        "src/registry/store.rs:1".to_owned(),
+    );
+    // A child using its parent's items is no cycle.
+    edges.insert(
+        (module("http::watch"), module("http")),
+        "src/http/watch.rs:4".to_owned(),
+    );
+    assert_eq!(find_cycle(&edges), None);
+    edges.insert(
+        (module("registry::store"), module("http")),
+        "src/registry/store.rs:9".to_owned(),
+    );
+    assert_eq!(
+        find_cycle(&edges),
+        Some(vec![
+            (
+                module("http"),
+                module("registry"),
+                "src/http/watch.rs:3".to_owned()
+            ),
+            (
+                module("registry"),
+                module("http"),
+                "src/registry/store.rs:9".to_owned()
+            ),
+        ])
+    );
+}
