@@ -1,9 +1,6 @@
 #!/usr/bin/env bash
 # Fails when generated/, a CRD or the RBAC rules in config/ differ from what
 # hack/update-codegen.sh would write, listing the stale files. Changes nothing.
-# testenv's protobuf decoders are checked by their own test
-# (`cargo test -p kinject-testenv --test proto_generated`), which the test
-# command runs.
 # Runs from any directory.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

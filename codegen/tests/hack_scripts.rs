@@ -64,9 +64,6 @@ fn run(mut command: Command) -> Run {
     let out = command
         .env("CARGO_TARGET_DIR", scratch().join("target"))
         .env("CARGO_NET_OFFLINE", "true")
-        // A copy's edits never touch what testenv's decoders are made from;
-        // their own test checks them.
-        .env("KINJECT_SKIP_TESTENV_CODEGEN", "1")
         .output()
         .unwrap();
     Run {

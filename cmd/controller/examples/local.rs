@@ -20,12 +20,12 @@
 //! object is refused at `kubectl apply`. Each of the four can be switched off
 //! (`--help`). Ctrl-C stops it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Parser;
 use kinject_sharedmain::{Env, Flags};
-use kinject_testenv::TestEnv;
+use kinject_testenv::{Server, TestEnv};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -129,28 +129,7 @@ async fn kubelet(env: TestEnv, stop: CancellationToken) {
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let env = TestEnv::builder()
-        .port(args.port)
-        .address(args.address)
-        .garbage_collection(!args.no_garbage_collection)
-        .namespace_deletion(!args.no_namespace_deletion)
-        .build();
-    apply(&env, &root.join("config"))?;
-    let server = env.serve().await?;
-    let kubeconfig = if args.kubeconfig.is_absolute() {
-        args.kubeconfig.clone()
-    } else {
-        root.join(&args.kubeconfig)
-    };
-    if let Some(dir) = kubeconfig.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    server.write_kubeconfig(&kubeconfig)?;
-    eprintln!(
-        "API server at {}; kubeconfig written to {}",
-        server.url(),
-        kubeconfig.display()
-    );
+    let (env, server, kubeconfig) = serve(&args, &root).await?;
 
     let shutdown = CancellationToken::new();
     if !args.no_kubelet {
@@ -181,33 +160,10 @@ async fn main() -> Result<(), BoxError> {
         "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
         _ => std::env::var(name).ok(),
     })?;
-    // The webhook, as a cluster runs it beside the controller: testenv calls
-    // it, as kube-apiserver would, for every write its configurations match,
-    // so `kubectl apply` of an invalid object is refused with the field.
     let webhook = if args.no_webhook {
         None
     } else {
-        let listener = tokio::net::TcpListener::bind((args.address, 0)).await?;
-        env.route_service(&system_namespace, "webhook", 443, listener.local_addr()?);
-        let webhook_env = Env::from_lookup(|name| match name {
-            "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
-            // The controller holds the default ports.
-            "PROBES_PORT" | "METRICS_PROMETHEUS_PORT" => Some("0".into()),
-            _ => std::env::var(name).ok(),
-        })?;
-        let webhook_flags = kinject_webhook::WebhookFlags {
-            common: flags.clone(),
-            port: 0,
-            drain_period: Duration::ZERO,
-        };
-        Some(tokio::spawn(kinject_webhook::run(
-            "webhook",
-            generated::registry::custom_kinds(),
-            webhook_flags,
-            webhook_env,
-            listener,
-            shutdown.clone(),
-        )))
+        Some(spawn_webhook(&env, &args, &flags, &system_namespace, &shutdown).await?)
     };
     kinject_sharedmain::run(
         "controller",
@@ -222,4 +178,66 @@ async fn main() -> Result<(), BoxError> {
     }
     server.shutdown().await;
     Ok(())
+}
+
+/// The API server with `config/` applied, serving over loopback, and the
+/// kubeconfig written for it.
+async fn serve(args: &Args, root: &Path) -> Result<(TestEnv, Server, PathBuf), BoxError> {
+    let env = TestEnv::builder()
+        .port(args.port)
+        .address(args.address)
+        .garbage_collection(!args.no_garbage_collection)
+        .namespace_deletion(!args.no_namespace_deletion)
+        .build();
+    apply(&env, &root.join("config"))?;
+    let server = env.serve().await?;
+    let kubeconfig = if args.kubeconfig.is_absolute() {
+        args.kubeconfig.clone()
+    } else {
+        root.join(&args.kubeconfig)
+    };
+    if let Some(dir) = kubeconfig.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    server.write_kubeconfig(&kubeconfig)?;
+    eprintln!(
+        "API server at {}; kubeconfig written to {}",
+        server.url(),
+        kubeconfig.display()
+    );
+    Ok((env, server, kubeconfig))
+}
+
+/// The webhook, as a cluster runs it beside the controller: testenv calls
+/// it, as kube-apiserver would, for every write its configurations match, so
+/// `kubectl apply` of an invalid object is refused with the field.
+async fn spawn_webhook(
+    env: &TestEnv,
+    args: &Args,
+    flags: &Flags,
+    system_namespace: &str,
+    shutdown: &CancellationToken,
+) -> Result<tokio::task::JoinHandle<Result<(), kinject_sharedmain::MainError>>, BoxError> {
+    let listener = tokio::net::TcpListener::bind((args.address, 0)).await?;
+    env.route_service(system_namespace, "webhook", 443, listener.local_addr()?);
+    let webhook_env = Env::from_lookup(|name| match name {
+        "SYSTEM_NAMESPACE" => Some(system_namespace.to_owned()),
+        // The controller holds the default ports.
+        "PROBES_PORT" | "METRICS_PROMETHEUS_PORT" => Some("0".into()),
+        _ => std::env::var(name).ok(),
+    })?;
+    let webhook_flags = kinject_webhook::WebhookFlags {
+        common: flags.clone(),
+        port: 0,
+        drain_period: Duration::ZERO,
+        disable_namespace_ownership: false,
+    };
+    Ok(tokio::spawn(kinject_webhook::run(
+        "webhook",
+        generated::registry::custom_kinds(),
+        webhook_flags,
+        webhook_env,
+        listener,
+        shutdown.clone(),
+    )))
 }

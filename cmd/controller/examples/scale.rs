@@ -716,7 +716,6 @@ fn difference(after: &BTreeMap<String, u64>, before: &BTreeMap<String, u64>) -> 
 
 async fn run(args: Args, dir: PathBuf) -> Result<(), BoxError> {
     let counts = Counts::of(args.objects);
-    let deadline = || Instant::now() + Duration::from_secs(args.timeout);
     println!(
         "objects: {} AddressableServices, {} Services, {} SimpleDeployments of {REPLICAS} pods ({} pods), {} per namespace; {} cached objects",
         counts.asvcs,
@@ -738,106 +737,29 @@ async fn run(args: Args, dir: PathBuf) -> Result<(), BoxError> {
         dir.display()
     );
     tokio::spawn(kubelet(env.clone()));
-    let ready_asvcs = count_ready(&env, |a: &AddressableService| {
-        a.status.as_ref().is_some_and(|s| s.is_ready())
-    });
-    let ready_deployments = count_ready(&env, |d: &SimpleDeployment| {
-        d.status
-            .as_ref()
-            .is_some_and(|s| s.is_ready() && s.ready_replicas == REPLICAS as i32)
-    });
-    let server_cpu_before = ProcStats::own()?.cpu;
-
-    // 1. Converge.
-    env.clear_actions();
-    let mut first = Controller::spawn(
-        &dir,
-        &kubeconfig,
-        "scale-controller-0",
-        &args,
-        Duration::from_secs(10 * 3600),
-    )?;
-    let limit = deadline();
-    while ready_asvcs.load(Ordering::Relaxed) < counts.asvcs
-        || ready_deployments.load(Ordering::Relaxed) < counts.deployments
-    {
-        if Instant::now() > limit {
-            return Err(format!(
-                "timed out: {} of {} AddressableServices and {} of {} SimpleDeployments Ready; see {}",
-                ready_asvcs.load(Ordering::Relaxed),
-                counts.asvcs,
-                ready_deployments.load(Ordering::Relaxed),
-                counts.deployments,
-                first.log.display()
-            )
-            .into());
-        }
-        first.stats()?;
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    let converge_took = first.started.elapsed();
-    let work = wait_idle(&first, counts.keys() as u64, deadline()).await?;
-    let stats = first.stats()?;
-    let converge = Phase {
-        took: converge_took,
-        cpu: stats.cpu,
-        peak_rss: stats.peak_rss,
-        requests: Requests::of(&env.actions()),
-        reconciles: work.reconciles,
-        log_lines: first.log_lines(),
+    let bench = Bench {
+        args: &args,
+        dir: &dir,
+        kubeconfig: &kubeconfig,
+        env: &env,
+        counts,
     };
+    let server_cpu_before = ProcStats::own()?.cpu;
+    let (first, converge) = bench.converge().await?;
     let server_cpu = ProcStats::own()?.cpu.saturating_sub(server_cpu_before);
     let pods = env.list_objects("", "v1", "pods", None).len();
     if pods != counts.pods {
         return Err(format!("{pods} pods exist, {} expected", counts.pods).into());
     }
-
-    // 2. Restart: a new process on the converged objects. Its first resync
-    // comes well after its start-up pass, which lists and reconciles what the
-    // first pass wrote, so should take no longer than that did.
     let exit = first.terminate()?;
     if !exit.success() {
         return Err(format!("the first controller exited with {exit} after SIGTERM").into());
     }
-    env.clear_actions();
-    let resync_period = Duration::from_secs((converge_took.as_secs() * 3 / 2).max(15));
-    let mut second = Controller::spawn(&dir, &kubeconfig, "scale-controller-1", &args, resync_period)?;
-    let work = wait_idle(&second, counts.keys() as u64, deadline()).await?;
-    let restart_took = second.started.elapsed();
-    let stats = second.stats()?;
-    if restart_took >= resync_period {
-        return Err(format!(
-            "the restart pass took {restart_took:.1?}, past the first resync at {resync_period:.1?}; \
-             the resync figures would overlap it"
-        )
-        .into());
-    }
-    let restart = Phase {
-        took: restart_took,
-        cpu: stats.cpu,
-        peak_rss: stats.peak_rss,
-        requests: Requests::of(&env.actions()),
-        reconciles: work.reconciles.clone(),
-        log_lines: second.log_lines(),
-    };
-
-    // 3. The periodic resync of the same process.
-    env.clear_actions();
-    let before = work;
-    let lines_before = second.log_lines();
-    let tick = second.started + resync_period;
-    tokio::time::sleep_until(tokio::time::Instant::from_std(tick)).await;
-    let work = wait_idle(&second, before.total() + counts.keys() as u64, deadline()).await?;
-    let resync_took = tick.elapsed();
-    let after = second.stats()?;
-    let resync = Phase {
-        took: resync_took,
-        cpu: after.cpu.saturating_sub(stats.cpu),
-        peak_rss: after.peak_rss,
-        requests: Requests::of(&env.actions()),
-        reconciles: difference(&work.reconciles, &before.reconciles),
-        log_lines: second.log_lines() - lines_before,
-    };
+    // A restart pass should take no longer than the converge pass did, and
+    // the new process's first resync comes well after it.
+    let resync_period = Duration::from_secs((converge.took.as_secs() * 3 / 2).max(15));
+    let (mut second, restart, work, stats) = bench.restart(resync_period).await?;
+    let resync = bench.resync(&mut second, resync_period, work, &stats).await?;
     let exit = second.terminate()?;
     if !exit.success() {
         return Err(format!("the second controller exited with {exit} after SIGTERM").into());
@@ -863,7 +785,147 @@ async fn run(args: Args, dir: PathBuf) -> Result<(), BoxError> {
         ),
         counts,
     );
+    print_cache_figures(&kubeconfig, counts)?;
+    server.shutdown().await;
+    Ok(())
+}
 
+/// What every phase of the benchmark works on.
+struct Bench<'a> {
+    args: &'a Args,
+    dir: &'a Path,
+    kubeconfig: &'a Path,
+    env: &'a TestEnv,
+    counts: Counts,
+}
+
+impl Bench<'_> {
+    fn deadline(&self) -> Instant {
+        Instant::now() + Duration::from_secs(self.args.timeout)
+    }
+
+    /// Phase 1: a controller from nothing until every object is Ready and
+    /// its queues are idle.
+    async fn converge(&self) -> Result<(Controller, Phase), BoxError> {
+        let counts = self.counts;
+        let ready_asvcs = count_ready(self.env, |a: &AddressableService| {
+            a.status.as_ref().is_some_and(|s| s.is_ready())
+        });
+        let ready_deployments = count_ready(self.env, |d: &SimpleDeployment| {
+            d.status
+                .as_ref()
+                .is_some_and(|s| s.is_ready() && s.ready_replicas == REPLICAS as i32)
+        });
+        self.env.clear_actions();
+        let mut first = Controller::spawn(
+            self.dir,
+            self.kubeconfig,
+            "scale-controller-0",
+            self.args,
+            Duration::from_secs(10 * 3600),
+        )?;
+        let limit = self.deadline();
+        while ready_asvcs.load(Ordering::Relaxed) < counts.asvcs
+            || ready_deployments.load(Ordering::Relaxed) < counts.deployments
+        {
+            if Instant::now() > limit {
+                return Err(format!(
+                    "timed out: {} of {} AddressableServices and {} of {} SimpleDeployments Ready; see {}",
+                    ready_asvcs.load(Ordering::Relaxed),
+                    counts.asvcs,
+                    ready_deployments.load(Ordering::Relaxed),
+                    counts.deployments,
+                    first.log.display()
+                )
+                .into());
+            }
+            first.stats()?;
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let converge_took = first.started.elapsed();
+        let work = wait_idle(&first, counts.keys() as u64, self.deadline()).await?;
+        let stats = first.stats()?;
+        let phase = Phase {
+            took: converge_took,
+            cpu: stats.cpu,
+            peak_rss: stats.peak_rss,
+            requests: Requests::of(&self.env.actions()),
+            reconciles: work.reconciles,
+            log_lines: first.log_lines(),
+        };
+        Ok((first, phase))
+    }
+
+    /// Phase 2: a new process on the converged objects, resyncing every
+    /// `resync_period`, until its start-up pass is done.
+    async fn restart(
+        &self,
+        resync_period: Duration,
+    ) -> Result<(Controller, Phase, Work, ProcStats), BoxError> {
+        self.env.clear_actions();
+        let mut second = Controller::spawn(
+            self.dir,
+            self.kubeconfig,
+            "scale-controller-1",
+            self.args,
+            resync_period,
+        )?;
+        let work = wait_idle(&second, self.counts.keys() as u64, self.deadline()).await?;
+        let restart_took = second.started.elapsed();
+        let stats = second.stats()?;
+        if restart_took >= resync_period {
+            return Err(format!(
+                "the restart pass took {restart_took:.1?}, past the first resync at {resync_period:.1?}; \
+                 the resync figures would overlap it"
+            )
+            .into());
+        }
+        let phase = Phase {
+            took: restart_took,
+            cpu: stats.cpu,
+            peak_rss: stats.peak_rss,
+            requests: Requests::of(&self.env.actions()),
+            reconciles: work.reconciles.clone(),
+            log_lines: second.log_lines(),
+        };
+        Ok((second, phase, work, stats))
+    }
+
+    /// Phase 3: the periodic resync of the restarted process, from its tick
+    /// until every key is reconciled again.
+    async fn resync(
+        &self,
+        second: &mut Controller,
+        resync_period: Duration,
+        before: Work,
+        stats: &ProcStats,
+    ) -> Result<Phase, BoxError> {
+        self.env.clear_actions();
+        let lines_before = second.log_lines();
+        let tick = second.started + resync_period;
+        tokio::time::sleep_until(tokio::time::Instant::from_std(tick)).await;
+        let work = wait_idle(
+            second,
+            before.total() + self.counts.keys() as u64,
+            self.deadline(),
+        )
+        .await?;
+        let resync_took = tick.elapsed();
+        let after = second.stats()?;
+        Ok(Phase {
+            took: resync_took,
+            cpu: after.cpu.saturating_sub(stats.cpu),
+            peak_rss: after.peak_rss,
+            requests: Requests::of(&self.env.actions()),
+            reconciles: difference(&work.reconciles, &before.reconciles),
+            log_lines: second.log_lines() - lines_before,
+        })
+    }
+}
+
+/// Resident bytes per cached object of each kind, each measured by this
+/// example run again in the cache role.
+fn print_cache_figures(kubeconfig: &Path, counts: Counts) -> Result<(), BoxError> {
     println!("informer cache, resident bytes per cached object:");
     for (kind, objects) in [
         ("addressableservices", counts.asvcs),
@@ -877,7 +939,7 @@ async fn run(args: Args, dir: PathBuf) -> Result<(), BoxError> {
         }
         let output = Command::new(std::env::current_exe()?)
             .env(ROLE, "cache")
-            .env(CACHE_KUBECONFIG, &kubeconfig)
+            .env(CACHE_KUBECONFIG, kubeconfig)
             .env(CACHE_KIND, kind)
             .output()?;
         if !output.status.success() {
@@ -898,7 +960,6 @@ async fn run(args: Args, dir: PathBuf) -> Result<(), BoxError> {
             bytes as f64 / cached.max(1) as f64
         );
     }
-    server.shutdown().await;
     Ok(())
 }
 

@@ -1076,6 +1076,7 @@ async fn start_webhook(
         },
         port: 0,
         drain_period: Duration::ZERO,
+        disable_namespace_ownership: false,
     };
     let process_env = kinject_sharedmain::Env::from_lookup(|name| match name {
         "SYSTEM_NAMESPACE" => Some(NS.to_owned()),

@@ -12,21 +12,14 @@
 //! markers; only `metadata.labels` and `metadata.annotations` of a manifest
 //! stay as written.
 
-// The generated kind registry, included as a file rather than through the
-// `generated` crate: `hack/update-codegen.sh` builds this command, and the
-// registry needs only the API types and kinject-types, not the runtime the
-// rest of `generated` is built on.
-#[path = "../../../generated/src/registry.rs"]
-#[allow(unreachable_pub)] // public in `generated`, where other crates use it
-mod registry;
 mod yaml;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use generated::registry::custom_kinds;
 use kinject_types::registry::{CustomKind, KindDefinition, custom_resource_definitions};
-use registry::custom_kinds;
 
 /// The OpenAPI v3 schemas and CRDs of the application's custom resource kinds.
 #[derive(Debug, Parser)]

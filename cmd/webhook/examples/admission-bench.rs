@@ -43,108 +43,20 @@ const NS: &str = "knative-samples";
 async fn main() {
     let args = Args::parse();
     let env = TestEnv::new();
-    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
-        .unwrap();
-    let certs = Certificates::generate("webhook", NS, "cluster.local", SystemTime::now()).unwrap();
-    let data: serde_json::Map<String, serde_json::Value> = certs
-        .to_data()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
-        .collect();
-    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "webhook-certs", "namespace": NS}, "data": data}))
-        .unwrap();
-    let ctx = Context::builder(env.client())
-        .namespace(NS)
-        .cluster_domain("cluster.local")
-        .build();
-    let webhook = Webhook::new(
-        NS,
-        generated::registry::custom_kinds(),
-        ConfigValidation::sharedmain(str::to_owned),
-        Options {
-            drain: Duration::ZERO,
-            ..Options::default()
-        },
-    );
-    // The server's certificate resolver reads the Secret informer.
-    let _ = webhook.resolver(&ctx);
-    let stop = CancellationToken::new();
-    ctx.start_informers(&stop);
-    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server_ctx = ctx.clone();
-    let server_stop = stop.clone();
-    let server = tokio::spawn(async move { webhook.serve(&server_ctx, listener, server_stop).await });
-
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(certs.ca_cert.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    let tls = Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    );
-    let review = Bytes::from(
-        json!({
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
-                "kind": {"group": "samples.knative.dev", "version": "v1alpha1", "kind": "AddressableService"},
-                "resource": {"group": "samples.knative.dev", "version": "v1alpha1", "resource": "addressableservices"},
-                "namespace": NS,
-                "operation": "CREATE",
-                "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-                "object": {"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
-                           "metadata": {"name": "make-it-addressable", "namespace": NS,
-                                        "labels": {"app": "demo"}, "annotations": {"note": "benchmark"}},
-                           "spec": {"serviceName": "webhook"}},
-                "dryRun": false,
-            }
-        })
-        .to_string(),
-    );
+    let (port, ca_cert, stop, server) = start_webhook(&env).await;
+    let tls = client_tls(&ca_cert);
+    let review = review();
 
     let per_connection = args.requests / args.connections.max(1);
     let started = Instant::now();
     let mut clients = Vec::new();
     for _ in 0..args.connections.max(1) {
-        let (tls, review) = (tls.clone(), review.clone());
-        clients.push(tokio::spawn(async move {
-            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-            tcp.set_nodelay(true).unwrap();
-            let stream = tokio_rustls::TlsConnector::from(tls)
-                .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
-                .await
-                .unwrap();
-            let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-                .await
-                .unwrap();
-            tokio::spawn(connection);
-            let mut latencies = Vec::with_capacity(per_connection);
-            for i in 0..=per_connection {
-                let sent = Instant::now();
-                sender.ready().await.unwrap();
-                let request = http::Request::post("/resource-validation")
-                    .header("content-type", "application/json")
-                    .body(Full::new(review.clone()))
-                    .unwrap();
-                let response = sender.send_request(request).await.unwrap();
-                assert!(response.status().is_success());
-                let body = response.into_body().collect().await.unwrap().to_bytes();
-                assert!(body.windows(14).any(|w| w == br#""allowed":true"#));
-                // The first review of each connection is its warm-up.
-                if i > 0 {
-                    latencies.push(sent.elapsed());
-                }
-            }
-            latencies
-        }));
+        clients.push(tokio::spawn(send_reviews(
+            port,
+            tls.clone(),
+            review.clone(),
+            per_connection,
+        )));
     }
     let mut latencies = Vec::new();
     for client in clients {
@@ -165,4 +77,120 @@ async fn main() {
     );
     stop.cancel();
     server.await.unwrap().unwrap();
+}
+
+type Served = tokio::task::JoinHandle<Result<(), kinject_sharedmain::MainError>>;
+
+/// The webhook's server on a loopback port, its certificate in its Secret
+/// read through the informer: the port, the CA, what stops it, its task.
+async fn start_webhook(env: &TestEnv) -> (u16, String, CancellationToken, Served) {
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
+        .unwrap();
+    let certs = Certificates::generate("webhook", NS, "cluster.local", SystemTime::now()).unwrap();
+    let data: serde_json::Map<String, serde_json::Value> = certs
+        .to_data()
+        .into_iter()
+        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
+        .collect();
+    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
+        "metadata": {"name": "webhook-certs", "namespace": NS}, "data": data}))
+        .unwrap();
+    let ctx = Context::builder(env.client())
+        .cluster_domain("cluster.local")
+        .build();
+    let webhook = Webhook::new(
+        NS,
+        generated::registry::custom_kinds(),
+        ConfigValidation::sharedmain(str::to_owned),
+        Options {
+            drain: Duration::ZERO,
+            ..Options::default()
+        },
+    );
+    // The server's certificate resolver reads the Secret informer.
+    let _ = webhook.resolver(&ctx);
+    let stop = CancellationToken::new();
+    ctx.start_informers(&stop);
+    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server_stop = stop.clone();
+    let server = tokio::spawn(async move { webhook.serve(&ctx, listener, server_stop).await });
+    (port, certs.ca_cert, stop, server)
+}
+
+/// A TLS client configuration that trusts only `ca_cert`.
+fn client_tls(ca_cert: &str) -> Arc<rustls::ClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(ca_cert.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    Arc::new(
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    )
+}
+
+/// The review of a valid AddressableService that every request sends.
+fn review() -> Bytes {
+    Bytes::from(
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": "samples.knative.dev", "version": "v1alpha1", "kind": "AddressableService"},
+                "resource": {"group": "samples.knative.dev", "version": "v1alpha1", "resource": "addressableservices"},
+                "namespace": NS,
+                "operation": "CREATE",
+                "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+                "object": {"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+                           "metadata": {"name": "make-it-addressable", "namespace": NS,
+                                        "labels": {"app": "demo"}, "annotations": {"note": "benchmark"}},
+                           "spec": {"serviceName": "webhook"}},
+                "dryRun": false,
+            }
+        })
+        .to_string(),
+    )
+}
+
+/// One keep-alive connection sending a warm-up review and then `count`
+/// more, one at a time; the latency of each but the warm-up.
+async fn send_reviews(
+    port: u16,
+    tls: Arc<rustls::ClientConfig>,
+    review: Bytes,
+    count: usize,
+) -> Vec<Duration> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    tcp.set_nodelay(true).unwrap();
+    let stream = tokio_rustls::TlsConnector::from(tls)
+        .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
+        .await
+        .unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let mut latencies = Vec::with_capacity(count);
+    for i in 0..=count {
+        let sent = Instant::now();
+        sender.ready().await.unwrap();
+        let request = http::Request::post("/resource-validation")
+            .header("content-type", "application/json")
+            .body(Full::new(review.clone()))
+            .unwrap();
+        let response = sender.send_request(request).await.unwrap();
+        assert!(response.status().is_success());
+        let body = response.into_body().collect().await.unwrap().to_bytes();
+        assert!(body.windows(14).any(|w| w == br#""allowed":true"#));
+        if i > 0 {
+            latencies.push(sent.elapsed());
+        }
+    }
+    latencies
 }

@@ -60,6 +60,10 @@ impl Drop for Webhook {
 }
 
 fn start(kubeconfig: &Path, dir: &Path, env: &[(&str, &str)]) -> Webhook {
+    start_with(kubeconfig, dir, env, &[])
+}
+
+fn start_with(kubeconfig: &Path, dir: &Path, env: &[(&str, &str)], args: &[&str]) -> Webhook {
     let log = dir.join("webhook.log");
     let stderr = dir.join("webhook.stderr");
     let child = Command::new(env!("CARGO_BIN_EXE_webhook"))
@@ -73,6 +77,7 @@ fn start(kubeconfig: &Path, dir: &Path, env: &[(&str, &str)]) -> Webhook {
             "--drain-period",
             "0s",
         ])
+        .args(args)
         .env("SYSTEM_NAMESPACE", NS)
         .env("POD_NAME", "webhook-0")
         .env("METRICS_PROMETHEUS_PORT", "0")
@@ -86,6 +91,15 @@ fn start(kubeconfig: &Path, dir: &Path, env: &[(&str, &str)]) -> Webhook {
 }
 
 impl Webhook {
+    /// The first log line with message `msg`.
+    fn log_line(&self, msg: &str) -> Option<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find(|l| l["msg"] == msg)
+    }
+
     /// The port of the HTTPS server, from its log.
     fn port(&self) -> Option<u16> {
         std::fs::read_to_string(&self.log)
@@ -308,6 +322,120 @@ fn asvc_resource() -> ApiResource {
         &GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "AddressableService"),
         "addressableservices",
     )
+}
+
+/// `GET path` over plain HTTP on loopback; the body.
+async fn get(port: u16, path: &str) -> String {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tcp))
+        .await
+        .unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::get(path).body(Full::new(Bytes::new())).unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The webhook runs through the same process wiring as the controller: its
+/// reconcilers are constructors, so one named in `--disable-controllers` is
+/// never built and asks for no informer, the client's default limits count
+/// the reconcilers that run, and every informer resyncs at
+/// `--resync-period`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_webhook_honours_the_process_flags_as_the_controller_does() {
+    let dir = dir("flags");
+    let env = TestEnv::new();
+    apply(
+        &env,
+        &[
+            "100-namespace.yaml",
+            "300-addressableservice.yaml",
+            "300-simpledeployment.yaml",
+            "400-webhook-service.yaml",
+            "500-webhook-configuration.yaml",
+        ],
+    );
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let webhook = start_with(
+        &kubeconfig,
+        &dir,
+        &[],
+        &[
+            "--resync-period",
+            "1s",
+            "--disable-controllers",
+            "defaultingwebhook",
+        ],
+    );
+
+    let starting = wait_for("the start line", || webhook.log_line("Starting webhook")).await;
+    assert_eq!(starting["controllers"], 3, "{starting}");
+    assert_eq!(starting["burst"], 30, "{starting}");
+    let informers = wait_for("the informers line", || webhook.log_line("Starting informers...")).await;
+    let informers = informers["informers"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        !informers.contains("MutatingWebhookConfiguration"),
+        "the disabled reconciler's informer was registered: {informers}"
+    );
+    assert!(informers.contains("Secret v1 in knative-samples"), "{informers}");
+
+    let metrics = wait_for("the metrics address", || {
+        let line = webhook.log_line("Serving /metrics")?;
+        line["address"].as_str()?.rsplit(':').next()?.parse::<u16>().ok()
+    })
+    .await;
+    let adds = |text: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(r#"workqueue_adds_total{name="webhookcertificates"}"#))
+            .and_then(|l| l.rsplit(' ').next()?.parse().ok())
+            .unwrap_or(0.0)
+    };
+    // Once the Secret and the configurations settled, nothing but a resync
+    // of the Secret informer adds the Secret's key again.
+    let ca = wait_for("the webhook fills its Secret", || {
+        let secret = env.get_object("", "v1", "secrets", Some(NS), "webhook-certs")?;
+        decode(secret["data"]["ca-cert.pem"].as_str()?)
+    })
+    .await;
+    for name in [
+        "validation.webhook.knative-samples.knative.dev",
+        "config.webhook.knative-samples.knative.dev",
+    ] {
+        wait_for(&format!("{name} trusts the CA"), || {
+            let config = env.get_object(
+                "admissionregistration.k8s.io",
+                "v1",
+                "validatingwebhookconfigurations",
+                None,
+                name,
+            )?;
+            (decode(config["webhooks"][0]["clientConfig"]["caBundle"].as_str()?)? == ca).then_some(())
+        })
+        .await;
+    }
+    let settled = adds(&get(metrics, "/metrics").await);
+    let started = Instant::now();
+    loop {
+        let count = adds(&get(metrics, "/metrics").await);
+        if count >= settled + 3.0 {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the certificates reconciler was not resynced every second: {count} adds, {settled} when settled"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !get(metrics, "/metrics")
+            .await
+            .contains(r#"name="defaultingwebhook""#),
+        "a disabled reconciler has no queue"
+    );
+    assert!(webhook.terminate().success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

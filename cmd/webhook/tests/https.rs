@@ -67,7 +67,6 @@ async fn start() -> Running {
         env.install_crd(crd).unwrap();
     }
     let ctx = Context::builder(env.client())
-        .namespace(NS)
         .cluster_domain("cluster.local")
         .build();
     let clock = Arc::new(Mutex::new(
@@ -85,7 +84,7 @@ async fn start() -> Running {
         ConfigValidation::sharedmain(str::to_owned),
         options,
     );
-    let built = webhook.controllers(&ctx);
+    let built = kinject_sharedmain::construct(&ctx, &webhook.constructors(), &[]).unwrap();
     let controllers: Vec<Impl> = built.iter().map(|b| b.controller.clone()).collect();
     // Promoted before the informers deliver anything, so no event finds
     // a replica that does not lead yet.

@@ -8,9 +8,10 @@
 //!
 //! Loads 10,000 copies of the reference Pod (1 container, a projected
 //! service-account volume, full status, two managedFields entries; names and pod
-//! IPs vary per copy) and 10,000 AddressableServices into informer caches,
+//! IPs vary per copy) and 10,000 Widgets (the runtime's fixture kind, shaped as a ready Knative
+//! addressable resource) into informer caches,
 //! through the same code path a running watch uses, and prints
-//! `pod bytes/object: N` and `addressableservice bytes/object: N`. Bytes are the
+//! `pod bytes/object: N` and `widget bytes/object: N`. Bytes are the
 //! requested sizes of live heap blocks (dhat), so allocator overhead is not
 //! counted, as in the client-go and kube-runtime figures this is compared with:
 //! client-go's indexer holds the same pod in 6,158 B, a kube-runtime `Store` in
@@ -19,7 +20,6 @@
 //! Each [`CacheFormat`] is measured in a process of its own (the example runs
 //! itself once per form), since a heap's peak cannot be reset.
 
-use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
 use k8s_openapi::api::core::v1::Pod;
 use kinject_runtime::informer::{CacheFormat, Informer, InformerSettings};
 use kinject_runtime::injection::Context;
@@ -30,6 +30,9 @@ use kube::runtime::watcher::Event;
 
 mod common;
 use common::pod;
+#[path = "../tests/fixtures/mod.rs"]
+mod fixtures;
+use fixtures::{Widget, WidgetSpec, WidgetStatus};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
@@ -44,12 +47,12 @@ fn peak_bytes() -> usize {
     dhat::HeapStats::get().max_bytes
 }
 
-/// A ready AddressableService, as the controller leaves it.
-fn addressable_service(i: usize) -> Result<AddressableService, Box<dyn std::error::Error>> {
+/// A ready Widget, as a controller leaves it.
+fn widget(i: usize) -> Result<Widget, Box<dyn std::error::Error>> {
     let name = format!("asvc-{i:05}");
-    let mut asvc = AddressableService::new(
+    let mut asvc = Widget::new(
         &name,
-        AddressableServiceSpec {
+        WidgetSpec {
             service_name: format!("svc-{i:05}"),
         },
     );
@@ -57,7 +60,7 @@ fn addressable_service(i: usize) -> Result<AddressableService, Box<dyn std::erro
     asvc.metadata.uid = Some(format!("3f0c2a6e-1b2c-4d5e-9f00-{i:012}"));
     asvc.metadata.resource_version = Some((200_000 + i).to_string());
     asvc.metadata.generation = Some(1);
-    let mut status = AddressableServiceStatus::default();
+    let mut status = WidgetStatus::default();
     status.mark_service_available();
     status.status.observed_generation = 1;
     status.address = Some(Addressable {
@@ -117,14 +120,14 @@ async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> 
             cache: format,
             ..Default::default()
         })
-        .informer_settings(InformerSettings::<AddressableService> {
+        .informer_settings(InformerSettings::<Widget> {
             cache: format,
             ..Default::default()
         })
         .build();
     println!("{format:?}:");
     let pods = ctx.informer::<Pod>();
-    let asvcs = ctx.informer::<AddressableService>();
+    let asvcs = ctx.informer::<Widget>();
 
     let json_len = serde_json::to_vec(&pod(0)?)?.len();
     let pod_bytes = load(&pods, N, |i| Ok(pod(i)?))?;
@@ -141,10 +144,10 @@ async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> 
         relist_peak as f64 / pod_bytes.max(1) as f64
     );
 
-    let asvc_json = serde_json::to_vec(&addressable_service(0)?)?.len();
-    let asvc_bytes = load(&asvcs, N, addressable_service)?;
-    println!("  addressableservice json bytes: {asvc_json}");
-    println!("  addressableservice bytes/object: {}", asvc_bytes / N);
+    let asvc_json = serde_json::to_vec(&widget(0)?)?.len();
+    let asvc_bytes = load(&asvcs, N, widget)?;
+    println!("  widget json bytes: {asvc_json}");
+    println!("  widget bytes/object: {}", asvc_bytes / N);
 
     let lister = pods.lister();
     for i in (0..N).step_by(97) {
@@ -157,10 +160,10 @@ async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> 
         .lister()
         .list_all()?
         .iter()
-        .filter(|a| a.status.as_ref().is_some_and(AddressableServiceStatus::is_ready))
+        .filter(|a| a.status.as_ref().is_some_and(WidgetStatus::is_ready))
         .count();
     if ready != N {
-        return Err(format!("{ready} of {N} AddressableServices read back as ready").into());
+        return Err(format!("{ready} of {N} Widgets read back as ready").into());
     }
     Ok(())
 }

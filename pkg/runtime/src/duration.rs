@@ -54,9 +54,11 @@ pub(crate) fn signed_go_duration(n: i128) -> String {
     }
 }
 
+/// Durations larger than this many nanoseconds overflow Go's `int64`.
+const MAX_NANOS: u128 = 1 << 63;
+
 /// Go's `time.ParseDuration`: signed nanoseconds, or its error text.
 pub fn parse_go_duration(orig: &str) -> Result<i128, String> {
-    const MAX: u128 = 1 << 63;
     let invalid = || format!("time: invalid duration {}", time_quote(orig.as_bytes()));
     let mut s = orig.as_bytes();
     let mut neg = false;
@@ -74,103 +76,124 @@ pub fn parse_go_duration(orig: &str) -> Result<i128, String> {
     }
     let mut total: u128 = 0;
     while !s.is_empty() {
-        if !(s[0] == b'.' || s[0].is_ascii_digit()) {
-            return Err(invalid());
-        }
-        // Integer part.
-        let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-        let mut v: u128 = 0;
-        for &c in &s[..digits] {
-            if v > MAX / 10 {
-                return Err(invalid());
-            }
-            v = v * 10 + u128::from(c - b'0');
-            if v > MAX {
-                return Err(invalid());
-            }
-        }
-        let pre = digits > 0;
-        s = &s[digits..];
-        // Fraction.
-        let (mut f, mut scale, mut post) = (0u128, 1f64, false);
-        if s.first() == Some(&b'.') {
-            s = &s[1..];
-            let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
-            let mut overflow = false;
-            for &c in &s[..digits] {
-                if overflow {
-                    continue;
-                }
-                if f > (MAX - 1) / 10 {
-                    overflow = true;
-                    continue;
-                }
-                let y = f * 10 + u128::from(c - b'0');
-                if y > MAX {
-                    overflow = true;
-                    continue;
-                }
-                f = y;
-                scale *= 10.0;
-            }
-            post = digits > 0;
-            s = &s[digits..];
-        }
-        if !pre && !post {
-            return Err(invalid());
-        }
-        // Unit.
-        let unit_len = s
-            .iter()
-            .take_while(|&&c| c != b'.' && !c.is_ascii_digit())
-            .count();
-        if unit_len == 0 {
-            return Err(format!(
-                "time: missing unit in duration {}",
-                time_quote(orig.as_bytes())
-            ));
-        }
-        let unit_bytes = &s[..unit_len];
-        s = &s[unit_len..];
-        let unit: u128 = match unit_bytes {
-            b"ns" => 1,
-            // "µs" as U+00B5 (micro sign) or U+03BC (Greek mu).
-            b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000,
-            b"ms" => 1_000_000,
-            b"s" => 1_000_000_000,
-            b"m" => 60_000_000_000,
-            b"h" => 3_600_000_000_000,
-            other => {
-                return Err(format!(
-                    "time: unknown unit {} in duration {}",
-                    time_quote(other),
-                    time_quote(orig.as_bytes())
-                ));
-            }
-        };
-        if v > MAX / unit {
-            return Err(invalid());
-        }
-        v *= unit;
-        if f > 0 {
-            // Go computes the fraction in float64 and truncates.
-            v += (f as f64 * (unit as f64 / scale)) as u128;
-            if v > MAX {
-                return Err(invalid());
-            }
-        }
-        total += v;
-        if total > MAX {
+        let (nanos, rest) = component(s, orig)?;
+        s = rest;
+        total += nanos;
+        if total > MAX_NANOS {
             return Err(invalid());
         }
     }
     if neg {
         return Ok(-(total as i128));
     }
-    if total > MAX - 1 {
+    if total > MAX_NANOS - 1 {
         return Err(invalid());
     }
     Ok(total as i128)
+}
+
+/// One `<number><unit>` of a duration at the start of `s`, in nanoseconds,
+/// and what follows it; errors name the whole duration `orig`.
+fn component<'a>(s: &'a [u8], orig: &str) -> Result<(u128, &'a [u8]), String> {
+    let invalid = || format!("time: invalid duration {}", time_quote(orig.as_bytes()));
+    if !(s[0] == b'.' || s[0].is_ascii_digit()) {
+        return Err(invalid());
+    }
+    let (mut v, pre, s) = integer_part(s).ok_or_else(invalid)?;
+    let (f, scale, post, s) = fraction_part(s);
+    if !pre && !post {
+        return Err(invalid());
+    }
+    let (unit, s) = unit(s, orig)?;
+    if v > MAX_NANOS / unit {
+        return Err(invalid());
+    }
+    v *= unit;
+    if f > 0 {
+        // Go computes the fraction in float64 and truncates.
+        v += (f as f64 * (unit as f64 / scale)) as u128;
+        if v > MAX_NANOS {
+            return Err(invalid());
+        }
+    }
+    Ok((v, s))
+}
+
+/// The leading digits of `s` as a number (`None` past Go's int64 range),
+/// whether there were any, and the rest.
+fn integer_part(s: &[u8]) -> Option<(u128, bool, &[u8])> {
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut v: u128 = 0;
+    for &c in &s[..digits] {
+        if v > MAX_NANOS / 10 {
+            return None;
+        }
+        v = v * 10 + u128::from(c - b'0');
+        if v > MAX_NANOS {
+            return None;
+        }
+    }
+    Some((v, digits > 0, &s[digits..]))
+}
+
+/// A `.<digits>` fraction at the start of `s`: its digits as a number (Go
+/// stops adding digits once that would overflow), the power of ten that
+/// divides it, whether there were digits, and the rest.
+fn fraction_part(s: &[u8]) -> (u128, f64, bool, &[u8]) {
+    let (mut f, mut scale) = (0u128, 1f64);
+    let Some(s) = s.strip_prefix(b".") else {
+        return (f, scale, false, s);
+    };
+    let digits = s.iter().take_while(|c| c.is_ascii_digit()).count();
+    let mut overflow = false;
+    for &c in &s[..digits] {
+        if overflow {
+            continue;
+        }
+        if f > (MAX_NANOS - 1) / 10 {
+            overflow = true;
+            continue;
+        }
+        let y = f * 10 + u128::from(c - b'0');
+        if y > MAX_NANOS {
+            overflow = true;
+            continue;
+        }
+        f = y;
+        scale *= 10.0;
+    }
+    (f, scale, digits > 0, &s[digits..])
+}
+
+/// The unit at the start of `s` in nanoseconds, and the rest.
+fn unit<'a>(s: &'a [u8], orig: &str) -> Result<(u128, &'a [u8]), String> {
+    let unit_len = s
+        .iter()
+        .take_while(|&&c| c != b'.' && !c.is_ascii_digit())
+        .count();
+    if unit_len == 0 {
+        return Err(format!(
+            "time: missing unit in duration {}",
+            time_quote(orig.as_bytes())
+        ));
+    }
+    let nanos = match &s[..unit_len] {
+        b"ns" => 1,
+        // "µs" as U+00B5 (micro sign) or U+03BC (Greek mu).
+        b"us" | [0xc2, 0xb5, b's'] | [0xce, 0xbc, b's'] => 1_000,
+        b"ms" => 1_000_000,
+        b"s" => 1_000_000_000,
+        b"m" => 60_000_000_000,
+        b"h" => 3_600_000_000_000,
+        other => {
+            return Err(format!(
+                "time: unknown unit {} in duration {}",
+                time_quote(other),
+                time_quote(orig.as_bytes())
+            ));
+        }
+    };
+    Ok((nanos, &s[unit_len..]))
 }
 
 /// The `time` package's own quoting (not `strconv`'s): ASCII from space on as

@@ -346,56 +346,8 @@ impl Writer {
         let timestamp = Time(Timestamp::now());
         let previous = lru(&mut self.correlator.logged).get(&dedup_key).cloned();
         let result = match previous {
-            Some(logged) => {
-                let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &logged.namespace);
-                let patch = serde_json::json!({
-                    "count": logged.count + 1,
-                    "lastTimestamp": timestamp,
-                    "message": message,
-                });
-                api.patch(&logged.name, &PatchParams::default(), &Patch::Strategic(patch))
-                    .await
-                    .map(|_| Logged {
-                        count: logged.count + 1,
-                        ..logged
-                    })
-            }
-            None => {
-                // Cluster-scoped objects get their events in "default", as client-go does.
-                let namespace = regarding
-                    .namespace
-                    .clone()
-                    .unwrap_or_else(|| "default".to_owned());
-                let name = format!(
-                    "{}.{:x}",
-                    regarding.name.as_deref().unwrap_or("event"),
-                    Timestamp::now().as_nanosecond()
-                );
-                let body = CoreEvent {
-                    metadata: ObjectMeta {
-                        name: Some(name.clone()),
-                        namespace: Some(namespace.clone()),
-                        ..ObjectMeta::default()
-                    },
-                    involved_object: regarding.clone(),
-                    reason: Some(event.reason.clone()),
-                    message: Some(message),
-                    type_: Some(type_),
-                    count: Some(1),
-                    first_timestamp: Some(timestamp.clone()),
-                    last_timestamp: Some(timestamp),
-                    source: Some(self.source.clone()),
-                    reporting_component: self.source.component.clone(),
-                    reporting_instance: self.source.host.clone(),
-                    ..CoreEvent::default()
-                };
-                let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
-                api.create(&PostParams::default(), &body).await.map(|_| Logged {
-                    name,
-                    namespace,
-                    count: 1,
-                })
-            }
+            Some(logged) => self.count_again(logged, &message, timestamp).await,
+            None => self.create(regarding, event, message, type_, timestamp).await,
         };
         match result {
             Ok(logged) => {
@@ -408,6 +360,72 @@ impl Writer {
                     "could not write event (check that the service account may create and patch events)");
             }
         }
+    }
+
+    /// Counts one more occurrence of an event already written.
+    async fn count_again(
+        &self,
+        logged: Logged,
+        message: &str,
+        timestamp: Time,
+    ) -> Result<Logged, kube::Error> {
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &logged.namespace);
+        let patch = serde_json::json!({
+            "count": logged.count + 1,
+            "lastTimestamp": timestamp,
+            "message": message,
+        });
+        api.patch(&logged.name, &PatchParams::default(), &Patch::Strategic(patch))
+            .await
+            .map(|_| Logged {
+                count: logged.count + 1,
+                ..logged
+            })
+    }
+
+    /// Writes a new event about `regarding`.
+    async fn create(
+        &self,
+        regarding: &ObjectReference,
+        event: &Event,
+        message: String,
+        type_: String,
+        timestamp: Time,
+    ) -> Result<Logged, kube::Error> {
+        // Cluster-scoped objects get their events in "default", as client-go does.
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_owned());
+        let name = format!(
+            "{}.{:x}",
+            regarding.name.as_deref().unwrap_or("event"),
+            Timestamp::now().as_nanosecond()
+        );
+        let body = CoreEvent {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            involved_object: regarding.clone(),
+            reason: Some(event.reason.clone()),
+            message: Some(message),
+            type_: Some(type_),
+            count: Some(1),
+            first_timestamp: Some(timestamp.clone()),
+            last_timestamp: Some(timestamp),
+            source: Some(self.source.clone()),
+            reporting_component: self.source.component.clone(),
+            reporting_instance: self.source.host.clone(),
+            ..CoreEvent::default()
+        };
+        let api: Api<CoreEvent> = Api::namespaced(self.client.clone(), &namespace);
+        api.create(&PostParams::default(), &body).await.map(|_| Logged {
+            name,
+            namespace,
+            count: 1,
+        })
     }
 }
 

@@ -346,6 +346,7 @@ impl<K: Object> Informer<K> {
     /// that controllers share one informer per kind.
     pub(crate) fn new(
         api: Api<K>,
+        namespace: Option<&str>,
         selector: Option<&Selector>,
         settings: InformerSettings<K>,
         resync_period: Duration,
@@ -353,6 +354,9 @@ impl<K: Object> Informer<K> {
     ) -> Self {
         let mut config = watcher::Config::default();
         let mut description = describe_kind::<K>();
+        if let Some(namespace) = namespace {
+            description.push_str(&format!(" in {namespace}"));
+        }
         if let Some(selector) = selector.filter(|s| !s.selects_all()) {
             config = config.labels_from(selector);
             description.push_str(&format!(" (labels: {selector})"));
@@ -938,6 +942,7 @@ mod tests {
         Informer::new(
             Api::all(offline_client()),
             None,
+            None,
             settings,
             DEFAULT_RESYNC_PERIOD,
             Reporting::default(),
@@ -1125,6 +1130,7 @@ mod tests {
         let inf = Informer::new(
             Api::<ConfigMap>::all(offline_client()),
             None,
+            None,
             InformerSettings::default(),
             Duration::ZERO,
             Reporting::default(),
@@ -1202,6 +1208,7 @@ mod tests {
     async fn a_resync_holds_one_decoded_object_at_a_time_not_the_whole_cache() {
         let inf = Informer::<Counted>::new(
             Api::all(offline_client()),
+            None,
             None,
             InformerSettings::default(),
             DEFAULT_RESYNC_PERIOD,

@@ -54,9 +54,19 @@ use crate::rbac::{Permissions, Verb};
 
 /// The injection context: a cheap, cloneable handle shared by every controller
 /// of a process.
+///
+/// A context is a namespace scope over one process-wide core: the client,
+/// watch client, config, resync period, informer settings and extensions,
+/// the informers, and the permissions recorded. [`Context::in_namespace`]
+/// derives a scope for another namespace from it, sharing all of that, so a
+/// process builds its context once and every part of it (controllers,
+/// the process's own ConfigMap watch) sees the same settings.
 #[derive(Clone)]
 pub struct Context {
     inner: Arc<Inner>,
+    /// Where namespaced informers of this scope list and watch; `None` is
+    /// every namespace.
+    namespace: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -64,12 +74,13 @@ struct Inner {
     /// What informers list and watch through; see [`ContextBuilder::watch_client`].
     watch_client: Option<Client>,
     config: Option<kube::Config>,
-    namespace: Option<String>,
     resync_period: Duration,
     settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     informers: Mutex<Vec<Registration>>,
     extensions: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     cluster_domain: String,
+    /// This replica's name, for events it writes.
+    pod_name: Option<String>,
     /// The informers asked for while [`Context::recording`] runs.
     recording: Mutex<Option<Vec<Arc<dyn Startable>>>>,
     /// The recorder of every informer's events, built on first need: one
@@ -81,6 +92,7 @@ struct Inner {
 
 struct Registration {
     type_id: TypeId,
+    namespace: Option<Arc<str>>,
     selector: String,
     informer: Box<dyn Any + Send + Sync>,
     handle: Arc<dyn Startable>,
@@ -117,7 +129,7 @@ impl<K: Object> Startable for Informer<K> {
 impl fmt::Debug for Context {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Context")
-            .field("namespace", &self.inner.namespace)
+            .field("namespace", &self.namespace)
             .field("resync_period", &self.inner.resync_period)
             .field("cluster_domain", &self.inner.cluster_domain)
             .field("informers", &self.informer_descriptions())
@@ -135,6 +147,7 @@ pub struct ContextBuilder {
     settings: HashMap<TypeId, Box<dyn Any + Send + Sync>>,
     extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cluster_domain: Option<String>,
+    pod_name: Option<String>,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -187,9 +200,17 @@ impl ContextBuilder {
     }
 
     /// The cluster's DNS domain (`cluster.local`); without it, the context
-    /// detects it as [`network::detect_cluster_domain`] does.
+    /// reads it from `/etc/resolv.conf` as [`network::detect_cluster_domain`]
+    /// does. A process passes what `CLUSTER_DOMAIN` says.
     pub fn cluster_domain(mut self, domain: impl Into<String>) -> Self {
         self.cluster_domain = Some(domain.into());
+        self
+    }
+
+    /// This replica's name (the pod's), which the events the context's
+    /// informers and reconcilers write carry as their reporting instance.
+    pub fn pod_name(mut self, name: Option<String>) -> Self {
+        self.pod_name = name;
         self
     }
 
@@ -202,16 +223,17 @@ impl ContextBuilder {
     /// The context.
     pub fn build(self) -> Context {
         Context {
+            namespace: self.namespace.map(Arc::from),
             inner: Arc::new(Inner {
                 client: self.client,
                 watch_client: self.watch_client,
                 config: self.config,
-                namespace: self.namespace,
                 resync_period: self.resync_period,
                 settings: self.settings,
                 informers: Mutex::new(Vec::new()),
                 extensions: RwLock::new(self.extensions),
                 cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
+                pod_name: self.pod_name,
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
                 permissions: Mutex::new(Permissions::default()),
@@ -239,6 +261,18 @@ impl InformerSet {
     /// that is not served yet may be installed later).
     pub async fn wait_for_sync(&self) {
         futures::future::join_all(self.informers.iter().map(|i| i.wait_for_sync())).await;
+    }
+
+    /// Waits until every informer of the set has synced, or fails after
+    /// `timeout` naming the ones that have not.
+    pub async fn wait_for_sync_within(&self, timeout: Duration) -> Result<(), CacheSyncError> {
+        match tokio::time::timeout(timeout, self.wait_for_sync()).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(CacheSyncError {
+                timeout,
+                unsynced: self.unsynced(),
+            }),
+        }
     }
 
     /// The informers of the set not in sync, each with its last watch error.
@@ -302,6 +336,20 @@ impl Context {
             settings: HashMap::new(),
             extensions: HashMap::new(),
             cluster_domain: None,
+            pod_name: None,
+        }
+    }
+
+    /// The same process context scoped to `namespace`: namespaced informers
+    /// asked for through it list and watch only there. Client, watch client,
+    /// config, resync period, informer settings, extensions, the informers
+    /// themselves (started, waited for and reported with every other) and
+    /// the permissions recorded are shared with `self` (Knative's
+    /// `injection.WithNamespaceScope`).
+    pub fn in_namespace(&self, namespace: impl Into<String>) -> Context {
+        Context {
+            inner: self.inner.clone(),
+            namespace: Some(Arc::from(namespace.into())),
         }
     }
 
@@ -317,7 +365,12 @@ impl Context {
 
     /// The namespace scope, if any.
     pub fn namespace(&self) -> Option<&str> {
-        self.inner.namespace.as_deref()
+        self.namespace.as_deref()
+    }
+
+    /// This replica's name, when the process gave one.
+    pub fn pod_name(&self) -> Option<&str> {
+        self.inner.pod_name.as_deref()
     }
 
     /// The handler resync period.
@@ -355,11 +408,17 @@ impl Context {
         K: Object<Scope: ApiScope>,
     {
         let type_id = TypeId::of::<K>();
+        // Cluster-scoped kinds are listed whole, whatever the scope asking.
+        let namespace = if <K::Scope as ApiScope>::NAMESPACED {
+            self.namespace.clone()
+        } else {
+            None
+        };
         let selector_key = selector.map(ToString::to_string).unwrap_or_default();
         let mut informers = self.inner.informers.lock();
         if let Some(existing) = informers
             .iter()
-            .find(|r| r.type_id == type_id && r.selector == selector_key)
+            .find(|r| r.type_id == type_id && r.namespace == namespace && r.selector == selector_key)
             && let Some(informer) = existing.informer.downcast_ref::<Informer<K>>()
         {
             self.record(&existing.handle);
@@ -373,7 +432,7 @@ impl Context {
             .cloned()
             .unwrap_or_default();
         let watch_client = self.inner.watch_client.clone().unwrap_or_else(|| self.client());
-        let api = scoped_api::<K>(watch_client, self.namespace());
+        let api = scoped_api::<K>(watch_client, namespace.as_deref());
         let recorder = self
             .inner
             .informer_recorder
@@ -382,7 +441,7 @@ impl Context {
                 None => Arc::new(KubeRecorder::new(
                     self.client(),
                     "informer",
-                    std::env::var("POD_NAME").ok(),
+                    self.inner.pod_name.clone(),
                 )),
             })
             .clone();
@@ -393,12 +452,20 @@ impl Context {
         self.needs::<K>(&[Verb::List, Verb::Watch]);
         // An informer reports objects it cannot decode as Warning events.
         self.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
-        let informer = Informer::new(api, selector, settings, self.inner.resync_period, reporting);
+        let informer = Informer::new(
+            api,
+            namespace.as_deref(),
+            selector,
+            settings,
+            self.inner.resync_period,
+            reporting,
+        );
         tracing::debug!(informer = informer.description(), "registered informer");
         let handle: Arc<dyn Startable> = Arc::new(informer.clone());
         self.record(&handle);
         informers.push(Registration {
             type_id,
+            namespace,
             selector: selector_key,
             informer: Box::new(informer.clone()),
             handle,
@@ -468,23 +535,16 @@ impl Context {
     /// Waits until every registered informer has cached its first list, or fails
     /// after `timeout` naming the ones that have not.
     pub async fn wait_for_cache_sync(&self, timeout: Duration) -> Result<(), CacheSyncError> {
-        let waits: Vec<BoxFuture<'static, ()>> = self
-            .inner
-            .informers
-            .lock()
-            .iter()
-            .map(|r| r.handle.wait_for_sync())
-            .collect();
-        if tokio::time::timeout(timeout, futures::future::join_all(waits))
-            .await
-            .is_ok()
-        {
-            return Ok(());
-        }
-        Err(CacheSyncError {
-            timeout,
-            unsynced: self.unsynced_informers(),
-        })
+        let every = InformerSet {
+            informers: self
+                .inner
+                .informers
+                .lock()
+                .iter()
+                .map(|r| r.handle.clone())
+                .collect(),
+        };
+        every.wait_for_sync_within(timeout).await
     }
 
     /// The informers whose cache is not (or no longer) in sync with the API

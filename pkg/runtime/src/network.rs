@@ -3,22 +3,22 @@
 /// The cluster domain when nothing says otherwise.
 pub const DEFAULT_CLUSTER_DOMAIN: &str = "cluster.local";
 
-/// The cluster's DNS domain (`cluster.local`): `CLUSTER_DOMAIN` if set, else
-/// the domain of the first `search` entry of `/etc/resolv.conf` that starts with
-/// `svc.`, else `cluster.local`. Each [`Context`](crate::injection::Context)
-/// reads it once when built (controllers ask `ctx.cluster_domain()`), so two
-/// contexts in one process may differ.
-///
-/// Knative honours `CLUSTER_DOMAIN` only when `/etc/resolv.conf` can be opened;
-/// here it always wins, so it also works outside a cluster.
+/// The cluster's DNS domain (`cluster.local`) when the process was told none:
+/// the domain of the first `search` entry of `/etc/resolv.conf` that starts
+/// with `svc.`, else `cluster.local`. A [`Context`](crate::injection::Context)
+/// built without [`cluster_domain`](crate::injection::ContextBuilder::cluster_domain)
+/// reads it once (controllers ask `ctx.cluster_domain()`); sharedmain passes
+/// `CLUSTER_DOMAIN` there, so the variable wins, also outside a cluster
+/// (Knative honours it only when `/etc/resolv.conf` can be opened).
 pub fn detect_cluster_domain() -> String {
     let resolv = std::fs::read_to_string("/etc/resolv.conf").unwrap_or_default();
-    domain_from(std::env::var("CLUSTER_DOMAIN").ok().as_deref(), &resolv)
+    domain_from(None, &resolv)
 }
 
-/// The rule of [`detect_cluster_domain`], for explicit inputs.
-pub fn domain_from(env: Option<&str>, resolv_conf: &str) -> String {
-    if let Some(domain) = env.map(str::trim).filter(|d| !d.is_empty()) {
+/// The domain `given` names (`CLUSTER_DOMAIN`'s value), else the one
+/// `resolv_conf` searches, else `cluster.local`.
+pub fn domain_from(given: Option<&str>, resolv_conf: &str) -> String {
+    if let Some(domain) = given.map(str::trim).filter(|d| !d.is_empty()) {
         return domain.trim_end_matches('.').to_owned();
     }
     resolv_conf

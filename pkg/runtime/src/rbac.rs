@@ -26,42 +26,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Resource;
 
-/// An RBAC verb, in the order Kubernetes lists them.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Verb {
-    /// Read one object.
-    Get,
-    /// Read a collection.
-    List,
-    /// Watch a collection or object.
-    Watch,
-    /// Create an object.
-    Create,
-    /// Replace an object (PUT).
-    Update,
-    /// Patch an object.
-    Patch,
-    /// Delete an object.
-    Delete,
-    /// Delete a collection.
-    DeleteCollection,
-}
-
-impl Verb {
-    /// The verb as RBAC rules spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::Patch => "patch",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "deletecollection",
-        }
-    }
-}
+/// An RBAC verb: kinject-types' [`Verb`](crate::apis::Verb), which the API
+/// server's authorizer (testenv's too) reads as well.
+pub use crate::apis::Verb;
 
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 struct Target {

@@ -365,75 +365,14 @@ fn check(
     resource_version: &str,
 ) -> Vec<String> {
     let mut problems = Vec::new();
-    match (&outcome, row.want_err || row.want_error.is_some()) {
-        (Ok(()), true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
-        (Err(e), false) => problems.push(format!("unexpected error: {e}")),
-        (Err(e), true) => {
-            if let Some(want) = row.want_error.filter(|want| want != e) {
-                problems.push(format!("error differs:\n    want {want}\n    got  {e}"));
-            }
-        }
-        (Ok(()), false) => {}
-    }
-    let key_namespace = row.key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
-    let writes: Vec<&Action> = actions
-        .iter()
-        .filter(|a| WRITE_VERBS.contains(&a.verb.as_str()) && a.resource != "events")
-        .collect();
-
-    let mut creates = Vec::new();
-    let mut updates = Vec::new();
-    let mut status_updates = Vec::new();
-    let mut patches = Vec::new();
-    let mut deletes = BTreeSet::new();
-    let mut delete_collections = BTreeSet::new();
-    for a in writes {
-        match (a.verb.as_str(), a.subresource.as_str()) {
-            ("create", _) => {
-                if !row.skip_namespace_validation && a.namespace != key_namespace {
-                    problems.push(format!(
-                        "create in namespace {:?}, want {key_namespace:?}",
-                        a.namespace
-                    ));
-                }
-                creates.push(a.body_json().unwrap_or(Value::Null));
-            }
-            ("update", "") => updates.push(a.body_json().unwrap_or(Value::Null)),
-            ("update", "status") => status_updates.push(a.body_json().unwrap_or(Value::Null)),
-            ("update", other) => problems.push(format!("unexpected update of subresource {other:?}")),
-            ("patch", _) => {
-                if !row.skip_namespace_validation && a.namespace != key_namespace {
-                    problems.push(format!(
-                        "patch in namespace {:?}, want {key_namespace:?}",
-                        a.namespace
-                    ));
-                }
-                let body = a
-                    .body
-                    .as_ref()
-                    .map(|b| String::from_utf8_lossy(b).into_owned())
-                    .unwrap_or_default();
-                patches.push(PatchAction {
-                    namespace: a.namespace.clone(),
-                    name: a.name.clone(),
-                    patch: body,
-                });
-            }
-            ("delete", _) => {
-                deletes.insert(DeleteAction::new(&a.resource, &a.namespace, &a.name));
-            }
-            ("deletecollection", _) => {
-                delete_collections.insert(DeleteAction::new(&a.resource, &a.namespace, ""));
-            }
-            _ => {}
-        }
-    }
-    compare_objects("create", &row.want_creates, &creates, &mut problems);
-    compare_objects("update", &row.want_updates, &updates, &mut problems);
+    check_outcome(row, &outcome, &mut problems);
+    let writes = Writes::sort(row, actions, &mut problems);
+    compare_objects("create", &row.want_creates, &writes.creates, &mut problems);
+    compare_objects("update", &row.want_updates, &writes.updates, &mut problems);
     compare_objects(
         "status update",
         &row.want_status_updates,
-        &status_updates,
+        &writes.status_updates,
         &mut problems,
     );
     let want_patches: Vec<PatchAction> = row
@@ -444,24 +383,110 @@ fn check(
             ..p.clone()
         })
         .collect();
-    if patches != want_patches {
+    if writes.patches != want_patches {
         problems.push(format!(
-            "patches differ:\n    want {want_patches:?}\n    got  {patches:?}"
+            "patches differ:\n    want {want_patches:?}\n    got  {:?}",
+            writes.patches
         ));
     }
     let want_deletes: BTreeSet<DeleteAction> = row.want_deletes.iter().cloned().collect();
-    if deletes != want_deletes {
+    if writes.deletes != want_deletes {
         problems.push(format!(
-            "deletes differ:\n    want {want_deletes:?}\n    got  {deletes:?}"
+            "deletes differ:\n    want {want_deletes:?}\n    got  {:?}",
+            writes.deletes
         ));
     }
     let want_collections: BTreeSet<DeleteAction> = row.want_delete_collections.iter().cloned().collect();
-    if delete_collections != want_collections {
+    if writes.delete_collections != want_collections {
         problems.push(format!(
-            "delete-collections differ:\n    want {want_collections:?}\n    got  {delete_collections:?}"
+            "delete-collections differ:\n    want {want_collections:?}\n    got  {:?}",
+            writes.delete_collections
         ));
     }
     problems
+}
+
+/// Whether the reconcile failed as the row wants.
+fn check_outcome(row: &TableRow, outcome: &Result<(), String>, problems: &mut Vec<String>) {
+    match (outcome, row.want_err || row.want_error.is_some()) {
+        (Ok(()), true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
+        (Err(e), false) => problems.push(format!("unexpected error: {e}")),
+        (Err(e), true) => {
+            if let Some(want) = row.want_error.filter(|want| want != e) {
+                problems.push(format!("error differs:\n    want {want}\n    got  {e}"));
+            }
+        }
+        (Ok(()), false) => {}
+    }
+}
+
+/// The writes a reconcile made (events aside), by kind of write.
+#[derive(Default)]
+struct Writes {
+    creates: Vec<Value>,
+    updates: Vec<Value>,
+    status_updates: Vec<Value>,
+    patches: Vec<PatchAction>,
+    deletes: BTreeSet<DeleteAction>,
+    delete_collections: BTreeSet<DeleteAction>,
+}
+
+impl Writes {
+    /// Sorts `actions`' writes, noting in `problems` a create or patch
+    /// outside the key's namespace (unless the row skips that check) and an
+    /// update of an unexpected subresource.
+    fn sort(row: &TableRow, actions: &[Action], problems: &mut Vec<String>) -> Writes {
+        let key_namespace = row.key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+        let mut in_key_namespace = |what: &str, a: &Action| {
+            if !row.skip_namespace_validation && a.namespace != key_namespace {
+                problems.push(format!(
+                    "{what} in namespace {:?}, want {key_namespace:?}",
+                    a.namespace
+                ));
+            }
+        };
+        let mut writes = Writes::default();
+        let mut unexpected = Vec::new();
+        for a in actions
+            .iter()
+            .filter(|a| WRITE_VERBS.contains(&a.verb.as_str()) && a.resource != "events")
+        {
+            match (a.verb.as_str(), a.subresource.as_str()) {
+                ("create", _) => {
+                    in_key_namespace("create", a);
+                    writes.creates.push(a.body_json().unwrap_or(Value::Null));
+                }
+                ("update", "") => writes.updates.push(a.body_json().unwrap_or(Value::Null)),
+                ("update", "status") => writes.status_updates.push(a.body_json().unwrap_or(Value::Null)),
+                ("update", other) => unexpected.push(format!("unexpected update of subresource {other:?}")),
+                ("patch", _) => {
+                    in_key_namespace("patch", a);
+                    writes.patches.push(PatchAction {
+                        namespace: a.namespace.clone(),
+                        name: a.name.clone(),
+                        patch: a
+                            .body
+                            .as_ref()
+                            .map(|b| String::from_utf8_lossy(b).into_owned())
+                            .unwrap_or_default(),
+                    });
+                }
+                ("delete", _) => {
+                    writes
+                        .deletes
+                        .insert(DeleteAction::new(&a.resource, &a.namespace, &a.name));
+                }
+                ("deletecollection", _) => {
+                    writes
+                        .delete_collections
+                        .insert(DeleteAction::new(&a.resource, &a.namespace, ""));
+                }
+                _ => {}
+            }
+        }
+        problems.extend(unexpected);
+        writes
+    }
 }
 
 fn check_events(row: &TableRow, got: Vec<String>, problems: &mut Vec<String>) {

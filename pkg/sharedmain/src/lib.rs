@@ -131,14 +131,20 @@ fn parse_resync_period(text: &str) -> Result<Duration, String> {
         .map_err(|_| format!("{text:?} is negative; use 0 for no resync or a period such as 10h"))
 }
 
-/// The environment of a controller process.
+/// The environment of a controller process: every variable the process
+/// honours, read once at start ([`Env::from_process`]) and passed down as
+/// values, so nothing below reads the environment.
 #[derive(Debug, Clone)]
 pub struct Env {
     /// `SYSTEM_NAMESPACE` (required): where this component's ConfigMaps and
     /// leases live.
     pub system_namespace: String,
-    /// `POD_NAME`, else `HOSTNAME`: added to every log line.
+    /// `POD_NAME`, else `HOSTNAME`: added to every log line, the User-Agent
+    /// and the events the process writes.
     pub pod_name: Option<String>,
+    /// `CLUSTER_DOMAIN`: the cluster's DNS domain; unset, it is read from
+    /// `/etc/resolv.conf`, else `cluster.local`.
+    pub cluster_domain: Option<String>,
     /// `CONFIG_LOGGING_NAME` (default `config-logging`).
     pub config_logging_name: String,
     /// `CONFIG_OBSERVABILITY_NAME` (default `config-observability`).
@@ -322,6 +328,8 @@ impl Env {
 
     /// Reads the environment through `lookup` (tests pass a map).
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Env, MainError> {
+        // An empty variable is an unset one, as Knative's `os.Getenv` checks read it.
+        let lookup = |name: &str| lookup(name).filter(|value| !value.trim().is_empty());
         let system_namespace = lookup("SYSTEM_NAMESPACE")
             .filter(|s| !s.trim().is_empty())
             .ok_or(MainError::MissingSystemNamespace)?;
@@ -351,11 +359,12 @@ impl Env {
         Ok(Env {
             system_namespace,
             pod_name: lookup("POD_NAME").or_else(|| lookup("HOSTNAME")),
+            cluster_domain: lookup("CLUSTER_DOMAIN"),
             config_logging_name: lookup("CONFIG_LOGGING_NAME").unwrap_or_else(|| "config-logging".into()),
             config_observability_name: lookup("CONFIG_OBSERVABILITY_NAME")
                 .unwrap_or_else(|| "config-observability".into()),
-            config_leader_election_name: lookup("CONFIG_LEADERELECTION_NAME")
-                .unwrap_or_else(|| "config-leader-election".into()),
+            config_leader_election_name: lookup(leaderelection::CONFIG_MAP_NAME_ENV)
+                .unwrap_or_else(|| leaderelection::CONFIG_MAP_NAME.into()),
             threads_per_controller,
             metrics_port: port("METRICS_PROMETHEUS_PORT", 9090)?,
             probes_port: port("PROBES_PORT", 8080)?,
@@ -440,11 +449,7 @@ pub async fn run(
     env: Env,
     shutdown: CancellationToken,
 ) -> Result<(), MainError> {
-    let enabled = constructors
-        .iter()
-        .filter(|c| !flags.disable_controllers.iter().any(|d| d == c.name()))
-        .count();
-    let setup = Setup::read(component, enabled, flags, env).await?;
+    let setup = Setup::read(component, constructors, flags, env).await?;
     let ctx = setup.context();
     let controllers = setup.construct(&ctx, constructors)?;
     setup.run(&ctx, controllers, shutdown).await
@@ -481,14 +486,19 @@ impl std::fmt::Debug for Setup {
 impl Setup {
     /// Phase 1: checks the flags, builds the rate-limited client from the
     /// kubeconfig, reads `config-logging` (and starts logging at its level),
-    /// `config-leader-election` and `config-observability`. `controllers` (the
-    /// number that will run) scales the default QPS and burst.
+    /// `config-leader-election` and `config-observability`. The number of
+    /// `constructors` that `--disable-controllers` leaves scales the default
+    /// QPS and burst.
     pub async fn read(
         component: &str,
-        controllers: usize,
+        constructors: &[Constructor],
         flags: Flags,
         env: Env,
     ) -> Result<Setup, MainError> {
+        let controllers = constructors
+            .iter()
+            .filter(|c| !flags.disable_controllers.iter().any(|d| d == c.name()))
+            .count();
         let (qps, burst) = client_limits(&flags, controllers)?;
         let mut config = kube_config(&flags).await?;
         // Like client-go's `<binary>/<version>`, plus the pod, so API server audit
@@ -562,33 +572,27 @@ impl Setup {
         })
     }
 
-    /// Phase 2: the injection context controllers are built from, over the
-    /// client, with the worker count and the metrics registries.
+    /// Phase 2: the process's one injection context, controllers are built
+    /// from: over the client and watch client, with the resync period, the
+    /// cluster domain and pod name of the environment, the worker count and
+    /// the metrics registries. A scope for another namespace
+    /// ([`Context::in_namespace`], e.g. `SYSTEM_NAMESPACE` for what a process
+    /// keeps there) shares all of it; call this once per process.
     pub fn context(&self) -> Context {
-        Context::builder(self.client.clone())
+        let builder = Context::builder(self.client.clone())
             .watch_client(self.watch_client.clone())
             .config(self.config.clone())
             .resync_period(self.flags.resync_period)
+            .pod_name(self.env.pod_name.clone())
             .extension(ThreadsPerController(self.env.threads_per_controller))
             .extension(self.workqueue_metrics.clone())
             .extension(self.reconcile_metrics.clone())
-            .extension(self.informer_metrics.clone())
-            .build()
-    }
-
-    /// Like [`context`](Self::context), with every namespaced informer limited
-    /// to `SYSTEM_NAMESPACE`: for a process whose objects live there (the
-    /// webhook's Secret), so it needs no cluster-wide read access.
-    pub fn system_context(&self) -> Context {
-        Context::builder(self.client.clone())
-            .watch_client(self.watch_client.clone())
-            .config(self.config.clone())
-            .namespace(self.env.system_namespace.clone())
-            .extension(ThreadsPerController(self.env.threads_per_controller))
-            .extension(self.workqueue_metrics.clone())
-            .extension(self.reconcile_metrics.clone())
-            .extension(self.informer_metrics.clone())
-            .build()
+            .extension(self.informer_metrics.clone());
+        match &self.env.cluster_domain {
+            Some(domain) => builder.cluster_domain(domain.clone()),
+            None => builder,
+        }
+        .build()
     }
 
     /// The environment read at start.
@@ -619,32 +623,25 @@ impl Setup {
         controllers: Vec<Built>,
         shutdown: CancellationToken,
     ) -> Result<(), MainError> {
-        let system = Context::builder(self.client.clone())
-            .watch_client(self.watch_client.clone())
-            .namespace(self.env.system_namespace.clone())
-            .build();
-        follow_logging_config(&system, &self.env.config_logging_name, &self.levels);
+        let system = ctx.in_namespace(self.env.system_namespace.clone());
+        let ((), own_config) =
+            ctx.recording(|_| follow_logging_config(&system, &self.env.config_logging_name, &self.levels));
 
         // Probes and metrics come first: /readiness says which informers are
         // still syncing (and why) instead of the port being closed.
         let stop_servers = CancellationToken::new();
         let registry = Arc::new(std::mem::take(&mut self.registry));
-        let (watched, watched_system) = (ctx.clone(), system.clone());
-        let unsynced: servers::Unsynced = Arc::new(move || {
-            let mut unsynced = watched.unsynced_informers();
-            unsynced.extend(watched_system.unsynced_informers());
-            unsynced
-        });
+        let watched = ctx.clone();
+        let unsynced: servers::Unsynced = Arc::new(move || watched.unsynced_informers());
         let mut servers = self.serve(registry, unsynced, &shutdown, &stop_servers).await?;
 
         tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
         let informer_stop = CancellationToken::new();
         ctx.start_informers(&informer_stop);
-        system.start_informers(&informer_stop);
         // Only the process's own configuration must sync; each controller
         // waits for its informers below.
         tokio::select! {
-            result = system.wait_for_cache_sync(CACHE_SYNC_TIMEOUT) => result?,
+            result = own_config.wait_for_sync_within(CACHE_SYNC_TIMEOUT) => result?,
             () = shutdown.cancelled() => {
                 informer_stop.cancel();
                 stop_servers.cancel();
@@ -982,6 +979,7 @@ mod tests {
             (2, 9090, 8080)
         );
         assert_eq!(e.pod_name.as_deref(), Some("pod-1"));
+        assert_eq!(e.cluster_domain, None);
         let e = env(&[
             ("SYSTEM_NAMESPACE", "ns"),
             ("POD_NAME", "p"),
@@ -993,6 +991,31 @@ mod tests {
             (e.pod_name.as_deref(), e.threads_per_controller, e.metrics_port),
             (Some("p"), 4, 0)
         );
+    }
+
+    #[test]
+    fn every_variable_is_read_here_and_empty_means_unset() {
+        let e = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("POD_NAME", ""),
+            ("HOSTNAME", "host-1"),
+            ("CLUSTER_DOMAIN", "corp.internal"),
+            ("CONFIG_LEADERELECTION_NAME", ""),
+            ("CONFIG_LOGGING_NAME", "my-logging"),
+        ])
+        .unwrap();
+        assert_eq!(
+            e.pod_name.as_deref(),
+            Some("host-1"),
+            "POD_NAME falls back to HOSTNAME"
+        );
+        assert_eq!(e.cluster_domain.as_deref(), Some("corp.internal"));
+        assert_eq!(e.config_leader_election_name, "config-leader-election");
+        assert_eq!(e.config_logging_name, "my-logging");
+        assert!(matches!(
+            env(&[("SYSTEM_NAMESPACE", "  ")]),
+            Err(MainError::MissingSystemNamespace)
+        ));
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //!
 //! Everything here is plain data and pure functions: no I/O, no async runtime, so
 //! a CLI, a webhook or another operator can read these types cheaply. With
-//! `default-features = false` only [`validation`] and [`FieldError`] remain,
+//! `default-features = false` only [`validation`], [`FieldError`] and [`Verb`] remain,
 //! without Kubernetes dependencies (the proc-macro's parser uses that).
 //!
 //! A kind gets [`KindInfo`] and [`HasStatus`] from `#[derive(Kind)]`, and
@@ -56,6 +56,7 @@ pub mod schema;
 #[cfg(feature = "kinds")]
 mod url;
 pub mod validation;
+mod verb;
 
 #[cfg(feature = "kinds")]
 pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType, VolatileTime};
@@ -66,6 +67,7 @@ pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
 pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, PrinterColumn, ScalePaths, Validatable};
 #[cfg(feature = "kinds")]
 pub use url::{Url, UrlParseError};
+pub use verb::{UnknownVerb, Verb};
 
 /// Crates the derive's expansion names, so a crate using `#[derive(Kind)]` needs
 /// only this crate (and `serde` for its own derives).

@@ -267,10 +267,10 @@ impl Reconciler for CertReconciler {
     }
 }
 
-/// The certificates reconciler, leader-elected, over `ctx`'s Secret informer
-/// (give it a context limited to `options.namespace`).
+/// The certificates reconciler, leader-elected, over the Secret informer of
+/// `options.namespace` (it needs no cluster-wide read access).
 pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
-    let secrets = ctx.informer::<Secret>();
+    let secrets = ctx.in_namespace(options.namespace.clone()).informer::<Secret>();
     let key = ObjectKey::new(options.namespace.clone(), options.secret.clone());
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = Arc::new(CertReconciler {

@@ -193,10 +193,24 @@ fn desired<C: Configuration>(
     Ok(want)
 }
 
+/// Where a webhook lives: the system namespace, the Secret whose
+/// `ca-cert.pem` becomes each configuration's caBundle, and whether that
+/// namespace owns the configurations (Knative's
+/// `WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP` turns this off).
+#[derive(Clone, Debug)]
+pub struct Home {
+    /// The system namespace.
+    pub namespace: String,
+    /// The Secret holding the certificates.
+    pub secret: String,
+    /// Whether the namespace is set as the configurations' owner, so deleting
+    /// it deletes them.
+    pub namespace_owns_configurations: bool,
+}
+
 struct ConfigReconciler<C: Configuration> {
     spec: WebhookSpec,
-    namespace: String,
-    secret: String,
+    home: Home,
     configurations: Lister<C>,
     secrets: Lister<Secret>,
     client: kube::Client,
@@ -208,15 +222,14 @@ impl<C: Configuration> ConfigReconciler<C> {
     /// namespace deletes the configuration (Knative does the same).
     async fn owner(&self) -> Result<Option<OwnerReference>, ReconcileError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
-        let namespace = api
-            .get_opt(&self.namespace)
-            .await
-            .map_err(|e| ReconcileError::new(format!("cannot read namespace {}: {e}", self.namespace)))?;
+        let namespace = api.get_opt(&self.home.namespace).await.map_err(|e| {
+            ReconcileError::new(format!("cannot read namespace {}: {e}", self.home.namespace))
+        })?;
         Ok(namespace.and_then(|ns| {
             Some(OwnerReference {
                 api_version: "v1".to_owned(),
                 kind: "Namespace".to_owned(),
-                name: self.namespace.clone(),
+                name: self.home.namespace.clone(),
                 uid: ns.metadata.uid?,
                 controller: Some(false),
                 block_owner_deletion: Some(true),
@@ -247,8 +260,8 @@ where
         };
         let secret = self
             .secrets
-            .namespaced(&self.namespace)
-            .get(&self.secret)
+            .namespaced(&self.home.namespace)
+            .get(&self.home.secret)
             .map_err(|e| ReconcileError::new(e.to_string()))?;
         let Some(ca) = secret
             .as_ref()
@@ -258,13 +271,13 @@ where
         else {
             return Err(ReconcileError::new(format!(
                 "secret {:?} is missing {CA_CERT:?} key",
-                self.secret
+                self.home.secret
             )));
         };
-        let owner = if std::env::var_os("WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP").is_some() {
-            None
-        } else {
+        let owner = if self.home.namespace_owns_configurations {
             self.owner().await?
+        } else {
+            None
         };
         let want = desired(current.as_ref(), &self.spec, &ca.0, owner.as_ref())
             .map_err(|e| ReconcileError::permanent(ReconcileError::new(e)))?;
@@ -283,21 +296,21 @@ where
 }
 
 /// A leader-elected reconciler that keeps the `C` named `spec.name` as
-/// `spec` says, with the `ca-cert.pem` of Secret `secret` in `namespace` as
-/// its caBundle; `queue` names it (and its lease).
-fn new_controller<C>(ctx: &Context, queue: &str, spec: WebhookSpec, namespace: &str, secret: &str) -> Impl
+/// `spec` says, with the `ca-cert.pem` of `home`'s Secret as its caBundle;
+/// `queue` names it (and its lease). It watches the Secret in `home`'s
+/// namespace only.
+fn new_controller<C>(ctx: &Context, queue: &str, spec: WebhookSpec, home: &Home) -> Impl
 where
     C: Configuration,
     C::Scope: kinject_runtime::client::ApiScope,
 {
     let configurations = ctx.informer::<C>();
-    let secrets = ctx.informer::<Secret>();
+    let secrets = ctx.in_namespace(home.namespace.clone()).informer::<Secret>();
     let key = ObjectKey::new("", spec.name.clone());
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = ConfigReconciler::<C> {
         spec,
-        namespace: namespace.to_owned(),
-        secret: secret.to_owned(),
+        home: home.clone(),
         configurations: configurations.lister(),
         secrets: secrets.lister(),
         client: ctx.client(),
@@ -314,7 +327,7 @@ where
         EventHandler::all(move |c: &C| on_config.enqueue(c))
             .with_filter(move |c: &C| c.meta().name.as_deref() == Some(name.as_str())),
     );
-    let (on_secret, secret, namespace) = (controller.clone(), secret.to_owned(), namespace.to_owned());
+    let (on_secret, secret, namespace) = (controller.clone(), home.secret.clone(), home.namespace.clone());
     secrets.add_event_handler(
         EventHandler::all(move |_: &Secret| on_secret.enqueue_key(key.clone())).with_filter(
             move |s: &Secret| {
@@ -327,25 +340,13 @@ where
 }
 
 /// The reconciler of the MutatingWebhookConfiguration `spec.name`.
-pub fn mutating_controller(
-    ctx: &Context,
-    queue: &str,
-    spec: WebhookSpec,
-    namespace: &str,
-    secret: &str,
-) -> Impl {
-    new_controller::<MutatingWebhookConfiguration>(ctx, queue, spec, namespace, secret)
+pub fn mutating_controller(ctx: &Context, queue: &str, spec: WebhookSpec, home: &Home) -> Impl {
+    new_controller::<MutatingWebhookConfiguration>(ctx, queue, spec, home)
 }
 
 /// The reconciler of the ValidatingWebhookConfiguration `spec.name`.
-pub fn validating_controller(
-    ctx: &Context,
-    queue: &str,
-    spec: WebhookSpec,
-    namespace: &str,
-    secret: &str,
-) -> Impl {
-    new_controller::<ValidatingWebhookConfiguration>(ctx, queue, spec, namespace, secret)
+pub fn validating_controller(ctx: &Context, queue: &str, spec: WebhookSpec, home: &Home) -> Impl {
+    new_controller::<ValidatingWebhookConfiguration>(ctx, queue, spec, home)
 }
 
 #[cfg(test)]

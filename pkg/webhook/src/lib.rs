@@ -44,15 +44,15 @@ use clap::Parser;
 use k8s_openapi::api::core::v1::Secret;
 use kinject_runtime::apis::registry::CustomKind;
 use kinject_runtime::controller::{ControllerOptions, WorkqueueMetrics};
-use kinject_runtime::injection::Context;
+use kinject_runtime::injection::{Constructor, Context};
 use kinject_runtime::reconciler::ThreadsPerController;
-use kinject_sharedmain::{Built, Env, Flags, MainError, Setup};
+use kinject_sharedmain::{Env, Flags, MainError, Setup};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use admission::{ConfigValidation, Defaulting, Validation};
 use certificates::{CertificatesOptions, Clock};
-use configurations::{WebhookSpec, config_map_rules, kind_rules};
+use configurations::{Home, WebhookSpec, config_map_rules, kind_rules};
 use server::{Routes, SecretCertResolver};
 
 /// The path of the defaulting admission controller.
@@ -78,6 +78,17 @@ pub struct WebhookFlags {
     /// replica first; Go duration syntax. Knative's default is 45s.
     #[arg(long, default_value = "45s", value_parser = parse_duration)]
     pub drain_period: Duration,
+    /// Leave the webhook configurations without the system namespace as
+    /// their owner (Knative's variable of the same name; any value turns it
+    /// on).
+    #[arg(long, env = "WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP", value_parser = any_value_is_true, default_value = "false")]
+    pub disable_namespace_ownership: bool,
+}
+
+/// Knative checks `WEBHOOK_DISABLE_NAMESPACE_OWNERSHIP` for presence, so any
+/// value but an explicit false (the flag's default) turns it on.
+fn any_value_is_true(text: &str) -> Result<bool, String> {
+    Ok(!matches!(text.trim(), "" | "false"))
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
@@ -101,6 +112,9 @@ pub struct Options {
     pub drain: Duration,
     /// What time it is, for certificate expiry.
     pub clock: Clock,
+    /// Whether the system namespace owns the webhook configurations; see
+    /// [`WebhookFlags::disable_namespace_ownership`].
+    pub namespace_owns_configurations: bool,
 }
 
 impl Default for Options {
@@ -110,6 +124,7 @@ impl Default for Options {
             secret_name: "webhook-certs".to_owned(),
             drain: Duration::from_secs(45),
             clock: certificates::system_clock(),
+            namespace_owns_configurations: true,
         }
     }
 }
@@ -172,15 +187,20 @@ impl Webhook {
             .route(CONFIG_VALIDATION_PATH, Arc::new(self.config.clone()))
     }
 
-    /// The reconcilers (certificates, then the three configurations), built
-    /// from `ctx` (limited to the system namespace, as
-    /// `Setup::system_context` is), each with the informers it asked for.
-    pub fn controllers(&self, ctx: &Context) -> Vec<Built> {
-        let (ns, secret) = (self.namespace.as_str(), self.options.secret_name.as_str());
+    /// The reconcilers (certificates, then the three configurations) as
+    /// constructors, for `Setup::construct` (which leaves out those
+    /// `--disable-controllers` names, before they ask for any informer). Each
+    /// watches Secrets only in the system namespace.
+    pub fn constructors(&self) -> Vec<Constructor> {
+        let home = Home {
+            namespace: self.namespace.clone(),
+            secret: self.options.secret_name.clone(),
+            namespace_owns_configurations: self.options.namespace_owns_configurations,
+        };
         let certificates = CertificatesOptions {
             service: self.options.service_name.clone(),
-            secret: secret.to_owned(),
-            namespace: ns.to_owned(),
+            secret: home.secret.clone(),
+            namespace: home.namespace.clone(),
             clock: self.options.clock.clone(),
         };
         let defaulting = WebhookSpec {
@@ -201,37 +221,30 @@ impl Webhook {
             rules: config_map_rules(),
             exclude_label: false,
         };
-        let built = |make: &dyn Fn(&Context) -> kinject_runtime::controller::Impl| {
-            let (controller, informers) = ctx.recording(|ctx| make(ctx));
-            Built {
-                controller,
-                informers,
-            }
-        };
+        let (home_d, home_v, home_c) = (home.clone(), home.clone(), home);
         vec![
-            built(&|ctx| certificates::new_controller(ctx, certificates.clone())),
-            built(&|ctx| {
-                configurations::mutating_controller(ctx, "defaultingwebhook", defaulting.clone(), ns, secret)
+            Constructor::new(certificates::QUEUE, move |ctx| {
+                certificates::new_controller(ctx, certificates.clone())
             }),
-            built(&|ctx| {
-                configurations::validating_controller(
-                    ctx,
-                    "validationwebhook",
-                    validation.clone(),
-                    ns,
-                    secret,
-                )
+            Constructor::new("defaultingwebhook", move |ctx| {
+                configurations::mutating_controller(ctx, "defaultingwebhook", defaulting.clone(), &home_d)
             }),
-            built(&|ctx| {
-                configurations::validating_controller(ctx, "configmapwebhook", config.clone(), ns, secret)
+            Constructor::new("validationwebhook", move |ctx| {
+                configurations::validating_controller(ctx, "validationwebhook", validation.clone(), &home_v)
+            }),
+            Constructor::new("configmapwebhook", move |ctx| {
+                configurations::validating_controller(ctx, "configmapwebhook", config.clone(), &home_c)
             }),
         ]
     }
 
-    /// The certificate resolver over `ctx`'s Secret informer.
+    /// The certificate resolver over the Secret informer of the system
+    /// namespace, derived from `ctx`.
     pub fn resolver(&self, ctx: &Context) -> Arc<SecretCertResolver> {
         Arc::new(SecretCertResolver::new(
-            ctx.informer::<Secret>().lister(),
+            ctx.in_namespace(self.namespace.clone())
+                .informer::<Secret>()
+                .lister(),
             &self.namespace,
             &self.options.secret_name,
         ))
@@ -259,32 +272,6 @@ impl Webhook {
         .await;
         Ok(())
     }
-}
-
-/// `controllers` without those `--disable-controllers` names; a name that is
-/// none of them is an error listing the names there are.
-fn enabled(controllers: Vec<Built>, disabled: &[String]) -> Result<Vec<Built>, MainError> {
-    if let Some(unknown) = disabled
-        .iter()
-        .find(|d| !controllers.iter().any(|c| c.controller.name() == d.as_str()))
-    {
-        let known: Vec<&str> = controllers.iter().map(|c| c.controller.name()).collect();
-        return Err(MainError::BadFlag(format!(
-            "--disable-controllers names {unknown:?}, which is not a controller of this process; \
-             the controllers are: {}",
-            known.join(", ")
-        )));
-    }
-    Ok(controllers
-        .into_iter()
-        .filter(|c| {
-            let off = disabled.iter().any(|d| d == c.controller.name());
-            if off {
-                tracing::info!("Disabling controller {}", c.controller.name());
-            }
-            !off
-        })
-        .collect())
 }
 
 /// Workers and metrics for a webhook reconciler, from the context.
@@ -331,9 +318,9 @@ pub async fn bind(flags: &WebhookFlags) -> Result<TcpListener, MainError> {
 }
 
 /// The webhook process once flags and environment are read: the sharedmain
-/// phases (`Setup::read`, a context limited to `SYSTEM_NAMESPACE`, the four
-/// reconcilers, `Setup::run`) with the HTTPS server on `listener` beside
-/// them, until `shutdown`; returns once both have stopped.
+/// phases (`Setup::read`, the process's context, the four reconcilers, which
+/// watch only `SYSTEM_NAMESPACE`, `Setup::run`) with the HTTPS server on
+/// `listener` beside them, until `shutdown`; returns once both have stopped.
 pub async fn run(
     component: &str,
     kinds: Vec<CustomKind>,
@@ -355,12 +342,14 @@ pub async fn run(
     });
     let options = Options {
         drain: flags.drain_period,
+        namespace_owns_configurations: !flags.disable_namespace_ownership,
         ..Options::default()
     };
-    let setup = Setup::read(component, 4, flags.common, env).await?;
-    let ctx = setup.system_context();
-    let webhook = Webhook::new(&setup.env().system_namespace, kinds, config, options);
-    let controllers = enabled(webhook.controllers(&ctx), &setup.flags().disable_controllers)?;
+    let webhook = Webhook::new(&env.system_namespace, kinds, config, options);
+    let constructors = webhook.constructors();
+    let setup = Setup::read(component, &constructors, flags.common, env).await?;
+    let ctx = setup.context();
+    let controllers = setup.construct(&ctx, &constructors)?;
     tracing::info!(
         address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
         "Serving admission webhooks over TLS"
@@ -374,4 +363,78 @@ pub async fn run(
     };
     let (served, ran) = tokio::join!(webhook.serve(&ctx, listener, stop_server.clone()), run);
     ran.and(served)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context whose client is never called: building controllers sends
+    /// no request.
+    fn offline_context() -> Context {
+        let service = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+            Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
+        });
+        Context::builder(kube::Client::new(service, "default"))
+            .cluster_domain("cluster.local")
+            .build()
+    }
+
+    fn webhook() -> Webhook {
+        Webhook::new(
+            "system",
+            Vec::new(),
+            ConfigValidation::sharedmain(str::to_owned),
+            Options::default(),
+        )
+    }
+
+    #[test]
+    fn the_reconcilers_are_named_for_disable_controllers() {
+        let names: Vec<&str> = webhook().constructors().iter().map(Constructor::name).collect();
+        assert_eq!(
+            names,
+            [
+                "webhookcertificates",
+                "defaultingwebhook",
+                "validationwebhook",
+                "configmapwebhook"
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_disabled_reconciler_asks_for_no_informer() {
+        let ctx = offline_context();
+        let built =
+            kinject_sharedmain::construct(&ctx, &webhook().constructors(), &["defaultingwebhook".to_owned()])
+                .unwrap();
+        assert_eq!(built.len(), 3);
+        let informers = ctx.informer_descriptions();
+        assert!(
+            !informers
+                .iter()
+                .any(|i| i.contains("MutatingWebhookConfiguration")),
+            "{informers:?}"
+        );
+        assert!(
+            informers
+                .iter()
+                .any(|i| i.contains("ValidatingWebhookConfiguration")),
+            "{informers:?}"
+        );
+    }
+
+    #[tokio::test]
+    async fn secrets_are_watched_in_the_system_namespace_only() {
+        let ctx = offline_context();
+        kinject_sharedmain::construct(&ctx, &webhook().constructors(), &[]).unwrap();
+        let secrets: Vec<String> = ctx
+            .informer_descriptions()
+            .into_iter()
+            .filter(|i| i.starts_with("Secret"))
+            .collect();
+        assert_eq!(secrets.len(), 1, "{secrets:?}");
+        assert!(secrets[0].contains("system"), "{secrets:?}");
+    }
 }

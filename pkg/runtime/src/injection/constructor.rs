@@ -12,21 +12,29 @@
 //! generated crate cannot see.
 
 use std::fmt;
+use std::sync::Arc;
 
 use super::Context;
 use crate::controller::Impl;
 
+/// How a [`Constructor`] builds its controller: a function, or a closure over
+/// settings the process read before (the webhook's names and clock).
+type Build = Arc<dyn Fn(&Context) -> Impl + Send + Sync>;
+
 /// One controller of the process: its name and the function that builds it.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub struct Constructor {
     name: &'static str,
-    new: fn(&Context) -> Impl,
+    new: Build,
 }
 
 impl Constructor {
     /// A controller called `name`, built by `new`.
-    pub const fn new(name: &'static str, new: fn(&Context) -> Impl) -> Self {
-        Constructor { name, new }
+    pub fn new(name: &'static str, new: impl Fn(&Context) -> Impl + Send + Sync + 'static) -> Self {
+        Constructor {
+            name,
+            new: Arc::new(new),
+        }
     }
 
     /// `new` named after the module its path names:

@@ -43,15 +43,6 @@ pub const JITTER_FACTOR: f64 = 1.2;
 /// (`map-lease-prefix.<component>.<queue>: <new prefix>`).
 const MAP_LEASE_PREFIX: &str = "map-lease-prefix";
 
-/// The name of the leader-election ConfigMap: `$CONFIG_LEADERELECTION_NAME`,
-/// or [`CONFIG_MAP_NAME`] when that is unset or empty.
-pub fn config_map_name() -> String {
-    match std::env::var(CONFIG_MAP_NAME_ENV) {
-        Ok(name) if !name.is_empty() => name,
-        _ => CONFIG_MAP_NAME.to_owned(),
-    }
-}
-
 /// Leader-election settings for the components of one system namespace
 /// (Knative's `leaderelection.Config`), read from the `config-leader-election`
 /// ConfigMap with [`Config::from_map`].

@@ -199,7 +199,7 @@ impl LeaseElector {
     /// client-go's `tryAcquireOrRenew`.
     async fn try_acquire_or_renew(&mut self) -> Attempt {
         let now = now_micro();
-        let mut desired = LeaseSpec {
+        let desired = LeaseSpec {
             holder_identity: Some(self.identity.clone()),
             // Whole seconds, truncated, as client-go writes them.
             lease_duration_seconds: Some(
@@ -214,11 +214,12 @@ impl LeaseElector {
         // 1. The leader's fast path: update the lease as last seen, assuming
         //    nobody else wrote it since.
         if self.is_leader() && self.is_lease_valid(Instant::now()) && self.lease.is_some() {
-            desired.acquire_time = self.observed.acquire_time.clone();
-            desired.lease_transitions = self.observed.lease_transitions;
-            match self.update(desired.clone()).await {
+            let mut renewed = desired.clone();
+            renewed.acquire_time = self.observed.acquire_time.clone();
+            renewed.lease_transitions = self.observed.lease_transitions;
+            match self.update(renewed.clone()).await {
                 Ok(()) => {
-                    self.set_observed(desired);
+                    self.set_observed(renewed);
                     return Attempt::Held;
                 }
                 // Read the lease again (the slow path below).
@@ -227,27 +228,10 @@ impl LeaseElector {
         }
 
         // 2. Read the lease, or create it.
-        let current = match self.api.get(&self.name).await {
-            Ok(lease) => lease,
-            Err(err) if status_code(&err) == Some(404) => {
-                return match self.create(desired.clone()).await {
-                    Ok(()) => {
-                        self.set_observed(desired);
-                        Attempt::Held
-                    }
-                    Err(err) => {
-                        self.log_failure("create", &err);
-                        Attempt::Failed
-                    }
-                };
-            }
-            Err(err) => {
-                self.log_failure("get", &err);
-                return Attempt::Failed;
-            }
+        let spec = match self.read_or_create(&desired).await {
+            Ok(spec) => spec,
+            Err(attempt) => return attempt,
         };
-        let spec = current.spec.clone().unwrap_or_default();
-        self.lease = Some(current);
 
         // 3. A changed spec restarts the lease's clock; a valid lease held by
         //    someone else is left alone.
@@ -263,15 +247,44 @@ impl LeaseElector {
             );
             return Attempt::HeldBy(holder.to_owned());
         }
+        self.take(spec, desired).await
+    }
 
-        // 4. Take the lease (or renew it, keeping when we acquired it). The
-        //    update carries the resourceVersion just read: if another
-        //    candidate wrote first, it fails with 409 Conflict.
+    /// The lease's spec as the API server has it; when there is no lease, it
+    /// is created as `desired` and the attempt ends.
+    async fn read_or_create(&mut self, desired: &LeaseSpec) -> Result<LeaseSpec, Attempt> {
+        match self.api.get(&self.name).await {
+            Ok(lease) => {
+                let spec = lease.spec.clone().unwrap_or_default();
+                self.lease = Some(lease);
+                Ok(spec)
+            }
+            Err(err) if status_code(&err) == Some(404) => match self.create(desired.clone()).await {
+                Ok(()) => {
+                    self.set_observed(desired.clone());
+                    Err(Attempt::Held)
+                }
+                Err(err) => {
+                    self.log_failure("create", &err);
+                    Err(Attempt::Failed)
+                }
+            },
+            Err(err) => {
+                self.log_failure("get", &err);
+                Err(Attempt::Failed)
+            }
+        }
+    }
+
+    /// Takes the lease whose spec was just read (or renews it, keeping when
+    /// it was acquired). The update carries the resourceVersion just read: if
+    /// another candidate wrote first, it fails with 409 Conflict.
+    async fn take(&mut self, current: LeaseSpec, mut desired: LeaseSpec) -> Attempt {
         if self.is_leader() {
-            desired.acquire_time = spec.acquire_time;
-            desired.lease_transitions = Some(spec.lease_transitions.unwrap_or(0));
+            desired.acquire_time = current.acquire_time;
+            desired.lease_transitions = Some(current.lease_transitions.unwrap_or(0));
         } else {
-            desired.lease_transitions = Some(spec.lease_transitions.unwrap_or(0).saturating_add(1));
+            desired.lease_transitions = Some(current.lease_transitions.unwrap_or(0).saturating_add(1));
         }
         match self.update(desired.clone()).await {
             Ok(()) => {

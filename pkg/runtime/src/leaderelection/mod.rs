@@ -28,7 +28,7 @@
 //!
 //! // The in-memory API server stands in for a cluster here.
 //! let client = kinject_testenv::TestEnv::builder().namespace("knative-samples").build().client();
-//! // The data of the `config-leader-election` ConfigMap (`config_map_name()`).
+//! // The data of the `config-leader-election` ConfigMap.
 //! let data = BTreeMap::from([("buckets".to_owned(), "2".to_owned())]);
 //! let config = Config::from_map(&data)?.component_config("controller");
 //!
@@ -60,7 +60,7 @@
 //! # Configuration and figures
 //!
 //! [`Config::from_map`] reads the `config-leader-election` ConfigMap
-//! (`$CONFIG_LEADERELECTION_NAME` overrides the name; [`config_map_name`]):
+//! (sharedmain reads `$CONFIG_LEADERELECTION_NAME`, [`CONFIG_MAP_NAME_ENV`], for another name):
 //!
 //! | key | default | meaning |
 //! |---|---|---|
@@ -164,7 +164,6 @@ use tracing::Instrument;
 pub use config::{
     CONFIG_MAP_NAME, CONFIG_MAP_NAME_ENV, ComponentConfig, Config, ConfigError, DEFAULT_BUCKETS,
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR, MAX_BUCKETS,
-    config_map_name,
 };
 pub use hash::{BucketSet, HashBucket, choose_subset};
 

@@ -515,20 +515,11 @@ where
 {
     let queue_name = queue_name(std::any::type_name::<R>());
     let informer = ctx.informer::<K>();
-    let writes_status = kind.status.is_some() && !options.skip_status_updates;
-    let finalizes = <R::Finalizer as Finalization<K, R>>::FINALIZES;
-    if writes_status {
-        ctx.needs_subresource::<K>("status", &[Verb::Update]);
-    }
-    if finalizes {
-        // Finalizers are added and removed with a merge patch.
-        ctx.needs::<K>(&[Verb::Patch]);
-    }
-    if writes_status || finalizes {
-        // A write that conflicts is retried on the object read afresh.
-        ctx.needs::<K>(&[Verb::Get]);
-    }
-    ctx.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
+    declare_needs::<K>(
+        ctx,
+        kind.status.is_some() && !options.skip_status_updates,
+        <R::Finalizer as Finalization<K, R>>::FINALIZES,
+    );
     let lister = informer.lister();
     let agent_name = options
         .agent_name
@@ -539,58 +530,18 @@ where
         None => Arc::new(KubeRecorder::new(
             ctx.client(),
             &agent_name,
-            std::env::var("POD_NAME").ok(),
+            ctx.pod_name().map(str::to_owned),
         )),
     };
-
-    let promote_lister = lister.clone();
-    let promote_filter = options.promote_filter.clone();
-    let user_promote = options.promote_func.clone();
-    let on_promote: PromoteHook = Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
-        if let Some(hook) = &user_promote {
-            hook(bucket);
-        }
-        let Some(enqueue) = enqueue else { return };
-        match promote_lister.list_all() {
-            Ok(objects) => {
-                for obj in objects {
-                    if promote_filter.as_ref().is_none_or(|f| f(&obj)) {
-                        enqueue(bucket, ObjectKey::of(obj.as_ref()));
-                    }
-                }
-            }
-            Err(err) => tracing::error!(error = %err, "could not list objects to enqueue on promotion"),
-        }
-    });
     // A demoted replica no longer writes the bucket's keys, so what it
     // remembers of its own writes to them is dropped with the leadership.
     let written = Arc::new(WrittenVersions::default());
-    let forget_written = written.clone();
-    let user_demote = options.demote_func.clone();
-    let on_demote: BucketHook = Arc::new(move |bucket: &dyn Bucket| {
-        forget_written.forget_bucket(bucket);
-        if let Some(hook) = &user_demote {
-            hook(bucket);
-        }
-    });
-    let leadership = Arc::new(LeaderAwareFuncs::new(Some(on_promote), Some(on_demote)));
-
+    let leadership = Arc::new(LeaderAwareFuncs::new(
+        Some(on_promote(lister.clone(), &options)),
+        Some(on_demote(written.clone(), &options)),
+    ));
     let stopping = CancellationToken::new();
-    let concurrency = options
-        .concurrency
-        .or_else(|| ctx.get::<ThreadsPerController>().map(|t| t.0))
-        .unwrap_or_default();
-    let mut controller_options = ControllerOptions::default()
-        .concurrency(concurrency)
-        .leader_aware(leadership.clone())
-        .shutdown_signal(stopping.clone())
-        .tracker_lease(match ctx.resync_period() {
-            Duration::ZERO => controller::DEFAULT_TRACKER_LEASE,
-            period => 3 * period,
-        });
-    if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
-        controller_options = controller_options.metrics((*metrics).clone());
-    }
+    let controller_options = controller_options(ctx, &options, leadership.clone(), &stopping);
     let make_core = move |tracker: Tracker| Core {
         reconciler,
         tracker,
@@ -614,6 +565,86 @@ where
             .to_owned(),
     };
     Impl::with_tracker(queue_name, controller_options, make_core)
+}
+
+/// Declares what the generic reconciler of `K` writes, for the RBAC that
+/// grants it: its status, the finalizer patch, the conflict retry's read,
+/// and events.
+fn declare_needs<K: Object>(ctx: &Context, writes_status: bool, finalizes: bool) {
+    if writes_status {
+        ctx.needs_subresource::<K>("status", &[Verb::Update]);
+    }
+    if finalizes {
+        // Finalizers are added and removed with a merge patch.
+        ctx.needs::<K>(&[Verb::Patch]);
+    }
+    if writes_status || finalizes {
+        // A write that conflicts is retried on the object read afresh.
+        ctx.needs::<K>(&[Verb::Get]);
+    }
+    ctx.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
+}
+
+/// On promotion to a bucket: the user's hook, then every cached key of the
+/// bucket (that `promote_filter` keeps) enqueued.
+fn on_promote<K: Object>(lister: Lister<K>, options: &Options<K>) -> PromoteHook {
+    let promote_filter = options.promote_filter.clone();
+    let user_promote = options.promote_func.clone();
+    Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
+        if let Some(hook) = &user_promote {
+            hook(bucket);
+        }
+        let Some(enqueue) = enqueue else { return };
+        match lister.list_all() {
+            Ok(objects) => {
+                for obj in objects {
+                    if promote_filter.as_ref().is_none_or(|f| f(&obj)) {
+                        enqueue(bucket, ObjectKey::of(obj.as_ref()));
+                    }
+                }
+            }
+            Err(err) => tracing::error!(error = %err, "could not list objects to enqueue on promotion"),
+        }
+    })
+}
+
+/// On demotion from a bucket: forget the versions written to its keys, then
+/// the user's hook.
+fn on_demote<K: Object>(written: Arc<WrittenVersions>, options: &Options<K>) -> BucketHook {
+    let user_demote = options.demote_func.clone();
+    Arc::new(move |bucket: &dyn Bucket| {
+        written.forget_bucket(bucket);
+        if let Some(hook) = &user_demote {
+            hook(bucket);
+        }
+    })
+}
+
+/// The work queue's settings: workers (the options', else the process's
+/// `K_THREADS_PER_CONTROLLER`), leadership, the shutdown signal, the
+/// tracker's lease (three resync periods) and the metrics.
+fn controller_options<K: Object>(
+    ctx: &Context,
+    options: &Options<K>,
+    leadership: Arc<LeaderAwareFuncs>,
+    stopping: &CancellationToken,
+) -> ControllerOptions {
+    let concurrency = options
+        .concurrency
+        .or_else(|| ctx.get::<ThreadsPerController>().map(|t| t.0))
+        .unwrap_or_default();
+    let mut controller_options = ControllerOptions::default()
+        .concurrency(concurrency)
+        .leader_aware(leadership)
+        .shutdown_signal(stopping.clone())
+        .tracker_lease(match ctx.resync_period() {
+            Duration::ZERO => controller::DEFAULT_TRACKER_LEASE,
+            period => 3 * period,
+        });
+    if let Some(metrics) = ctx.get::<controller::WorkqueueMetrics>() {
+        controller_options = controller_options.metrics((*metrics).clone());
+    }
+    controller_options
 }
 
 /// The generic reconciler: Knative's generated `Reconcile` for kind `K`.
@@ -828,15 +859,8 @@ where
                 if resource.meta().resource_version != original.meta().resource_version {
                     base = Cow::Owned(resource.clone());
                 }
-                let krshaped = self.kind.krshaped.filter(|_| !self.skip_status_updates);
-                if let Some(hooks) = krshaped {
-                    (hooks.pre)(&mut resource);
-                }
-                let result = self.reconciler.reconcile_kind(&ctx, &mut resource).await;
-                if let Some(hooks) = krshaped {
-                    (hooks.post)(&mut resource, &original);
-                }
-                result
+                self.reconcile_with_status_hooks(&ctx, &mut resource, &original)
+                    .await
             }
             Method::Finalize => {
                 let result = match R::Finalizer::finalize(&self.reconciler, &ctx, &mut resource) {
@@ -851,44 +875,79 @@ where
             Method::Observe => self.reconciler.observe_kind(&ctx, &resource).await,
             Method::Unknown => Ok(None),
         };
+        self.write_changed_status(&base, &resource, leader).await?;
+        self.report(&resource, result)
+    }
 
-        if let Some(status) = self.kind.status.filter(|_| !self.skip_status_updates)
-            && !(status.equal)(&base, &resource)
-        {
-            if !leader {
-                tracing::warn!("Saw status changes when we aren't the leader!");
-            } else if let Err(err) = self.update_status(status, &base, &resource).await {
-                tracing::debug!(error = %api_message(&err), "Failed to update resource status");
-                self.record(
-                    &resource,
-                    &Event::warning(
-                        "UpdateFailed",
-                        format!(
-                            "Failed to update status for {}: {}",
-                            go_quote(name_of(&resource)),
-                            api_message(&err)
-                        ),
-                    ),
-                );
-                return Err(err.into());
-            }
+    /// `reconcile_kind` between Knative's status pre- and post-processing
+    /// (unless the kind skips status updates).
+    async fn reconcile_with_status_hooks(
+        &self,
+        ctx: &ReconcileContext,
+        resource: &mut K,
+        original: &K,
+    ) -> ReconcileResult {
+        let krshaped = self.kind.krshaped.filter(|_| !self.skip_status_updates);
+        if let Some(hooks) = krshaped {
+            (hooks.pre)(resource);
         }
+        let result = self.reconciler.reconcile_kind(ctx, resource).await;
+        if let Some(hooks) = krshaped {
+            (hooks.post)(resource, original);
+        }
+        result
+    }
 
+    /// Writes `resource`'s status when it differs from `base`'s and this
+    /// replica leads the key; a failed write is reported as an
+    /// `UpdateFailed` event and fails the reconcile.
+    async fn write_changed_status(&self, base: &K, resource: &K, leader: bool) -> Result<(), Error> {
+        let Some(status) = self.kind.status.filter(|_| !self.skip_status_updates) else {
+            return Ok(());
+        };
+        if (status.equal)(base, resource) {
+            return Ok(());
+        }
+        if !leader {
+            tracing::warn!("Saw status changes when we aren't the leader!");
+            return Ok(());
+        }
+        if let Err(err) = self.update_status(status, base, resource).await {
+            tracing::debug!(error = %api_message(&err), "Failed to update resource status");
+            self.record(
+                resource,
+                &Event::warning(
+                    "UpdateFailed",
+                    format!(
+                        "Failed to update status for {}: {}",
+                        go_quote(name_of(resource)),
+                        api_message(&err)
+                    ),
+                ),
+            );
+            return Err(err.into());
+        }
+        Ok(())
+    }
+
+    /// Records the event a reconcile step returned (or the error it failed
+    /// with, as an `InternalError` event, unless the error says otherwise).
+    fn report(&self, resource: &K, result: ReconcileResult) -> Result<Outcome, Error> {
         match result {
             Ok(None) => Ok(Outcome::Done),
             Ok(Some(event)) => {
                 tracing::info!(reason = %event.reason, "Returned an event");
-                self.record(&resource, &event);
+                self.record(resource, &event);
                 Ok(Outcome::Event)
             }
             Err(err) => {
                 if let Some(event) = err.event() {
                     tracing::info!(reason = %event.reason, "Returned an event");
-                    self.record(&resource, event);
+                    self.record(resource, event);
                 } else if !(err.is_skip_key() || err.requeue_delay().is_some() || err.is_conflict()) {
                     // The controller logs the failure once, with its retry.
                     tracing::debug!(error = %err, "Returned an error");
-                    self.record(&resource, &Event::warning("InternalError", err.to_string()));
+                    self.record(resource, &Event::warning("InternalError", err.to_string()));
                 }
                 Err(err)
             }

@@ -313,8 +313,8 @@ fn config_map(labels: &[(&str, &str)], owners: Vec<OwnerReference>) -> ConfigMap
 
 fn owner(name: &str, controller: bool) -> OwnerReference {
     OwnerReference {
-        api_version: "samples.knative.dev/v1alpha1".into(),
-        kind: "AddressableService".into(),
+        api_version: "fixtures.kinject.dev/v1alpha1".into(),
+        kind: "Widget".into(),
         name: name.into(),
         uid: format!("uid-{name}"),
         controller: Some(controller),

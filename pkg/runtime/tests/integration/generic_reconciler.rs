@@ -1,11 +1,11 @@
 //! The generated reconciler's generic behaviour (Knative's rows G1–G6), with a
-//! scripted reconciler for AddressableService that finalizes.
+//! scripted reconciler for Widget that finalizes.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use crate::fixtures::{Widget, WidgetSpec, WidgetStatus};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinject_runtime::controller::{Error, Impl, ObjectKey};
@@ -22,9 +22,9 @@ use kinject_runtime::tracker::Reference;
 use kube::api::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
-const FINALIZER: &str = "addressableservices.samples.knative.dev";
+const FINALIZER: &str = "widgets.fixtures.kinject.dev";
 
-static KIND: KindConfig<AddressableService> = KindConfig {
+static KIND: KindConfig<Widget> = KindConfig {
     agent_name: "addressableservice-controller",
     finalizer_name: FINALIZER,
     class_keys: &[],
@@ -40,10 +40,10 @@ struct Scripted {
 }
 
 #[kinject_runtime::async_trait]
-impl ReconcileKind<AddressableService> for Scripted {
+impl ReconcileKind<Widget> for Scripted {
     type Finalizer = NoFinalizer;
 
-    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
         (self.reconcile)()
     }
 }
@@ -55,27 +55,27 @@ struct ScriptedFinalizer {
 }
 
 #[kinject_runtime::async_trait]
-impl ReconcileKind<AddressableService> for ScriptedFinalizer {
+impl ReconcileKind<Widget> for ScriptedFinalizer {
     type Finalizer = WithFinalizer;
 
-    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+    async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
         (self.reconcile)()
     }
 }
 
 #[kinject_runtime::async_trait]
-impl FinalizeKind<AddressableService> for ScriptedFinalizer {
-    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+impl FinalizeKind<Widget> for ScriptedFinalizer {
+    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
         (self.finalize)()
     }
 }
 
-/// A steady AddressableService: its status already observed generation 1, so
+/// A steady Widget: its status already observed generation 1, so
 /// only what a row provokes is written.
-fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
-    let mut asvc = AddressableService::new(
+fn rut(finalizers: &[&str], deleting: bool) -> Widget {
+    let mut asvc = Widget::new(
         "rut",
-        AddressableServiceSpec {
+        WidgetSpec {
             service_name: "webhook".into(),
         },
     );
@@ -87,7 +87,7 @@ fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
     if deleting {
         asvc.metadata.deletion_timestamp = Some(Time("2026-01-01T00:00:00Z".parse().unwrap()));
     }
-    let mut status = AddressableServiceStatus::default();
+    let mut status = WidgetStatus::default();
     status.mark_service_available();
     status.status.observed_generation = 1;
     asvc.status = Some(status);
@@ -95,7 +95,7 @@ fn rut(finalizers: &[&str], deleting: bool) -> AddressableService {
 }
 
 async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
-    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = kinject_types::crd::custom_resource_definition::<Widget>().unwrap();
     let constructor = move |ctx: &Context| -> Impl {
         let reconcile = reconcile.clone();
         match finalize.clone() {
@@ -130,7 +130,7 @@ async fn g1_adds_the_finalizer_then_reconciles() {
         want_patches: vec![PatchAction::new(
             "ns",
             "rut",
-            r#"{"metadata":{"finalizers":["foreign.example.com/keep","addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+            r#"{"metadata":{"finalizers":["foreign.example.com/keep","widgets.fixtures.kinject.dev"],"resourceVersion":"{resourceVersion}"}}"#,
         )],
         want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
         ..TableRow::default()
@@ -220,14 +220,14 @@ async fn g4_failed_finalizer_patch_is_reported() {
         objects: vec![obj(&rut(&[], false))],
         key: "ns/rut",
         want_err: true,
-        reactors: vec![Reactor::on("patch", "addressableservices")],
+        reactors: vec![Reactor::on("patch", "widgets")],
         want_patches: vec![PatchAction::new(
             "ns",
             "rut",
-            r#"{"metadata":{"finalizers":["addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+            r#"{"metadata":{"finalizers":["widgets.fixtures.kinject.dev"],"resourceVersion":"{resourceVersion}"}}"#,
         )],
         want_events: vec![
-            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch addressableservices"#.into(),
+            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch widgets"#.into(),
         ],
         ..TableRow::default()
     };
@@ -241,11 +241,11 @@ async fn g4_conflicting_finalizer_patch_records_no_event() {
         objects: vec![obj(&rut(&[], false))],
         key: "ns/rut",
         want_err: true,
-        reactors: vec![Reactor::on("patch", "addressableservices").respond(ErrorStatus::conflict())],
+        reactors: vec![Reactor::on("patch", "widgets").respond(ErrorStatus::conflict())],
         want_patches: vec![PatchAction::new(
             "ns",
             "rut",
-            r#"{"metadata":{"finalizers":["addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+            r#"{"metadata":{"finalizers":["widgets.fixtures.kinject.dev"],"resourceVersion":"{resourceVersion}"}}"#,
         )],
         ..TableRow::default()
     };
@@ -259,14 +259,14 @@ async fn g4_failed_finalizer_removal_is_reported_while_the_object_exists() {
         objects: vec![obj(&rut(&[FINALIZER], true))],
         key: "ns/rut",
         want_err: true,
-        reactors: vec![Reactor::on("patch", "addressableservices")],
+        reactors: vec![Reactor::on("patch", "widgets")],
         want_patches: vec![PatchAction::new(
             "ns",
             "rut",
             r#"{"metadata":{"finalizers":[],"resourceVersion":"{resourceVersion}"}}"#,
         )],
         want_events: vec![
-            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch addressableservices"#.into(),
+            r#"Warning FinalizerUpdateFailed Failed to update finalizers for "rut": inducing failure for patch widgets"#.into(),
         ],
         ..TableRow::default()
     };
@@ -397,7 +397,7 @@ async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
         ..TableRow::default()
     };
     Table {
-        crds: vec![kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap()],
+        crds: vec![kinject_types::crd::custom_resource_definition::<Widget>().unwrap()],
         rows: vec![row],
     }
     .run(&constructor)
@@ -409,10 +409,10 @@ async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
 struct FinalizingStatusWriter;
 
 #[kinject_runtime::async_trait]
-impl ReconcileKind<AddressableService> for FinalizingStatusWriter {
+impl ReconcileKind<Widget> for FinalizingStatusWriter {
     type Finalizer = WithFinalizer;
 
-    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut Widget) -> ReconcileResult {
         let name = asvc.spec.service_name.clone();
         asvc.status
             .get_or_insert_default()
@@ -422,8 +422,8 @@ impl ReconcileKind<AddressableService> for FinalizingStatusWriter {
 }
 
 #[kinject_runtime::async_trait]
-impl FinalizeKind<AddressableService> for FinalizingStatusWriter {
-    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
+impl FinalizeKind<Widget> for FinalizingStatusWriter {
+    async fn finalize_kind(&self, _: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
         Ok(None)
     }
 }
@@ -444,7 +444,7 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
         want_patches: vec![PatchAction::new(
             "ns",
             "rut",
-            r#"{"metadata":{"finalizers":["foreign.example.com/keep","addressableservices.samples.knative.dev"],"resourceVersion":"{resourceVersion}"}}"#,
+            r#"{"metadata":{"finalizers":["foreign.example.com/keep","widgets.fixtures.kinject.dev"],"resourceVersion":"{resourceVersion}"}}"#,
         )],
         want_status_updates: vec![obj(&want)],
         want_events: vec![r#"Normal FinalizerUpdate Updated "rut" finalizers"#.into()],
@@ -453,7 +453,7 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
             Box::pin(async move {
                 let on_rut: Vec<String> = actions
                     .iter()
-                    .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+                    .filter(|a| a.resource == "widgets" && a.name == "rut")
                     .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
                     .collect();
                 // One patch, one status write: a re-read would mean the first
@@ -467,7 +467,7 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
         })),
         ..TableRow::default()
     };
-    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = kinject_types::crd::custom_resource_definition::<Widget>().unwrap();
     let constructor =
         |ctx: &Context| -> Impl { new_impl(ctx, FinalizingStatusWriter, &KIND, None, Options::default()) };
     Table {
@@ -484,18 +484,16 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
 /// write, and no request is refused (a re-read would follow a 409).
 #[tokio::test]
 async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
-    let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+    let crd = kinject_types::crd::custom_resource_definition::<Widget>().unwrap();
     let (ctx, env) = kinject_runtime::testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
     let controller = new_impl(&ctx, FinalizingStatusWriter, &KIND, None, Options::default());
-    let informer = ctx.informer::<AddressableService>();
+    let informer = ctx.informer::<Widget>();
     let enqueue = controller.clone();
-    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
-        enqueue.enqueue(o)
-    }));
+    informer.add_event_handler(EventHandler::all(move |o: &Widget| enqueue.enqueue(o)));
     // Registered after the enqueueing handler, so by the time it reports the
     // final object, that object's key is queued.
     let (seen, mut finished) = tokio::sync::watch::channel(false);
-    informer.add_event_handler(EventHandler::all(move |o: &AddressableService| {
+    informer.add_event_handler(EventHandler::all(move |o: &Widget| {
         let has_finalizer = o.metadata.finalizers.iter().flatten().any(|f| f == FINALIZER);
         let written = o.status.as_ref().is_some_and(|s| !s.is_ready());
         if has_finalizer && written {
@@ -533,13 +531,13 @@ async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
     let on_rut: Vec<String> = env
         .actions()
         .iter()
-        .filter(|a| a.resource == "addressableservices" && a.name == "rut")
+        .filter(|a| a.resource == "widgets" && a.name == "rut")
         .map(|a| format!("{} {}", a.verb, a.subresource).trim_end().to_owned())
         .collect();
     assert_eq!(on_rut, ["patch", "update status"]);
 }
 
-static STATUS_ONLY: KindConfig<AddressableService> = KindConfig {
+static STATUS_ONLY: KindConfig<Widget> = KindConfig {
     agent_name: "addressableservice-controller",
     finalizer_name: FINALIZER,
     class_keys: &[],
@@ -553,10 +551,10 @@ struct RecordsItsChild {
 }
 
 #[kinject_runtime::async_trait]
-impl ReconcileKind<AddressableService> for RecordsItsChild {
+impl ReconcileKind<Widget> for RecordsItsChild {
     type Finalizer = NoFinalizer;
 
-    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut AddressableService) -> ReconcileResult {
+    async fn reconcile_kind(&self, _: &ReconcileContext, asvc: &mut Widget) -> ReconcileResult {
         let mut settings = ConfigMap {
             metadata: ObjectMeta {
                 name: Some("rut-settings".into()),
@@ -583,7 +581,7 @@ impl ReconcileKind<AddressableService> for RecordsItsChild {
 /// status that records it.
 #[tokio::test]
 async fn rows_name_the_uids_the_server_sets() {
-    let parent_uid = uid_for("addressableservices.samples.knative.dev", "ns", "rut");
+    let parent_uid = uid_for("widgets.fixtures.kinject.dev", "ns", "rut");
     let child_uid = uid_for("configmaps", "ns", "rut-settings");
     assert_ne!(parent_uid, child_uid);
     let mut stored = rut(&[], false);
@@ -591,7 +589,7 @@ async fn rows_name_the_uids_the_server_sets() {
     let mut want_child = serde_json::json!({
         "apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "rut-settings", "namespace": "ns", "ownerReferences": [{
-            "apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+            "apiVersion": "fixtures.kinject.dev/v1alpha1", "kind": "Widget",
             "name": "rut", "uid": parent_uid, "controller": true, "blockOwnerDeletion": true
         }]}
     });
@@ -608,7 +606,7 @@ async fn rows_name_the_uids_the_server_sets() {
             Options::default(),
         )
     };
-    let crds = [kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap()];
+    let crds = [kinject_types::crd::custom_resource_definition::<Widget>().unwrap()];
     let row = |want_child: serde_json::Value| TableRow {
         name: "records its child's uid",
         objects: vec![obj(&stored)],

@@ -362,7 +362,7 @@ async fn label_filtered_informers_watch_only_their_objects() {
 async fn a_kind_that_is_not_served_fails_sync_naming_it() {
     let env = TestEnv::new();
     let ctx = Context::new(env.client());
-    ctx.informer::<apis::v1alpha1::AddressableService>();
+    ctx.informer::<crate::fixtures::Widget>();
     let stop = CancellationToken::new();
     ctx.start_informers(&stop);
     let err = ctx
@@ -370,34 +370,30 @@ async fn a_kind_that_is_not_served_fails_sync_naming_it() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(
-        err.contains("AddressableService.samples.knative.dev/v1alpha1"),
-        "{err}"
-    );
+    assert!(err.contains("Widget.fixtures.kinject.dev/v1alpha1"), "{err}");
     assert!(err.contains("CRDs installed"), "{err}");
     stop.cancel();
 }
 
-/// A SimpleDeployment whose replica count the API server stored but `i32`
+/// A Scaler whose replica count the API server stored but `i32`
 /// cannot hold (its CRD has no bounds).
-fn simple_deployment(name: &str, replicas: i64) -> serde_json::Value {
+fn scaler(name: &str, replicas: i64) -> serde_json::Value {
     serde_json::json!({
-        "apiVersion": "samples.knative.dev/v1alpha1",
-        "kind": "SimpleDeployment",
+        "apiVersion": "fixtures.kinject.dev/v1alpha1",
+        "kind": "Scaler",
         "metadata": {"namespace": NS, "name": name},
         "spec": {"image": "nginx", "replicas": replicas},
     })
 }
 
-/// The CRD of SimpleDeployment as a hand-written (or older) one would be:
+/// The CRD of Scaler as a hand-written (or older) one would be:
 /// without the bounds the generator derives from `replicas: i32`, so the API
 /// server stores numbers the type cannot hold.
-fn simple_deployment_crd_without_bounds() -> serde_json::Value {
-    use apis::v1alpha1::SimpleDeployment;
+fn scaler_crd_without_bounds() -> serde_json::Value {
+    use crate::fixtures::Scaler;
 
     let mut crd =
-        serde_json::to_value(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
-            .unwrap();
+        serde_json::to_value(kinject_types::crd::custom_resource_definition::<Scaler>().unwrap()).unwrap();
     let replicas = crd
         .pointer_mut("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/replicas")
         .and_then(serde_json::Value::as_object_mut)
@@ -410,13 +406,13 @@ fn simple_deployment_crd_without_bounds() -> serde_json::Value {
 /// The generated CRD refuses a number its field cannot hold, at apply time.
 #[tokio::test]
 async fn the_generated_crd_refuses_a_number_the_field_cannot_hold() {
-    use apis::v1alpha1::SimpleDeployment;
+    use crate::fixtures::Scaler;
 
     let env = TestEnv::new();
-    env.install_crd(kinject_types::crd::custom_resource_definition::<SimpleDeployment>().unwrap())
+    env.install_crd(kinject_types::crd::custom_resource_definition::<Scaler>().unwrap())
         .unwrap();
     let refused = env
-        .create_object(simple_deployment("huge", 3_000_000_000))
+        .create_object(scaler("huge", 3_000_000_000))
         .unwrap_err()
         .to_string();
     assert!(
@@ -429,13 +425,12 @@ async fn the_generated_crd_refuses_a_number_the_field_cannot_hold() {
 /// the bad one is counted and left out, and it comes back once fixed.
 #[tokio::test]
 async fn an_undecodable_object_is_skipped_not_fatal() {
-    use apis::v1alpha1::SimpleDeployment;
+    use crate::fixtures::Scaler;
 
     let env = TestEnv::new();
-    env.install_crd(simple_deployment_crd_without_bounds()).unwrap();
-    env.create_object(simple_deployment("good", 1)).unwrap();
-    env.create_object(simple_deployment("huge", 3_000_000_000))
-        .unwrap();
+    env.install_crd(scaler_crd_without_bounds()).unwrap();
+    env.create_object(scaler("good", 1)).unwrap();
+    env.create_object(scaler("huge", 3_000_000_000)).unwrap();
 
     let recorder = Arc::new(FakeRecorder::new());
     let mut registry = Registry::default();
@@ -443,7 +438,7 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
         .extension(SharedRecorder(recorder.clone()))
         .extension(InformerMetrics::register(&mut registry))
         .build();
-    let informer = ctx.informer::<SimpleDeployment>();
+    let informer = ctx.informer::<Scaler>();
     let stop = started(&ctx).await;
     let lister = informer.lister();
     let metric = || {
@@ -468,14 +463,14 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
     assert_eq!(events.len(), 1, "{events:?}");
     assert!(
         events[0].starts_with(
-            "Warning DecodeFailed cannot read this object as SimpleDeployment.samples.knative.dev/v1alpha1, \
+            "Warning DecodeFailed cannot read this object as Scaler.fixtures.kinject.dev/v1alpha1, \
              so controllers ignore it until it changes: invalid value: integer `3000000000`, expected i32"
         ),
         "{events:?}"
     );
     assert_eq!(
         metric(),
-        r#"informer_undecodable_objects_total{informer="SimpleDeployment.samples.knative.dev/v1alpha1"} 1"#
+        r#"informer_undecodable_objects_total{informer="Scaler.fixtures.kinject.dev/v1alpha1"} 1"#
     );
 
     // Listed again, the same version is counted but not announced again.
@@ -486,13 +481,7 @@ async fn an_undecodable_object_is_skipped_not_fatal() {
 
     let set_replicas = |replicas: i64| {
         let mut huge = env
-            .get_object(
-                "samples.knative.dev",
-                "v1alpha1",
-                "simpledeployments",
-                Some(NS),
-                "huge",
-            )
+            .get_object("fixtures.kinject.dev", "v1alpha1", "scalers", Some(NS), "huge")
             .unwrap();
         huge["spec"]["replicas"] = serde_json::json!(replicas);
         env.update_object(huge).unwrap();
@@ -661,5 +650,68 @@ async fn a_server_that_restarted_empty_behind_the_watch_is_listed_again() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     assert_eq!(lister.keys(), [(NS.to_string(), "new".to_string())]);
+    stop.cancel();
+}
+
+/// A scope for another namespace is the same process context: what the
+/// process set once (resync period, pod name, extensions) holds there too,
+/// and its informers are started, waited for and reported with the rest.
+#[tokio::test]
+async fn a_namespace_scope_shares_the_process_context() {
+    #[derive(Debug, PartialEq)]
+    struct Setting(u32);
+
+    let env = TestEnv::new();
+    env.create_object(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "system"}}),
+    )
+    .unwrap();
+    let system_cm = {
+        let mut cm = cm("in-system", "a", "1");
+        cm.metadata.namespace = Some("system".into());
+        cm
+    };
+    Api::<ConfigMap>::namespaced(env.client(), "system")
+        .create(&PostParams::default(), &system_cm)
+        .await
+        .unwrap();
+    Api::<ConfigMap>::namespaced(env.client(), NS)
+        .create(&PostParams::default(), &cm("in-default", "a", "1"))
+        .await
+        .unwrap();
+
+    let ctx = Context::builder(env.client())
+        .resync_period(Duration::from_secs(7))
+        .pod_name(Some("controller-0".into()))
+        .extension(Setting(3))
+        .build();
+    let system = ctx.in_namespace("system");
+    assert_eq!(system.namespace(), Some("system"));
+    assert_eq!(system.resync_period(), Duration::from_secs(7));
+    assert_eq!(system.pod_name(), Some("controller-0"));
+    assert_eq!(system.get::<Setting>().as_deref(), Some(&Setting(3)));
+
+    let everywhere = ctx.informer::<ConfigMap>();
+    let scoped = system.informer::<ConfigMap>();
+    assert_eq!(
+        ctx.informer_descriptions().len(),
+        2,
+        "one informer per kind and namespace: {:?}",
+        ctx.informer_descriptions()
+    );
+    let stop = started(&ctx).await;
+    let names = |informer: &kinject_runtime::informer::Informer<ConfigMap>| -> Vec<String> {
+        let mut names: Vec<String> = informer
+            .lister()
+            .list_all()
+            .unwrap()
+            .iter()
+            .filter_map(|c| c.metadata.name.clone())
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(names(&scoped), ["in-system"]);
+    assert_eq!(names(&everywhere), ["in-default", "in-system"]);
     stop.cancel();
 }

@@ -3,6 +3,8 @@
 
 mod constructors;
 mod controller;
+#[path = "../fixtures/mod.rs"]
+mod fixtures;
 mod generic_reconciler;
 mod informer;
 mod metrics;

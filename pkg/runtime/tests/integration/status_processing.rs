@@ -1,15 +1,15 @@
 //! Knative's status pre- and post-processing around `reconcile_kind`.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use apis::v1alpha1::{AddressableService, AddressableServiceSpec, AddressableServiceStatus};
+use crate::fixtures::{Widget, WidgetSpec, WidgetStatus};
 
 use kinject_runtime::reconciler::{StatusHooks, post_process, pre_process};
 use kinject_types::{ConditionStatus, ConditionType, KRShaped, VolatileTime};
 
-fn asvc(generation: i64, status: Option<AddressableServiceStatus>) -> AddressableService {
-    let mut a = AddressableService::new(
+fn asvc(generation: i64, status: Option<WidgetStatus>) -> Widget {
+    let mut a = Widget::new(
         "rut",
-        AddressableServiceSpec {
+        WidgetSpec {
             service_name: "webhook".into(),
         },
     );
@@ -34,7 +34,7 @@ fn pre_process_initialises_and_flags_a_new_generation() {
 
 #[test]
 fn pre_process_leaves_an_observed_generation_alone() {
-    let mut status = AddressableServiceStatus::default();
+    let mut status = WidgetStatus::default();
     status.mark_service_available();
     status.status.observed_generation = 3;
     let mut a = asvc(3, Some(status));
@@ -47,7 +47,7 @@ fn post_process_records_generation_and_grooms_transition_times() {
     let old_time = VolatileTime(Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
         "2020-01-01T00:00:00Z".parse().unwrap(),
     )));
-    let mut old_status = AddressableServiceStatus::default();
+    let mut old_status = WidgetStatus::default();
     old_status.mark_service_available();
     old_status.status.conditions[0].last_transition_time = old_time.clone();
     let old = asvc(4, Some(old_status));
@@ -80,11 +80,11 @@ fn post_process_records_generation_and_grooms_transition_times() {
 
 #[test]
 fn status_hooks_treat_missing_and_empty_alike() {
-    let hooks = StatusHooks::<AddressableService>::new();
+    let hooks = StatusHooks::<Widget>::new();
     let none = asvc(1, None);
-    let empty = asvc(1, Some(AddressableServiceStatus::default()));
+    let empty = asvc(1, Some(WidgetStatus::default()));
     assert!(hooks.equal(&none, &empty));
-    let mut ready = AddressableServiceStatus::default();
+    let mut ready = WidgetStatus::default();
     ready.mark_service_available();
     let ready = asvc(1, Some(ready));
     assert!(!hooks.equal(&none, &ready));
