@@ -35,7 +35,7 @@
 //! Markers are parsed by `kinject_model`, shared with the generator; see its
 //! documentation for every key.
 
-use kinject_model::{KindModel, Scope};
+use kinject_model::{Categories, KindModel, MaxDescriptionLen, PrintColumn, Scale, Scope, ShortNames};
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
@@ -68,17 +68,17 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
-    let group = &model.group;
-    let version = &model.version;
+    let group = model.group();
+    let version = model.version();
     let api_version = model.api_version();
-    let plural = &model.plural;
-    let singular = &model.singular;
-    let short_names = &model.short_names;
-    let categories = &model.categories;
-    let namespaced = model.scope == Scope::Namespaced;
+    let plural = model.plural();
+    let singular = model.singular();
+    let short_names = model.marker::<ShortNames>().map_or(&[][..], |names| &names.0);
+    let categories = model.marker::<Categories>().map_or(&[][..], |names| &names.0);
+    let namespaced = model.scope() == Scope::Namespaced;
     let has_status_field = model.status.is_some();
-    let storage = model.storage;
-    let printer_columns = model.print_columns.iter().map(|c| {
+    let storage = model.storage();
+    let printer_columns = model.markers_of::<PrintColumn>().map(|c| {
         let (name, type_, json_path, priority) = (&c.name, &c.type_, &c.json_path, c.priority);
         let description = c.description.as_deref().unwrap_or_default();
         let format = c.format.as_deref().unwrap_or_default();
@@ -89,7 +89,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             }
         }
     });
-    let scale = match &model.scale {
+    let scale = match model.marker::<Scale>() {
         Some(scale) => {
             let (spec, status) = (&scale.spec_replicas, &scale.status_replicas);
             let selector = scale.label_selector.as_deref().unwrap_or_default();
@@ -101,8 +101,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         }
         None => quote!(::std::option::Option::None),
     };
-    let max_description_len = match model.max_description_len {
-        Some(len) => quote!(::std::option::Option::Some(#len)),
+    let max_description_len = match model.marker::<MaxDescriptionLen>() {
+        Some(MaxDescriptionLen(len)) => quote!(::std::option::Option::Some(#len)),
         None => quote!(::std::option::Option::None),
     };
     let scope = if namespaced {
