@@ -35,7 +35,7 @@
 //! Markers are parsed by `kinject_model`, shared with the generator; see its
 //! documentation for every key.
 
-use kinject_model::{Categories, KindModel, MaxDescriptionLen, PrintColumn, Scale, Scope, ShortNames};
+use kinject_model::{KindModel, Scope};
 use proc_macro::TokenStream;
 use proc_macro2::TokenStream as TokenStream2;
 use quote::quote;
@@ -72,39 +72,8 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let version = model.version();
     let api_version = model.api_version();
     let plural = model.plural();
-    let singular = model.singular();
-    let short_names = model.marker::<ShortNames>().map_or(&[][..], |names| &names.0);
-    let categories = model.marker::<Categories>().map_or(&[][..], |names| &names.0);
     let namespaced = model.scope() == Scope::Namespaced;
-    let has_status_field = model.status.is_some();
-    let storage = model.storage();
-    let printer_columns = model.markers_of::<PrintColumn>().map(|c| {
-        let (name, type_, json_path, priority) = (&c.name, &c.type_, &c.json_path, c.priority);
-        let description = c.description.as_deref().unwrap_or_default();
-        let format = c.format.as_deref().unwrap_or_default();
-        quote! {
-            ::kinject_types::PrinterColumn {
-                name: #name, type_: #type_, json_path: #json_path,
-                description: #description, format: #format, priority: #priority,
-            }
-        }
-    });
-    let scale = match model.marker::<Scale>() {
-        Some(scale) => {
-            let (spec, status) = (&scale.spec_replicas, &scale.status_replicas);
-            let selector = scale.label_selector.as_deref().unwrap_or_default();
-            quote! {
-                ::std::option::Option::Some(::kinject_types::ScalePaths {
-                    spec_replicas: #spec, status_replicas: #status, label_selector: #selector,
-                })
-            }
-        }
-        None => quote!(::std::option::Option::None),
-    };
-    let max_description_len = match model.marker::<MaxDescriptionLen>() {
-        Some(MaxDescriptionLen(len)) => quote!(::std::option::Option::Some(#len)),
-        None => quote!(::std::option::Option::None),
-    };
+    let markers = model.crd_markers();
     let scope = if namespaced {
         quote!(#rt::k8s_openapi::NamespaceResourceScope)
     } else {
@@ -126,15 +95,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         }
 
         impl ::kinject_types::KindInfo for #ident {
-            const SINGULAR: &'static str = #singular;
-            const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
-            const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
-            const NAMESPACED: bool = #namespaced;
-            const HAS_STATUS: bool = #has_status_field;
-            const PRINTER_COLUMNS: &'static [::kinject_types::PrinterColumn] = &[#(#printer_columns),*];
-            const SCALE: ::std::option::Option<::kinject_types::ScalePaths> = #scale;
-            const MAX_DESCRIPTION_LEN: ::std::option::Option<usize> = #max_description_len;
-            const STORAGE: bool = #storage;
+            const MARKERS: &'static [::kinject_types::CrdMarker] = &[#(#markers),*];
         }
     };
 
