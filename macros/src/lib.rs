@@ -64,7 +64,23 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             "`metadata` field not found; add `pub metadata: ObjectMeta`",
         )
     })?;
+    let resource = expand_resource(&model, &metadata_ty);
+    let has_status = expand_has_status(&model);
+    let constructor = expand_constructor(&model, &metadata_ty);
+    let serde = expand_serde(&model, &metadata_ty);
+    let schema = expand_schema(input, &model);
+    Ok(quote! {
+        #resource
+        #has_status
+        #constructor
+        #serde
+        #schema
+    })
+}
 
+/// `kube::Resource` from the identity markers, and `KindInfo` with every
+/// marker the CRD takes.
+fn expand_resource(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
     let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
@@ -72,15 +88,12 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let version = model.version();
     let api_version = model.api_version();
     let plural = model.plural();
-    let namespaced = model.scope() == Scope::Namespaced;
     let markers = model.crd_markers();
-    let scope = if namespaced {
-        quote!(#rt::k8s_openapi::NamespaceResourceScope)
-    } else {
-        quote!(#rt::k8s_openapi::ClusterResourceScope)
+    let scope = match model.scope() {
+        Scope::Namespaced => quote!(#rt::k8s_openapi::NamespaceResourceScope),
+        Scope::Cluster => quote!(#rt::k8s_openapi::ClusterResourceScope),
     };
-
-    let resource = quote! {
+    quote! {
         impl #rt::kube::Resource for #ident {
             type DynamicType = ();
             type Scope = #scope;
@@ -97,57 +110,54 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         impl ::kinject_types::KindInfo for #ident {
             const MARKERS: &'static [::kinject_types::CrdMarker] = &[#(#markers),*];
         }
-    };
+    }
+}
 
-    let has_status = model.status.as_ref().map(|status_ty| {
-        quote! {
-            impl ::kinject_types::HasStatus for #ident {
-                type Status = #status_ty;
-                fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
-                fn status_mut(&mut self) -> &mut #status_ty {
-                    self.status.get_or_insert_with(::std::default::Default::default)
-                }
+/// `HasStatus`, for a kind with a `status` field.
+fn expand_has_status(model: &KindModel) -> Option<TokenStream2> {
+    let ident = &model.ident;
+    let status_ty = model.status.as_ref()?;
+    Some(quote! {
+        impl ::kinject_types::HasStatus for #ident {
+            type Status = #status_ty;
+            fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
+            fn status_mut(&mut self) -> &mut #status_ty {
+                self.status.get_or_insert_with(::std::default::Default::default)
             }
         }
-    });
-
-    let constructor = {
-        let (spec_param, spec_field) = match &model.spec {
-            Some(spec_ty) => (quote!(, spec: #spec_ty), quote!(spec,)),
-            None => (quote!(), quote!()),
-        };
-        let status_field = model
-            .status
-            .as_ref()
-            .map(|_| quote!(status: ::std::option::Option::None,));
-        let doc = format!("A `{kind}` named `name`, with no namespace and no status.");
-        quote! {
-            impl #ident {
-                #[doc = #doc]
-                pub fn new(name: &str #spec_param) -> Self {
-                    Self {
-                        metadata: #metadata_ty {
-                            name: ::std::option::Option::Some(name.to_owned()),
-                            ..::std::default::Default::default()
-                        },
-                        #spec_field
-                        #status_field
-                    }
-                }
-            }
-        }
-    };
-
-    let serde = expand_serde(&model, &metadata_ty, &api_version);
-    let schema = expand_schema(input, &model);
-
-    Ok(quote! {
-        #resource
-        #has_status
-        #constructor
-        #serde
-        #schema
     })
+}
+
+/// `Kind::new(name, spec)`.
+fn expand_constructor(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let ident = &model.ident;
+    let (spec_param, spec_field) = match &model.spec {
+        Some(spec_ty) => (quote!(, spec: #spec_ty), quote!(spec,)),
+        None => (quote!(), quote!()),
+    };
+    let status_field = model
+        .status
+        .as_ref()
+        .map(|_| quote!(status: ::std::option::Option::None,));
+    let doc = format!(
+        "A `{}` named `name`, with no namespace and no status.",
+        model.kind()
+    );
+    quote! {
+        impl #ident {
+            #[doc = #doc]
+            pub fn new(name: &str #spec_param) -> Self {
+                Self {
+                    metadata: #metadata_ty {
+                        name: ::std::option::Option::Some(name.to_owned()),
+                        ..::std::default::Default::default()
+                    },
+                    #spec_field
+                    #status_field
+                }
+            }
+        }
+    }
 }
 
 fn field_type(input: &DeriveInput, name: &str) -> Option<Type> {
@@ -194,17 +204,23 @@ fn field_docs(input: &DeriveInput, name: &str) -> Option<String> {
     (!joined.is_empty()).then_some(joined)
 }
 
-fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> TokenStream2 {
+/// `Serialize` and `Deserialize`: `apiVersion` and `kind` written, and
+/// checked when read.
+fn expand_serde(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let serialize = expand_serialize(model);
+    let deserialize = expand_deserialize(model, metadata_ty);
+    quote!(#serialize #deserialize)
+}
+
+fn expand_serialize(model: &KindModel) -> TokenStream2 {
     let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
-    let kind = model.kind();
-    let serde_crate = "::kinject_types::__private::serde";
-
-    let spec_ser = model
+    let (kind, api_version) = (model.kind(), model.api_version());
+    let spec = model
         .spec
         .as_ref()
         .map(|_| quote!(state.serialize_field("spec", &self.spec)?;));
-    let status_ser = model.status.as_ref().map(|_| {
+    let status = model.status.as_ref().map(|_| {
         quote! {
             match &self.status {
                 ::std::option::Option::Some(status) => state.serialize_field("status", status)?,
@@ -213,15 +229,6 @@ fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> Tok
         }
     });
     let field_count = 3 + usize::from(model.spec.is_some()) + usize::from(model.status.is_some());
-
-    let spec_repr = model.spec.as_ref().map(|ty| quote!(#[serde(default)] spec: #ty,));
-    let status_repr = model
-        .status
-        .as_ref()
-        .map(|ty| quote!(#[serde(default)] status: ::std::option::Option<#ty>,));
-    let spec_move = model.spec.as_ref().map(|_| quote!(spec: repr.spec,));
-    let status_move = model.status.as_ref().map(|_| quote!(status: repr.status,));
-
     quote! {
         impl #rt::serde::Serialize for #ident {
             fn serialize<S: #rt::serde::Serializer>(&self, serializer: S) -> ::std::result::Result<S::Ok, S::Error> {
@@ -230,12 +237,27 @@ fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> Tok
                 state.serialize_field("apiVersion", #api_version)?;
                 state.serialize_field("kind", #kind)?;
                 state.serialize_field("metadata", &self.metadata)?;
-                #spec_ser
-                #status_ser
+                #spec
+                #status
                 state.end()
             }
         }
+    }
+}
 
+fn expand_deserialize(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let rt = quote!(::kinject_types::__private);
+    let ident = &model.ident;
+    let (kind, api_version) = (model.kind(), model.api_version());
+    let serde_crate = "::kinject_types::__private::serde";
+    let spec_repr = model.spec.as_ref().map(|ty| quote!(#[serde(default)] spec: #ty,));
+    let status_repr = model
+        .status
+        .as_ref()
+        .map(|ty| quote!(#[serde(default)] status: ::std::option::Option<#ty>,));
+    let spec_move = model.spec.as_ref().map(|_| quote!(spec: repr.spec,));
+    let status_move = model.status.as_ref().map(|_| quote!(status: repr.status,));
+    quote! {
         const _: () = {
             #[derive(#rt::serde::Deserialize)]
             #[serde(crate = #serde_crate)]
