@@ -36,6 +36,9 @@ struct Module {
     items: TokenStream,
 }
 
+/// group module -> (group, version -> kinds); BTreeMaps keep the output stable.
+type GroupTree<'a> = BTreeMap<String, (&'a str, BTreeMap<&'a str, Vec<&'a KindPlan>>)>;
+
 /// Renders every output file, keyed by its path relative to the output directory.
 pub(crate) fn emit(
     kinds: &[KindPlan],
@@ -43,8 +46,40 @@ pub(crate) fn emit(
     testing: bool,
     layout: &Layout,
 ) -> Result<BTreeMap<PathBuf, String>, Error> {
-    // group module -> (group, version -> kinds); BTreeMaps keep the output stable.
-    let mut tree: BTreeMap<String, (&str, BTreeMap<&str, Vec<&KindPlan>>)> = BTreeMap::new();
+    let mut out = Output {
+        layout,
+        files: BTreeMap::new(),
+        root_items: Vec::new(),
+    };
+    let mut crd_groups = Vec::new();
+    for (group_mod, (group, versions)) in group_tree(kinds) {
+        // Every CRD-served kind of the group, with or without #[genclient].
+        let crds: Vec<syn::Path> = kinds
+            .iter()
+            .filter(|k| k.is_crd && k.group_module() == group_mod)
+            .map(|k| path(&k.rust_path))
+            .collect();
+        if !crds.is_empty() {
+            crd_groups.push(module_ident(&group_mod));
+        }
+        let module = out.group_module(&group_mod, group, versions, &crds, reconcilers)?;
+        let declaration = out.place(&format!("{group_mod}/mod.rs"), &group_mod, module)?;
+        out.push_root(quote!(), declaration);
+    }
+    if let Some(registry) = registry_module(kinds) {
+        let declaration = out.place("registry.rs", "registry", registry)?;
+        out.push_root(quote!(), declaration);
+    }
+    if testing {
+        let declaration = out.place("testing.rs", "testing", testing_module(&crd_groups))?;
+        out.push_root(quote!(#[cfg(feature = "testing")]), declaration);
+    }
+    out.finish()
+}
+
+/// The kinds with a client, by group module and version.
+fn group_tree(kinds: &[KindPlan]) -> GroupTree<'_> {
+    let mut tree: GroupTree<'_> = BTreeMap::new();
     for k in kinds.iter().filter(|k| k.verbs.is_some()) {
         tree.entry(k.group_module())
             .or_insert_with(|| (&k.group, BTreeMap::new()))
@@ -53,149 +88,149 @@ pub(crate) fn emit(
             .or_default()
             .push(k);
     }
-
-    let mut files = BTreeMap::new();
-    let mut root_items = Vec::new();
-    let mut crd_groups = Vec::new();
-    for (group_mod, (group, versions)) in &mut tree {
-        let mut group_items = Vec::new();
-        // Every CRD-served kind of the group, with or without #[genclient].
-        let crds: Vec<syn::Path> = kinds
-            .iter()
-            .filter(|k| k.is_crd && k.group_module() == *group_mod)
-            .map(|k| path(&k.rust_path))
-            .collect();
-        for (version, kinds) in versions.iter_mut() {
+    for versions in tree.values_mut() {
+        for kinds in versions.1.values_mut() {
             kinds.sort_by_key(|k| k.kind_module());
-            let mut version_items = Vec::new();
-            for k in kinds.iter() {
-                let module = kind_module(k, reconcilers);
-                let name = k.kind_module();
-                match layout {
-                    Layout::Crate => {
-                        let path = PathBuf::from(format!("{group_mod}/{version}/{name}.rs"));
-                        files.insert(path, render(&module, &k.kind)?);
-                        version_items.push(declare(&name, None));
-                    }
-                    Layout::SingleFile(_) => version_items.push(declare(&name, Some(module))),
-                }
-            }
-            let api_version = if group.is_empty() {
-                (*version).to_owned()
-            } else {
-                format!("{group}/{version}")
-            };
-            let module = Module {
-                docs: vec![format!("`{api_version}`.")],
-                items: quote!(#(#version_items)*),
-            };
-            group_items.push(place(
-                layout,
-                &mut files,
-                &format!("{group_mod}/{version}/mod.rs"),
-                version,
-                module,
-            )?);
         }
-        if !crds.is_empty() {
-            crd_groups.push(module_ident(group_mod));
-        }
-        let crd_fn = (!crds.is_empty()).then(|| {
-            let doc = docs(&format!(
-                "The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
-            ));
-            quote! {
-                use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-                use kinject_runtime::apis::registry::{CustomKind, DefinitionError};
+    }
+    tree
+}
 
-                #doc
-                pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
-                    let kinds = [#(CustomKind::of::<#crds>()),*];
-                    Ok(kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
-                        .into_iter()
-                        .map(|definition| definition.crd)
-                        .collect())
-                }
-            }
-        });
+/// The files rendered so far, and the items of the root module.
+struct Output<'a> {
+    layout: &'a Layout,
+    files: BTreeMap<PathBuf, String>,
+    root_items: Vec<TokenStream>,
+}
+
+impl Output<'_> {
+    /// A group's module: its CRDs' function and its version modules.
+    fn group_module(
+        &mut self,
+        group_mod: &str,
+        group: &str,
+        versions: BTreeMap<&str, Vec<&KindPlan>>,
+        crds: &[syn::Path],
+        reconcilers: bool,
+    ) -> Result<Module, Error> {
+        let mut group_items = Vec::new();
+        for (version, kinds) in versions {
+            let module = self.version_module(group_mod, group, version, &kinds, reconcilers)?;
+            group_items.push(self.place(&format!("{group_mod}/{version}/mod.rs"), version, module)?);
+        }
+        let crd_fn = (!crds.is_empty()).then(|| crd_function(group, crds));
         let shown = if group.is_empty() { "core (\"\")" } else { group };
-        let module = Module {
+        Ok(Module {
             docs: vec![format!("The `{shown}` API group.")],
             items: quote!(#crd_fn #(#group_items)*),
+        })
+    }
+
+    /// A version's module, declaring one module per kind.
+    fn version_module(
+        &mut self,
+        group_mod: &str,
+        group: &str,
+        version: &str,
+        kinds: &[&KindPlan],
+        reconcilers: bool,
+    ) -> Result<Module, Error> {
+        let mut version_items = Vec::new();
+        for k in kinds {
+            let module = kind_module(k, reconcilers);
+            let name = k.kind_module();
+            match self.layout {
+                Layout::Crate => {
+                    let path = PathBuf::from(format!("{group_mod}/{version}/{name}.rs"));
+                    self.files.insert(path, render(&module, &k.kind)?);
+                    version_items.push(declare(&name, None));
+                }
+                Layout::SingleFile(_) => version_items.push(declare(&name, Some(module))),
+            }
+        }
+        let api_version = if group.is_empty() {
+            version.to_owned()
+        } else {
+            format!("{group}/{version}")
         };
-        let declaration = place(
-            layout,
-            &mut files,
-            &format!("{group_mod}/mod.rs"),
-            group_mod,
-            module,
-        )?;
-        root_items.push(match layout {
+        Ok(Module {
+            docs: vec![format!("`{api_version}`.")],
+            items: quote!(#(#version_items)*),
+        })
+    }
+
+    /// Writes `module` to its own `mod.rs` (crate layout) and returns its declaration.
+    fn place(&mut self, file: &str, name: &str, module: Module) -> Result<TokenStream, Error> {
+        place(self.layout, &mut self.files, file, name, module)
+    }
+
+    /// Declares a top-level module in the root, behind `attrs`.
+    fn push_root(&mut self, attrs: TokenStream, declaration: TokenStream) {
+        self.root_items.push(match self.layout {
             // rustfmt formats differently from prettyplease; skipping the
             // subtree keeps `cargo fmt` from rewriting generated files.
-            Layout::Crate => quote!(#[rustfmt::skip] #declaration),
-            Layout::SingleFile(_) => declaration,
+            Layout::Crate => quote!(#attrs #[rustfmt::skip] #declaration),
+            Layout::SingleFile(_) => quote!(#attrs #declaration),
         });
     }
 
-    let mut custom: Vec<&KindPlan> = kinds.iter().filter(|k| k.is_crd).collect();
-    custom.sort_unstable_by_key(|k| k.rust_path.as_str());
-    let custom: Vec<TokenStream> = custom
-        .into_iter()
-        .map(|k| {
-            let ty = path(&k.rust_path);
-            let defaulted = k.defaulted.then(|| quote!(.defaulted::<#ty>()));
-            let validated = k.validated.then(|| quote!(.validated::<#ty>()));
-            let defined_at = &k.defined_at;
-            quote!(CustomKind::of::<#ty>().defined_at(#defined_at) #defaulted #validated)
-        })
-        .collect();
-    if !custom.is_empty() {
-        let declaration = place(
-            layout,
-            &mut files,
-            "registry.rs",
-            "registry",
-            registry_module(&custom),
-        )?;
-        root_items.push(match layout {
-            Layout::Crate => quote!(#[rustfmt::skip] #declaration),
-            Layout::SingleFile(_) => declaration,
-        });
+    /// Every file, the root module's included.
+    fn finish(mut self) -> Result<BTreeMap<PathBuf, String>, Error> {
+        let root_items = &self.root_items;
+        let root = Module {
+            docs: vec![
+                "Typed clients, informers, listers and reconcilers, one module per kind:".to_owned(),
+                "`<group>::<version>::<kind>`. Regenerate with `hack/update-codegen.sh`.".to_owned(),
+            ],
+            items: quote!(#(#root_items)*),
+        };
+        let root_file = match self.layout {
+            Layout::Crate => "lib.rs",
+            Layout::SingleFile(name) => name,
+        };
+        let rendered = render_as(&root, root_file, self.layout)?;
+        self.files.insert(PathBuf::from(root_file), rendered);
+        Ok(self.files)
     }
+}
 
-    if testing {
-        let declaration = place(
-            layout,
-            &mut files,
-            "testing.rs",
-            "testing",
-            testing_module(&crd_groups),
-        )?;
-        root_items.push(match layout {
-            Layout::Crate => quote!(#[cfg(feature = "testing")] #[rustfmt::skip] #declaration),
-            Layout::SingleFile(_) => quote!(#[cfg(feature = "testing")] #declaration),
-        });
+/// A group's `custom_resource_definitions()`, over the registry's merging of
+/// versions.
+fn crd_function(group: &str, crds: &[syn::Path]) -> TokenStream {
+    let doc = docs(&format!(
+        "The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
+    ));
+    quote! {
+        use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+        use kinject_runtime::apis::registry::{CustomKind, DefinitionError};
+
+        #doc
+        pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
+            let kinds = [#(CustomKind::of::<#crds>()),*];
+            Ok(kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
+                .into_iter()
+                .map(|definition| definition.crd)
+                .collect())
+        }
     }
-    let root = Module {
-        docs: vec![
-            "Typed clients, informers, listers and reconcilers, one module per kind:".to_owned(),
-            "`<group>::<version>::<kind>`. Regenerate with `hack/update-codegen.sh`.".to_owned(),
-        ],
-        items: quote!(#(#root_items)*),
-    };
-    let root_file = match layout {
-        Layout::Crate => "lib.rs",
-        Layout::SingleFile(name) => name,
-    };
-    files.insert(PathBuf::from(root_file), render_as(&root, root_file, layout)?);
-    Ok(files)
 }
 
 /// The one list of the application's custom resource kinds, which tools and
 /// tests read instead of naming kinds by hand.
-fn registry_module(custom: &[TokenStream]) -> Module {
-    Module {
+fn registry_module(kinds: &[KindPlan]) -> Option<Module> {
+    let mut custom: Vec<&KindPlan> = kinds.iter().filter(|k| k.is_crd).collect();
+    if custom.is_empty() {
+        return None;
+    }
+    custom.sort_unstable_by_key(|k| k.rust_path.as_str());
+    let custom = custom.into_iter().map(|k| {
+        let ty = path(&k.rust_path);
+        let defaulted = k.defaulted.then(|| quote!(.defaulted::<#ty>()));
+        let validated = k.validated.then(|| quote!(.validated::<#ty>()));
+        let defined_at = &k.defined_at;
+        quote!(CustomKind::of::<#ty>().defined_at(#defined_at) #defaulted #validated)
+    });
+    Some(Module {
         docs: wrap(
             "Every custom resource kind of the API modules in codegen.toml: what `schema`, the \
              CRD output, the admission webhook and tests that count kinds read, so adding a kind \
@@ -211,7 +246,7 @@ fn registry_module(custom: &[TokenStream]) -> Module {
                 Vec::from([#(#custom),*])
             }
         },
-    }
+    })
 }
 
 /// Test helpers over `testenv`, the in-memory API server: the API groups' CRDs,
