@@ -1,4 +1,17 @@
-//! `#[derive(Kind)]`: makes a Knative-shaped API type injectable.
+//! `#[derive(Kind)]`: makes a Knative-shaped API type a Kubernetes kind, with
+//! its CRD, from marker attributes.
+//!
+//! # Where it stands
+//!
+//! This is the compile-time end of kinject's code generation. It reads a
+//! struct's markers through `kinject-model`, the one marker parser (the
+//! generator, `kinject-codegen`, uses the same), and depends on nothing else
+//! but `syn`, `quote` and `proc-macro2`: no Kubernetes, formatting or I/O
+//! crates, so a crate of API types builds it quickly (kinject-types' layering
+//! test holds it to that). The code it expands to names only
+//! `kinject-types`, which re-exports what that code needs (k8s-openapi,
+//! kube-core, serde, schemars), so an API crate depends on `kinject-types`,
+//! this crate and `serde`.
 //!
 //! ```
 //! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -18,22 +31,35 @@
 //!     pub status: Option<AddressableServiceStatus>,
 //! }
 //!
+//! use kinject_types::KindInfo;
 //! use kube::Resource;
 //! assert_eq!(AddressableService::plural(&()), "addressableservices");
+//! assert_eq!(AddressableService::SHORT_NAMES, ["asvc"]);
 //! let asvc = AddressableService::new("rut", AddressableServiceSpec::default());
 //! assert_eq!(serde_json::to_value(&asvc).unwrap()["kind"], "AddressableService");
+//!
+//! // The markers, folded over the kind's identity and schema, make its CRD.
+//! let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+//! assert_eq!(crd.metadata.name.as_deref(), Some("addressableservices.samples.knative.dev"));
+//! assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned(), "knative".to_owned()]));
+//! assert!(crd.spec.versions[0].subresources.as_ref().is_some_and(|s| s.status.is_some()));
 //! ```
 //!
-//! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
-//! and optionally `status: Option<S>`. The derive implements `kube::Resource`,
-//! `kinject_types::KindInfo`, `kinject_types::HasStatus` (with a status),
-//! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
-//! them when read) and `schemars::JsonSchema` in Knative's shape (`spec` and
-//! `status` only). `#[genclient]` and `#[genreconciler]` are read by the
-//! generator; the derive checks them so that a bad marker fails the build.
+//! # What it writes
 //!
-//! Markers are parsed by `kinject_model`, shared with the generator; see its
-//! documentation for every key.
+//! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
+//! and optionally `status: Option<S>`. The derive implements `kube::Resource`
+//! (from the identity markers: group, version, plural, scope),
+//! `kinject_types::KindInfo` (every marker that shapes the CRD, as a
+//! `kinject_types::CrdMarker` value), `kinject_types::HasStatus` (with a status),
+//! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
+//! them when read), `schemars::JsonSchema` in Knative's shape (`spec` and
+//! `status` only), and a constructor `new(name, spec)`. `#[genclient]` and
+//! `#[genreconciler]` are read by the generator; the derive checks them so
+//! that a bad marker fails the build.
+//!
+//! See `kinject_model`'s documentation for every key and how a marker is
+//! added.
 
 use kinject_model::{KindModel, Scope};
 use proc_macro::TokenStream;

@@ -60,7 +60,14 @@
 //! variant there, each with its test; the derive, the CRD builder and the
 //! generator need no change.
 //!
-//! The identity markers (group, version, plural, scope) are also what the
+//! The markers of a kind are kept as a list of [`KindMarker`], an enum with
+//! one variant per marker type (declared once, by a small macro, with the
+//! dispatch from keys to types), rather than as trait objects: a caller asks
+//! for a marker by its type ([`KindModel::marker`]) and gets the type back,
+//! and a new variant is checked everywhere by the compiler. Group, version
+//! and plural emit no `CrdMarker`: they reach the CRD through the derive's
+//! `kube::Resource` impl, which every client needs anyway, so the CRD's
+//! identity has one source. They, with the scope, are also what the
 //! generator names clients and files after, so [`KindModel`] has accessors
 //! for them. Field-level validation (ranges, patterns, formats) is written
 //! with `schemars` attributes on the spec's fields and reaches the schema

@@ -23,7 +23,7 @@ impl<T> Object for T where
 {
 }
 
-/// What a CRD needs to know about a kind beyond [`kube::Resource`]: its
+/// What a CRD needs to know about a kind beyond [`kube::Resource`](Resource): its
 /// markers; implemented by `#[derive(Kind)]`.
 ///
 /// The other constants say what the markers say of the kind's names and
