@@ -14,7 +14,8 @@
 //! proc-macro stays cheap to build.
 //!
 //! ```
-//! use kinject_model::{KindModel, Scope, ShortNames};
+//! use kinject_model::kind::ShortNames;
+//! use kinject_model::{KindModel, Scope};
 //!
 //! let input: syn::DeriveInput = syn::parse_quote! {
 //!     #[derive(Kind)]
@@ -95,10 +96,8 @@ use crate::attr::{Errors, doc_lines, find_single};
 use crate::fields::{KindFields, check_declaration, read_fields};
 pub use genclient::{GenClient, Verb};
 pub use genreconciler::GenReconciler;
-pub use kind::{
-    Categories, Group, KindMarker, Marker, MaxDescriptionLen, Plural, PrintColumn, Scale, Scope, ShortNames,
-    Singular, Storage, Variant, Version, pluralize,
-};
+use kind::{Group, Plural, Singular, Storage, Version};
+pub use kind::{KindMarker, Marker, Scope, Variant, pluralize};
 /// Kubernetes' name checks, shared with the runtime (from `kinject-types`).
 pub use kinject_types::validation;
 
@@ -298,6 +297,7 @@ pub fn derives_kind(attrs: &[Attribute]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kind::{Categories, PrintColumn, Scale, ShortNames};
     use syn::parse_quote;
 
     fn parse(input: DeriveInput) -> Result<KindModel, String> {

@@ -1,9 +1,13 @@
 //! `#[kind(...)]`: one type per key, each reading, checking and emitting
 //! itself (see [`Marker`]), gathered in [`KindMarker`].
 //!
-//! A new key is a new type implementing [`Marker`], listed once in the
-//! `kind_markers!` invocation below, plus the `kinject_types::CrdMarker`
-//! variant its [`Marker::crd_marker`] names; nothing else reads keys.
+//! A new key is a new type implementing [`Marker`] in a module here
+//! (declared and re-exported below), its name in the `kind_markers!` list,
+//! and the `kinject_types::CrdMarker` variant its [`Marker::crd_marker`]
+//! names, with that variant's arm in `apply_to_crd` or `apply_to_schema`;
+//! each with its test. Nothing else reads keys: the derive emits whatever
+//! [`KindMarker::crd_marker`] gives, and the CRD builder folds whatever the
+//! derive emitted.
 
 mod identity;
 mod kubectl;
