@@ -181,167 +181,131 @@ impl Config {
                 ),
             ))
         })?;
-        let mut errors = Vec::new();
-        let mut bad = |at: &Spanned<String>, message: String| {
-            let (line, column) = Diagnostic::position_of(text, at.span().start);
-            errors.push(Diagnostic::at(file, line, column, message));
+        let mut problems = Problems {
+            text,
+            file,
+            found: Vec::new(),
         };
         if raw.output.get_ref().trim().is_empty() {
-            bad(
+            problems.at(
                 &raw.output,
                 "`output` is empty; name the directory to write, e.g. output = \"generated/src\"".into(),
             );
         }
         for (i, api) in raw.api.iter().enumerate() {
-            let krate = api.krate.get_ref().replace('-', "_");
-            match syn::parse_str::<syn::Path>(api.module.get_ref()) {
-                Ok(module) if module.segments.first().is_some_and(|s| s.ident == krate) => {}
-                Ok(_) => bad(
-                    &api.module,
-                    format!(
-                        "api[{i}].module = {:?} does not start with the crate `{krate}`; write it as `{krate}::<module>`",
-                        api.module.get_ref()
-                    ),
-                ),
-                Err(_) => bad(
-                    &api.module,
-                    format!(
-                        "api[{i}].module = {:?} is not a Rust path; write it like \"apis::v1alpha1\"",
-                        api.module.get_ref()
-                    ),
-                ),
-            }
+            api.check(i, &mut problems);
         }
-        let mut externals = Vec::new();
-        for (i, raw_ext) in raw.external.into_iter().enumerate() {
-            let derived = ExternalKind::from_k8s_openapi_path(raw_ext.path.get_ref());
-            let span = raw_ext.path.span();
-            let mut missing = Vec::new();
-            let mut fill =
-                |given: Option<Spanned<String>>, name: &'static str, derive: fn(&ExternalKind) -> String| {
-                    given
-                        .or_else(|| derived.as_ref().map(|d| Spanned::new(span.clone(), derive(d))))
-                        .unwrap_or_else(|| {
-                            missing.push(name);
-                            Spanned::new(span.clone(), String::new())
-                        })
-                };
-            let ext = FilledExternal {
-                group: fill(raw_ext.group, "group", |d| d.group.clone()),
-                version: fill(raw_ext.version, "version", |d| d.version.clone()),
-                kind: fill(raw_ext.kind, "kind", |d| d.kind.clone()),
-                plural: fill(raw_ext.plural, "plural", |d| d.plural.clone()),
-                scope: raw_ext.scope,
-                path: raw_ext.path,
-                status: raw_ext.status,
-                reconciler: raw_ext.reconciler,
-            };
-            if !missing.is_empty() {
-                bad(
-                    &ext.path,
-                    format!(
-                        "external[{i}] has no {}; its path {:?} is not a k8s-openapi kind (k8s_openapi::api::<group>::<version>::<Kind>) to take them from; add them",
-                        missing.join(", "),
-                        ext.path.get_ref()
-                    ),
-                );
-                continue;
-            }
-            let kind = ext.kind.get_ref();
-            match syn::parse_str::<syn::Path>(ext.path.get_ref()) {
-                Ok(p) if p.segments.last().is_some_and(|s| s.ident == kind) => {}
-                _ => bad(
-                    &ext.path,
-                    format!(
-                        "external[{i}].path = {:?} is not a Rust path ending in the kind `{kind}`; write e.g. \"k8s_openapi::api::core::v1::{kind}\"",
-                        ext.path.get_ref()
-                    ),
-                ),
-            }
-            if !kind.starts_with(|c: char| c.is_ascii_uppercase())
-                || syn::parse_str::<syn::Ident>(kind).is_err()
-            {
-                bad(
-                    &ext.kind,
-                    format!(
-                        "external[{i}].kind = {kind:?} is not a kind; write it in CamelCase, e.g. \"Pod\""
-                    ),
-                );
-            }
-            let group = ext.group.get_ref();
-            if !group.is_empty() && !is_dns1123_subdomain(group).is_empty() {
-                bad(
-                    &ext.group,
-                    format!(
-                        "external[{i}].group = {group:?} is not an API group; write \"\" for the core group or e.g. \"apps\""
-                    ),
-                );
-            }
-            if !is_kube_version(ext.version.get_ref()).is_empty() {
-                bad(
-                    &ext.version,
-                    format!(
-                        "external[{i}].version = {:?} is not a Kubernetes API version; write e.g. \"v1\"",
-                        ext.version.get_ref()
-                    ),
-                );
-            }
-            if !is_dns1123_label(ext.plural.get_ref()).is_empty() {
-                bad(
-                    &ext.plural,
-                    format!(
-                        "external[{i}].plural = {:?} is not a resource name; write the lower-case plural, e.g. \"pods\"",
-                        ext.plural.get_ref()
-                    ),
-                );
-            }
-            if let Some(scope) = &ext.scope
-                && scope_of(scope.get_ref()).is_none()
-            {
-                bad(
-                    scope,
-                    format!(
-                        "external[{i}].scope = {:?} is not a scope; write \"namespaced\" or \"cluster\"",
-                        scope.get_ref()
-                    ),
-                );
-            }
-            externals.push(ext);
-        }
-        if !errors.is_empty() {
-            return Err(errors.into());
+        let externals: Vec<FilledExternal> = raw
+            .external
+            .into_iter()
+            .enumerate()
+            .filter_map(|(i, raw_ext)| {
+                let ext = raw_ext.fill(i, &mut problems)?;
+                ext.check(i, &mut problems);
+                Some(ext)
+            })
+            .collect();
+        if !problems.found.is_empty() {
+            return Err(problems.found.into());
         }
         Ok(Config {
             output: base.join(raw.output.get_ref()),
             reconcilers: raw.reconcilers,
             testing: raw.testing,
-            apis: raw
-                .api
-                .into_iter()
-                .map(|a| ApiModule {
-                    krate: a.krate.into_inner(),
-                    module: a.module.into_inner(),
-                    source: base.join(a.source.into_inner()),
-                })
-                .collect(),
-            externals: externals
-                .into_iter()
-                .map(|e| ExternalKind {
-                    scope: e.scope.and_then(|s| scope_of(s.get_ref())),
-                    path: e.path.into_inner(),
-                    group: e.group.into_inner(),
-                    version: e.version.into_inner(),
-                    kind: e.kind.into_inner(),
-                    plural: e.plural.into_inner(),
-                    status: e.status,
-                    reconciler: e.reconciler,
-                })
-                .collect(),
+            apis: raw.api.into_iter().map(|a| a.resolve(base)).collect(),
+            externals: externals.into_iter().map(FilledExternal::into_external).collect(),
             scaffold: raw.scaffold.map(|s| ScaffoldPaths {
                 reconcilers: base.join(s.reconcilers),
                 samples: base.join(s.samples),
             }),
         })
+    }
+}
+
+/// The problems found in a config file, each at its key.
+struct Problems<'a> {
+    text: &'a str,
+    file: &'a Path,
+    found: Vec<Diagnostic>,
+}
+
+impl Problems<'_> {
+    fn at(&mut self, value: &Spanned<String>, message: String) {
+        let (line, column) = Diagnostic::position_of(self.text, value.span().start);
+        self.found.push(Diagnostic::at(self.file, line, column, message));
+    }
+}
+
+impl RawApi {
+    /// The module must be a Rust path inside the crate.
+    fn check(&self, i: usize, problems: &mut Problems<'_>) {
+        let krate = self.krate.get_ref().replace('-', "_");
+        match syn::parse_str::<syn::Path>(self.module.get_ref()) {
+            Ok(module) if module.segments.first().is_some_and(|s| s.ident == krate) => {}
+            Ok(_) => problems.at(
+                &self.module,
+                format!(
+                    "api[{i}].module = {:?} does not start with the crate `{krate}`; write it as `{krate}::<module>`",
+                    self.module.get_ref()
+                ),
+            ),
+            Err(_) => problems.at(
+                &self.module,
+                format!(
+                    "api[{i}].module = {:?} is not a Rust path; write it like \"apis::v1alpha1\"",
+                    self.module.get_ref()
+                ),
+            ),
+        }
+    }
+
+    fn resolve(self, base: &Path) -> ApiModule {
+        ApiModule {
+            krate: self.krate.into_inner(),
+            module: self.module.into_inner(),
+            source: base.join(self.source.into_inner()),
+        }
+    }
+}
+
+impl RawExternal {
+    /// The fields left out taken from a k8s-openapi path; `None`, with a
+    /// problem, when some are missing and the path is not one.
+    fn fill(self, i: usize, problems: &mut Problems<'_>) -> Option<FilledExternal> {
+        let derived = ExternalKind::from_k8s_openapi_path(self.path.get_ref());
+        let span = self.path.span();
+        let mut missing = Vec::new();
+        let mut fill =
+            |given: Option<Spanned<String>>, name: &'static str, derive: fn(&ExternalKind) -> String| {
+                given
+                    .or_else(|| derived.as_ref().map(|d| Spanned::new(span.clone(), derive(d))))
+                    .unwrap_or_else(|| {
+                        missing.push(name);
+                        Spanned::new(span.clone(), String::new())
+                    })
+            };
+        let ext = FilledExternal {
+            group: fill(self.group, "group", |d| d.group.clone()),
+            version: fill(self.version, "version", |d| d.version.clone()),
+            kind: fill(self.kind, "kind", |d| d.kind.clone()),
+            plural: fill(self.plural, "plural", |d| d.plural.clone()),
+            scope: self.scope,
+            path: self.path,
+            status: self.status,
+            reconciler: self.reconciler,
+        };
+        if missing.is_empty() {
+            return Some(ext);
+        }
+        problems.at(
+            &ext.path,
+            format!(
+                "external[{i}] has no {}; its path {:?} is not a k8s-openapi kind (k8s_openapi::api::<group>::<version>::<Kind>) to take them from; add them",
+                missing.join(", "),
+                ext.path.get_ref()
+            ),
+        );
+        None
     }
 }
 
@@ -355,6 +319,81 @@ struct FilledExternal {
     scope: Option<Spanned<String>>,
     status: bool,
     reconciler: bool,
+}
+
+impl FilledExternal {
+    /// Every field must name what Kubernetes and Rust accept.
+    fn check(&self, i: usize, problems: &mut Problems<'_>) {
+        let kind = self.kind.get_ref();
+        match syn::parse_str::<syn::Path>(self.path.get_ref()) {
+            Ok(p) if p.segments.last().is_some_and(|s| s.ident == kind) => {}
+            _ => problems.at(
+                &self.path,
+                format!(
+                    "external[{i}].path = {:?} is not a Rust path ending in the kind `{kind}`; write e.g. \"k8s_openapi::api::core::v1::{kind}\"",
+                    self.path.get_ref()
+                ),
+            ),
+        }
+        if !kind.starts_with(|c: char| c.is_ascii_uppercase()) || syn::parse_str::<syn::Ident>(kind).is_err()
+        {
+            problems.at(
+                &self.kind,
+                format!("external[{i}].kind = {kind:?} is not a kind; write it in CamelCase, e.g. \"Pod\""),
+            );
+        }
+        let group = self.group.get_ref();
+        if !group.is_empty() && !is_dns1123_subdomain(group).is_empty() {
+            problems.at(
+                &self.group,
+                format!(
+                    "external[{i}].group = {group:?} is not an API group; write \"\" for the core group or e.g. \"apps\""
+                ),
+            );
+        }
+        if !is_kube_version(self.version.get_ref()).is_empty() {
+            problems.at(
+                &self.version,
+                format!(
+                    "external[{i}].version = {:?} is not a Kubernetes API version; write e.g. \"v1\"",
+                    self.version.get_ref()
+                ),
+            );
+        }
+        if !is_dns1123_label(self.plural.get_ref()).is_empty() {
+            problems.at(
+                &self.plural,
+                format!(
+                    "external[{i}].plural = {:?} is not a resource name; write the lower-case plural, e.g. \"pods\"",
+                    self.plural.get_ref()
+                ),
+            );
+        }
+        if let Some(scope) = &self.scope
+            && scope_of(scope.get_ref()).is_none()
+        {
+            problems.at(
+                scope,
+                format!(
+                    "external[{i}].scope = {:?} is not a scope; write \"namespaced\" or \"cluster\"",
+                    scope.get_ref()
+                ),
+            );
+        }
+    }
+
+    fn into_external(self) -> ExternalKind {
+        ExternalKind {
+            scope: self.scope.and_then(|s| scope_of(s.get_ref())),
+            path: self.path.into_inner(),
+            group: self.group.into_inner(),
+            version: self.version.into_inner(),
+            kind: self.kind.into_inner(),
+            plural: self.plural.into_inner(),
+            status: self.status,
+            reconciler: self.reconciler,
+        }
+    }
 }
 
 /// The API group of each module of k8s-openapi's `api` tree (and of its

@@ -1,23 +1,35 @@
-//! The generator: reads annotated API types and emits the typed layer (clients,
-//! listers, informers, injection accessors and reconciler traits) as thin glue
-//! over `kinject-runtime`.
+//! The generator: reads annotated API types and emits the typed layer
+//! (clients, listers, informers, injection accessors and reconciler traits) as
+//! thin glue over `kinject-runtime`.
+//!
+//! # Where it stands
+//!
+//! This is the generation-time end of kinject's code generation, above
+//! [`model`] (`kinject-model`, the one parser of marker attributes, which the
+//! `kinject-macros` derive uses too, so both agree on what a marker means).
+//! It depends on the model, `syn`, `quote` and `proc-macro2` to read and
+//! write Rust, `prettyplease` to format it, `toml` and `serde` for the
+//! config, `thiserror`, and `clap` for the binary only (feature `cli`). It
+//! never depends on the runtime or on Kubernetes crates: the code it writes
+//! does.
 //!
 //! The pipeline is parse → model → emit → format → write:
-//! [`config`] names the inputs, [`model`] is the one parser of marker
-//! attributes (the `kinject-macros` crate's derive uses it too, so both agree on what a
-//! marker means), the emitter turns each kind into one module, prettyplease
-//! formats it, and only files whose bytes changed are written, all or none
-//! (see [`Generated::write`]).
+//! [`config`] names the inputs, the scanner reads every `#[derive(Kind)]`
+//! struct through [`model`] into a plan per kind, the emitter turns each kind
+//! into one module, prettyplease formats it, and only files whose bytes
+//! changed are written, all or none (see [`Generated::write`]).
+//! [`scaffold`] starts a new kind's hand-written files.
 //!
 //! Three ways to run it:
 //!
 //! * `hack/update-codegen.sh` (or `cargo run -p kinject-codegen`) regenerates the
 //!   checked-in `generated/` crate from `codegen.toml`; `--verify` only checks.
 //! * [`generate`] and [`Generated`] do the same from a program.
-//! * [`Builder`] generates into `OUT_DIR` from a `build.rs`:
+//! * [`Builder`] generates into `OUT_DIR` from a `build.rs`, as
+//!   `codegen/tests/buildrs-fixture` does:
 //!
 //! ```no_run
-//! // build.rs
+//! // build.rs of a crate beside the API crate `apis`
 //! fn main() -> Result<(), kinject_codegen::Error> {
 //!     kinject_codegen::Builder::new()
 //!         .api("apis", "apis::v1alpha1", "../apis/src/v1alpha1")

@@ -12,7 +12,7 @@ use std::time::Instant;
 use clap::{Parser, Subcommand, ValueEnum};
 use kinject_codegen::model::Scope;
 use kinject_codegen::scaffold::{self, NewKind};
-use kinject_codegen::{Config, Layout};
+use kinject_codegen::{Config, Generated, Layout};
 
 /// Regenerates the files under the config's `output` from the API sources it
 /// names, writing only files whose content changed.
@@ -99,8 +99,13 @@ fn main() -> ExitCode {
         );
     }
 
+    generate(&config_path, verify)
+}
+
+/// Regenerates the output `config_path` names, or with `verify` checks it.
+fn generate(config_path: &Path, verify: bool) -> ExitCode {
     let started = Instant::now();
-    let result = Config::load(&config_path).and_then(|config| {
+    let result = Config::load(config_path).and_then(|config| {
         let generated = kinject_codegen::generate(&config, &Layout::Crate)?;
         Ok((config, generated))
     });
@@ -111,36 +116,9 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-
     if verify {
-        return match generated.check(&config.output) {
-            Ok(stale) if stale.is_empty() => {
-                println!(
-                    "{} is up to date ({} files for {} kinds)",
-                    shown(&config.output).display(),
-                    generated.files.len(),
-                    generated.kinds
-                );
-                ExitCode::SUCCESS
-            }
-            Ok(stale) => {
-                eprintln!("error: generated code is out of date:");
-                for s in &stale {
-                    eprintln!("  {}", shown_stale(s));
-                }
-                eprintln!(
-                    "run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config {}`) and commit the result",
-                    shown(&config_path).display()
-                );
-                ExitCode::FAILURE
-            }
-            Err(err) => {
-                eprintln!("{err}");
-                ExitCode::FAILURE
-            }
-        };
+        return verify_up_to_date(config_path, &config, &generated);
     }
-
     match generated.write(&config.output) {
         Ok(report) => {
             for path in &report.written {
@@ -156,6 +134,37 @@ fn main() -> ExitCode {
                 started.elapsed().as_millis()
             );
             ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Success when the output directory holds exactly what would be written;
+/// otherwise lists the stale files and how to refresh them.
+fn verify_up_to_date(config_path: &Path, config: &Config, generated: &Generated) -> ExitCode {
+    match generated.check(&config.output) {
+        Ok(stale) if stale.is_empty() => {
+            println!(
+                "{} is up to date ({} files for {} kinds)",
+                shown(&config.output).display(),
+                generated.files.len(),
+                generated.kinds
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(stale) => {
+            eprintln!("error: generated code is out of date:");
+            for s in &stale {
+                eprintln!("  {}", shown_stale(s));
+            }
+            eprintln!(
+                "run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config {}`) and commit the result",
+                shown(config_path).display()
+            );
+            ExitCode::FAILURE
         }
         Err(err) => {
             eprintln!("{err}");

@@ -20,7 +20,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::config::Config;
+use crate::config::{ApiModule, Config, ScaffoldPaths};
 use crate::error::{Diagnostic, Error};
 use crate::model::validation::{is_dns1123_subdomain, is_kube_version};
 use crate::model::{Scope, pluralize};
@@ -165,12 +165,45 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     };
     let scanned = scan::scan(&config)?;
     let names = Names::new(new);
-
     let versions: Vec<&KindPlan> = scanned
         .kinds
         .iter()
         .filter(|k| k.is_crd && k.kind == new.kind && k.group == new.group)
         .collect();
+    refuse_taken(config_path, &scanned, &versions, new, &names)?;
+    let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
+    if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
+        let stored_elsewhere = versions.iter().any(|k| k.storage);
+        return plan_version(config_path, &root, new, &names, &api, older, stored_elsewhere);
+    }
+    let repo = Repo {
+        config_path,
+        root: &root,
+        config: &config,
+        paths: &paths,
+    };
+    plan_kind(&repo, new, &names, &api)
+}
+
+/// The repository new-kind writes into.
+struct Repo<'a> {
+    config_path: &'a Path,
+    /// The directory of `codegen.toml`, which its paths are relative to.
+    root: &'a Path,
+    config: &'a Config,
+    paths: &'a ScaffoldPaths,
+}
+
+/// Refuses a kind that exists in the version asked for (`versions` are the
+/// kind's existing ones), and a group whose generated module another group
+/// has.
+fn refuse_taken(
+    config_path: &Path,
+    scanned: &scan::Scanned,
+    versions: &[&KindPlan],
+    new: &NewKind,
+    names: &Names,
+) -> Result<(), Error> {
     if let Some(existing) = versions.iter().find(|k| k.version == new.version) {
         return Err(Error::one(Diagnostic::file(
             config_path,
@@ -194,29 +227,56 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
             ),
         )));
     }
+    Ok(())
+}
 
-    let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
-    if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
-        let stored_elsewhere = versions.iter().any(|k| k.storage);
-        return plan_version(config_path, &root, new, &names, &api, older, stored_elsewhere);
-    }
-    let generated_crate = rust_name(&package_name(&config.output)?);
-    let reconcilers_dir = root.join(&paths.reconcilers);
+/// A kind new in every version: its API files, reconciler, table test and
+/// example object.
+fn plan_kind(repo: &Repo<'_>, new: &NewKind, names: &Names, api: &ApiTarget) -> Result<Plan, Error> {
+    let generated_crate = rust_name(&package_name(&repo.config.output)?);
+    let reconcilers_dir = repo.root.join(&repo.paths.reconcilers);
     let reconcilers_package = package_name(&reconcilers_dir.join("src"))?;
     let reconcilers_crate = rust_name(&reconcilers_package);
     let api_package = package_name(&api.dir)?;
-
     let values = Values {
-        names: &names,
+        names,
         new,
         api_module: &api.module,
         generated_module: &format!("{generated_crate}::{}::{}", names.group_module, new.version),
         generated_crate: &generated_crate,
         reconcilers_crate: &reconcilers_crate,
     };
-
     let mut files = Files::default();
-    let snake = &names.snake;
+    add_api_files(&mut files, &values, api, repo)?;
+    add_reconciler(&mut files, &values, &reconcilers_dir)?;
+    files.create(
+        repo.root.join(&repo.paths.samples).join(format!(
+            "{}_{}_{}.yaml",
+            names.group_module, new.version, names.module
+        )),
+        values.fill(include_str!("scaffold/sample.yaml.tmpl")),
+    )?;
+    let mut packages = vec![api_package, reconcilers_package];
+    packages.dedup();
+    Ok(Plan {
+        files: files.0,
+        packages,
+        summary: format!(
+            "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
+            new.kind, new.group, new.version
+        ),
+    })
+}
+
+/// The kind's types, lifecycle, defaults and validation files, registered
+/// in their version module.
+fn add_api_files(
+    files: &mut Files,
+    values: &Values<'_>,
+    api: &ApiTarget,
+    repo: &Repo<'_>,
+) -> Result<(), Error> {
+    let snake = &values.names.snake;
     for (suffix, template) in [
         ("types", include_str!("scaffold/types.rs.tmpl")),
         ("lifecycle", include_str!("scaffold/lifecycle.rs.tmpl")),
@@ -234,30 +294,37 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
         format!("mod {snake}_types;"),
         format!("mod {snake}_validation;"),
     ];
-    let kind = &new.kind;
-    let upper = &names.upper;
+    let kind = &values.new.kind;
+    let upper = &values.names.upper;
     let use_lines = [
         format!("pub use {snake}_lifecycle::{upper}_CONDITION_READY;"),
         format!("pub use {snake}_types::{{{kind}, {kind}List, {kind}Spec, {kind}Status}};"),
         format!("pub use {snake}_validation::{upper}_MAX_DESCRIPTION_CHARS;"),
     ];
     register_module(
-        &mut files,
-        &api,
+        files,
+        api,
         &module_lines,
         &use_lines,
-        new,
-        config_path,
-        &root,
-    )?;
+        values.new,
+        repo.config_path,
+        repo.root,
+    )
+}
 
-    // The reconciler and its registration.
-    let module = &names.module;
+/// The reconciler module, its place in the `controllers!` list, and its
+/// table test: one more module of the table-test binary when there is one,
+/// else a test binary of its own.
+fn add_reconciler(files: &mut Files, values: &Values<'_>, reconcilers_dir: &Path) -> Result<(), Error> {
+    let module = &values.names.module;
     let reconcilers_src = reconcilers_dir.join("src");
     if reconcilers_src.join(module).exists() {
         return Err(Error::one(Diagnostic::file(
             reconcilers_src.join(module),
-            format!("exists; kind {kind} would put its reconciler in module `{module}`"),
+            format!(
+                "exists; kind {} would put its reconciler in module `{module}`",
+                values.new.kind
+            ),
         )));
     }
     files.create(
@@ -268,8 +335,6 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     let text = read(&lib)?;
     files.edit(lib.clone(), insert_controller(&text, &lib, module)?);
 
-    // The table test: one more module of the table-test binary when there is
-    // one, else a test binary of its own.
     let table = values.fill(include_str!("scaffold/table.rs.tmpl"));
     let tables_main = reconcilers_dir.join("tests/tables/main.rs");
     if tables_main.is_file() {
@@ -282,22 +347,7 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     } else {
         files.create(reconcilers_dir.join(format!("tests/{module}.rs")), table)?;
     }
-
-    files.create(
-        root.join(&paths.samples)
-            .join(format!("{}_{}_{module}.yaml", names.group_module, new.version)),
-        values.fill(include_str!("scaffold/sample.yaml.tmpl")),
-    )?;
-    let mut packages = vec![api_package, reconcilers_package];
-    packages.dedup();
-    Ok(Plan {
-        files: files.0,
-        packages,
-        summary: format!(
-            "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
-            new.kind, new.group, new.version
-        ),
-    })
+    Ok(())
 }
 
 /// Adds the kind's module and re-exports to its version module, creating
@@ -411,50 +461,41 @@ fn plan_version(
 
 /// The new version's `*_types.rs`.
 fn version_types(new: &NewKind, older: &KindPlan, older_module: &str, storage: bool) -> String {
+    let fields = SharedFields::of(&new.kind, older, older_module);
+    let mut out = version_struct(new, older, &fields, storage);
+    let (kind, older_version) = (&new.kind, &older.version);
+    if older.defaulted {
+        out.push_str(&format!(
+            "\nimpl Defaultable for {kind} {{\n    \
+             /// Defaults as `{older_version}` does: the fields are the same.\n    \
+             fn set_defaults(&mut self) {{\n        \
+             let mut older = {older_module}::{kind} {{\n{moved}\n        }};\n        \
+             older.set_defaults();\n{back}\n    }}\n}}\n",
+            moved = fields.moved().join("\n"),
+            back = fields.back().join("\n"),
+        ));
+    }
+    if older.validated {
+        out.push_str(&format!(
+            "\nimpl Validatable for {kind} {{\n    \
+             /// Validates as `{older_version}` does: the fields are the same.\n    \
+             fn validate(&self) -> Result<(), FieldError> {{\n        \
+             {older_module}::{kind} {{\n{copied}\n        }}\n        .validate()\n    }}\n}}\n",
+            copied = fields.copied().join("\n"),
+        ));
+    }
+    out
+}
+
+/// The imports, the struct of the new version and its list type.
+fn version_struct(new: &NewKind, older: &KindPlan, fields: &SharedFields, storage: bool) -> String {
     let kind = &new.kind;
-    let older_version = &older.version;
     let scope = if new.scope == Scope::Namespaced {
         "namespaced"
     } else {
         "cluster_scoped"
     };
     let storage = if storage { ", storage" } else { "" };
-    let last = |ty: &str| ty.rsplit("::").next().unwrap_or(ty).to_owned();
-    let mut fields = vec![(
-        "metadata",
-        "/// Standard object metadata.\n    pub metadata: ObjectMeta,".to_owned(),
-    )];
-    if let Some(spec) = &older.spec_type {
-        fields.push((
-            "spec",
-            format!("/// The desired state of the {kind}, written by its user.\n    pub spec: {older_module}::{},", last(spec)),
-        ));
-    }
-    if let Some(status) = &older.status_type {
-        fields.push((
-            "status",
-            format!(
-                "/// The observed state of the {kind}, written by the controller.\n    pub status: Option<{older_module}::{}>,",
-                last(status)
-            ),
-        ));
-    }
-    let declared: Vec<String> = fields.iter().map(|(_, f)| format!("    {f}")).collect();
-    let moved: Vec<String> = fields
-        .iter()
-        .map(|(name, _)| match *name {
-            "status" => "            status: self.status.take(),".to_owned(),
-            name => format!("            {name}: std::mem::take(&mut self.{name}),"),
-        })
-        .collect();
-    let copied: Vec<String> = fields
-        .iter()
-        .map(|(name, _)| format!("            {name}: self.{name}.clone(),"))
-        .collect();
-    let back: Vec<String> = fields
-        .iter()
-        .map(|(name, _)| format!("        self.{name} = older.{name};"))
-        .collect();
     let mut imports = vec![
         "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;",
         "use kinject_macros::Kind;",
@@ -469,7 +510,7 @@ fn version_types(new: &NewKind, older: &KindPlan, older_module: &str, storage: b
         imports.push(hooks);
     }
     imports.push("use kube_core::ObjectList;");
-    let mut out = format!(
+    format!(
         "{imports}\n\n\
          /// A {kind} in `{version}`: the fields of `{older_version}`, so the API server\n\
          /// serves every {kind} in both versions by rewriting `apiVersion`. Give\n\
@@ -483,30 +524,72 @@ fn version_types(new: &NewKind, older: &KindPlan, older_module: &str, storage: b
          pub type {kind}List = ObjectList<{kind}>;\n",
         imports = imports.join("\n"),
         version = new.version,
+        older_version = older.version,
         group = new.group,
-        fields = declared.join("\n\n"),
-    );
-    if older.defaulted {
-        out.push_str(&format!(
-            "\nimpl Defaultable for {kind} {{\n    \
-             /// Defaults as `{older_version}` does: the fields are the same.\n    \
-             fn set_defaults(&mut self) {{\n        \
-             let mut older = {older_module}::{kind} {{\n{moved}\n        }};\n        \
-             older.set_defaults();\n{back}\n    }}\n}}\n",
-            moved = moved.join("\n"),
-            back = back.join("\n"),
-        ));
+        fields = fields.declared().join("\n\n"),
+    )
+}
+
+/// The fields a new version shares with `older`: `metadata`, and `spec`
+/// and `status` of `older`'s types when it has them.
+struct SharedFields(Vec<(&'static str, String)>);
+
+impl SharedFields {
+    fn of(kind: &str, older: &KindPlan, older_module: &str) -> SharedFields {
+        let last = |ty: &str| ty.rsplit("::").next().unwrap_or(ty).to_owned();
+        let mut fields = vec![(
+            "metadata",
+            "/// Standard object metadata.\n    pub metadata: ObjectMeta,".to_owned(),
+        )];
+        if let Some(spec) = &older.spec_type {
+            fields.push((
+                "spec",
+                format!("/// The desired state of the {kind}, written by its user.\n    pub spec: {older_module}::{},", last(spec)),
+            ));
+        }
+        if let Some(status) = &older.status_type {
+            fields.push((
+                "status",
+                format!(
+                    "/// The observed state of the {kind}, written by the controller.\n    pub status: Option<{older_module}::{}>,",
+                    last(status)
+                ),
+            ));
+        }
+        SharedFields(fields)
     }
-    if older.validated {
-        out.push_str(&format!(
-            "\nimpl Validatable for {kind} {{\n    \
-             /// Validates as `{older_version}` does: the fields are the same.\n    \
-             fn validate(&self) -> Result<(), FieldError> {{\n        \
-             {older_module}::{kind} {{\n{copied}\n        }}\n        .validate()\n    }}\n}}\n",
-            copied = copied.join("\n"),
-        ));
+
+    /// The fields as declared in the struct.
+    fn declared(&self) -> Vec<String> {
+        self.0.iter().map(|(_, f)| format!("    {f}")).collect()
     }
-    out
+
+    /// Each field moved into the older version's struct.
+    fn moved(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(name, _)| match *name {
+                "status" => "            status: self.status.take(),".to_owned(),
+                name => format!("            {name}: std::mem::take(&mut self.{name}),"),
+            })
+            .collect()
+    }
+
+    /// Each field copied into the older version's struct.
+    fn copied(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(name, _)| format!("            {name}: self.{name}.clone(),"))
+            .collect()
+    }
+
+    /// Each field moved back from the older version's struct.
+    fn back(&self) -> Vec<String> {
+        self.0
+            .iter()
+            .map(|(name, _)| format!("        self.{name} = older.{name};"))
+            .collect()
+    }
 }
 
 /// The names derived from the kind.
@@ -641,6 +724,9 @@ enum ParentLink {
     Create { path: PathBuf, body: String },
 }
 
+/// Where the kind's API files go: the module of its group and version, a
+/// sibling of another version of its group, or a new group module in the
+/// crate of the first `[[api]]`.
 fn locate_api_module(
     config: &Config,
     scanned: &scan::Scanned,
@@ -679,30 +765,43 @@ fn locate_api_module(
         }
     }
     // Another version of the group: a sibling module.
-    for api in &config.apis {
-        if group_of(&api.module).is_some_and(|(group, _)| group == new.group) {
-            let parent_dir = api.source.parent().unwrap_or(Path::new("")).to_path_buf();
-            let parent_module = api
-                .module
-                .rsplit_once("::")
-                .map_or(api.module.as_str(), |(parent, _)| parent);
-            let dir = parent_dir.join(&new.version);
-            refuse_existing(&dir)?;
-            return Ok(ApiTarget {
-                krate: api.krate.clone(),
-                module: format!("{parent_module}::{}", new.version),
-                module_file: ModuleFile::New {
-                    path: dir.join("mod.rs"),
-                    parent: vec![ParentLink::Edit {
-                        path: module_file(&parent_dir)?,
-                        line: format!("pub mod {};", new.version),
-                    }],
-                },
-                dir,
-            });
-        }
+    if let Some(api) = config
+        .apis
+        .iter()
+        .find(|api| group_of(&api.module).is_some_and(|(group, _)| group == new.group))
+    {
+        return sibling_version_module(api, new);
     }
-    // A new group: `<crate>/src/<group>/<version>`.
+    new_group_module(first, new, names)
+}
+
+/// A new version module beside `api`, the module of another version of the
+/// group.
+fn sibling_version_module(api: &ApiModule, new: &NewKind) -> Result<ApiTarget, Error> {
+    let parent_dir = api.source.parent().unwrap_or(Path::new("")).to_path_buf();
+    let parent_module = api
+        .module
+        .rsplit_once("::")
+        .map_or(api.module.as_str(), |(parent, _)| parent);
+    let dir = parent_dir.join(&new.version);
+    refuse_existing(&dir)?;
+    Ok(ApiTarget {
+        krate: api.krate.clone(),
+        module: format!("{parent_module}::{}", new.version),
+        module_file: ModuleFile::New {
+            path: dir.join("mod.rs"),
+            parent: vec![ParentLink::Edit {
+                path: module_file(&parent_dir)?,
+                line: format!("pub mod {};", new.version),
+            }],
+        },
+        dir,
+    })
+}
+
+/// `<crate>/src/<group>/<version>` in the crate of `first`, the group
+/// module created unless it exists.
+fn new_group_module(first: &ApiModule, new: &NewKind, names: &Names) -> Result<ApiTarget, Error> {
     let src = crate_src(&first.source)?;
     let group_dir = src.join(&names.group_module);
     let dir = group_dir.join(&new.version);

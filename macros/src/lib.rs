@@ -1,4 +1,17 @@
-//! `#[derive(Kind)]`: makes a Knative-shaped API type injectable.
+//! `#[derive(Kind)]`: makes a Knative-shaped API type a Kubernetes kind, with
+//! its CRD, from marker attributes.
+//!
+//! # Where it stands
+//!
+//! This is the compile-time end of kinject's code generation. It reads a
+//! struct's markers through `kinject-model`, the one marker parser (the
+//! generator, `kinject-codegen`, uses the same), and depends on nothing else
+//! but `syn`, `quote` and `proc-macro2`: no Kubernetes, formatting or I/O
+//! crates, so a crate of API types builds it quickly (kinject-types' layering
+//! test holds it to that). The code it expands to names only
+//! `kinject-types`, which re-exports what that code needs (k8s-openapi,
+//! kube-core, serde, schemars), so an API crate depends on `kinject-types`,
+//! this crate and `serde`.
 //!
 //! ```
 //! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -18,22 +31,35 @@
 //!     pub status: Option<AddressableServiceStatus>,
 //! }
 //!
+//! use kinject_types::KindInfo;
 //! use kube::Resource;
 //! assert_eq!(AddressableService::plural(&()), "addressableservices");
+//! assert_eq!(AddressableService::SHORT_NAMES, ["asvc"]);
 //! let asvc = AddressableService::new("rut", AddressableServiceSpec::default());
 //! assert_eq!(serde_json::to_value(&asvc).unwrap()["kind"], "AddressableService");
+//!
+//! // The markers, folded over the kind's identity and schema, make its CRD.
+//! let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+//! assert_eq!(crd.metadata.name.as_deref(), Some("addressableservices.samples.knative.dev"));
+//! assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned(), "knative".to_owned()]));
+//! assert!(crd.spec.versions[0].subresources.as_ref().is_some_and(|s| s.status.is_some()));
 //! ```
 //!
-//! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
-//! and optionally `status: Option<S>`. The derive implements `kube::Resource`,
-//! `kinject_types::KindInfo`, `kinject_types::HasStatus` (with a status),
-//! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
-//! them when read) and `schemars::JsonSchema` in Knative's shape (`spec` and
-//! `status` only). `#[genclient]` and `#[genreconciler]` are read by the
-//! generator; the derive checks them so that a bad marker fails the build.
+//! # What it writes
 //!
-//! Markers are parsed by `kinject_model`, shared with the generator; see its
-//! documentation for every key.
+//! The struct has `metadata`, optionally `spec` (whose type implements `Default`)
+//! and optionally `status: Option<S>`. The derive implements `kube::Resource`
+//! (from the identity markers: group, version, plural, scope),
+//! `kinject_types::KindInfo` (every marker that shapes the CRD, as a
+//! `kinject_types::CrdMarker` value), `kinject_types::HasStatus` (with a status),
+//! `serde::Serialize` and `Deserialize` (writing `apiVersion` and `kind`, checking
+//! them when read), `schemars::JsonSchema` in Knative's shape (`spec` and
+//! `status` only), and a constructor `new(name, spec)`. `#[genclient]` and
+//! `#[genreconciler]` are read by the generator; the derive checks them so
+//! that a bad marker fails the build.
+//!
+//! See `kinject_model`'s documentation for every key and how a marker is
+//! added.
 
 use kinject_model::{KindModel, Scope};
 use proc_macro::TokenStream;
@@ -64,54 +90,36 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             "`metadata` field not found; add `pub metadata: ObjectMeta`",
         )
     })?;
+    let resource = expand_resource(&model, &metadata_ty);
+    let has_status = expand_has_status(&model);
+    let constructor = expand_constructor(&model, &metadata_ty);
+    let serde = expand_serde(&model, &metadata_ty);
+    let schema = expand_schema(input, &model);
+    Ok(quote! {
+        #resource
+        #has_status
+        #constructor
+        #serde
+        #schema
+    })
+}
 
+/// `kube::Resource` from the identity markers, and `KindInfo` with every
+/// marker the CRD takes.
+fn expand_resource(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
     let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
     let kind = model.kind();
-    let group = &model.group;
-    let version = &model.version;
+    let group = model.group();
+    let version = model.version();
     let api_version = model.api_version();
-    let plural = &model.plural;
-    let singular = &model.singular;
-    let short_names = &model.short_names;
-    let categories = &model.categories;
-    let namespaced = model.scope == Scope::Namespaced;
-    let has_status_field = model.status.is_some();
-    let storage = model.storage;
-    let printer_columns = model.print_columns.iter().map(|c| {
-        let (name, type_, json_path, priority) = (&c.name, &c.type_, &c.json_path, c.priority);
-        let description = c.description.as_deref().unwrap_or_default();
-        let format = c.format.as_deref().unwrap_or_default();
-        quote! {
-            ::kinject_types::PrinterColumn {
-                name: #name, type_: #type_, json_path: #json_path,
-                description: #description, format: #format, priority: #priority,
-            }
-        }
-    });
-    let scale = match &model.scale {
-        Some(scale) => {
-            let (spec, status) = (&scale.spec_replicas, &scale.status_replicas);
-            let selector = scale.label_selector.as_deref().unwrap_or_default();
-            quote! {
-                ::std::option::Option::Some(::kinject_types::ScalePaths {
-                    spec_replicas: #spec, status_replicas: #status, label_selector: #selector,
-                })
-            }
-        }
-        None => quote!(::std::option::Option::None),
+    let plural = model.plural();
+    let markers = model.crd_markers();
+    let scope = match model.scope() {
+        Scope::Namespaced => quote!(#rt::k8s_openapi::NamespaceResourceScope),
+        Scope::Cluster => quote!(#rt::k8s_openapi::ClusterResourceScope),
     };
-    let max_description_len = match model.max_description_len {
-        Some(len) => quote!(::std::option::Option::Some(#len)),
-        None => quote!(::std::option::Option::None),
-    };
-    let scope = if namespaced {
-        quote!(#rt::k8s_openapi::NamespaceResourceScope)
-    } else {
-        quote!(#rt::k8s_openapi::ClusterResourceScope)
-    };
-
-    let resource = quote! {
+    quote! {
         impl #rt::kube::Resource for #ident {
             type DynamicType = ();
             type Scope = #scope;
@@ -126,67 +134,56 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         }
 
         impl ::kinject_types::KindInfo for #ident {
-            const SINGULAR: &'static str = #singular;
-            const SHORT_NAMES: &'static [&'static str] = &[#(#short_names),*];
-            const CATEGORIES: &'static [&'static str] = &[#(#categories),*];
-            const NAMESPACED: bool = #namespaced;
-            const HAS_STATUS: bool = #has_status_field;
-            const PRINTER_COLUMNS: &'static [::kinject_types::PrinterColumn] = &[#(#printer_columns),*];
-            const SCALE: ::std::option::Option<::kinject_types::ScalePaths> = #scale;
-            const MAX_DESCRIPTION_LEN: ::std::option::Option<usize> = #max_description_len;
-            const STORAGE: bool = #storage;
+            const MARKERS: &'static [::kinject_types::CrdMarker] = &[#(#markers),*];
         }
-    };
+    }
+}
 
-    let has_status = model.status.as_ref().map(|status_ty| {
-        quote! {
-            impl ::kinject_types::HasStatus for #ident {
-                type Status = #status_ty;
-                fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
-                fn status_mut(&mut self) -> &mut #status_ty {
-                    self.status.get_or_insert_with(::std::default::Default::default)
-                }
+/// `HasStatus`, for a kind with a `status` field.
+fn expand_has_status(model: &KindModel) -> Option<TokenStream2> {
+    let ident = &model.ident;
+    let status_ty = model.status.as_ref()?;
+    Some(quote! {
+        impl ::kinject_types::HasStatus for #ident {
+            type Status = #status_ty;
+            fn status(&self) -> ::std::option::Option<&#status_ty> { self.status.as_ref() }
+            fn status_mut(&mut self) -> &mut #status_ty {
+                self.status.get_or_insert_with(::std::default::Default::default)
             }
         }
-    });
-
-    let constructor = {
-        let (spec_param, spec_field) = match &model.spec {
-            Some(spec_ty) => (quote!(, spec: #spec_ty), quote!(spec,)),
-            None => (quote!(), quote!()),
-        };
-        let status_field = model
-            .status
-            .as_ref()
-            .map(|_| quote!(status: ::std::option::Option::None,));
-        let doc = format!("A `{kind}` named `name`, with no namespace and no status.");
-        quote! {
-            impl #ident {
-                #[doc = #doc]
-                pub fn new(name: &str #spec_param) -> Self {
-                    Self {
-                        metadata: #metadata_ty {
-                            name: ::std::option::Option::Some(name.to_owned()),
-                            ..::std::default::Default::default()
-                        },
-                        #spec_field
-                        #status_field
-                    }
-                }
-            }
-        }
-    };
-
-    let serde = expand_serde(&model, &metadata_ty, &api_version);
-    let schema = expand_schema(input, &model);
-
-    Ok(quote! {
-        #resource
-        #has_status
-        #constructor
-        #serde
-        #schema
     })
+}
+
+/// `Kind::new(name, spec)`.
+fn expand_constructor(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let ident = &model.ident;
+    let (spec_param, spec_field) = match &model.spec {
+        Some(spec_ty) => (quote!(, spec: #spec_ty), quote!(spec,)),
+        None => (quote!(), quote!()),
+    };
+    let status_field = model
+        .status
+        .as_ref()
+        .map(|_| quote!(status: ::std::option::Option::None,));
+    let doc = format!(
+        "A `{}` named `name`, with no namespace and no status.",
+        model.kind()
+    );
+    quote! {
+        impl #ident {
+            #[doc = #doc]
+            pub fn new(name: &str #spec_param) -> Self {
+                Self {
+                    metadata: #metadata_ty {
+                        name: ::std::option::Option::Some(name.to_owned()),
+                        ..::std::default::Default::default()
+                    },
+                    #spec_field
+                    #status_field
+                }
+            }
+        }
+    }
 }
 
 fn field_type(input: &DeriveInput, name: &str) -> Option<Type> {
@@ -233,17 +230,23 @@ fn field_docs(input: &DeriveInput, name: &str) -> Option<String> {
     (!joined.is_empty()).then_some(joined)
 }
 
-fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> TokenStream2 {
+/// `Serialize` and `Deserialize`: `apiVersion` and `kind` written, and
+/// checked when read.
+fn expand_serde(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let serialize = expand_serialize(model);
+    let deserialize = expand_deserialize(model, metadata_ty);
+    quote!(#serialize #deserialize)
+}
+
+fn expand_serialize(model: &KindModel) -> TokenStream2 {
     let rt = quote!(::kinject_types::__private);
     let ident = &model.ident;
-    let kind = model.kind();
-    let serde_crate = "::kinject_types::__private::serde";
-
-    let spec_ser = model
+    let (kind, api_version) = (model.kind(), model.api_version());
+    let spec = model
         .spec
         .as_ref()
         .map(|_| quote!(state.serialize_field("spec", &self.spec)?;));
-    let status_ser = model.status.as_ref().map(|_| {
+    let status = model.status.as_ref().map(|_| {
         quote! {
             match &self.status {
                 ::std::option::Option::Some(status) => state.serialize_field("status", status)?,
@@ -252,15 +255,6 @@ fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> Tok
         }
     });
     let field_count = 3 + usize::from(model.spec.is_some()) + usize::from(model.status.is_some());
-
-    let spec_repr = model.spec.as_ref().map(|ty| quote!(#[serde(default)] spec: #ty,));
-    let status_repr = model
-        .status
-        .as_ref()
-        .map(|ty| quote!(#[serde(default)] status: ::std::option::Option<#ty>,));
-    let spec_move = model.spec.as_ref().map(|_| quote!(spec: repr.spec,));
-    let status_move = model.status.as_ref().map(|_| quote!(status: repr.status,));
-
     quote! {
         impl #rt::serde::Serialize for #ident {
             fn serialize<S: #rt::serde::Serializer>(&self, serializer: S) -> ::std::result::Result<S::Ok, S::Error> {
@@ -269,12 +263,27 @@ fn expand_serde(model: &KindModel, metadata_ty: &Type, api_version: &str) -> Tok
                 state.serialize_field("apiVersion", #api_version)?;
                 state.serialize_field("kind", #kind)?;
                 state.serialize_field("metadata", &self.metadata)?;
-                #spec_ser
-                #status_ser
+                #spec
+                #status
                 state.end()
             }
         }
+    }
+}
 
+fn expand_deserialize(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
+    let rt = quote!(::kinject_types::__private);
+    let ident = &model.ident;
+    let (kind, api_version) = (model.kind(), model.api_version());
+    let serde_crate = "::kinject_types::__private::serde";
+    let spec_repr = model.spec.as_ref().map(|ty| quote!(#[serde(default)] spec: #ty,));
+    let status_repr = model
+        .status
+        .as_ref()
+        .map(|ty| quote!(#[serde(default)] status: ::std::option::Option<#ty>,));
+    let spec_move = model.spec.as_ref().map(|_| quote!(spec: repr.spec,));
+    let status_move = model.status.as_ref().map(|_| quote!(status: repr.status,));
+    quote! {
         const _: () = {
             #[derive(#rt::serde::Deserialize)]
             #[serde(crate = #serde_crate)]

@@ -1,11 +1,15 @@
-//! Generates the typed layer for the sample API and a Pod into OUT_DIR.
+//! Generates the typed layer for the fixture API and a Pod into OUT_DIR.
 
 use kinject_codegen::model::Scope;
 use kinject_codegen::{Builder, ExternalKind};
 
 fn main() {
     let result = Builder::new()
-        .api("apis", "apis::v1alpha1", "../../../apis/src/v1alpha1")
+        .api(
+            "codegen-fixture-apis",
+            "codegen_fixture_apis::v1",
+            "../fixture-apis/src/v1",
+        )
         .external(ExternalKind {
             path: "k8s_openapi::api::core::v1::Pod".into(),
             group: String::new(),

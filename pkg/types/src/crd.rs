@@ -1,55 +1,50 @@
-//! The CustomResourceDefinition of a kind, built from its `#[kind]` markers and
-//! its schema.
+//! The CustomResourceDefinition of a kind: its `kube::Resource` identity and
+//! schema, with its markers (see [`CrdMarker`](crate::CrdMarker)) applied.
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceColumnDefinition, CustomResourceDefinition, CustomResourceDefinitionNames,
-    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceSubresourceScale,
-    CustomResourceSubresourceStatus, CustomResourceSubresources, CustomResourceValidation, JSONSchemaProps,
+    CustomResourceDefinitionSpec, CustomResourceDefinitionVersion, CustomResourceValidation, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube_core::Resource;
 use schemars::JsonSchema;
 
-use super::schema::openapi_v3_schema;
-use super::{KindInfo, PrinterColumn};
+use crate::kind::KindInfo;
+use crate::schema::openapi_v3_schema;
 
 /// The CRD serving `K`: one served and stored version, Knative's schema shape
-/// (see [`openapi_v3_schema`]), the status subresource when `K` has a status,
-/// the scale subresource of its `scale(...)` marker, and the printer columns
-/// `kubectl get` shows: those of its `printcolumn(...)` markers, then, when its
-/// status has conditions, Ready and Reason of the Ready condition (as Knative's
-/// CRDs show them), then Age, which kube-apiserver shows only for a CRD
-/// without columns of its own.
+/// (see [`openapi_v3_schema`]), namespaced unless a marker says otherwise,
+/// with every one of `K`'s [`KindInfo::MARKERS`] applied in order (names,
+/// scope, subresources, the printer columns of its `printcolumn(...)`
+/// markers, ...), then the generated printer columns: when its status has
+/// conditions, Ready and Reason of the Ready condition (as Knative's CRDs
+/// show them), then Age, which kube-apiserver shows only for a CRD without
+/// columns of its own.
 pub fn custom_resource_definition<K: KindInfo + JsonSchema>()
 -> Result<CustomResourceDefinition, serde_json::Error> {
-    let plural = K::plural(&()).into_owned();
-    let group = K::group(&()).into_owned();
     let mut schema = openapi_v3_schema::<K>();
-    if let Some(max) = K::MAX_DESCRIPTION_LEN {
-        cap_descriptions(&mut schema, max);
+    for marker in K::MARKERS {
+        marker.apply_to_schema(&mut schema);
     }
     let has_conditions = schema
         .pointer("/properties/status/properties/conditions")
         .is_some();
-    let mut columns: Vec<CustomResourceColumnDefinition> =
-        K::PRINTER_COLUMNS.iter().map(marker_column).collect();
-    if has_conditions {
-        columns.extend(condition_columns());
+    let mut crd = base_definition::<K>(serde_json::from_value(schema)?);
+    for marker in K::MARKERS {
+        marker.apply_to_crd(&mut crd);
     }
-    if !columns.is_empty() {
-        columns.push(column("Age", "date", ".metadata.creationTimestamp"));
+    for version in &mut crd.spec.versions {
+        add_generated_columns(version, has_conditions);
     }
-    let schema: JSONSchemaProps = serde_json::from_value(schema)?;
-    let strings = |items: &[&str]| (!items.is_empty()).then(|| items.iter().map(|s| s.to_string()).collect());
-    let subresources = (K::HAS_STATUS || K::SCALE.is_some()).then(|| CustomResourceSubresources {
-        status: K::HAS_STATUS
-            .then(|| CustomResourceSubresourceStatus(serde_json::Value::Object(Default::default()))),
-        scale: K::SCALE.map(|scale| CustomResourceSubresourceScale {
-            spec_replicas_path: scale.spec_replicas.to_owned(),
-            status_replicas_path: scale.status_replicas.to_owned(),
-            label_selector_path: (!scale.label_selector.is_empty()).then(|| scale.label_selector.to_owned()),
-        }),
-    });
-    Ok(CustomResourceDefinition {
+    Ok(crd)
+}
+
+/// The CRD of `K` before its markers: its names from `kube::Resource`, one
+/// version serving `schema`, namespaced.
+fn base_definition<K: Resource<DynamicType = ()>>(schema: JSONSchemaProps) -> CustomResourceDefinition {
+    let plural = K::plural(&()).into_owned();
+    let group = K::group(&()).into_owned();
+    CustomResourceDefinition {
         metadata: ObjectMeta {
             name: Some(format!("{plural}.{group}")),
             ..ObjectMeta::default()
@@ -60,11 +55,9 @@ pub fn custom_resource_definition<K: KindInfo + JsonSchema>()
                 kind: K::kind(&()).into_owned(),
                 list_kind: Some(format!("{}List", K::kind(&()))),
                 plural,
-                singular: Some(K::SINGULAR.to_owned()),
-                short_names: strings(K::SHORT_NAMES),
-                categories: strings(K::CATEGORIES),
+                ..CustomResourceDefinitionNames::default()
             },
-            scope: if K::NAMESPACED { "Namespaced" } else { "Cluster" }.to_owned(),
+            scope: "Namespaced".to_owned(),
             versions: vec![CustomResourceDefinitionVersion {
                 name: K::version(&()).into_owned(),
                 served: true,
@@ -72,63 +65,33 @@ pub fn custom_resource_definition<K: KindInfo + JsonSchema>()
                 schema: Some(CustomResourceValidation {
                     open_api_v3_schema: Some(schema),
                 }),
-                subresources,
-                additional_printer_columns: (!columns.is_empty()).then_some(columns),
                 ..CustomResourceDefinitionVersion::default()
             }],
             ..CustomResourceDefinitionSpec::default()
         },
         status: None,
-    })
-}
-
-/// Cuts every description in `schema` to at most `max` bytes, at the last
-/// space before the limit, marked with `...`; 0 removes them.
-pub fn cap_descriptions(schema: &mut serde_json::Value, max: usize) {
-    use serde_json::Value;
-    match schema {
-        Value::Object(map) => {
-            if max == 0 {
-                map.remove("description");
-            } else if let Some(Value::String(text)) = map.get_mut("description")
-                && text.len() > max
-            {
-                let mut end = max;
-                while !text.is_char_boundary(end) {
-                    end -= 1;
-                }
-                let cut = text[..end]
-                    .rfind(char::is_whitespace)
-                    .filter(|at| *at > 0)
-                    .unwrap_or(end);
-                text.truncate(cut);
-                text.push_str("...");
-            }
-            for (key, value) in map.iter_mut() {
-                match (key.as_str(), value) {
-                    // Field names to schemas: a field called `description` is
-                    // a schema, not a text to cut.
-                    ("properties" | "patternProperties", Value::Object(fields)) => {
-                        fields.values_mut().for_each(|field| cap_descriptions(field, max));
-                    }
-                    ("description", _) => {}
-                    (_, value) => cap_descriptions(value, max),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(|item| cap_descriptions(item, max)),
-        _ => {}
     }
 }
 
-fn marker_column(marker: &PrinterColumn) -> CustomResourceColumnDefinition {
-    let text = |s: &str| (!s.is_empty()).then(|| s.to_owned());
-    CustomResourceColumnDefinition {
-        description: text(marker.description),
-        format: text(marker.format),
-        priority: (marker.priority != 0).then_some(marker.priority),
-        ..column(marker.name, marker.type_, marker.json_path)
+/// After the markers' columns: Ready and Reason of the Ready condition, as
+/// Knative's CRDs show them, when the status has conditions; then Age when
+/// there is any column, since kube-apiserver then no longer adds it.
+fn add_generated_columns(version: &mut CustomResourceDefinitionVersion, has_conditions: bool) {
+    let mut columns = version.additional_printer_columns.take().unwrap_or_default();
+    if has_conditions {
+        columns.extend([
+            column("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
+            column(
+                "Reason",
+                "string",
+                ".status.conditions[?(@.type=='Ready')].reason",
+            ),
+        ]);
     }
+    if !columns.is_empty() {
+        columns.push(column("Age", "date", ".metadata.creationTimestamp"));
+    }
+    version.additional_printer_columns = (!columns.is_empty()).then_some(columns);
 }
 
 fn column(name: &str, type_: &str, json_path: &str) -> CustomResourceColumnDefinition {
@@ -137,53 +100,5 @@ fn column(name: &str, type_: &str, json_path: &str) -> CustomResourceColumnDefin
         type_: type_.to_owned(),
         json_path: json_path.to_owned(),
         ..CustomResourceColumnDefinition::default()
-    }
-}
-
-/// Ready and Reason of the Ready condition, as Knative's CRDs show them.
-fn condition_columns() -> [CustomResourceColumnDefinition; 2] {
-    [
-        column("Ready", "string", ".status.conditions[?(@.type=='Ready')].status"),
-        column(
-            "Reason",
-            "string",
-            ".status.conditions[?(@.type=='Ready')].reason",
-        ),
-    ]
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::cap_descriptions;
-
-    #[test]
-    fn descriptions_are_cut_at_a_space_or_dropped_but_fields_named_description_stay() {
-        let schema = json!({
-            "description": "A widget that does things well",
-            "type": "object",
-            "properties": {
-                "description": {"description": "Free text about the widget", "type": "string"},
-                "sizes": {"type": "array", "items": {"description": "ünïcödé size", "type": "integer"}},
-            },
-        });
-        let mut cut = schema.clone();
-        cap_descriptions(&mut cut, 12);
-        assert_eq!(cut["description"], "A widget...");
-        assert_eq!(cut["properties"]["description"]["description"], "Free text...");
-        assert_eq!(cut["properties"]["sizes"]["items"]["description"], "ünïcödé...");
-        let mut dropped = schema.clone();
-        cap_descriptions(&mut dropped, 0);
-        assert_eq!(
-            dropped,
-            json!({"type": "object", "properties": {
-                "description": {"type": "string"},
-                "sizes": {"type": "array", "items": {"type": "integer"}},
-            }})
-        );
-        let mut kept = schema.clone();
-        cap_descriptions(&mut kept, 1000);
-        assert_eq!(kept, schema);
     }
 }

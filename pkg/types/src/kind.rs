@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use crate::duck::v1::{DuckStatus, Status};
+use crate::marker::CrdMarker;
 use crate::{ConditionSet, FieldError};
 
 /// Any Kubernetes object the runtime can cache, watch and write: a static kind
@@ -22,59 +23,26 @@ impl<T> Object for T where
 {
 }
 
-/// What a CRD needs to know about a kind beyond [`kube::Resource`]; implemented
-/// by `#[derive(Kind)]`.
+/// What a CRD needs to know about a kind beyond [`kube::Resource`](Resource): its
+/// markers; implemented by `#[derive(Kind)]`.
+///
+/// The other constants say what the markers say of the kind's names and
+/// scope, for code that needs them as constants.
 pub trait KindInfo: Resource<DynamicType = ()> {
+    /// The kind's markers, each applied to its CRD in this order (see
+    /// [`crd::custom_resource_definition`](crate::crd::custom_resource_definition)):
+    /// one per `#[kind(...)]` key that shapes the CRD, the singular name always
+    /// (by default the kind in lower case), then the status subresource when
+    /// the kind has a status.
+    const MARKERS: &'static [CrdMarker];
     /// Lower-case singular name (`addressableservice`).
-    const SINGULAR: &'static str;
+    const SINGULAR: &'static str = CrdMarker::singular_of(Self::MARKERS);
     /// Short names for kubectl (`asvc`).
-    const SHORT_NAMES: &'static [&'static str];
+    const SHORT_NAMES: &'static [&'static str] = CrdMarker::short_names_of(Self::MARKERS);
     /// Categories for kubectl (`all`, `knative`).
-    const CATEGORIES: &'static [&'static str];
+    const CATEGORIES: &'static [&'static str] = CrdMarker::categories_of(Self::MARKERS);
     /// True for namespaced kinds, false for cluster-scoped ones.
-    const NAMESPACED: bool;
-    /// True when the kind has a status, served through the status subresource.
-    const HAS_STATUS: bool;
-    /// Columns `kubectl get` shows before the generated ones, from the
-    /// `printcolumn(...)` markers, in marker order.
-    const PRINTER_COLUMNS: &'static [PrinterColumn] = &[];
-    /// The scale subresource, from the `scale(...)` marker.
-    const SCALE: Option<ScalePaths> = None;
-    /// Descriptions in the CRD's schema are cut to this many bytes, from the
-    /// `max_description_len` marker (0 drops them; controller-gen's `maxDescLen`).
-    const MAX_DESCRIPTION_LEN: Option<usize> = None;
-    /// Of several versions of a kind, the one the API server stores, from the
-    /// `storage` marker. A kind with one version is stored in it regardless.
-    const STORAGE: bool = false;
-}
-
-/// A column `kubectl get` shows: `printcolumn(name = .., type = .., json_path = ..)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct PrinterColumn {
-    /// The header (`Replicas`).
-    pub name: &'static str,
-    /// `integer`, `number`, `string`, `boolean` or `date`.
-    pub type_: &'static str,
-    /// Where the value is, from the object (`.spec.replicas`).
-    pub json_path: &'static str,
-    /// What the column means; empty for none.
-    pub description: &'static str,
-    /// An OpenAPI format refining the type (`int32`, `date-time`); empty for none.
-    pub format: &'static str,
-    /// 0 shows the column always; higher shows it only with `kubectl get -o wide`.
-    pub priority: i32,
-}
-
-/// Where the scale subresource (`kubectl scale`, a HorizontalPodAutoscaler)
-/// reads and writes replicas: `scale(spec_replicas = .., status_replicas = ..)`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ScalePaths {
-    /// The desired replicas (`.spec.replicas`).
-    pub spec_replicas: &'static str,
-    /// The observed replicas (`.status.replicas`).
-    pub status_replicas: &'static str,
-    /// A label selector in string form, for autoscalers (`.status.selector`); empty for none.
-    pub label_selector: &'static str,
+    const NAMESPACED: bool = CrdMarker::namespaced_of(Self::MARKERS);
 }
 
 /// A kind with a `status`; implemented by `#[derive(Kind)]` when the struct has a

@@ -50,6 +50,8 @@ mod field_error;
 #[cfg(feature = "kinds")]
 mod kind;
 #[cfg(feature = "kinds")]
+mod marker;
+#[cfg(feature = "kinds")]
 pub mod registry;
 #[cfg(feature = "kinds")]
 pub mod schema;
@@ -64,7 +66,9 @@ pub use condition::{Condition, ConditionSeverity, ConditionStatus, ConditionType
 pub use condition_set::{ClearTerminalConditionError, ConditionManager, ConditionSet};
 pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
 #[cfg(feature = "kinds")]
-pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, PrinterColumn, ScalePaths, Validatable};
+pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, Validatable};
+#[cfg(feature = "kinds")]
+pub use marker::{CrdMarker, PrinterColumn, ScalePaths};
 #[cfg(feature = "kinds")]
 pub use url::{Url, UrlParseError};
 pub use verb::{UnknownVerb, Verb};

@@ -24,8 +24,8 @@
 //! #     fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta { &mut self.metadata }
 //! # }
 //! # impl kinject_types::KindInfo for Widget {
-//! #     const SINGULAR: &'static str = "widget"; const SHORT_NAMES: &'static [&'static str] = &[];
-//! #     const CATEGORIES: &'static [&'static str] = &[]; const NAMESPACED: bool = true; const HAS_STATUS: bool = false;
+//! #     const MARKERS: &'static [kinject_types::CrdMarker] =
+//! #         &[kinject_types::CrdMarker::Singular("widget"), kinject_types::CrdMarker::Namespaced];
 //! # }
 //! impl Defaultable for Widget {
 //!     fn set_defaults(&mut self) { if self.size == 0 { self.size = 1 } }
@@ -52,6 +52,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::crd::custom_resource_definition;
+use crate::marker::CrdMarker;
 use crate::schema::openapi_v3_schema;
 use crate::{Defaultable, FieldError, KindInfo, Validatable};
 
@@ -179,7 +180,7 @@ impl CustomKind {
             version: K::version(&()).into_owned(),
             plural: K::plural(&()).into_owned(),
             namespaced: K::NAMESPACED,
-            storage: K::STORAGE,
+            storage: K::MARKERS.contains(&CrdMarker::Storage),
             defined_at: String::new(),
             schema: openapi_v3_schema::<K>,
             crd: custom_resource_definition::<K>,

@@ -158,8 +158,49 @@ fn join_lines(text: &str) -> String {
         .join("\n\n")
 }
 
+/// Cuts every description in `schema` to at most `max` bytes, at the last
+/// space before the limit, marked with `...`; 0 removes them.
+pub fn cap_descriptions(schema: &mut serde_json::Value, max: usize) {
+    use serde_json::Value;
+    match schema {
+        Value::Object(map) => {
+            if max == 0 {
+                map.remove("description");
+            } else if let Some(Value::String(text)) = map.get_mut("description")
+                && text.len() > max
+            {
+                let mut end = max;
+                while !text.is_char_boundary(end) {
+                    end -= 1;
+                }
+                let cut = text[..end]
+                    .rfind(char::is_whitespace)
+                    .filter(|at| *at > 0)
+                    .unwrap_or(end);
+                text.truncate(cut);
+                text.push_str("...");
+            }
+            for (key, value) in map.iter_mut() {
+                match (key.as_str(), value) {
+                    // Field names to schemas: a field called `description` is
+                    // a schema, not a text to cut.
+                    ("properties" | "patternProperties", Value::Object(fields)) => {
+                        fields.values_mut().for_each(|field| cap_descriptions(field, max));
+                    }
+                    ("description", _) => {}
+                    (_, value) => cap_descriptions(value, max),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(|item| cap_descriptions(item, max)),
+        _ => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -186,5 +227,34 @@ mod tests {
     #[test]
     fn joins_lines_within_paragraphs() {
         assert_eq!(join_lines("a\nb\n\nc\nd"), "a b\n\nc d");
+    }
+
+    #[test]
+    fn descriptions_are_cut_at_a_space_or_dropped_but_fields_named_description_stay() {
+        let schema = json!({
+            "description": "A widget that does things well",
+            "type": "object",
+            "properties": {
+                "description": {"description": "Free text about the widget", "type": "string"},
+                "sizes": {"type": "array", "items": {"description": "ünïcödé size", "type": "integer"}},
+            },
+        });
+        let mut cut = schema.clone();
+        cap_descriptions(&mut cut, 12);
+        assert_eq!(cut["description"], "A widget...");
+        assert_eq!(cut["properties"]["description"]["description"], "Free text...");
+        assert_eq!(cut["properties"]["sizes"]["items"]["description"], "ünïcödé...");
+        let mut dropped = schema.clone();
+        cap_descriptions(&mut dropped, 0);
+        assert_eq!(
+            dropped,
+            json!({"type": "object", "properties": {
+                "description": {"type": "string"},
+                "sizes": {"type": "array", "items": {"type": "integer"}},
+            }})
+        );
+        let mut kept = schema.clone();
+        cap_descriptions(&mut kept, 1000);
+        assert_eq!(kept, schema);
     }
 }

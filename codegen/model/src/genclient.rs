@@ -1,0 +1,214 @@
+//! `#[genclient(...)]`: a typed client, lister and informer for the kind.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use syn::meta::ParseNestedMeta;
+use syn::spanned::Spanned;
+use syn::{Attribute, Expr, ExprArray, Ident};
+
+use crate::attr::{Errors, flag, given_once, key_of, not_empty, unreachable_key};
+use crate::kind::Scope;
+
+/// A typed-client verb.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Verb {
+    /// Read one object.
+    Get,
+    /// Read many objects.
+    List,
+    /// Stream changes.
+    Watch,
+    /// Create an object.
+    Create,
+    /// Replace an object.
+    Update,
+    /// Replace an object's status.
+    UpdateStatus,
+    /// Patch an object.
+    Patch,
+    /// Patch an object's status.
+    PatchStatus,
+    /// Delete an object.
+    Delete,
+    /// Delete many objects.
+    DeleteCollection,
+}
+
+impl Verb {
+    /// Every verb, in declaration order.
+    pub const ALL: [Verb; 10] = [
+        Verb::Get,
+        Verb::List,
+        Verb::Watch,
+        Verb::Create,
+        Verb::Update,
+        Verb::UpdateStatus,
+        Verb::Patch,
+        Verb::PatchStatus,
+        Verb::Delete,
+        Verb::DeleteCollection,
+    ];
+
+    /// The verb as written in markers (`update_status`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Verb::Get => "get",
+            Verb::List => "list",
+            Verb::Watch => "watch",
+            Verb::Create => "create",
+            Verb::Update => "update",
+            Verb::UpdateStatus => "update_status",
+            Verb::Patch => "patch",
+            Verb::PatchStatus => "patch_status",
+            Verb::Delete => "delete",
+            Verb::DeleteCollection => "delete_collection",
+        }
+    }
+
+    /// True for the verbs that act on the status subresource.
+    pub fn is_status(self) -> bool {
+        matches!(self, Verb::UpdateStatus | Verb::PatchStatus)
+    }
+
+    fn from_name(name: &str) -> Option<Verb> {
+        Verb::ALL.into_iter().find(|v| v.name() == name)
+    }
+}
+
+impl fmt::Display for Verb {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `#[genclient(...)]`: generate a typed client, lister and informer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GenClient {
+    /// The client's verbs after `only_verbs`, `skip_verbs`, `no_verbs` and `no_status`.
+    pub verbs: BTreeSet<Verb>,
+    /// `no_status`: the kind has no status subresource to write.
+    pub no_status: bool,
+}
+
+impl GenClient {
+    /// True when informers (and so listers and injection accessors) can be built,
+    /// which needs `list` and `watch`.
+    pub fn has_informer(&self) -> bool {
+        self.verbs.contains(&Verb::List) && self.verbs.contains(&Verb::Watch)
+    }
+}
+
+const KEYS: [&str; 5] = [
+    "no_status",
+    "no_verbs",
+    "only_verbs",
+    "skip_verbs",
+    "non_namespaced",
+];
+
+/// The keys of `#[genclient(...)]` as written.
+#[derive(Default)]
+struct Given {
+    no_status: bool,
+    no_verbs: bool,
+    only: Option<Vec<Verb>>,
+    skip: Vec<Verb>,
+}
+
+impl Given {
+    fn parse(attr: &Attribute, scope: Option<Scope>) -> syn::Result<Given> {
+        let mut given = Given::default();
+        if matches!(attr.meta, syn::Meta::Path(_)) {
+            return Ok(given);
+        }
+        let mut keys = BTreeSet::new();
+        attr.parse_nested_meta(|meta| {
+            let key = key_of(&meta, "#[genclient(...)]", &KEYS)?;
+            given_once(&meta, &key, "#[genclient(...)]", &mut keys)?;
+            match key.as_str() {
+                "no_status" => {
+                    flag(&meta)?;
+                    given.no_status = true;
+                }
+                "no_verbs" => {
+                    flag(&meta)?;
+                    given.no_verbs = true;
+                }
+                "only_verbs" => given.only = Some(verb_list(&meta)?),
+                "skip_verbs" => given.skip = verb_list(&meta)?,
+                "non_namespaced" => {
+                    flag(&meta)?;
+                    if scope == Some(Scope::Namespaced) {
+                        return Err(meta
+                            .error("`non_namespaced` contradicts #[kind(namespaced)]; remove one of them"));
+                    }
+                }
+                _ => unreachable_key(&meta)?,
+            }
+            Ok(())
+        })?;
+        Ok(given)
+    }
+}
+
+/// Reads `#[genclient(...)]` of a kind of `scope` (`None` when unknown)
+/// that has a status field or not.
+pub(crate) fn parse_genclient(
+    attr: &Attribute,
+    scope: Option<Scope>,
+    has_status: bool,
+    errors: &mut Errors,
+) -> Option<GenClient> {
+    let given = match Given::parse(attr, scope) {
+        Ok(given) => given,
+        Err(err) => {
+            errors.push(err);
+            return None;
+        }
+    };
+    if given.only.is_some() && !given.skip.is_empty() {
+        errors.push(syn::Error::new_spanned(
+            attr,
+            "#[genclient] takes `only_verbs` or `skip_verbs`, not both; keep one",
+        ));
+        return None;
+    }
+    let mut verbs: BTreeSet<Verb> = match (given.no_verbs, given.only) {
+        (true, _) => BTreeSet::new(),
+        (false, Some(only)) => only.into_iter().collect(),
+        (false, None) => Verb::ALL.into_iter().collect(),
+    };
+    for v in given.skip {
+        verbs.remove(&v);
+    }
+    if given.no_status || !has_status {
+        verbs.retain(|v| !v.is_status());
+    }
+    Some(GenClient {
+        verbs,
+        no_status: given.no_status,
+    })
+}
+
+fn verb_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Verb>> {
+    let array: ExprArray = meta.value()?.parse()?;
+    not_empty(&array)?;
+    array
+        .elems
+        .iter()
+        .map(|e| {
+            let name = match e {
+                Expr::Path(p) => p.path.get_ident().map(Ident::to_string),
+                _ => None,
+            };
+            name.as_deref().and_then(Verb::from_name).ok_or_else(|| {
+                let known: Vec<&str> = Verb::ALL.iter().map(|v| v.name()).collect();
+                syn::Error::new(
+                    e.span(),
+                    format!("unknown verb; known verbs: {}", known.join(", ")),
+                )
+            })
+        })
+        .collect()
+}
