@@ -13,7 +13,7 @@ use proc_macro2::{Ident, Span, TokenStream};
 use quote::{format_ident, quote};
 
 use crate::error::{Diagnostic, Error};
-use crate::model::{Scope, Verb};
+use crate::model::{ClientVerb, Scope};
 use crate::scan::{KindPlan, ReconcilerPlan};
 
 /// The first line of every generated file.
@@ -235,8 +235,7 @@ fn registry_module(kinds: &[KindPlan]) -> Option<Module> {
             "Every custom resource kind of the API modules in codegen.toml: what `schema`, the \
              CRD output, the admission webhook and tests that count kinds read, so adding a kind \
              edits no list by hand. A kind whose module implements `Defaultable` or \
-             `Validatable` carries that hook, for the webhook. It names only `kinject-types` and \
-             the API crate, so a tool can include this file without building the runtime.",
+             `Validatable` carries that hook, for the webhook.",
         ),
         items: quote! {
             use kinject_types::registry::CustomKind;
@@ -503,8 +502,8 @@ fn imported_names(k: &KindPlan) -> Vec<(&'static str, &'static str)> {
 }
 
 /// Informers need both `list` and `watch`.
-fn has_informer(verbs: &BTreeSet<Verb>) -> bool {
-    verbs.contains(&Verb::List) && verbs.contains(&Verb::Watch)
+fn has_informer(verbs: &BTreeSet<ClientVerb>) -> bool {
+    verbs.contains(&ClientVerb::List) && verbs.contains(&ClientVerb::Watch)
 }
 
 /// `use module::{A, B};` per module, in a stable order.
@@ -541,7 +540,7 @@ fn client(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
     let doc = docs(&format!(
         "A typed client for `{kind}` objects ({constructors}), with the verbs its `#[genclient]` allows."
     ));
-    if Verb::ALL.iter().all(|verb| verbs.contains(verb)) {
+    if ClientVerb::ALL.iter().all(|verb| verbs.contains(verb)) {
         return Some(quote! {
             #doc
             pub type Client = TypedClient<#ty>;
@@ -697,12 +696,16 @@ impl Class {
 fn hooks(k: &KindPlan, r: &ReconcilerPlan) -> (TokenStream, TokenStream) {
     // Status handling needs the kind's `HasStatus`, which only our own kinds
     // implement; a built-in kind's status is written by its own controller.
-    let status =
-        if k.is_crd && k.has_status && k.verbs.as_ref().is_some_and(|v| v.contains(&Verb::UpdateStatus)) {
-            quote!(Some(kinject_runtime::reconciler::StatusHooks::new()))
-        } else {
-            quote!(None)
-        };
+    let status = if k.is_crd
+        && k.has_status
+        && k.verbs
+            .as_ref()
+            .is_some_and(|v| v.contains(&ClientVerb::UpdateStatus))
+    {
+        quote!(Some(kinject_runtime::reconciler::StatusHooks::new()))
+    } else {
+        quote!(None)
+    };
     let krshaped = if r.krshapedlogic {
         quote!(Some(kinject_runtime::reconciler::KRShapedHooks::new()))
     } else {

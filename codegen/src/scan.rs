@@ -10,7 +10,7 @@ use syn::{DeriveInput, Item};
 
 use crate::config::{Config, ExternalKind, K8S_OPENAPI_GROUPS};
 use crate::error::{Diagnostic, Error};
-use crate::model::{self, KindModel, MARKERS, Scope, Verb};
+use crate::model::{self, ClientVerb, KindModel, MARKERS, Scope};
 
 /// What the emitter needs to know about one kind, wherever it came from.
 #[derive(Clone, Debug)]
@@ -25,7 +25,7 @@ pub(crate) struct KindPlan {
     pub(crate) scope: Option<Scope>,
     pub(crate) docs: Vec<String>,
     /// The client's verbs; `None` when the kind has no `#[genclient]`.
-    pub(crate) verbs: Option<BTreeSet<Verb>>,
+    pub(crate) verbs: Option<BTreeSet<ClientVerb>>,
     pub(crate) has_status: bool,
     pub(crate) reconciler: Option<ReconcilerPlan>,
     /// True for kinds of the scanned API modules, which are served by CRDs.
@@ -322,7 +322,7 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
 }
 
 fn external_plan(ext: &ExternalKind) -> KindPlan {
-    let verbs = Verb::ALL
+    let verbs = ClientVerb::ALL
         .into_iter()
         .filter(|v| ext.status || !v.is_status())
         .collect();

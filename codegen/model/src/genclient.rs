@@ -10,9 +10,12 @@ use syn::{Attribute, Expr, ExprArray, Ident};
 use crate::attr::{Errors, flag, given_once, key_of, not_empty, unreachable_key};
 use crate::kind::Scope;
 
-/// A typed-client verb.
+/// A method of a generated typed client, as `only_verbs` and `skip_verbs`
+/// name it (Knative's `+genclient:skipVerbs`). It is not an API verb: the
+/// status methods send `update` and `patch` to the `status` subresource
+/// (kinject-types' `Verb` is the API verb, which RBAC grants).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Verb {
+pub enum ClientVerb {
     /// Read one object.
     Get,
     /// Read many objects.
@@ -35,48 +38,48 @@ pub enum Verb {
     DeleteCollection,
 }
 
-impl Verb {
+impl ClientVerb {
     /// Every verb, in declaration order.
-    pub const ALL: [Verb; 10] = [
-        Verb::Get,
-        Verb::List,
-        Verb::Watch,
-        Verb::Create,
-        Verb::Update,
-        Verb::UpdateStatus,
-        Verb::Patch,
-        Verb::PatchStatus,
-        Verb::Delete,
-        Verb::DeleteCollection,
+    pub const ALL: [ClientVerb; 10] = [
+        ClientVerb::Get,
+        ClientVerb::List,
+        ClientVerb::Watch,
+        ClientVerb::Create,
+        ClientVerb::Update,
+        ClientVerb::UpdateStatus,
+        ClientVerb::Patch,
+        ClientVerb::PatchStatus,
+        ClientVerb::Delete,
+        ClientVerb::DeleteCollection,
     ];
 
     /// The verb as written in markers (`update_status`).
     pub fn name(self) -> &'static str {
         match self {
-            Verb::Get => "get",
-            Verb::List => "list",
-            Verb::Watch => "watch",
-            Verb::Create => "create",
-            Verb::Update => "update",
-            Verb::UpdateStatus => "update_status",
-            Verb::Patch => "patch",
-            Verb::PatchStatus => "patch_status",
-            Verb::Delete => "delete",
-            Verb::DeleteCollection => "delete_collection",
+            ClientVerb::Get => "get",
+            ClientVerb::List => "list",
+            ClientVerb::Watch => "watch",
+            ClientVerb::Create => "create",
+            ClientVerb::Update => "update",
+            ClientVerb::UpdateStatus => "update_status",
+            ClientVerb::Patch => "patch",
+            ClientVerb::PatchStatus => "patch_status",
+            ClientVerb::Delete => "delete",
+            ClientVerb::DeleteCollection => "delete_collection",
         }
     }
 
     /// True for the verbs that act on the status subresource.
     pub fn is_status(self) -> bool {
-        matches!(self, Verb::UpdateStatus | Verb::PatchStatus)
+        matches!(self, ClientVerb::UpdateStatus | ClientVerb::PatchStatus)
     }
 
-    fn from_name(name: &str) -> Option<Verb> {
-        Verb::ALL.into_iter().find(|v| v.name() == name)
+    fn from_name(name: &str) -> Option<ClientVerb> {
+        ClientVerb::ALL.into_iter().find(|v| v.name() == name)
     }
 }
 
-impl fmt::Display for Verb {
+impl fmt::Display for ClientVerb {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.name())
     }
@@ -86,7 +89,7 @@ impl fmt::Display for Verb {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GenClient {
     /// The client's verbs after `only_verbs`, `skip_verbs`, `no_verbs` and `no_status`.
-    pub verbs: BTreeSet<Verb>,
+    pub verbs: BTreeSet<ClientVerb>,
     /// `no_status`: the kind has no status subresource to write.
     pub no_status: bool,
 }
@@ -95,7 +98,7 @@ impl GenClient {
     /// True when informers (and so listers and injection accessors) can be built,
     /// which needs `list` and `watch`.
     pub fn has_informer(&self) -> bool {
-        self.verbs.contains(&Verb::List) && self.verbs.contains(&Verb::Watch)
+        self.verbs.contains(&ClientVerb::List) && self.verbs.contains(&ClientVerb::Watch)
     }
 }
 
@@ -112,8 +115,8 @@ const KEYS: [&str; 5] = [
 struct Given {
     no_status: bool,
     no_verbs: bool,
-    only: Option<Vec<Verb>>,
-    skip: Vec<Verb>,
+    only: Option<Vec<ClientVerb>>,
+    skip: Vec<ClientVerb>,
 }
 
 impl Given {
@@ -174,10 +177,10 @@ pub(crate) fn parse_genclient(
         ));
         return None;
     }
-    let mut verbs: BTreeSet<Verb> = match (given.no_verbs, given.only) {
+    let mut verbs: BTreeSet<ClientVerb> = match (given.no_verbs, given.only) {
         (true, _) => BTreeSet::new(),
         (false, Some(only)) => only.into_iter().collect(),
-        (false, None) => Verb::ALL.into_iter().collect(),
+        (false, None) => ClientVerb::ALL.into_iter().collect(),
     };
     for v in given.skip {
         verbs.remove(&v);
@@ -191,7 +194,7 @@ pub(crate) fn parse_genclient(
     })
 }
 
-fn verb_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Verb>> {
+fn verb_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<ClientVerb>> {
     let array: ExprArray = meta.value()?.parse()?;
     not_empty(&array)?;
     array
@@ -202,8 +205,8 @@ fn verb_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<Verb>> {
                 Expr::Path(p) => p.path.get_ident().map(Ident::to_string),
                 _ => None,
             };
-            name.as_deref().and_then(Verb::from_name).ok_or_else(|| {
-                let known: Vec<&str> = Verb::ALL.iter().map(|v| v.name()).collect();
+            name.as_deref().and_then(ClientVerb::from_name).ok_or_else(|| {
+                let known: Vec<&str> = ClientVerb::ALL.iter().map(|v| v.name()).collect();
                 syn::Error::new(
                     e.span(),
                     format!("unknown verb; known verbs: {}", known.join(", ")),

@@ -94,7 +94,7 @@ use syn::{Attribute, DeriveInput, Ident, Type};
 
 use crate::attr::{Errors, doc_lines, find_single};
 use crate::fields::{KindFields, check_declaration, read_fields};
-pub use genclient::{GenClient, Verb};
+pub use genclient::{ClientVerb, GenClient};
 pub use genreconciler::GenReconciler;
 use kind::{Group, Plural, Singular, Storage, Version};
 pub use kind::{KindMarker, Marker, Scope, Variant, pluralize};
@@ -402,7 +402,7 @@ mod tests {
         );
         assert!(model.status.is_some() && model.spec.is_some());
         let client = model.genclient.as_ref().unwrap();
-        assert_eq!(client.verbs.len(), Verb::ALL.len());
+        assert_eq!(client.verbs.len(), ClientVerb::ALL.len());
         assert!(client.has_informer());
         let rec = model.genreconciler.as_ref().unwrap();
         assert_eq!(rec.classes, ["samples.knative.dev/class"]);
@@ -511,7 +511,7 @@ mod tests {
         let verbs: Vec<_> = model.genclient.unwrap().verbs.into_iter().collect();
         assert_eq!(
             verbs,
-            [Verb::Get, Verb::List, Verb::Watch],
+            [ClientVerb::Get, ClientVerb::List, ClientVerb::Watch],
             "no status field, so no status verbs"
         );
 
@@ -522,8 +522,8 @@ mod tests {
         })
         .unwrap();
         let client = model.genclient.unwrap();
-        assert!(!client.verbs.contains(&Verb::DeleteCollection));
-        assert!(!client.verbs.contains(&Verb::UpdateStatus));
+        assert!(!client.verbs.contains(&ClientVerb::DeleteCollection));
+        assert!(!client.verbs.contains(&ClientVerb::UpdateStatus));
         assert!(client.no_status);
     }
 

@@ -3,8 +3,7 @@
 //! Every custom resource kind of the API modules in codegen.toml: what `schema`, the CRD
 //! output, the admission webhook and tests that count kinds read, so adding a kind edits no
 //! list by hand. A kind whose module implements `Defaultable` or `Validatable` carries that
-//! hook, for the webhook. It names only `kinject-types` and the API crate, so a tool can
-//! include this file without building the runtime.
+//! hook, for the webhook.
 
 use kinject_types::registry::CustomKind;
 
