@@ -1,5 +1,50 @@
 //! The `knative.dev/pkg` analogue for kube-rs controllers.
 //!
+//! **Where it stands.** The framework's middle layer: everything a controller
+//! does between the API server and its own `reconcile_kind`, written once for
+//! every kind (the generated code above it is thin typed glue). It depends on
+//! `kinject-types` (re-exported as [`apis`]), kube-rs and k8s-openapi without
+//! a version feature, tokio and prometheus-client; never on an application's
+//! crates, on `kinject-sharedmain` (the process around it) or on
+//! `kinject-testenv`, except behind the `testing` feature, which adds the
+//! table-test harness.
+//!
+//! A controller is a constructor that asks the injection context for the
+//! informers it needs and returns its [`controller::Impl`]:
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kinject_runtime::controller::{Error, Impl, Reconciler};
+//! use kinject_runtime::informer::EventHandler;
+//! use kinject_runtime::injection::Context;
+//!
+//! struct Echo;
+//!
+//! impl Reconciler for Echo {
+//!     async fn reconcile(&self, key: &str) -> Result<(), Error> {
+//!         println!("reconciling {key}");
+//!         Ok(())
+//!     }
+//! }
+//!
+//! fn new_controller(ctx: &Context) -> Impl {
+//!     let configmaps = ctx.informer::<ConfigMap>();
+//!     let controller = Impl::new("echo", Echo, Default::default());
+//!     let enqueue = controller.clone();
+//!     configmaps.add_event_handler(EventHandler::all(move |cm: &ConfigMap| enqueue.enqueue(cm)));
+//!     controller
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! // The in-memory API server stands in for a cluster here.
+//! let ctx = Context::new(kinject_testenv::TestEnv::new().client());
+//! let controller = new_controller(&ctx);
+//! assert_eq!(controller.name(), "echo");
+//! assert_eq!(ctx.informer_descriptions(), ["ConfigMap v1"]);
+//! # Ok(()) }
+//! ```
+//!
 //! | module | Knative counterpart |
 //! |---|---|
 //! | [`apis`] | `knative.dev/pkg/apis`, re-exported from `kinject-types`: conditions, duck types, field errors, kind traits |

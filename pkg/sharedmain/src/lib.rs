@@ -1,6 +1,15 @@
 //! `sharedmain`: the `main` of a controller process (Knative's
 //! `injection/sharedmain`).
 //!
+//! **Where it stands.** The process layer of the framework, above
+//! `kinject-runtime`: flags, environment, kubeconfig, logging, the
+//! configuration ConfigMaps, leader election, metrics and probes, signals.
+//! It depends on `kinject-runtime` and the crates a process needs (clap,
+//! tracing-subscriber, axum, prometheus-client), never on an application's
+//! crates; `kinject-webhook` and every application's `cmd/*` build on it.
+//! This is the one place that reads the process's environment ([`Env`]) and
+//! builds its injection [`Context`] ([`Setup::context`]).
+//!
 //! ```no_run
 //! # mod reconcilers { pub fn controllers() -> Vec<kinject_runtime::injection::Constructor> { Vec::new() } }
 //! fn main() -> std::process::ExitCode {
@@ -8,6 +17,35 @@
 //!     // which lists one constructor per module.
 //!     kinject_sharedmain::main("controller", reconcilers::controllers())
 //! }
+//! ```
+//!
+//! [`run`] is the same once flags and environment are read; here against the
+//! in-memory API server, with no controllers, stopped at once:
+//!
+//! ```
+//! use clap::Parser;
+//! use kinject_sharedmain::{Env, Flags};
+//! use tokio_util::sync::CancellationToken;
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let cluster = kinject_testenv::TestEnv::builder().namespace("knative-samples").build();
+//! let server = cluster.serve().await?;
+//! let kubeconfig = std::env::temp_dir().join(format!("sharedmain-doc-{}.kubeconfig", std::process::id()));
+//! server.write_kubeconfig(&kubeconfig)?;
+//! let flags = Flags::try_parse_from([
+//!     "controller", "--kubeconfig", &kubeconfig.to_string_lossy(), "--disable-ha", "--bind-address", "127.0.0.1",
+//! ])?;
+//! let env = Env::from_lookup(|name| match name {
+//!     "SYSTEM_NAMESPACE" => Some("knative-samples".to_owned()),
+//!     "METRICS_PROMETHEUS_PORT" | "PROBES_PORT" => Some("0".to_owned()),
+//!     _ => None,
+//! })?;
+//! let shutdown = CancellationToken::new();
+//! shutdown.cancel();
+//! kinject_sharedmain::run("controller", &[], flags, env, shutdown).await?;
+//! # std::fs::remove_file(&kubeconfig)?;
+//! # Ok(()) }
 //! ```
 //!
 //! A single constructor can be named with [`controller!`] instead:

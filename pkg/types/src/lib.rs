@@ -1,10 +1,14 @@
 //! The `knative.dev/pkg/apis` analogue: conditions and condition sets, duck types,
 //! field errors, URLs, and the traits a Knative-shaped kind implements.
 //!
-//! Everything here is plain data and pure functions: no I/O, no async runtime, so
-//! a CLI, a webhook or another operator can read these types cheaply. With
-//! `default-features = false` only [`validation`], [`FieldError`] and [`Verb`] remain,
-//! without Kubernetes dependencies (the proc-macro's parser uses that).
+//! **Where it stands.** The bottom of the framework: every other `kinject-*`
+//! crate and every application's API crate builds on it, and it depends on
+//! none of them. Everything here is plain data and pure functions: no I/O, no
+//! async runtime, so a CLI, a webhook or another operator can read these
+//! types cheaply. It may depend on serde, schemars, k8s-openapi (without a
+//! version feature) and kube-core, and with `default-features = false` on
+//! nothing at all: only [`validation`], [`FieldError`] and [`Verb`] remain
+//! (the marker parser and the test API server use that).
 //!
 //! A kind gets [`KindInfo`] and [`HasStatus`] from `#[derive(Kind)]`, and
 //! implements [`KRShaped`], [`Defaultable`] and [`Validatable`] by hand in its

@@ -532,6 +532,62 @@ fn workspace() -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// The framework (`codegen/`, `macros/`, `pkg/`, their test fixtures
+/// included) stands alone: none of its packages depends, even for tests, on
+/// a package of the sample app, so a project of one's own gets exactly what
+/// the framework's tests check.
+#[test]
+fn the_framework_depends_on_no_crate_of_the_sample_app() {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo, which runs this test, runs again");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let root = workspace().canonicalize().expect("the workspace exists");
+    let in_framework = |manifest: &str| {
+        let relative = Path::new(manifest)
+            .strip_prefix(&root)
+            .unwrap_or(Path::new(manifest));
+        ["codegen", "macros", "pkg"]
+            .iter()
+            .any(|top| relative.starts_with(top))
+    };
+    let packages = metadata["packages"].as_array().expect("packages");
+    let framework: BTreeSet<&str> = packages
+        .iter()
+        .filter(|p| in_framework(p["manifest_path"].as_str().unwrap_or_default()))
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(framework.contains("kinject-runtime"), "{framework:?}");
+    let mut outside = Vec::new();
+    for package in packages {
+        let name = package["name"].as_str().unwrap_or_default();
+        if !framework.contains(name) {
+            continue;
+        }
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let dep_name = dep["name"].as_str().unwrap_or_default();
+            if dep["path"].is_string() && !framework.contains(dep_name) {
+                outside.push(format!(
+                    "{name} -> {dep_name} ({})",
+                    dep["kind"].as_str().unwrap_or("normal")
+                ));
+            }
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "framework packages depend on the sample app; give their tests fixtures of their own: {outside:?}"
+    );
+}
+
 #[test]
 fn types_modules_form_a_tree() {
     module_tree::assert_tree("pkg/types");

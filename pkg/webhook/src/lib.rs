@@ -2,6 +2,13 @@
 //! one HTTPS server with three admission controllers and four
 //! leader-elected reconcilers.
 //!
+//! **Where it stands.** The top of the framework: a process of its own, built
+//! on `kinject-sharedmain` (flags, environment, the one injection context,
+//! leader election, probes) and `kinject-runtime` (its reconcilers), with
+//! rustls and rcgen for TLS and certificates. It never depends on an
+//! application's crates: the kinds it defaults and validates are handed to
+//! it as the application's generated registry.
+//!
 //! | path | what it does |
 //! |---|---|
 //! | `/defaulting` | decodes the object (unknown fields refused), runs `Defaultable::set_defaults`, answers a JSON patch |
@@ -28,7 +35,24 @@
 //! ```
 //!
 //! [`run`] is the same once flags and environment are read, for a process
-//! (or a test) that runs the webhook in-process.
+//! (or a test) that runs the webhook in-process. Its parts, without a
+//! cluster: the admission controllers by path, and the reconcilers as
+//! constructors, which `--disable-controllers` names:
+//!
+//! ```
+//! use kinject_webhook::admission::ConfigValidation;
+//! use kinject_webhook::{Options, Webhook};
+//!
+//! let webhook = Webhook::new(
+//!     "knative-samples",
+//!     Vec::new(), // the application's `generated::registry::custom_kinds()`
+//!     ConfigValidation::sharedmain(str::to_owned),
+//!     Options::default(),
+//! );
+//! assert_eq!(webhook.validation_name(), "validation.webhook.knative-samples.knative.dev");
+//! let names: Vec<&str> = webhook.constructors().iter().map(|c| c.name()).collect();
+//! assert_eq!(names, ["webhookcertificates", "defaultingwebhook", "validationwebhook", "configmapwebhook"]);
+//! ```
 
 pub mod admission;
 pub mod certificates;
