@@ -8,4 +8,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo run --quiet --package kinject-codegen -- --config codegen.toml new-kind "$@"
+cargo run --quiet --package codegen -- --config codegen.toml new-kind "$@"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo run --quiet --package kinject-codegen -- --config codegen.toml
+cargo run --quiet --package codegen -- --config codegen.toml
 cargo run --quiet --package schema -- update-crds config
 # Last: it builds the reconcilers, which use the code generated above.
 cargo run --quiet --package controller --bin rbac -- config

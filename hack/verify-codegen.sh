@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 stale=0
-cargo run --quiet --package kinject-codegen -- --config codegen.toml --verify || stale=1
+cargo run --quiet --package codegen -- --config codegen.toml --verify || stale=1
 cargo run --quiet --package schema -- update-crds --verify config || stale=1
 cargo run --quiet --package controller --bin rbac -- --verify config || stale=1
 

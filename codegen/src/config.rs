@@ -4,7 +4,7 @@
 //! ```toml
 //! output = "generated/src"
 //! reconcilers = true             # reconciler modules for #[genreconciler] kinds (default)
-//! testing = true                 # a `testing` module behind the crate's `testing` feature
+//! testing = true                 # a `testing` module: the CRDs tests install
 //!
 //! [[api]]
 //! crate = "apis"                 # the crate the generated code imports kinds from
@@ -44,8 +44,8 @@ pub struct Config {
     pub output: PathBuf,
     /// Whether `#[genreconciler]` kinds get their reconciler module.
     pub reconcilers: bool,
-    /// Whether to emit the `testing` module (behind the output crate's
-    /// `testing` feature, which must enable a `testenv` dependency).
+    /// Whether to emit the `testing` module: every API group's CRDs, for
+    /// tests to install (it names no test crate, so needs no feature).
     pub testing: bool,
     /// The API modules to scan for kinds.
     pub apis: Vec<ApiModule>,

@@ -64,15 +64,15 @@ pub(crate) fn emit(
         }
         let module = out.group_module(&group_mod, group, versions, &crds, reconcilers)?;
         let declaration = out.place(&format!("{group_mod}/mod.rs"), &group_mod, module)?;
-        out.push_root(quote!(), declaration);
+        out.push_root(declaration);
     }
     if let Some(registry) = registry_module(kinds) {
         let declaration = out.place("registry.rs", "registry", registry)?;
-        out.push_root(quote!(), declaration);
+        out.push_root(declaration);
     }
     if testing {
         let declaration = out.place("testing.rs", "testing", testing_module(&crd_groups))?;
-        out.push_root(quote!(#[cfg(feature = "testing")]), declaration);
+        out.push_root(declaration);
     }
     out.finish()
 }
@@ -165,12 +165,12 @@ impl Output<'_> {
     }
 
     /// Declares a top-level module in the root, behind `attrs`.
-    fn push_root(&mut self, attrs: TokenStream, declaration: TokenStream) {
+    fn push_root(&mut self, declaration: TokenStream) {
         self.root_items.push(match self.layout {
             // rustfmt formats differently from prettyplease; skipping the
             // subtree keeps `cargo fmt` from rewriting generated files.
-            Layout::Crate => quote!(#attrs #[rustfmt::skip] #declaration),
-            Layout::SingleFile(_) => quote!(#attrs #declaration),
+            Layout::Crate => quote!(#[rustfmt::skip] #declaration),
+            Layout::SingleFile(_) => declaration,
         });
     }
 
@@ -248,34 +248,25 @@ fn registry_module(kinds: &[KindPlan]) -> Option<Module> {
     })
 }
 
-/// Test helpers over `testenv`, the in-memory API server: the API groups' CRDs,
-/// handed to `kinject_runtime::testing`, which does the rest.
+/// What tests need of the API groups: their CRDs, which `kinject-testing`
+/// installs in the in-memory API server. It names no test crate, so the
+/// output crate needs no `testing` feature and builds the same for tests and
+/// for its binaries.
 fn testing_module(crd_groups: &[Ident]) -> Module {
     Module {
         docs: wrap(
-            "Test helpers: contexts whose clients, informers and listers talk to `testenv`'s \
-             in-memory API server (feature `testing`).",
+            "What tests need of the API groups here: their CustomResourceDefinitions, for \
+             `kinject_testing::context` and table tests to install in the in-memory API server.",
         ),
         items: quote! {
             use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
             use kinject_runtime::apis::registry::DefinitionError;
-            use kinject_runtime::injection::Context;
 
             /// The CustomResourceDefinitions of every API group served here.
             pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
                 let mut crds = Vec::new();
                 #(crds.extend(super::#crd_groups::custom_resource_definitions()?);)*
                 Ok(crds)
-            }
-
-            /// A fresh in-memory API server with these CRDs installed, the namespaces of
-            /// `objects` created and `objects` stored as given, status included (any kinds, as
-            /// JSON: `serde_json::to_value(&obj)`), and a context over it; see
-            /// `kinject_runtime::testing::context`.
-            pub fn context(
-                objects: impl IntoIterator<Item = serde_json::Value>,
-            ) -> Result<(Context, kinject_runtime::testing::testenv::TestEnv), Box<dyn std::error::Error + Send + Sync>> {
-                kinject_runtime::testing::context(&custom_resource_definitions()?, objects)
             }
         },
     }

@@ -38,6 +38,8 @@
 //! // src/lib.rs: pub mod generated { include!(concat!(env!("OUT_DIR"), "/codegen.rs")); }
 //! ```
 
+#[cfg(feature = "cli")]
+pub mod cli;
 pub mod config;
 mod emit;
 mod error;
@@ -259,9 +261,8 @@ impl Builder {
         self
     }
 
-    /// Whether to emit the `testing` module, behind the crate's `testing` feature
-    /// (which must enable a `testenv` dependency); default: the config file's
-    /// `testing`, or no.
+    /// Whether to emit the `testing` module (the CRDs tests install);
+    /// default: the config file's `testing`, or no.
     pub fn testing(mut self, on: bool) -> Self {
         self.testing = Some(on);
         self

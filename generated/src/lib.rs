@@ -18,6 +18,5 @@ pub mod samples;
 #[rustfmt::skip]
 pub mod registry;
 
-#[cfg(feature = "testing")]
 #[rustfmt::skip]
 pub mod testing;

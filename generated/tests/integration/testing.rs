@@ -34,7 +34,11 @@ fn k8s_service(name: &str) -> serde_json::Value {
 
 #[tokio::test]
 async fn preloaded_objects_reach_clients_informers_and_listers() {
-    let (ctx, env) = generated::testing::context([asvc("a"), k8s_service("web")]).unwrap();
+    let (ctx, env) = kinject_testing::context(
+        &generated::testing::custom_resource_definitions().unwrap(),
+        [asvc("a"), k8s_service("web")],
+    )
+    .unwrap();
     // One CRD per kind the registry lists: a new kind changes no number here.
     assert_eq!(
         generated::testing::custom_resource_definitions().unwrap().len(),
@@ -89,7 +93,11 @@ impl ReconcileKind<AddressableService> for MarkReady {
 
 #[tokio::test]
 async fn a_generated_reconciler_writes_status_to_the_test_api_server() {
-    let (ctx, _env) = generated::testing::context([asvc("a")]).unwrap();
+    let (ctx, _env) = kinject_testing::context(
+        &generated::testing::custom_resource_definitions().unwrap(),
+        [asvc("a")],
+    )
+    .unwrap();
     let controller = reconciler::new_impl(&ctx, MarkReady, reconciler::Options::default());
     controller.promote(std::sync::Arc::new(UniversalBucket));
     let shutdown = CancellationToken::new();
@@ -120,7 +128,11 @@ async fn preloaded_objects_keep_their_status() {
     obj.status
         .get_or_insert_with(Default::default)
         .mark_service_available();
-    let (ctx, _env) = generated::testing::context([serde_json::to_value(&obj).unwrap()]).unwrap();
+    let (ctx, _env) = kinject_testing::context(
+        &generated::testing::custom_resource_definitions().unwrap(),
+        [serde_json::to_value(&obj).unwrap()],
+    )
+    .unwrap();
     let got = addressableservice::Client::new(&ctx, "ns")
         .get("a")
         .await

@@ -6,8 +6,8 @@
 //! `kinject-types` (re-exported as [`apis`]), kube-rs and k8s-openapi without
 //! a version feature, tokio and prometheus-client; never on an application's
 //! crates, on `kinject-sharedmain` (the process around it) or on
-//! `kinject-testenv`, except behind the `testing` feature, which adds the
-//! table-test harness.
+//! `kinject-testenv` (`kinject-testing` holds the table-test harness over
+//! it), and it has no features, so every build of it is the same build.
 //!
 //! A controller is a constructor that asks the injection context for the
 //! informers it needs and returns its [`controller::Impl`]:
@@ -82,8 +82,6 @@ pub mod owner;
 pub mod rbac;
 pub mod reconciler;
 mod store;
-#[cfg(feature = "testing")]
-pub mod testing;
 pub mod token_bucket;
 pub mod tracker;
 

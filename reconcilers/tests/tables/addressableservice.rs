@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinject_runtime::apis::duck::v1::Addressable;
 use kinject_runtime::apis::{KRShaped, Url};
 use kinject_runtime::controller::{ObjectKey, QueueSnapshot};
-use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
-use kinject_runtime::testing::{RowOutcome, Table, TableRow, obj};
+use kinject_testing::testenv::{ErrorStatus, Reactor};
+use kinject_testing::{RowOutcome, Table, TableRow, obj};
 use reconcilers::addressableservice::new_controller;
 
 fn table(rows: Vec<TableRow>) -> Table {

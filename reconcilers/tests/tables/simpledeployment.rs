@@ -6,8 +6,8 @@ use apis::v1alpha1::{SimpleDeployment, SimpleDeploymentSpec, SimpleDeploymentSta
 use k8s_openapi::api::core::v1::{Container, Pod, PodCondition, PodSpec, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kinject_runtime::apis::{ConditionType, KRShaped};
-use kinject_runtime::testing::testenv::Reactor;
-use kinject_runtime::testing::{DeleteAction, Table, TableRow, obj};
+use kinject_testing::testenv::Reactor;
+use kinject_testing::{DeleteAction, Table, TableRow, obj};
 use kube::Resource;
 use reconcilers::simpledeployment::new_controller;
 use serde_json::{Value, json};
@@ -385,7 +385,11 @@ async fn a_lagging_pod_cache_never_doubles_the_pods() {
     use std::sync::Arc;
 
     let stored = sd(3, "img:1");
-    let (ctx, env) = generated::testing::context([obj(&stored)]).unwrap();
+    let (ctx, env) = kinject_testing::context(
+        &generated::testing::custom_resource_definitions().unwrap(),
+        [obj(&stored)],
+    )
+    .unwrap();
     let controller = new_controller(&ctx);
     controller.promote_initial(Arc::new(UniversalBucket));
     let sd_informer = sds::get(&ctx);
@@ -412,7 +416,7 @@ async fn a_lagging_pod_cache_never_doubles_the_pods() {
     pod_informer.apply_event(Watched::Init);
     pod_informer.apply_event(Watched::InitDone);
 
-    let pod_creates = |env: &kinject_runtime::testing::testenv::TestEnv| {
+    let pod_creates = |env: &kinject_testing::testenv::TestEnv| {
         env.actions()
             .iter()
             .filter(|a| a.verb == "create" && a.resource == "pods")

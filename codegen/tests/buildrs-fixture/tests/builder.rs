@@ -14,7 +14,7 @@ use kinject_runtime::controller::Impl;
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
-use kinject_runtime::testing::{Table, TableRow, obj};
+use kinject_testing::{Table, TableRow, obj};
 use kube::ResourceExt;
 
 fn offline_context() -> Context {

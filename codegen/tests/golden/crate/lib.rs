@@ -12,6 +12,5 @@ pub mod fixtures;
 #[rustfmt::skip]
 pub mod registry;
 
-#[cfg(feature = "testing")]
 #[rustfmt::skip]
 pub mod testing;

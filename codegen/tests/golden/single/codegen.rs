@@ -439,13 +439,11 @@ pub mod registry {
     }
 }
 
-#[cfg(feature = "testing")]
-/// Test helpers: contexts whose clients, informers and listers talk to `testenv`'s in-memory
-/// API server (feature `testing`).
+/// What tests need of the API groups here: their CustomResourceDefinitions, for
+/// `kinject_testing::context` and table tests to install in the in-memory API server.
 pub mod testing {
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kinject_runtime::apis::registry::DefinitionError;
-    use kinject_runtime::injection::Context;
 
     /// The CustomResourceDefinitions of every API group served here.
     pub fn custom_resource_definitions() -> Result<
@@ -455,18 +453,5 @@ pub mod testing {
         let mut crds = Vec::new();
         crds.extend(super::fixtures::custom_resource_definitions()?);
         Ok(crds)
-    }
-
-    /// A fresh in-memory API server with these CRDs installed, the namespaces of
-    /// `objects` created and `objects` stored as given, status included (any kinds, as
-    /// JSON: `serde_json::to_value(&obj)`), and a context over it; see
-    /// `kinject_runtime::testing::context`.
-    pub fn context(
-        objects: impl IntoIterator<Item = serde_json::Value>,
-    ) -> Result<
-        (Context, kinject_runtime::testing::testenv::TestEnv),
-        Box<dyn std::error::Error + Send + Sync>,
-    > {
-        kinject_runtime::testing::context(&custom_resource_definitions()?, objects)
     }
 }

@@ -7,7 +7,7 @@ use greeting_api::v1alpha1::{Greeting, GreetingSpec, GreetingStatus, MAX_MESSAGE
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::owner::set_controller_ref;
-use kinject_runtime::testing::{Table, TableRow, obj, uid_for};
+use kinject_testing::{Table, TableRow, obj, uid_for};
 
 async fn run(rows: Vec<TableRow>) {
     let crds = match greeter::generated::testing::custom_resource_definitions() {

@@ -18,7 +18,7 @@ async fn a_greeting_written_in_one_version_reads_in_the_other() {
         .collect();
     assert_eq!(stored, [("v1beta1", true), ("v1alpha1", false)]);
 
-    let (ctx, _env) = match greeter::generated::testing::context([]) {
+    let (ctx, _env) = match kinject_testing::context(&crds, []) {
         Ok(started) => started,
         Err(e) => panic!("testenv did not start: {e}"),
     };

@@ -419,7 +419,7 @@ async fn enqueue_controller_of_kind_uses_the_owner_kinds_scope() {
 /// enqueue nothing.
 #[tokio::test]
 async fn enqueue_controller_handler_filters_and_enqueues_cluster_scoped_owners() {
-    let (ctx, _env) = kinject_runtime::testing::context(&[], []).unwrap();
+    let (ctx, _env) = kinject_testing::context(&[], []).unwrap();
     let c = controller();
     let informer = ctx.informer::<ConfigMap>();
     informer.add_event_handler(c.enqueue_controller_handler::<ClusterRole, ConfigMap>());

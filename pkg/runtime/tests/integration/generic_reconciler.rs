@@ -16,9 +16,9 @@ use kinject_runtime::reconciler::{
     Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
     ReconcileResult, StatusHooks, WithFinalizer, new_impl,
 };
-use kinject_runtime::testing::testenv::{ErrorStatus, Reactor};
-use kinject_runtime::testing::{PatchAction, Table, TableRow, obj, run_row, uid_for};
 use kinject_runtime::tracker::Reference;
+use kinject_testing::testenv::{ErrorStatus, Reactor};
+use kinject_testing::{PatchAction, Table, TableRow, obj, run_row, uid_for};
 use kube::api::ObjectMeta;
 use tokio_util::sync::CancellationToken;
 
@@ -485,7 +485,7 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
 #[tokio::test]
 async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
     let crd = kinject_types::crd::custom_resource_definition::<Widget>().unwrap();
-    let (ctx, env) = kinject_runtime::testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
+    let (ctx, env) = kinject_testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
     let controller = new_impl(&ctx, FinalizingStatusWriter, &KIND, None, Options::default());
     let informer = ctx.informer::<Widget>();
     let enqueue = controller.clone();

@@ -1,5 +1,7 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_macros::Kind;
+
+// What a kind embeds matters not here: the markers are refused first.
+pub struct ObjectMeta;
 
 #[derive(Kind)]
 #[kind(version = "v1alpha1", namespaced)]

@@ -1,12 +1,13 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_macros::Kind;
 
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+// What a kind embeds matters not here: the markers are refused first.
+pub struct ObjectMeta;
+
 pub struct WidgetSpec {
     pub size: i32,
 }
 
-#[derive(Kind, Clone, Debug, PartialEq)]
+#[derive(Kind)]
 #[kind(
     group = "example.dev",
     version = "v1",

@@ -1,16 +1,17 @@
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_macros::Kind;
 
+// What a kind embeds matters not here: the markers are refused first.
+pub struct ObjectMeta;
+
 #[derive(Default)]
-pub struct ThingSpec;
+pub struct ThingStatus {}
 
 #[derive(Kind)]
 #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced)]
-#[genclient]
 #[genreconciler]
 pub struct Thing {
     pub metadata: ObjectMeta,
-    pub spec: ThingSpec,
+    pub status: Option<ThingStatus>,
 }
 
 fn main() {}

@@ -2,6 +2,12 @@
 //! world of objects, a key, and the writes and events the reconcile must
 //! produce.
 //!
+//! **Where it stands.** The framework's test-support layer: it depends on
+//! `kinject-runtime` and on `kinject-testenv`, the in-memory API server, and
+//! nothing above. Projects take it as a dev-dependency only, so no
+//! production build (and no build of the runtime itself) carries the test
+//! server.
+//!
 //! Every row gets a fresh [`kinject_testenv::TestEnv`] (a faithful in-memory API
 //! server): the CRDs are installed, the row's namespaces created, its objects
 //! stored exactly as given (status, generation, finalizers and deletion
@@ -39,12 +45,12 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
-use crate::controller::Impl;
-use crate::events::FakeRecorder;
-use crate::injection::Context;
-use crate::leader::UniversalBucket;
-use crate::network::DEFAULT_CLUSTER_DOMAIN;
-use crate::reconciler::SharedRecorder;
+use kinject_runtime::controller::Impl;
+use kinject_runtime::events::FakeRecorder;
+use kinject_runtime::injection::Context;
+use kinject_runtime::leader::UniversalBucket;
+use kinject_runtime::network::DEFAULT_CLUSTER_DOMAIN;
+use kinject_runtime::reconciler::SharedRecorder;
 
 pub use kinject_testenv as testenv;
 /// The uid a row's API server gives the object `name` in `namespace` of
@@ -273,8 +279,8 @@ pub async fn run_row(
 /// A fresh API server with `crds` installed, the namespaces of `objects`
 /// created and `objects` stored exactly as given (status included; any kinds, as
 /// JSON), and a context over it. Keep the `TestEnv` to inspect what the code
-/// under test did. Generated `testing::context` functions call this with their
-/// API groups' CRDs.
+/// under test did. Pass a generated crate's
+/// `testing::custom_resource_definitions()`.
 pub fn context(
     crds: &[CustomResourceDefinition],
     objects: impl IntoIterator<Item = Value>,

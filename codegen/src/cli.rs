@@ -1,0 +1,270 @@
+//! The generator's command line: `[--config codegen.toml] [--verify]`
+//! regenerates the typed layer from the API sources named in `codegen.toml`,
+//! or with `--verify` only checks that it is up to date;
+//! `new-kind --group G --version V --kind K [--scope cluster]` starts a new
+//! kind (see [`crate::scaffold`]).
+//!
+//! A project runs it through a binary of its own whose `main` is
+//! [`main`] (the sample app's `cmd/codegen`, which `hack/update-codegen.sh`,
+//! `hack/verify-codegen.sh` and `hack/new-kind.sh` run with `cargo run -p
+//! codegen`), so the generator it runs is the version its `Cargo.lock` pins
+//! for the runtime it generates for.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+use crate::model::Scope;
+use crate::scaffold::{self, NewKind};
+use crate::{Config, Generated, Layout};
+use clap::{Parser, Subcommand, ValueEnum};
+
+/// Regenerates the files under the config's `output` from the API sources it
+/// names, writing only files whose content changed.
+#[derive(Debug, Parser)]
+#[command(name = "kinject-codegen")]
+struct Args {
+    /// The generator config; without it, codegen.toml is looked up in the
+    /// current directory and its parents.
+    #[arg(long, value_name = "PATH", global = true)]
+    config: Option<PathBuf>,
+    /// Write nothing; exit 1 listing the files that are out of date.
+    #[arg(long)]
+    verify: bool,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Start a new kind: its API types, reconciler, table test and example
+    /// object, registered where they belong. Writes all files or none; run
+    /// hack/update-codegen.sh afterwards.
+    NewKind {
+        /// The API group, a domain you own (`tutorial.example.com`).
+        #[arg(long)]
+        group: String,
+        /// The version (`v1alpha1`, `v1beta1`, `v1`).
+        #[arg(long)]
+        version: String,
+        /// The kind, CamelCase (`Widget`).
+        #[arg(long)]
+        kind: String,
+        /// Whether objects live in a namespace or are cluster-wide.
+        #[arg(long, value_enum, ignore_case = true, default_value = "namespaced")]
+        scope: ScopeArg,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ScopeArg {
+    Namespaced,
+    Cluster,
+}
+
+/// Parses the command line and runs it; the exit code to return from `main`.
+pub fn main() -> ExitCode {
+    let Args {
+        config,
+        verify,
+        command,
+    } = Args::parse();
+    let config_path = match config.or_else(find_config) {
+        Some(path) => path,
+        None => {
+            eprintln!(
+                "error: no codegen.toml in the current directory or its parents; run from the repository or pass --config <path>"
+            );
+            return ExitCode::from(2);
+        }
+    };
+
+    if verify && command.is_some() {
+        eprintln!("error: --verify checks generated code and cannot go with a subcommand; run it alone");
+        return ExitCode::from(2);
+    }
+    if let Some(Command::NewKind {
+        group,
+        version,
+        kind,
+        scope,
+    }) = command
+    {
+        let scope = match scope {
+            ScopeArg::Namespaced => Scope::Namespaced,
+            ScopeArg::Cluster => Scope::Cluster,
+        };
+        return new_kind(
+            &config_path,
+            &NewKind {
+                group,
+                version,
+                kind,
+                scope,
+            },
+        );
+    }
+
+    generate(&config_path, verify)
+}
+
+/// Regenerates the output `config_path` names, or with `verify` checks it.
+fn generate(config_path: &Path, verify: bool) -> ExitCode {
+    let started = Instant::now();
+    let result = Config::load(config_path).and_then(|config| {
+        let generated = crate::generate(&config, &Layout::Crate)?;
+        Ok((config, generated))
+    });
+    let (config, generated) = match result {
+        Ok(ok) => ok,
+        Err(err) => {
+            eprintln!("{err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    if verify {
+        return verify_up_to_date(config_path, &config, &generated);
+    }
+    match generated.write(&config.output) {
+        Ok(report) => {
+            for path in &report.written {
+                eprintln!("wrote {}", shown(path).display());
+            }
+            for path in &report.removed {
+                eprintln!("removed {}", shown(path).display());
+            }
+            println!(
+                "generated {} files for {} kinds in {} ms",
+                generated.files.len(),
+                generated.kinds,
+                started.elapsed().as_millis()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(err) => {
+            eprintln!("{err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Success when the output directory holds exactly what would be written;
+/// otherwise lists the stale files and how to refresh them.
+fn verify_up_to_date(config_path: &Path, config: &Config, generated: &Generated) -> ExitCode {
+    match generated.check(&config.output) {
+        Ok(stale) if stale.is_empty() => {
+            println!(
+                "{} is up to date ({} files for {} kinds)",
+                shown(&config.output).display(),
+                generated.files.len(),
+                generated.kinds
+            );
+            ExitCode::SUCCESS
+        }
+        Ok(stale) => {
+            eprintln!("error: generated code is out of date:");
+            for s in &stale {
+                eprintln!("  {}", shown_stale(s));
+            }
+            eprintln!(
+                "run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config {}`) and commit the result",
+                shown(config_path).display()
+            );
+            ExitCode::FAILURE
+        }
+        Err(err) => {
+            eprintln!("{err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn new_kind(config_path: &Path, new: &NewKind) -> ExitCode {
+    let plan = match scaffold::plan(config_path, new).and_then(|plan| plan.write().map(|()| plan)) {
+        Ok(plan) => plan,
+        Err(err) => {
+            eprintln!("{err}");
+            eprintln!("no file was changed");
+            return ExitCode::FAILURE;
+        }
+    };
+    for file in &plan.files {
+        let verb = if file.created { "created" } else { "edited" };
+        eprintln!("{verb} {}", shown(&file.path).display());
+    }
+    // The templates follow rustfmt's defaults; the project's rustfmt.toml and
+    // edition have the last word, so the new files pass `cargo fmt --check`.
+    let mut fmt = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    fmt.arg("fmt");
+    for package in &plan.packages {
+        fmt.args(["--package", package]);
+    }
+    let dir = config_path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    match fmt.current_dir(dir).status() {
+        Ok(status) if status.success() => {}
+        Ok(_) | Err(_) => eprintln!(
+            "warning: `cargo fmt --package {}` failed; format the new files before committing",
+            plan.packages.join(" --package ")
+        ),
+    }
+    println!("{}", plan.summary);
+    ExitCode::SUCCESS
+}
+
+fn find_config() -> Option<PathBuf> {
+    let cwd = std::env::current_dir().ok()?;
+    cwd.ancestors()
+        .map(|dir| dir.join("codegen.toml"))
+        .find(|p| p.is_file())
+}
+
+/// A path relative to the current directory when it lies below it.
+fn shown(path: &Path) -> PathBuf {
+    std::env::current_dir()
+        .ok()
+        .and_then(|cwd| path.strip_prefix(cwd).ok().map(Path::to_path_buf))
+        .unwrap_or_else(|| path.to_path_buf())
+}
+
+fn shown_stale(stale: &crate::Stale) -> String {
+    match stale {
+        crate::Stale::Missing(p) => format!("{} (missing)", shown(p).display()),
+        crate::Stale::Differs(p) => format!("{} (differs)", shown(p).display()),
+        crate::Stale::Extra(p) => format!("{} (no longer generated)", shown(p).display()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Args::command().debug_assert();
+        let args = Args::try_parse_from([
+            "kinject-codegen",
+            "new-kind",
+            "--group",
+            "tutorial.example.io",
+            "--version",
+            "v1",
+            "--kind",
+            "Widget",
+            "--scope",
+            "Cluster",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Some(Command::NewKind {
+                scope: ScopeArg::Cluster,
+                ..
+            })
+        ));
+    }
+}
