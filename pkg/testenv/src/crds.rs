@@ -68,13 +68,7 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
         }
         for (i, v) in versions.iter().enumerate() {
             let name = s(v, "/name");
-            let mut why = Vec::new();
-            if name.len() > 63 {
-                why.push("must be no more than 63 characters".to_owned());
-            }
-            if !is_dns1035(name) {
-                why.push(crate::validation::DNS1035_LABEL_MSG.to_owned());
-            }
+            let why = kinject_types::validation::is_dns1035_label(name);
             if !why.is_empty() {
                 errs.push(FieldError::invalid(
                     format!("spec.versions[{i}].name"),
@@ -255,14 +249,6 @@ fn printer_columns(version: &Value) -> Vec<Column> {
             })
         })
         .collect()
-}
-
-fn is_dns1035(name: &str) -> bool {
-    let b = name.as_bytes();
-    b.first().is_some_and(u8::is_ascii_lowercase)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
 }
 
 /// Where a schema sits in its structural schema, which words a missing `type`.

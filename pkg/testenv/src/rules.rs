@@ -2,11 +2,11 @@
 //! need containers with names and images and are mostly immutable; deployments need a
 //! selector that matches their template; services need valid ports.
 
+use kinject_types::validation::{is_dns1123_label, is_valid_port_name};
 use serde_json::{Value, json};
 
 use crate::resource::Builtin;
 use crate::status::FieldError;
-use crate::validation::check_dns_label;
 
 fn containers(spec: &Value, list: &str, path: &str, required: bool, errs: &mut Vec<FieldError>) {
     let items = spec
@@ -22,7 +22,7 @@ fn containers(spec: &Value, list: &str, path: &str, required: bool, errs: &mut V
         match c.get("name").and_then(Value::as_str).unwrap_or_default() {
             "" => errs.push(FieldError::required(format!("{at}.name"), "")),
             n => {
-                if let Err(e) = check_dns_label(n) {
+                for e in is_dns1123_label(n) {
                     errs.push(FieldError::invalid(format!("{at}.name"), json!(n), e));
                 }
             }
@@ -202,41 +202,16 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
 
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";
 
-/// apimachinery's `IsValidPortName`, one message per broken rule.
-fn port_name_errors(name: &str) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if name.len() > 15 {
-        out.push("must be no more than 15 characters");
-    }
-    if name.is_empty()
-        || !name
-            .bytes()
-            .all(|b| b == b'-' || b.is_ascii_lowercase() || b.is_ascii_digit())
-    {
-        out.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)");
-    }
-    if !name.bytes().any(|b| b.is_ascii_lowercase()) {
-        out.push("must contain at least one letter (a-z)");
-    }
-    if name.contains("--") {
-        out.push("must not contain consecutive hyphens");
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        out.push("must not begin or end with a hyphen");
-    }
-    out
-}
-
 /// kube-apiserver's `validateServicePort`: every broken rule of a port is reported, in
 /// its order (name, port, protocol, targetPort).
 fn service_port(p: &Value, at: &str, require_name: bool, errs: &mut Vec<FieldError>) {
     let name = p.get("name").and_then(Value::as_str).unwrap_or_default();
     if require_name && name.is_empty() {
         errs.push(FieldError::required(format!("{at}.name"), ""));
-    } else if !name.is_empty()
-        && let Err(e) = crate::validation::check_dns_label(name)
-    {
-        errs.push(FieldError::invalid(format!("{at}.name"), json!(name), e));
+    } else if !name.is_empty() {
+        for e in is_dns1123_label(name) {
+            errs.push(FieldError::invalid(format!("{at}.name"), json!(name), e));
+        }
     }
     let port = p.get("port").and_then(Value::as_i64).unwrap_or(0);
     if !(1..=65535).contains(&port) {
@@ -257,7 +232,7 @@ fn service_port(p: &Value, at: &str, require_name: bool, errs: &mut Vec<FieldErr
         .filter(|t| **t != 0 && **t != "" && !t.is_null());
     match target {
         Some(Value::String(t)) => {
-            for msg in port_name_errors(t) {
+            for msg in is_valid_port_name(t) {
                 errs.push(FieldError::invalid(format!("{at}.targetPort"), json!(t), msg));
             }
         }

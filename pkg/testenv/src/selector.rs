@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-use crate::validation::{check_label_value, check_qualified_name};
+use crate::validation::{label_value_errors, qualified_name_errors};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
@@ -160,8 +160,12 @@ impl Parser {
             Tok::Ident(k) => k,
             t => return Err(format!("found '{}', expected: identifier", t.text())),
         };
-        if let Err(e) = check_qualified_name(&key) {
-            return Err(format!("key: Invalid value: \"{key}\": {e}"));
+        let key_errors = qualified_name_errors(&key);
+        if !key_errors.is_empty() {
+            return Err(format!(
+                "key: Invalid value: \"{key}\": {}",
+                key_errors.join("; ")
+            ));
         }
         if negated || matches!(self.peek(), Tok::Comma | Tok::End) {
             let op = if negated { Op::DoesNotExist } else { Op::Exists };
@@ -204,8 +208,14 @@ impl Parser {
                         "values[{i}]: Invalid value: \"{v}\": for 'Gt', 'Lt' operators, the value must be an integer"
                     ));
                 }
-            } else if let Err(e) = check_label_value(v) {
-                return Err(format!("values[{i}][{key}]: Invalid value: \"{v}\": {e}"));
+            } else {
+                let value_errors = label_value_errors(v);
+                if !value_errors.is_empty() {
+                    return Err(format!(
+                        "values[{i}][{key}]: Invalid value: \"{v}\": {}",
+                        value_errors.join("; ")
+                    ));
+                }
             }
         }
         Ok(Requirement { key, op, values })

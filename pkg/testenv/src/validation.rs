@@ -1,152 +1,30 @@
-//! apimachinery's name, label and metadata validation, with its messages.
-//!
-//! `kinject-types` has the same checks for controllers and the generator; this
-//! copy is deliberate. testenv stands in for kube-apiserver, the oracle the
-//! framework's tests are judged against, so it depends on no framework crate: a
-//! bug in the shared checks must show up as a test failure, not be agreed with.
+//! kube-apiserver's `ValidateObjectMeta`, for the fields testenv checks, on the name
+//! and label rules of `kinject_types::validation` worded as Kubernetes 1.33 words them.
 
+use kinject_types::validation::{
+    Wording, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name_worded,
+    is_valid_label_value_worded,
+};
 use serde_json::Value;
 
 use crate::status::{FieldError, FieldErrorKind};
+
+/// testenv answers as Kubernetes 1.33.
+const WORDING: Wording = Wording::UpTo1_34;
 
 /// apimachinery's `TotalAnnotationSizeLimitB`: the keys and values of an object's
 /// annotations together, in bytes.
 const TOTAL_ANNOTATION_SIZE_LIMIT: usize = 256 * 1024;
 
-const DNS1123_SUBDOMAIN_MSG: &str = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
-const DNS1123_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-pub(crate) const DNS1035_LABEL_MSG: &str = "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')";
-const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
-const QUALIFIED_NAME_WITH_PREFIX_MSG: &str = "a qualified name must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]') with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')";
-const LABEL_VALUE_MSG: &str = "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyValue',  or 'my_value',  or '12345', regex used for validation is '(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?')";
-
-fn is_dns_label(s: &str) -> bool {
-    s.len() <= 63 && is_dns_label_chars(s)
-}
-
-/// apimachinery's `dns1123LabelFmt`, which has no length limit of its own.
-fn is_dns_label_chars(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-}
-
-/// apimachinery's `IsDNS1123Subdomain`: every message. Its pattern limits the whole
-/// name, not each of its labels.
-fn dns_subdomain_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 253 {
-        errs.push("must be no more than 253 characters".to_owned());
-    }
-    if !s.split('.').all(is_dns_label_chars) {
-        errs.push(DNS1123_SUBDOMAIN_MSG.to_owned());
-    }
-    errs
-}
-
-/// RFC 1123 subdomain (most object names).
-pub(crate) fn check_dns_subdomain(s: &str) -> Result<(), String> {
-    match dns_subdomain_errors(s).into_iter().next() {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
-}
-
-/// RFC 1123 label (namespace names).
-pub(crate) fn check_dns_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("must be no more than 63 characters".into());
-    }
-    if is_dns_label(s) {
-        Ok(())
-    } else {
-        Err(DNS1123_LABEL_MSG.into())
-    }
-}
-
-/// RFC 1035 label (service names).
-pub(crate) fn check_dns1035_label(s: &str) -> Result<(), String> {
-    if s.len() > 63 {
-        return Err("must be no more than 63 characters".into());
-    }
-    if is_dns_label(s) && s.as_bytes().first().is_some_and(u8::is_ascii_lowercase) {
-        Ok(())
-    } else {
-        Err(DNS1035_LABEL_MSG.into())
-    }
-}
-
-/// apimachinery's `qualifiedNameFmt` (no length limit of its own).
-fn is_qualified_part(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.iter()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
-        && b.first().is_some_and(u8::is_ascii_alphanumeric)
-        && b.last().is_some_and(u8::is_ascii_alphanumeric)
-}
-
-/// apimachinery's `IsQualifiedName`: every message, as `[prefix/]name` label keys,
-/// annotation keys and finalizers are checked.
+/// apimachinery's `IsQualifiedName`, as label keys, annotation keys and finalizers
+/// are checked.
 pub(crate) fn qualified_name_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    let name = match s.split('/').collect::<Vec<_>>().as_slice() {
-        [name] => *name,
-        [prefix, name] => {
-            if prefix.is_empty() {
-                errs.push("prefix part must be non-empty".to_owned());
-            } else {
-                errs.extend(
-                    dns_subdomain_errors(prefix)
-                        .into_iter()
-                        .map(|e| format!("prefix part {e}")),
-                );
-            }
-            *name
-        }
-        _ => return vec![QUALIFIED_NAME_WITH_PREFIX_MSG.to_owned()],
-    };
-    if name.is_empty() {
-        errs.push("name part must be non-empty".to_owned());
-    } else if name.len() > 63 {
-        errs.push("name part must be no more than 63 characters".to_owned());
-    }
-    if !is_qualified_part(name) {
-        errs.push(QUALIFIED_NAME_MSG.to_owned());
-    }
-    errs
+    is_qualified_name_worded(s, WORDING)
 }
 
-/// `[prefix/]name`, with its messages joined as a label selector's key reports them.
-pub(crate) fn check_qualified_name(s: &str) -> Result<(), String> {
-    let errs = qualified_name_errors(s);
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(errs.join("; "))
-    }
-}
-
-pub(crate) fn check_label_value(s: &str) -> Result<(), String> {
-    match label_value_errors(s).into_iter().next() {
-        None => Ok(()),
-        Some(e) => Err(e),
-    }
-}
-
-/// apimachinery's `IsValidLabelValue`: every message.
-fn label_value_errors(s: &str) -> Vec<String> {
-    let mut errs = Vec::new();
-    if s.len() > 63 {
-        errs.push("must be no more than 63 characters".to_owned());
-    }
-    if !(s.is_empty() || is_qualified_part(s)) {
-        errs.push(LABEL_VALUE_MSG.to_owned());
-    }
-    errs
+/// apimachinery's `IsValidLabelValue`.
+pub(crate) fn label_value_errors(s: &str) -> Vec<String> {
+    is_valid_label_value_worded(s, WORDING)
 }
 
 /// How an object's name is validated.
@@ -158,11 +36,12 @@ pub(crate) enum NameRule {
 }
 
 impl NameRule {
-    pub(crate) fn check(self, name: &str) -> Result<(), String> {
+    /// Every rule `name` breaks, one message each.
+    pub(crate) fn errors(self, name: &str) -> Vec<String> {
         match self {
-            Self::Subdomain => check_dns_subdomain(name),
-            Self::Label => check_dns_label(name),
-            Self::Dns1035 => check_dns1035_label(name),
+            Self::Subdomain => is_dns1123_subdomain(name),
+            Self::Label => is_dns1123_label(name),
+            Self::Dns1035 => is_dns1035_label(name),
         }
     }
 }
@@ -181,8 +60,10 @@ pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError
                 "name or generateName is required",
             ));
         }
-    } else if let Err(e) = rule.check(name) {
-        errs.push(FieldError::invalid("metadata.name", Value::from(name), e));
+    } else {
+        for e in rule.errors(name) {
+            errs.push(FieldError::invalid("metadata.name", Value::from(name), e));
+        }
     }
     if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
         for (k, v) in labels {
@@ -270,42 +151,46 @@ pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError
 mod tests {
     use super::*;
 
-    #[test]
-    fn names() {
-        assert!(check_dns_subdomain("a.b-c").is_ok());
-        assert!(check_dns_subdomain("Foo").is_err());
-        assert!(check_dns_label("a.b").is_err());
-        assert!(check_dns1035_label("1abc").is_err());
-        assert!(check_qualified_name("samples.knative.dev/podOwner").is_ok());
-        assert!(check_qualified_name("-x").is_err());
-        assert!(check_label_value("").is_ok());
-        assert!(check_label_value("a b").is_err());
+    const QUALIFIED_NAME_MSG: &str = "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+
+    fn name_errors(meta: Value, rule: NameRule) -> Vec<String> {
+        let mut errs = Vec::new();
+        check_meta(&meta, rule, &mut errs);
+        errs.iter().map(ToString::to_string).collect()
     }
 
     #[test]
-    fn qualified_names_report_every_message() {
+    fn names_report_every_broken_rule() {
+        assert!(name_errors(serde_json::json!({"name": "a.b-c"}), NameRule::Subdomain).is_empty());
+        assert_eq!(
+            name_errors(serde_json::json!({"name": "a.b"}), NameRule::Label),
+            ["metadata.name: Invalid value: \"a.b\": must not contain dots"]
+        );
+        let long = format!("{}_", "a".repeat(63));
+        assert_eq!(
+            name_errors(serde_json::json!({"name": long}), NameRule::Dns1035).len(),
+            2,
+            "too long and not a DNS-1035 label"
+        );
+    }
+
+    #[test]
+    fn qualified_names_are_worded_as_kubernetes_1_33() {
         assert!(qualified_name_errors("samples.knative.dev/podOwner").is_empty());
         assert_eq!(
             qualified_name_errors(""),
             ["name part must be non-empty", QUALIFIED_NAME_MSG]
         );
-        assert_eq!(qualified_name_errors("a/b/c"), [QUALIFIED_NAME_WITH_PREFIX_MSG]);
+        assert!(qualified_name_errors("a/b/c")[0].starts_with("a qualified name must consist"));
         assert_eq!(
-            qualified_name_errors("/-x"),
-            ["prefix part must be non-empty", QUALIFIED_NAME_MSG]
-        );
-        assert_eq!(
-            qualified_name_errors(&format!("Ex.com/{}", "a".repeat(64))),
-            [
-                format!("prefix part {DNS1123_SUBDOMAIN_MSG}"),
-                "name part must be no more than 63 characters".to_owned()
-            ]
+            qualified_name_errors(&format!("x/{}", "a".repeat(64))),
+            ["name part must be no more than 63 characters"]
         );
         // A subdomain's pattern does not limit the length of each label.
         assert!(qualified_name_errors(&format!("{}.io/x", "a".repeat(64))).is_empty());
         assert_eq!(
-            check_qualified_name("/").unwrap_err(),
-            format!("prefix part must be non-empty; name part must be non-empty; {QUALIFIED_NAME_MSG}")
+            label_value_errors(&"v".repeat(64)),
+            ["must be no more than 63 characters"]
         );
     }
 
