@@ -166,35 +166,33 @@ async fn kubectl_apply_get_watch_delete() {
     server.shutdown().await;
 }
 
-/// The project's RBAC manifests apply as they would to a cluster, and `kubectl
-/// api-resources` sees the short names kube-apiserver gives.
+/// testenv's own manifests (`tests/fixtures`: a namespace, a CRD and an object of
+/// its kind, a ConfigMap, a service account and its RBAC) apply as they would to a
+/// cluster, and `kubectl api-resources` sees the short names kube-apiserver gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_applies_the_rbac_manifests() {
+async fn kubectl_applies_the_fixture_manifests() {
     if !kubectl_available() {
         skip("kubectl not found on PATH");
         return;
     }
     let env = kinject_testenv::TestEnv::new();
     let server = env.serve().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("testenv-kubectl-rbac-{}", uuid_like()));
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-fixtures-{}", uuid_like()));
     std::fs::create_dir_all(&dir).unwrap();
     server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
     let k = Kubectl {
         kubeconfig: dir.join("kubeconfig"),
         cache: dir.join("cache"),
     };
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let files: Vec<String> = [
-        "100-namespace.yaml",
-        "200-serviceaccount.yaml",
-        "200-clusterrole.yaml",
-        "200-role.yaml",
-        "201-clusterrolebinding.yaml",
-        "201-rolebinding.yaml",
-    ]
-    .iter()
-    .map(|f| config.join(f).to_string_lossy().into_owned())
-    .collect();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files: Vec<String> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    // The numbers in their names order them as they depend on each other.
+    files.sort();
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
         for f in &files {
@@ -206,62 +204,78 @@ async fn kubectl_applies_the_rbac_manifests() {
             let out = k.run(&["apply", "-f", f]);
             assert!(out.contains(" unchanged"), "{f}: {out}");
         }
-        let out = k.run(&["get", "roles,rolebindings", "-n", "knative-samples", "-o", "name"]);
-        assert!(out.contains("role.rbac.authorization.k8s.io/"), "{out}");
-        assert!(out.contains("rolebinding.rbac.authorization.k8s.io/"), "{out}");
-        let out = k.run(&["get", "clusterroles,clusterrolebindings", "-o", "name"]);
-        assert!(out.contains("clusterrole.rbac.authorization.k8s.io/"), "{out}");
-        assert!(
-            out.contains("clusterrolebinding.rbac.authorization.k8s.io/"),
-            "{out}"
-        );
-
-        let out = k.run(&["get", "rolebindings", "-n", "knative-samples"]);
-        let header: Vec<&str> = out
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        assert_eq!(header, ["NAME", "ROLE", "AGE"], "{out}");
-        assert!(out.contains("Role/knative-samples-controller"), "{out}");
-        let out = k.run(&["get", "clusterroles"]);
-        assert!(out.starts_with("NAME") && out.contains("CREATED AT"), "{out}");
-
-        let out = k.run(&["api-resources", "--no-headers"]);
-        for (short, resource) in [
-            ("rs", "replicasets"),
-            ("sts", "statefulsets"),
-            ("ds", "daemonsets"),
-            ("cj", "cronjobs"),
-            ("pdb", "poddisruptionbudgets"),
-            ("quota", "resourcequotas"),
-            ("limits", "limitranges"),
-            ("netpol", "networkpolicies"),
-            ("pvc", "persistentvolumeclaims"),
-            ("pv", "persistentvolumes"),
-            ("ing", "ingresses"),
-        ] {
-            assert!(
-                out.lines()
-                    .any(|l| l.starts_with(resource) && l.split_whitespace().nth(1) == Some(short)),
-                "{resource} ({short}) missing:\n{out}"
-            );
-        }
-        let out = k.run(&[
-            "get",
-            "sa,quota,limits,pdb",
-            "-n",
-            "knative-samples",
-            "-o",
-            "name",
-        ]);
-        assert!(out.contains("serviceaccount/"), "{out}");
+        assert_fixtures_stored(&k);
+        assert_short_names(&k);
     })
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(dir2);
     server.shutdown().await;
+}
+
+/// What applying `tests/fixtures` stored, as `kubectl get` shows it.
+fn assert_fixtures_stored(k: &Kubectl) {
+    let out = k.run(&["get", "roles,rolebindings", "-n", "fixtures", "-o", "name"]);
+    assert!(out.contains("role.rbac.authorization.k8s.io/"), "{out}");
+    assert!(out.contains("rolebinding.rbac.authorization.k8s.io/"), "{out}");
+    let out = k.run(&["get", "clusterroles,clusterrolebindings", "-o", "name"]);
+    assert!(out.contains("clusterrole.rbac.authorization.k8s.io/"), "{out}");
+    assert!(
+        out.contains("clusterrolebinding.rbac.authorization.k8s.io/"),
+        "{out}"
+    );
+
+    let out = k.run(&["get", "rolebindings", "-n", "fixtures"]);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "ROLE", "AGE"], "{out}");
+    assert!(out.contains("Role/sprocket-controller"), "{out}");
+    let out = k.run(&["get", "clusterroles"]);
+    assert!(out.starts_with("NAME") && out.contains("CREATED AT"), "{out}");
+
+    let out = k.run(&["get", "spr", "-n", "fixtures"]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "TEETH"], "{out}");
+    assert_eq!(rows[1], ["main-drive", "32"], "{out}");
+    let out = k.run(&[
+        "get",
+        "configmap",
+        "sprocket-settings",
+        "-n",
+        "fixtures",
+        "-o",
+        "jsonpath={.data.speed}",
+    ]);
+    assert_eq!(out, "fast");
+    let out = k.run(&["get", "sa,quota,limits,pdb", "-n", "fixtures", "-o", "name"]);
+    assert!(out.contains("serviceaccount/sprocket-controller"), "{out}");
+}
+
+fn assert_short_names(k: &Kubectl) {
+    let out = k.run(&["api-resources", "--no-headers"]);
+    for (short, resource) in [
+        ("rs", "replicasets"),
+        ("sts", "statefulsets"),
+        ("ds", "daemonsets"),
+        ("cj", "cronjobs"),
+        ("pdb", "poddisruptionbudgets"),
+        ("quota", "resourcequotas"),
+        ("limits", "limitranges"),
+        ("netpol", "networkpolicies"),
+        ("pvc", "persistentvolumeclaims"),
+        ("pv", "persistentvolumes"),
+        ("ing", "ingresses"),
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(resource) && l.split_whitespace().nth(1) == Some(short)),
+            "{resource} ({short}) missing:\n{out}"
+        );
+    }
 }
 
 /// `kubectl get` prints a CRD's printer columns as against a cluster, `[*]` included;
