@@ -717,8 +717,8 @@ pub(crate) fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts
             ))
         })?;
         let s = |p: &str| body.pointer(p).and_then(Value::as_str).map(str::to_owned);
-        opts.uid = s("/preconditions/uid");
-        opts.resource_version = s("/preconditions/resourceVersion");
+        opts.preconditions.uid = s("/preconditions/uid");
+        opts.preconditions.resource_version = s("/preconditions/resourceVersion");
         opts.propagation = s("/propagationPolicy");
         if opts.propagation.is_none() {
             opts.propagation = match body.get("orphanDependents").and_then(Value::as_bool) {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 
 use crate::resource::{ResourceDef, ScalePaths};
-use crate::state::{State, WriteOpts};
+use crate::state::{State, WriteOpts, check_resource_version};
 use crate::status::{ErrorStatus, FieldError};
 use crate::store::ObjKey;
 
@@ -148,14 +148,7 @@ impl State {
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
-        if !rv.is_empty()
-            && Some(rv)
-                != existing
-                    .pointer("/metadata/resourceVersion")
-                    .and_then(Value::as_str)
-        {
-            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
-        }
+        check_resource_version(def, name, &existing, rv)?;
         let mut obj = Self::present(def, &existing);
         set_pointer(&mut obj, &p.spec_replicas, replicas);
         let w = self.finish_update(def, &key, &existing, obj, opts, false)?;

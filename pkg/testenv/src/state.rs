@@ -54,10 +54,60 @@ pub(crate) struct Written {
 /// `DeleteOptions` as far as the registry uses them.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct DeleteOpts {
-    pub(crate) uid: Option<String>,
-    pub(crate) resource_version: Option<String>,
+    pub(crate) preconditions: Preconditions,
     pub(crate) propagation: Option<String>,
     pub(crate) dry_run: bool,
+}
+
+/// What a write requires of the stored object (apimachinery's `storage.Preconditions`):
+/// a delete's `preconditions`, and the `uid` an update's body names.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Preconditions {
+    pub(crate) uid: Option<String>,
+    pub(crate) resource_version: Option<String>,
+}
+
+impl Preconditions {
+    /// `Preconditions.Check`: a 409 for the first precondition `existing` fails.
+    pub(crate) fn check(&self, def: &ResourceDef, name: &str, existing: &Value) -> Result<(), ErrorStatus> {
+        let failed = |what: &str, wanted: &str, field: &str| {
+            ErrorStatus::conflict_on(
+                &def.group,
+                &def.plural,
+                name,
+                &format!(
+                    "Precondition failed: {what} in precondition: {wanted}, {what} in object meta: {}",
+                    meta_str(existing, field)
+                ),
+            )
+        };
+        if let Some(uid) = &self.uid
+            && uid != meta_str(existing, "uid")
+        {
+            return Err(failed("UID", uid, "uid"));
+        }
+        if let Some(rv) = &self.resource_version
+            && rv != meta_str(existing, "resourceVersion")
+        {
+            return Err(failed("ResourceVersion", rv, "resourceVersion"));
+        }
+        Ok(())
+    }
+}
+
+/// Optimistic concurrency: a write naming a `resourceVersion` must name the stored
+/// one; an empty one writes over whatever is stored.
+pub(crate) fn check_resource_version(
+    def: &ResourceDef,
+    name: &str,
+    existing: &Value,
+    rv: &str,
+) -> Result<(), ErrorStatus> {
+    if rv.is_empty() || rv == meta_str(existing, "resourceVersion") {
+        Ok(())
+    } else {
+        Err(ErrorStatus::stale(&def.group, &def.plural, name))
+    }
 }
 
 /// A list request's selection.
@@ -644,35 +694,26 @@ impl State {
             }
             return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
         };
-        let rv = meta_str(&obj, "resourceVersion").to_owned();
-        if rv.is_empty() {
-            if !def.allow_unconditional_update {
-                return Err(ErrorStatus::invalid(
-                    &def.group,
-                    &def.kind,
-                    name,
-                    vec![FieldError::invalid_raw(
-                        "metadata.resourceVersion",
-                        "0x0",
-                        "must be specified for an update",
-                    )],
-                ));
-            }
-        } else if rv != meta_str(&existing, "resourceVersion") {
-            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
-        }
-        let uid = meta_str(&obj, "uid");
-        if !uid.is_empty() && uid != meta_str(&existing, "uid") {
-            return Err(ErrorStatus::conflict_on(
+        let rv = meta_str(&obj, "resourceVersion");
+        if rv.is_empty() && !def.allow_unconditional_update {
+            return Err(ErrorStatus::invalid(
                 &def.group,
-                &def.plural,
+                &def.kind,
                 name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&existing, "uid")
-                ),
+                vec![FieldError::invalid_raw(
+                    "metadata.resourceVersion",
+                    "0x0",
+                    "must be specified for an update",
+                )],
             ));
         }
+        check_resource_version(def, name, &existing, rv)?;
+        let uid = meta_str(&obj, "uid");
+        let preconditions = Preconditions {
+            uid: (!uid.is_empty()).then(|| uid.to_owned()),
+            resource_version: None,
+        };
+        preconditions.check(def, name, &existing)?;
         let mut new = status_rule(def, &existing, obj, status_only);
         if !status_only && def.builtin() == Some(Builtin::Namespace) {
             new["spec"] = existing.get("spec").cloned().unwrap_or_else(|| json!({}));
@@ -904,10 +945,7 @@ impl State {
             ));
         }
         self.check_type(def, &patched, false)?;
-        let rv = meta_str(&patched, "resourceVersion");
-        if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
-            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
-        }
+        check_resource_version(def, name, &existing, meta_str(&patched, "resourceVersion"))?;
         let uid = meta_str(&patched, "uid");
         if uid != meta_str(&existing, "uid") {
             return Err(ErrorStatus::invalid(
@@ -998,10 +1036,7 @@ impl State {
             };
             return self.create(def, def.namespaced.then_some(ns), a.object, &opts);
         };
-        let rv = meta_str(&applied, "resourceVersion");
-        if !rv.is_empty() && rv != meta_str(&existing, "resourceVersion") {
-            return Err(ErrorStatus::stale(&def.group, &def.plural, name));
-        }
+        check_resource_version(def, name, &existing, meta_str(&applied, "resourceVersion"))?;
         let live = Self::present(def, &existing);
         let a = crate::ssa::apply(def, Some(&live), &applied, &manager, opts.force, status_only)?;
         let new = if status_only {
@@ -1058,32 +1093,7 @@ impl State {
         let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
             return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
         };
-        if let Some(uid) = &opts.uid
-            && uid != meta_str(&existing, "uid")
-        {
-            return Err(ErrorStatus::conflict_on(
-                &def.group,
-                &def.plural,
-                name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&existing, "uid")
-                ),
-            ));
-        }
-        if let Some(rv) = &opts.resource_version
-            && rv != meta_str(&existing, "resourceVersion")
-        {
-            return Err(ErrorStatus::conflict_on(
-                &def.group,
-                &def.plural,
-                name,
-                &format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    meta_str(&existing, "resourceVersion")
-                ),
-            ));
-        }
+        opts.preconditions.check(def, name, &existing)?;
         if def.builtin() == Some(Builtin::Namespace) {
             return self.delete_namespace(def, &key, &existing, opts);
         }
@@ -1220,8 +1230,7 @@ impl State {
             .map(|(k, o)| (k.clone(), Arc::clone(o)))
             .collect();
         let per_object = DeleteOpts {
-            uid: None,
-            resource_version: None,
+            preconditions: Preconditions::default(),
             ..opts.clone()
         };
         let mut items = Vec::new();
