@@ -293,6 +293,53 @@ fn from_fields_v1(v: &Value, prefix: &mut Path, out: &mut Vec<Path>) {
     }
 }
 
+/// The operation a `managedFields` entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Operation {
+    Apply,
+    Update,
+}
+
+impl Operation {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Apply => "Apply",
+            Self::Update => "Update",
+        }
+    }
+}
+
+/// The `managedFields` entry of `manager`'s `operation`, owning `fields`.
+fn entry(
+    def: &ResourceDef,
+    manager: &str,
+    operation: Operation,
+    fields: &[Path],
+    status_only: bool,
+) -> Value {
+    let mut entry = json!({
+        "manager": manager,
+        "operation": operation.as_str(),
+        "apiVersion": def.api_version(),
+        "time": now(),
+        "fieldsType": "FieldsV1",
+        "fieldsV1": to_fields_v1(fields),
+    });
+    if status_only {
+        entry["subresource"] = json!("status");
+    }
+    entry
+}
+
+/// Whether `entry` records `manager`'s `operation` on `subresource` (`""` for the
+/// main resource).
+fn is_entry_of(entry: &Value, manager: &str, operation: Operation, subresource: &str) -> bool {
+    let field = |k: &str| entry.get(k).and_then(Value::as_str);
+    field("manager") == Some(manager)
+        && field("operation") == Some(operation.as_str())
+        && field("subresource").unwrap_or_default() == subresource
+}
+
 /// Parses an apply body: JSON, or YAML as `kubectl apply --server-side` may send.
 pub(crate) fn parse_body(body: &[u8]) -> Result<Value, ErrorStatus> {
     if let Ok(v) = serde_json::from_slice::<Value>(body) {
@@ -343,10 +390,7 @@ pub(crate) fn apply(
         if let Some(f) = e.get("fieldsV1") {
             from_fields_v1(f, &mut Vec::new(), &mut owned);
         }
-        let same = e.get("manager").and_then(Value::as_str) == Some(manager)
-            && e.get("operation").and_then(Value::as_str) == Some("Apply")
-            && e.get("subresource").and_then(Value::as_str).unwrap_or_default() == subresource;
-        if same {
+        if is_entry_of(&e, manager, Operation::Apply, subresource) {
             previous = owned;
         } else {
             others.push((e, owned));
@@ -397,18 +441,7 @@ pub(crate) fn apply(
         })
         .collect();
     if !mine.is_empty() {
-        let mut entry = json!({
-            "manager": manager,
-            "operation": "Apply",
-            "apiVersion": def.api_version(),
-            "time": now(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": to_fields_v1(&mine),
-        });
-        if status_only {
-            entry["subresource"] = json!("status");
-        }
-        managed.push(entry);
+        managed.push(entry(def, manager, Operation::Apply, &mine, status_only));
     }
     Ok(Applied {
         object: merged,
@@ -473,10 +506,7 @@ pub(crate) fn track_update(
         if let Some(f) = e.get("fieldsV1") {
             from_fields_v1(f, &mut Vec::new(), &mut owned);
         }
-        let same = e.get("manager").and_then(Value::as_str) == Some(manager)
-            && e.get("operation").and_then(Value::as_str) == Some("Update")
-            && e.get("subresource").and_then(Value::as_str).unwrap_or_default() == subresource;
-        if same {
+        if is_entry_of(&e, manager, Operation::Update, subresource) {
             mine = owned;
             continue;
         }
@@ -493,18 +523,7 @@ pub(crate) fn track_update(
     }
     mine.retain(|p| get(new, p).is_some());
     if !mine.is_empty() {
-        let mut entry = json!({
-            "manager": manager,
-            "operation": "Update",
-            "apiVersion": def.api_version(),
-            "time": now(),
-            "fieldsType": "FieldsV1",
-            "fieldsV1": to_fields_v1(&mine),
-        });
-        if status_only {
-            entry["subresource"] = json!("status");
-        }
-        managed.push(entry);
+        managed.push(entry(def, manager, Operation::Update, &mine, status_only));
     }
     Some(Value::Array(managed))
 }
