@@ -33,10 +33,10 @@ use serde_json::{Map, Value, json};
 
 use crate::TestEnv;
 use crate::api::{QueryView, Reply, Request, Target};
-use crate::patch::PatchType;
+use crate::errors::ErrorStatus;
+use crate::patches::PatchType;
 use crate::resource::ResourceDef;
 use crate::state::{DeleteOpts, State, WriteOpts, Written};
-use crate::status::ErrorStatus;
 use crate::store::{ObjKey, ResKey};
 
 /// kube-apiserver's default `timeoutSeconds`.
@@ -135,15 +135,14 @@ impl Webhook {
 
     fn matches(&self, req: &Attributes<'_>, ns_labels: &Map<String, Value>) -> bool {
         self.rules.iter().any(|r| rule_matches(r, req))
-            && self
-                .namespace_selector
-                .as_ref()
-                .is_none_or(|sel| !req.namespace_scoped() || crate::rules::selector_matches(sel, ns_labels))
+            && self.namespace_selector.as_ref().is_none_or(|sel| {
+                !req.namespace_scoped() || crate::selector::label_selector_matches(sel, ns_labels)
+            })
             && self.object_selector.as_ref().is_none_or(|sel| {
                 [&req.object, &req.old_object]
                     .into_iter()
                     .flatten()
-                    .any(|o| crate::rules::selector_matches(sel, &labels(o)))
+                    .any(|o| crate::selector::label_selector_matches(sel, &labels(o)))
             })
     }
 }
@@ -629,10 +628,10 @@ impl Admission<'_> {
                 other => return Err(format!("unsupported patch type {:?}", other.unwrap_or_default())),
             }
             let current = object.clone().unwrap_or(Value::Null);
-            crate::patch::json_patch(&current, &bytes, false).map_err(|e| match e {
-                crate::patch::PatchError::Decode(m) | crate::patch::PatchError::Internal(m) => m,
-                crate::patch::PatchError::Apply => "the patch does not apply to the object".to_owned(),
-                crate::patch::PatchError::TooManyOperations(n) => {
+            crate::patches::json_patch(&current, &bytes, false).map_err(|e| match e {
+                crate::patches::PatchError::Decode(m) | crate::patches::PatchError::Internal(m) => m,
+                crate::patches::PatchError::Apply => "the patch does not apply to the object".to_owned(),
+                crate::patches::PatchError::TooManyOperations(n) => {
                     format!("the patch has {n} operations, too many")
                 }
             })
@@ -776,7 +775,7 @@ fn patch_bytes(patch: &Value) -> Result<Vec<u8>, String> {
             .ok_or_else(|| "response.patch holds a value that is not a byte".to_owned()),
         other => Err(format!(
             "cannot unmarshal {} into response.patch of type []byte",
-            crate::api::go_json_type(other)
+            crate::go_format::go_json_type(other)
         )),
     }
 }

@@ -9,14 +9,15 @@ use http::Method;
 use serde_json::{Value, json};
 
 use crate::discovery;
+use crate::errors::ErrorStatus;
+use crate::go_format::go_json_type;
 use crate::hooks::Action;
-use crate::patch::PatchType;
+use crate::patches::PatchType;
 use crate::resource::ResourceDef;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::state::{
     DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
 };
-use crate::status::ErrorStatus;
 use crate::table;
 use crate::watch;
 use crate::{Inner, TestEnv};
@@ -647,33 +648,18 @@ fn scale(
         }
         "patch" => {
             let current = inner.state().scale_get(def, ns, name)?;
-            let patched = match PatchType::from_content_type(&req.content_type) {
-                Some(PatchType::Json) => crate::patch::json_patch(
+            match PatchType::from_content_type(&req.content_type) {
+                Some(PatchType::Json) => crate::patches::json_patch(
                     &current,
                     &req.body,
                     opts.validation != crate::state::FieldValidation::Ignore,
                 ),
                 // Scale has no lists, so a strategic merge patch is a merge patch.
                 Some(PatchType::Merge | PatchType::Strategic) => {
-                    crate::patch::merge_patch(&current, &req.body)
+                    crate::patches::merge_patch(&current, &req.body)
                 }
                 _ => return Err(unsupported_patch_type(def)),
-            };
-            match patched {
-                Ok(p) => p,
-                Err(crate::patch::PatchError::Decode(e)) => {
-                    return Err(ErrorStatus::bad_request(e));
-                }
-                Err(crate::patch::PatchError::Apply) => {
-                    return Err(ErrorStatus::unprocessable());
-                }
-                Err(crate::patch::PatchError::Internal(e)) => {
-                    return Err(ErrorStatus::new(500, "", e));
-                }
-                Err(crate::patch::PatchError::TooManyOperations(n)) => {
-                    return Err(crate::patch::too_many_operations(n));
-                }
-            }
+            }?
         }
         _ => return Err(ErrorStatus::method_not_allowed()),
     };
@@ -745,7 +731,7 @@ pub(crate) fn delete_opts(req: &Request, q: &QueryView<'_>) -> Result<DeleteOpts
             "meta.k8s.io",
             "DeleteOptions",
             "",
-            vec![crate::status::FieldError::not_supported(
+            vec![crate::errors::FieldError::not_supported(
                 "propagationPolicy",
                 json!(p),
                 &[
@@ -927,18 +913,6 @@ fn go_quote_char(c: u8) -> String {
     format!("'{inner}'")
 }
 
-/// The JSON type names encoding/json uses in its errors (`UnmarshalTypeError`).
-pub(crate) fn go_json_type(v: &Value) -> &'static str {
-    match v {
-        Value::Null => "null",
-        Value::Bool(_) => "bool",
-        Value::Number(_) => "number",
-        Value::String(_) => "string",
-        Value::Array(_) => "array",
-        Value::Object(_) => "object",
-    }
-}
-
 /// encoding/json's wording of a syntax error, for the common cases.
 fn go_json_error(raw: &[u8], e: &serde_json::Error) -> String {
     if e.is_eof() {
@@ -1045,7 +1019,7 @@ fn list(
                     "meta.k8s.io",
                     "ListOptions",
                     "",
-                    vec![crate::status::FieldError::forbidden(
+                    vec![crate::errors::FieldError::forbidden(
                         "resourceVersionMatch",
                         "resourceVersionMatch is forbidden when continue is provided",
                     )],
@@ -1078,7 +1052,7 @@ fn list(
                         "meta.k8s.io",
                         "ListOptions",
                         "",
-                        vec![crate::status::FieldError::forbidden(
+                        vec![crate::errors::FieldError::forbidden(
                             "resourceVersionMatch",
                             "resourceVersionMatch is forbidden unless resourceVersion is provided",
                         )],
@@ -1104,7 +1078,7 @@ fn list(
                         "meta.k8s.io",
                         "ListOptions",
                         "",
-                        vec![crate::status::FieldError::not_supported(
+                        vec![crate::errors::FieldError::not_supported(
                             "resourceVersionMatch",
                             json!(other),
                             &["Exact".into(), "NotOlderThan".into(), String::new()],

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::object_meta::{has_finalizer, is_deleting, meta_str};
 use crate::resource::ResourceDef;
 use crate::state::{DeleteOpts, State};
 use crate::store::{ObjKey, ResKey};
@@ -20,17 +21,6 @@ pub(crate) struct Controllers {
     pub(crate) namespaces: bool,
 }
 
-fn is_deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-
-fn has_finalizer(o: &Value, f: &str) -> bool {
-    o.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|x| x == f))
-}
-
 fn owner_refs(o: &Value) -> Vec<Value> {
     o.pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
@@ -39,9 +29,7 @@ fn owner_refs(o: &Value) -> Vec<Value> {
 }
 
 fn uid(o: &Value) -> &str {
-    o.pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default()
+    meta_str(o, "uid")
 }
 
 /// One object, addressed for a write.

@@ -2,7 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::status::{FieldError, FieldErrorKind};
+use crate::errors::{FieldError, FieldErrorKind};
+use crate::go_format::go_value;
 
 /// A version's `openAPIV3Schema`.
 #[derive(Debug)]
@@ -132,28 +133,6 @@ pub(crate) fn check_default(schema: &Value, default: &Value, at: &str) -> Vec<Fi
         );
     }
     errs
-}
-
-/// A decoded JSON value as Go's `%#v` prints it (how field errors show values of
-/// no simpler type).
-fn go_value(v: &Value) -> String {
-    match v {
-        Value::Null => "interface {}(nil)".to_owned(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.to_string(),
-        Value::String(s) => format!("{s:?}"),
-        Value::Array(a) => format!(
-            "[]interface {{}}{{{}}}",
-            a.iter().map(go_value).collect::<Vec<_>>().join(", ")
-        ),
-        Value::Object(m) => format!(
-            "map[string]interface {{}}{{{}}}",
-            m.iter()
-                .map(|(k, v)| format!("{k:?}:{}", go_value(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
 }
 
 fn preserves(s: &Value) -> bool {

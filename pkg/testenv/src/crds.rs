@@ -6,10 +6,12 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::crd::Schema;
+use crate::errors::{ErrorStatus, FieldError};
+use crate::object_meta::{has_finalizer, is_deleting};
 use crate::resource::{Column, KindImpl, ResourceDef};
-use crate::state::{State, now};
-use crate::status::{ErrorStatus, FieldError};
+use crate::state::State;
 use crate::store::{ObjKey, ResKey};
+use crate::timestamps::now;
 
 fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
@@ -478,17 +480,6 @@ impl State {
 /// The finalizer with which kube-apiserver holds a deleted CRD until its instances are gone.
 pub(crate) const CLEANUP_FINALIZER: &str = "customresourcecleanup.apiextensions.k8s.io";
 
-fn is_deleting(o: &Value) -> bool {
-    o.pointer("/metadata/deletionTimestamp")
-        .is_some_and(|v| !v.is_null())
-}
-
-fn has_cleanup_finalizer(o: &Value) -> bool {
-    o.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .is_some_and(|a| a.iter().any(|f| f == CLEANUP_FINALIZER))
-}
-
 /// apiextensions' `SetCRDCondition`: the transition time moves only when the status does.
 /// Returns whether anything changed.
 fn set_condition(crd: &mut Value, kind: &str, status: &str, reason: &str, message: &str) -> bool {
@@ -595,7 +586,7 @@ impl State {
         let pending: Vec<(ObjKey, Arc<Value>)> = self
             .store
             .iter(&crd_res)
-            .filter(|(_, v)| is_deleting(v) && has_cleanup_finalizer(v))
+            .filter(|(_, v)| is_deleting(v) && has_finalizer(v, CLEANUP_FINALIZER))
             .map(|(k, v)| (k.clone(), Arc::clone(v)))
             .collect();
         for (key, stored) in pending {

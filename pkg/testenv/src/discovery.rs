@@ -4,8 +4,8 @@
 use serde_json::{Value, json};
 
 use crate::api::Reply;
+use crate::errors::ErrorStatus;
 use crate::state::State;
-use crate::status::ErrorStatus;
 
 /// The Kubernetes version testenv answers as (kube 5's minimum supported, k8s-openapi `v1_33`).
 pub(crate) const MAJOR: &str = "1";

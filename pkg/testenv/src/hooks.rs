@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use bytes::Bytes;
 
-use crate::status::{ErrorStatus, qualified};
+use crate::errors::{ErrorStatus, qualified};
 
 /// One request the server received, in arrival order.
 #[derive(Clone, Debug, PartialEq, Eq)]

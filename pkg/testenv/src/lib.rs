@@ -45,11 +45,14 @@ mod controllers;
 mod crd;
 mod crds;
 mod discovery;
+mod errors;
+mod go_format;
 mod hooks;
 mod jsonpath;
-mod microtime;
+mod merge_keys;
 mod names;
-mod patch;
+mod object_meta;
+mod patches;
 mod proto;
 mod rbac;
 mod resource;
@@ -60,10 +63,9 @@ mod server;
 mod service;
 mod ssa;
 mod state;
-mod status;
 mod store;
 mod table;
-mod validation;
+mod timestamps;
 mod watch;
 
 use std::collections::BTreeMap;
@@ -73,12 +75,12 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+pub use errors::{ErrorStatus, StatusCause};
 pub use hooks::{Action, Reactor};
 pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use resource::{BuiltinKind, builtin_kinds};
 pub use server::Server;
 pub use service::{ResponseBody, TestEnvService};
-pub use status::{ErrorStatus, StatusCause};
 
 use crate::hooks::Hooks;
 use crate::state::{State, WriteOpts};
@@ -112,7 +114,7 @@ pub fn check_custom_resource_definition(crd: &Value) -> Result<(), ErrorStatus> 
         }
     }
     let mut errors = Vec::new();
-    validation::check_meta(&meta, validation::NameRule::Subdomain, &mut errors);
+    object_meta::validation::check_meta(&meta, object_meta::validation::NameRule::Subdomain, &mut errors);
     if !errors.is_empty() {
         return Err(ErrorStatus::invalid(
             "apiextensions.k8s.io",
@@ -462,7 +464,7 @@ impl TestEnv {
                 meta.insert("uid".into(), Value::String(uid));
             }
             meta.entry("creationTimestamp")
-                .or_insert_with(|| Value::String(state::now()));
+                .or_insert_with(|| Value::String(timestamps::now()));
             if def.generation {
                 meta.entry("generation").or_insert(Value::from(1));
             }

@@ -12,8 +12,8 @@
 
 use serde_json::Value;
 
+use crate::errors::ErrorStatus;
 use crate::state::State;
-use crate::status::ErrorStatus;
 use crate::store::{ObjKey, ResKey};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -198,7 +198,7 @@ fn rules_of(state: &State, binding: &Value, namespace: &str) -> Vec<Value> {
                 .unwrap_or_default();
             if selectors
                 .iter()
-                .any(|s| crate::rules::selector_matches(s, &labels))
+                .any(|s| crate::selector::label_selector_matches(s, &labels))
             {
                 out.extend(rules(other));
             }

@@ -607,6 +607,17 @@ pub(crate) fn builtins() -> Vec<ResourceDef> {
 }
 
 impl Builtin {
+    /// Where the kind keeps `metav1.MicroTime`s (JSON pointers).
+    pub(crate) fn micro_time_paths(self) -> &'static [&'static str] {
+        match self {
+            Self::Lease => &["/spec/acquireTime", "/spec/renewTime"],
+            Self::Event | Self::EventsV1Event => &["/eventTime", "/series/lastObservedTime"],
+            _ => &[],
+        }
+    }
+}
+
+impl Builtin {
     /// Defaults kube-apiserver fills in on create (a subset: the fields controllers
     /// commonly compare against).
     pub(crate) fn default_on_create(self, obj: &mut Value) {

@@ -5,8 +5,9 @@
 use kinject_types::validation::{is_dns1123_label, is_valid_port_name};
 use serde_json::{Value, json};
 
+use crate::errors::FieldError;
 use crate::resource::Builtin;
-use crate::status::FieldError;
+use crate::selector::label_selector_matches;
 
 fn containers(spec: &Value, list: &str, path: &str, required: bool, errs: &mut Vec<FieldError>) {
     let items = spec
@@ -48,36 +49,6 @@ fn labels_render(m: &serde_json::Map<String, Value>) -> String {
         .map(|(k, v)| format!("{k:?}:{:?}", v.as_str().unwrap_or_default()))
         .collect();
     format!("map[string]string{{{}}}", inner.join(", "))
-}
-
-/// Whether `labels` satisfy a LabelSelector object (`matchLabels` + `matchExpressions`).
-pub(crate) fn selector_matches(sel: &Value, labels: &serde_json::Map<String, Value>) -> bool {
-    let label = |k: &str| labels.get(k).and_then(Value::as_str);
-    let by_labels = sel
-        .get("matchLabels")
-        .and_then(Value::as_object)
-        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
-    let by_exprs = sel
-        .get("matchExpressions")
-        .and_then(Value::as_array)
-        .is_none_or(|es| {
-            es.iter().all(|e| {
-                let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
-                let values: Vec<&str> = e
-                    .get("values")
-                    .and_then(Value::as_array)
-                    .map(|vs| vs.iter().filter_map(Value::as_str).collect())
-                    .unwrap_or_default();
-                match e.get("operator").and_then(Value::as_str) {
-                    Some("In") => label(key).is_some_and(|v| values.contains(&v)),
-                    Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
-                    Some("Exists") => label(key).is_some(),
-                    Some("DoesNotExist") => label(key).is_none(),
-                    _ => false,
-                }
-            })
-        });
-    by_labels && by_exprs
 }
 
 /// Validation on create and update; `old` is the stored object for updates.
@@ -143,7 +114,7 @@ pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<Fiel
                         .and_then(Value::as_object)
                         .cloned()
                         .unwrap_or_default();
-                    if !empty && !selector_matches(sel, &labels) {
+                    if !empty && !label_selector_matches(sel, &labels) {
                         errs.push(FieldError::invalid_raw(
                             "spec.template.metadata.labels",
                             labels_render(&labels),

@@ -3,9 +3,9 @@
 
 use serde_json::{Value, json};
 
+use crate::errors::{ErrorStatus, FieldError};
 use crate::resource::{ResourceDef, ScalePaths};
 use crate::state::{State, WriteOpts, check_resource_version};
-use crate::status::{ErrorStatus, FieldError};
 use crate::store::ObjKey;
 
 /// A LabelSelector object as its string form (`app=web,tier in (a,b)`), keys sorted as

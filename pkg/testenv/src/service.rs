@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use crate::TestEnv;
 use crate::api::{self, Reply};
-use crate::status::ErrorStatus;
+use crate::errors::ErrorStatus;
 
 /// A response body: whole, or a watch stream.
 #[derive(Debug)]

@@ -5,18 +5,10 @@
 
 use serde_json::{Map, Value, json};
 
-use crate::patch::list_kind;
+use crate::errors::ErrorStatus;
+use crate::merge_keys::{ListKind, list_kind};
 use crate::resource::{KindImpl, ResourceDef};
-use crate::state::now;
-use crate::status::ErrorStatus;
-
-/// How a list merges: atomically, as a set of scalars, or as a map keyed by fields.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) enum ListKind {
-    Atomic,
-    Set,
-    Map(Vec<String>),
-}
+use crate::timestamps::now;
 
 /// One step in a field path.
 #[derive(Clone, Debug, PartialEq)]

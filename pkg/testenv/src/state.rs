@@ -4,16 +4,21 @@
 
 use std::sync::Arc;
 
-use serde_json::{Map, Value, json};
+use kinject_types::go_quote;
+use serde_json::{Value, json};
 
 use crate::crd::Schema;
+use crate::errors::{ErrorStatus, FieldError};
+use crate::go_format::go_map_string;
+use crate::merge_keys::list_strategy;
 use crate::names::NameGenerator;
-use crate::patch::{self, PatchError, PatchType};
+use crate::object_meta::validation::{NameRule, check_meta};
+use crate::object_meta::{finalizers, is_deleting, meta_str, with_meta};
+use crate::patches::{self, PatchError, PatchType};
 use crate::resource::{Builtin, KindImpl, ResourceDef};
 use crate::selector::{FieldSelector, LabelSelector, field_value, labels_of};
-use crate::status::{ErrorStatus, FieldError};
 use crate::store::{ObjKey, ResKey, Store};
-use crate::validation::{NameRule, check_meta};
+use crate::timestamps::now;
 
 /// `fieldValidation`.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -180,37 +185,6 @@ pub(crate) struct State {
     pub(crate) controllers: crate::controllers::Controllers,
 }
 
-pub(crate) fn now() -> String {
-    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", jiff::Timestamp::now()).unwrap_or_default()
-}
-
-fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
-    obj.get("metadata")
-        .and_then(|m| m.get(field))
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
-
-/// Runs `f` on the object's metadata map, creating it when absent.
-fn with_meta<R>(obj: &mut Value, f: impl FnOnce(&mut Map<String, Value>) -> R) -> R {
-    let mut meta = match obj.get_mut("metadata").map(Value::take) {
-        Some(Value::Object(m)) => m,
-        _ => Map::new(),
-    };
-    let r = f(&mut meta);
-    if let Some(o) = obj.as_object_mut() {
-        o.insert("metadata".into(), Value::Object(meta));
-    }
-    r
-}
-
-fn finalizers(obj: &Value) -> Vec<String> {
-    obj.pointer("/metadata/finalizers")
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(str::to_owned)).collect())
-        .unwrap_or_default()
-}
-
 /// The object without metadata (and status when it is a subresource): what
 /// `metadata.generation` tracks.
 fn generation_view(def: &ResourceDef, obj: &Value) -> Value {
@@ -304,13 +278,10 @@ impl State {
         else {
             return Err(ErrorStatus::not_found("", "namespaces", ns));
         };
-        if nsobj
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null())
-        {
+        if is_deleting(nsobj) {
             return Err(ErrorStatus::forbidden(format!(
                 "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
-                crate::status::qualified(&def.group, &def.plural)
+                crate::errors::qualified(&def.group, &def.plural)
             ))
             .with_details(&def.group, &def.plural, name)
             .with_cause(
@@ -420,7 +391,7 @@ impl State {
         let (out, unknown, errors) = match &def.imp {
             KindImpl::Builtin(b, roundtrip) => {
                 let mut obj = obj;
-                crate::microtime::normalize(*b, &mut obj).map_err(|e| {
+                crate::timestamps::normalize_micro_times(&mut obj, b.micro_time_paths()).map_err(|e| {
                     ErrorStatus::bad_request(format!(
                         "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
                         kind = def.kind,
@@ -776,10 +747,7 @@ impl State {
             Self::name_rule(def),
             &mut errs,
         );
-        if existing
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null())
-        {
+        if is_deleting(existing) {
             let old = finalizers(existing);
             let added: Vec<String> = finalizers(&new)
                 .into_iter()
@@ -864,10 +832,7 @@ impl State {
             });
         }
         check_storable(&new)?;
-        let deleting = new
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null())
-            && finalizers(&new).is_empty();
+        let deleting = is_deleting(&new) && finalizers(&new).is_empty();
         if deleting {
             // kube-apiserver does not store the emptied finalizers: it deletes the stored
             // object as it is (one DELETED event, no MODIFIED), and answers the write with
@@ -911,25 +876,19 @@ impl State {
         };
         let current = Self::present(def, &existing);
         let patched = match ptype {
-            PatchType::Json => patch::json_patch(&current, body, opts.validation != FieldValidation::Ignore),
-            PatchType::Merge => patch::merge_patch(&current, body),
+            PatchType::Json => {
+                patches::json_patch(&current, body, opts.validation != FieldValidation::Ignore)
+            }
+            PatchType::Merge => patches::merge_patch(&current, body),
             PatchType::Strategic => match def.builtin() {
-                Some(b) => patch::strategic_merge_patch(b, &current, body),
+                Some(b) => patches::strategic_merge_patch(&|path| list_strategy(b, path), &current, body),
                 None => return Err(unsupported_patch(def)),
             },
             PatchType::Apply => unreachable_apply(),
-        };
-        let patched = match patched {
-            Ok(p) => p,
-            Err(PatchError::Decode(e)) => return Err(ErrorStatus::bad_request(e)),
-            Err(PatchError::Apply) => {
-                return Err(ErrorStatus::unprocessable());
-            }
-            Err(PatchError::Internal(e)) => return Err(ErrorStatus::new(500, "", e)),
-            Err(PatchError::TooManyOperations(n)) => return Err(patch::too_many_operations(n)),
-        };
+        }?;
         if let Some(b) = def.builtin()
-            && let Err(e) = crate::microtime::normalize(b, &mut patched.clone())
+            && let Err(e) =
+                crate::timestamps::normalize_micro_times(&mut patched.clone(), b.micro_time_paths())
         {
             return Err(patch_decode_error(ptype, &patched, body, &e));
         }
@@ -1097,11 +1056,7 @@ impl State {
         if def.builtin() == Some(Builtin::Namespace) {
             return self.delete_namespace(def, &key, &existing, opts);
         }
-        if def.builtin() == Some(Builtin::Crd)
-            && existing
-                .pointer("/metadata/deletionTimestamp")
-                .is_none_or(Value::is_null)
-        {
+        if def.builtin() == Some(Builtin::Crd) && !is_deleting(&existing) {
             return Ok(self.mark_crd_deleted(def, &key, &existing, opts.dry_run));
         }
         let mut fins = finalizers(&existing);
@@ -1115,9 +1070,7 @@ impl State {
         {
             fins.push(f.to_owned());
         }
-        let being_deleted = existing
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null());
+        let being_deleted = is_deleting(&existing);
         if being_deleted || !fins.is_empty() {
             if being_deleted && fins == finalizers(&existing) {
                 return Ok(Self::present(def, &existing));
@@ -1196,10 +1149,7 @@ impl State {
             let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
             return Ok(Self::present(def, &gone));
         }
-        if existing
-            .pointer("/metadata/deletionTimestamp")
-            .is_some_and(|v| !v.is_null())
-        {
+        if is_deleting(existing) {
             return Ok(Self::present(def, existing));
         }
         let mut obj = (**existing).clone();
@@ -1322,7 +1272,7 @@ fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
     {
         errs.push(
             FieldError::invalid("note", json!(""), "can have at most 1024 characters")
-                .with_kind(crate::status::FieldErrorKind::TooLong),
+                .with_kind(crate::errors::FieldErrorKind::TooLong),
         );
     }
     if errs.is_empty() {
@@ -1349,61 +1299,6 @@ fn patch_decode_error(ptype: PatchType, patched: &Value, body: &[u8], why: &str)
         "",
         vec![FieldError::invalid_raw("patch", go_quote(&shown), why)],
     )
-}
-
-/// Go's `%q` of a string.
-fn go_quote(s: &str) -> String {
-    let mut out = String::from("\"");
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
-/// Go's `%+v` of a decoded JSON value (`map[k:v ...]`, sorted keys).
-fn go_map_string(v: &Value) -> String {
-    match v {
-        Value::Null => "<nil>".to_owned(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => n.as_f64().map(go_float).unwrap_or_default(),
-        Value::String(s) => s.clone(),
-        Value::Array(a) => format!("[{}]", a.iter().map(go_map_string).collect::<Vec<_>>().join(" ")),
-        Value::Object(m) => {
-            let mut entries: Vec<(&String, &Value)> = m.iter().collect();
-            entries.sort_by(|a, b| a.0.cmp(b.0));
-            let parts: Vec<String> = entries
-                .into_iter()
-                .map(|(k, v)| format!("{k}:{}", go_map_string(v)))
-                .collect();
-            format!("map[{}]", parts.join(" "))
-        }
-    }
-}
-
-/// Go's `%v` of a float64 (JSON numbers decode to float64): shortest digits, with an
-/// exponent below 1e-4 and from 1e6 on (`1e+06`).
-fn go_float(f: f64) -> String {
-    if f == 0.0 || !f.is_finite() {
-        return format!("{f}");
-    }
-    let sci = format!("{f:e}");
-    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
-    let exp: i32 = exp.parse().unwrap_or(0);
-    if (-4..6).contains(&exp) {
-        format!("{f}")
-    } else {
-        let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.abs())
-    }
 }
 
 fn unreachable_apply() -> Result<Value, PatchError> {

@@ -3,7 +3,8 @@
 use serde_json::{Value, json};
 
 use crate::api::partial;
-use crate::jsonpath::{Found, View, go_float_text, go_json};
+use crate::go_format::{go_float_text, go_json};
+use crate::jsonpath::{Found, View};
 use crate::resource::{Builtin, Column, ResourceDef};
 
 fn col(name: &str, ty: &str) -> Value {

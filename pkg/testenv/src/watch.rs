@@ -9,9 +9,9 @@ use tokio::sync::mpsc;
 
 use crate::Inner;
 use crate::api::{Output, Reply, parse_rv, take_forced_expiry, too_large};
+use crate::errors::ErrorStatus;
 use crate::resource::ResourceDef;
 use crate::state::Selection;
-use crate::status::ErrorStatus;
 use crate::store::{EventType, StoredEvent};
 
 /// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
@@ -107,13 +107,13 @@ pub(crate) fn start(
     let mut errs = Vec::new();
     if let Some(m) = rvm {
         if send_initial.is_none() {
-            errs.push(crate::status::FieldError::forbidden(
+            errs.push(crate::errors::FieldError::forbidden(
                 "resourceVersionMatch",
                 "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
             ));
         }
         if m != "NotOlderThan" {
-            errs.push(crate::status::FieldError::not_supported(
+            errs.push(crate::errors::FieldError::not_supported(
                 "resourceVersionMatch",
                 json!(m),
                 &["NotOlderThan".into()],
@@ -122,13 +122,13 @@ pub(crate) fn start(
     }
     if send_initial.is_some() {
         if rvm != Some("NotOlderThan") {
-            errs.push(crate::status::FieldError::forbidden(
+            errs.push(crate::errors::FieldError::forbidden(
                 "resourceVersionMatch",
                 "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
             ));
         }
         if !bookmarks {
-            errs.push(crate::status::FieldError::forbidden(
+            errs.push(crate::errors::FieldError::forbidden(
                 "allowWatchBookmarks",
                 "sendInitialEvents requires setting allowWatchBookmarks to true",
             ));

@@ -1,27 +1,24 @@
-//! `metav1.MicroTime` fields as kube-apiserver decodes them: Go's
-//! `time.Parse("2006-01-02T15:04:05.000000Z07:00", s)`, which wants exactly six fractional
-//! digits, and re-encoding in UTC, so an offset is normalised to `Z`.
+//! Timestamps as kube-apiserver writes and reads them: `metav1.Time` (whole seconds,
+//! UTC) for the times it sets, and `metav1.MicroTime` fields decoded as Go's
+//! `time.Parse("2006-01-02T15:04:05.000000Z07:00", s)` does, which wants exactly six
+//! fractional digits, then re-encoded in UTC, so an offset is normalised to `Z`.
 
 use serde_json::Value;
 
-use crate::api::go_json_type;
-use crate::resource::Builtin;
+use crate::go_format::go_json_type;
 
 const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
 
-/// Where a kind keeps its MicroTimes (JSON pointers).
-fn paths(kind: Builtin) -> &'static [&'static str] {
-    match kind {
-        Builtin::Lease => &["/spec/acquireTime", "/spec/renewTime"],
-        Builtin::Event | Builtin::EventsV1Event => &["/eventTime", "/series/lastObservedTime"],
-        _ => &[],
-    }
+/// The current time as a `metav1.Time`.
+pub(crate) fn now() -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", jiff::Timestamp::now()).unwrap_or_default()
 }
 
-/// Checks every MicroTime of `obj` and rewrites it as kube-apiserver stores it; the
-/// error is the decoder's message for the first one that does not parse.
-pub(crate) fn normalize(kind: Builtin, obj: &mut Value) -> Result<(), String> {
-    for path in paths(kind) {
+/// Checks the MicroTimes of `obj` at `paths` (JSON pointers) and rewrites each as
+/// kube-apiserver stores it; the error is the decoder's message for the first one
+/// that does not parse.
+pub(crate) fn normalize_micro_times(obj: &mut Value, paths: &[&str]) -> Result<(), String> {
+    for path in paths {
         let Some(v) = obj.pointer_mut(path) else {
             continue;
         };
@@ -31,7 +28,7 @@ pub(crate) fn normalize(kind: Builtin, obj: &mut Value) -> Result<(), String> {
             // MicroTime's UnmarshalJSON decodes into a Go string first.
             other => return Err(not_a_string(go_json_type(other))),
         };
-        *v = Value::String(parse(&text)?);
+        *v = Value::String(parse_micro_time(&text)?);
     }
     Ok(())
 }
@@ -102,7 +99,7 @@ fn days_in(month: u32, year: i32) -> u32 {
 }
 
 /// `time.Parse(RFC3339Micro, value)`, then `MarshalJSON`'s UTC rendering.
-pub(crate) fn parse(value: &str) -> Result<String, String> {
+pub(crate) fn parse_micro_time(value: &str) -> Result<String, String> {
     let lit = |v: &'static str, c: char, rest: &str| -> Result<usize, String> {
         if rest.starts_with(c) {
             Ok(1)
@@ -234,42 +231,42 @@ mod tests {
     #[test]
     fn parses_like_go() {
         assert_eq!(
-            parse("2024-02-29T10:11:12.123456Z").unwrap(),
+            parse_micro_time("2024-02-29T10:11:12.123456Z").unwrap(),
             "2024-02-29T10:11:12.123456Z"
         );
         assert_eq!(
-            parse("2024-01-01T01:00:00.000001+02:00").unwrap(),
+            parse_micro_time("2024-01-01T01:00:00.000001+02:00").unwrap(),
             "2023-12-31T23:00:00.000001Z"
         );
         assert_eq!(
-            parse("2024-01-01T00:00:00.123Z").unwrap_err(),
+            parse_micro_time("2024-01-01T00:00:00.123Z").unwrap_err(),
             r#"parsing time "2024-01-01T00:00:00.123Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse ".123Z" as ".000000""#
         );
         assert_eq!(
-            parse("2024-01-01T00:00:00.123456789Z").unwrap_err(),
+            parse_micro_time("2024-01-01T00:00:00.123456789Z").unwrap_err(),
             r#"parsing time "2024-01-01T00:00:00.123456789Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "789Z" as "Z07:00""#
         );
         assert_eq!(
-            parse("2024-01-01T00:00:00Z").unwrap_err(),
+            parse_micro_time("2024-01-01T00:00:00Z").unwrap_err(),
             r#"parsing time "2024-01-01T00:00:00Z" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "Z" as ".000000""#
         );
         assert_eq!(
-            parse("2023-02-29T00:00:00.000000Z").unwrap_err(),
+            parse_micro_time("2023-02-29T00:00:00.000000Z").unwrap_err(),
             r#"parsing time "2023-02-29T00:00:00.000000Z": day out of range"#
         );
         assert_eq!(
-            parse("2024-13-01T00:00:00.000000Z").unwrap_err(),
+            parse_micro_time("2024-13-01T00:00:00.000000Z").unwrap_err(),
             r#"parsing time "2024-13-01T00:00:00.000000Z": month out of range"#
         );
         assert_eq!(
-            parse("yesterday").unwrap_err(),
+            parse_micro_time("yesterday").unwrap_err(),
             r#"parsing time "yesterday" as "2006-01-02T15:04:05.000000Z07:00": cannot parse "yesterday" as "2006""#
         );
-        assert!(parse("2024-01-01T00:00:00.000000+01:5\u{20ac}").is_err());
-        assert!(parse("2024-01-01T00:00:00.000000\u{e9}1:00").is_err());
-        assert!(parse("\u{e9}\u{e9}\u{e9}\u{e9}").is_err());
+        assert!(parse_micro_time("2024-01-01T00:00:00.000000+01:5\u{20ac}").is_err());
+        assert!(parse_micro_time("2024-01-01T00:00:00.000000\u{e9}1:00").is_err());
+        assert!(parse_micro_time("\u{e9}\u{e9}\u{e9}\u{e9}").is_err());
         assert_eq!(
-            parse("2024-01-01T00:00:00.000000Zjunk").unwrap_err(),
+            parse_micro_time("2024-01-01T00:00:00.000000Zjunk").unwrap_err(),
             r#"parsing time "2024-01-01T00:00:00.000000Zjunk": extra text: "junk""#
         );
     }

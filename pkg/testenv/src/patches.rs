@@ -2,8 +2,8 @@
 
 use serde_json::{Map, Value};
 
-use crate::api::go_json_type;
-use crate::resource::Builtin;
+use crate::errors::ErrorStatus;
+use crate::go_format::go_json_type;
 
 /// The patch types kube-apiserver accepts, by `Content-Type`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -42,11 +42,23 @@ pub(crate) enum PatchError {
     Internal(String),
 }
 
+impl From<PatchError> for ErrorStatus {
+    /// kube-apiserver's answer for a patch that failed.
+    fn from(e: PatchError) -> Self {
+        match e {
+            PatchError::Decode(why) => Self::bad_request(why),
+            PatchError::Apply => Self::unprocessable(),
+            PatchError::Internal(why) => Self::new(500, "", why),
+            PatchError::TooManyOperations(n) => too_many_operations(n),
+        }
+    }
+}
+
 /// kube-apiserver refuses JSON patches with more operations (413).
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
-pub(crate) fn too_many_operations(n: usize) -> crate::status::ErrorStatus {
-    crate::status::ErrorStatus::new(
+fn too_many_operations(n: usize) -> ErrorStatus {
+    ErrorStatus::new(
         413,
         "RequestEntityTooLarge",
         format!(
@@ -136,83 +148,26 @@ pub(crate) fn merge_patch(doc: &Value, patch: &[u8]) -> Result<Value, PatchError
     Ok(out)
 }
 
-/// How a list field merges under strategic merge patch.
+/// How a list field merges under strategic merge patch: what its type's
+/// `patchStrategy` and `patchMergeKey` say.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum ListStrategy {
+pub(crate) enum ListStrategy {
     /// Elements are matched by this key and merged.
     Key(&'static str),
     /// A list of scalars merged as a set.
     Set,
 }
 
-const POD_SPEC: &[(&str, ListStrategy)] = &[
-    ("containers", ListStrategy::Key("name")),
-    ("initContainers", ListStrategy::Key("name")),
-    ("ephemeralContainers", ListStrategy::Key("name")),
-    ("volumes", ListStrategy::Key("name")),
-    ("imagePullSecrets", ListStrategy::Key("name")),
-    ("hostAliases", ListStrategy::Key("ip")),
-    ("topologySpreadConstraints", ListStrategy::Key("topologyKey")),
-    ("schedulingGates", ListStrategy::Key("name")),
-    ("resourceClaims", ListStrategy::Key("name")),
-    ("containers.ports", ListStrategy::Key("containerPort")),
-    ("containers.env", ListStrategy::Key("name")),
-    ("containers.volumeMounts", ListStrategy::Key("mountPath")),
-    ("containers.volumeDevices", ListStrategy::Key("devicePath")),
-    ("initContainers.ports", ListStrategy::Key("containerPort")),
-    ("initContainers.env", ListStrategy::Key("name")),
-    ("initContainers.volumeMounts", ListStrategy::Key("mountPath")),
-];
+/// The strategy of the list at a dotted field path (no indices); `None` replaces
+/// the list whole.
+pub(crate) type ListStrategies<'a> = &'a dyn Fn(&str) -> Option<ListStrategy>;
 
-/// The patch strategy of a list at `path` (dotted, without indices) in a built-in kind.
-fn list_strategy(kind: Builtin, path: &str) -> Option<ListStrategy> {
-    match path {
-        "metadata.finalizers" => return Some(ListStrategy::Set),
-        "metadata.ownerReferences" => return Some(ListStrategy::Key("uid")),
-        "status.conditions" => return Some(ListStrategy::Key("type")),
-        _ => {}
-    }
-    let pod_prefix = match kind {
-        Builtin::Pod => "spec.",
-        Builtin::Deployment => "spec.template.spec.",
-        Builtin::Service => {
-            return (path == "spec.ports").then_some(ListStrategy::Key("port"));
-        }
-        Builtin::ServiceAccount => {
-            return matches!(path, "secrets" | "imagePullSecrets").then_some(ListStrategy::Key("name"));
-        }
-        Builtin::Other => {
-            // The kinds without rules of their own that embed a pod template (workloads,
-            // Jobs, CronJobs, PodTemplates) keep it at one of these paths, which no
-            // other kind has.
-            let rest = [
-                "spec.template.spec.",
-                "spec.jobTemplate.spec.template.spec.",
-                "template.spec.",
-            ]
-            .iter()
-            .find_map(|p| path.strip_prefix(p))?;
-            return POD_SPEC.iter().find(|(p, _)| *p == rest).map(|(_, s)| *s);
-        }
-        _ => return None,
-    };
-    if kind == Builtin::Pod && matches!(path, "status.podIPs" | "status.hostIPs") {
-        return Some(ListStrategy::Key("ip"));
-    }
-    let rest = path.strip_prefix(pod_prefix)?;
-    POD_SPEC.iter().find(|(p, _)| *p == rest).map(|(_, s)| *s)
-}
-
-/// The list semantics server-side apply uses for built-in kinds, from the same table.
-pub(crate) fn list_kind(kind: Builtin, path: &str) -> crate::ssa::ListKind {
-    match list_strategy(kind, path) {
-        Some(ListStrategy::Key(k)) => crate::ssa::ListKind::Map(vec![k.to_owned()]),
-        Some(ListStrategy::Set) => crate::ssa::ListKind::Set,
-        None => crate::ssa::ListKind::Atomic,
-    }
-}
-
-pub(crate) fn strategic_merge_patch(kind: Builtin, doc: &Value, patch: &[u8]) -> Result<Value, PatchError> {
+/// Applies a strategic merge patch, merging lists as `lists` says.
+pub(crate) fn strategic_merge_patch(
+    lists: ListStrategies<'_>,
+    doc: &Value,
+    patch: &[u8],
+) -> Result<Value, PatchError> {
     let p: Value = serde_json::from_slice(patch).map_err(|e| PatchError::Decode(e.to_string()))?;
     let Value::Object(pm) = p else {
         return Err(PatchError::Decode(
@@ -221,7 +176,7 @@ pub(crate) fn strategic_merge_patch(kind: Builtin, doc: &Value, patch: &[u8]) ->
     };
     let mut out = doc.clone();
     match &mut out {
-        Value::Object(m) => merge_map(kind, m, &pm, "")?,
+        Value::Object(m) => merge_map(lists, m, &pm, "")?,
         other => *other = Value::Object(strip_directives(&pm)),
     }
     Ok(out)
@@ -249,7 +204,7 @@ fn strip_directives(m: &Map<String, Value>) -> Map<String, Value> {
 }
 
 fn merge_map(
-    kind: Builtin,
+    lists: ListStrategies<'_>,
     orig: &mut Map<String, Value>,
     patch: &Map<String, Value>,
     path: &str,
@@ -292,19 +247,19 @@ fn merge_map(
         }
         match (orig.get_mut(key), pv) {
             (Some(Value::Object(om)), Value::Object(inner)) => {
-                merge_map(kind, om, inner, &child_path)?;
+                merge_map(lists, om, inner, &child_path)?;
             }
             (Some(Value::Array(ol)), Value::Array(pl)) => {
-                merge_list(kind, ol, pl, &child_path)?;
+                merge_list(lists, ol, pl, &child_path)?;
             }
             (_, Value::Object(inner)) => {
                 let mut fresh = Map::new();
-                merge_map(kind, &mut fresh, inner, &child_path)?;
+                merge_map(lists, &mut fresh, inner, &child_path)?;
                 orig.insert(key.clone(), Value::Object(fresh));
             }
             (_, Value::Array(pl)) => {
                 let mut fresh = Vec::new();
-                merge_list(kind, &mut fresh, pl, &child_path)?;
+                merge_list(lists, &mut fresh, pl, &child_path)?;
                 orig.insert(key.clone(), Value::Array(fresh));
             }
             (_, other) => {
@@ -316,7 +271,7 @@ fn merge_map(
         orig.retain(|k, _| keep.iter().any(|r| r.as_str() == Some(k)));
     }
     for (field, wanted) in order {
-        let strategy = list_strategy(kind, &join(path, &field));
+        let strategy = lists(&join(path, &field));
         if let Some(Value::Array(list)) = orig.get_mut(&field) {
             reorder(list, &wanted, strategy);
         }
@@ -324,8 +279,13 @@ fn merge_map(
     Ok(())
 }
 
-fn merge_list(kind: Builtin, orig: &mut Vec<Value>, patch: &[Value], path: &str) -> Result<(), PatchError> {
-    match list_strategy(kind, path) {
+fn merge_list(
+    lists: ListStrategies<'_>,
+    orig: &mut Vec<Value>,
+    patch: &[Value],
+    path: &str,
+) -> Result<(), PatchError> {
+    match lists(path) {
         None => {
             *orig = patch
                 .iter()
@@ -374,12 +334,12 @@ fn merge_list(kind: Builtin, orig: &mut Vec<Value>, patch: &[Value], path: &str)
                     (None, true) => {}
                     (Some(i), false) => {
                         if let Some(Value::Object(om)) = orig.get_mut(i) {
-                            merge_map(kind, om, pm, path)?;
+                            merge_map(lists, om, pm, path)?;
                         }
                     }
                     (None, false) => {
                         let mut fresh = Map::new();
-                        merge_map(kind, &mut fresh, pm, path)?;
+                        merge_map(lists, &mut fresh, pm, path)?;
                         orig.push(Value::Object(fresh));
                     }
                 }
@@ -412,6 +372,14 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn pod_lists(path: &str) -> Option<ListStrategy> {
+        match path {
+            "spec.containers" => Some(ListStrategy::Key("name")),
+            "metadata.finalizers" => Some(ListStrategy::Set),
+            _ => None,
+        }
+    }
+
     #[test]
     fn json_patch_test_of_missing_path_against_null_passes() {
         let doc = json!({"metadata": {"name": "x"}});
@@ -428,13 +396,13 @@ mod tests {
         let doc = json!({"spec": {"containers": [{"name": "a", "image": "x"}, {"name": "b", "image": "y"}]},
                          "metadata": {"finalizers": ["f1"]}});
         let patch = br#"{"spec":{"containers":[{"name":"b","image":"z"},{"name":"c","image":"w"}]},"metadata":{"finalizers":["f2"]}}"#;
-        let out = strategic_merge_patch(Builtin::Pod, &doc, patch).unwrap();
+        let out = strategic_merge_patch(&pod_lists, &doc, patch).unwrap();
         assert_eq!(out["spec"]["containers"][0]["image"], "x");
         assert_eq!(out["spec"]["containers"][1]["image"], "z");
         assert_eq!(out["spec"]["containers"][2]["name"], "c");
         assert_eq!(out["metadata"]["finalizers"], json!(["f1", "f2"]));
         let del = br#"{"spec":{"containers":[{"name":"a","$patch":"delete"}]},"$deleteFromPrimitiveList/metadata":null}"#;
-        let out = strategic_merge_patch(Builtin::Pod, &out, del).unwrap();
+        let out = strategic_merge_patch(&pod_lists, &out, del).unwrap();
         assert_eq!(out["spec"]["containers"].as_array().unwrap().len(), 2);
     }
 
@@ -442,7 +410,7 @@ mod tests {
     fn strategic_delete_from_primitive_list_and_order() {
         let doc = json!({"metadata": {"finalizers": ["a", "b", "c"]}});
         let patch = br#"{"metadata":{"$deleteFromPrimitiveList/finalizers":["b"],"$setElementOrder/finalizers":["c","a"]}}"#;
-        let out = strategic_merge_patch(Builtin::ConfigMap, &doc, patch).unwrap();
+        let out = strategic_merge_patch(&pod_lists, &doc, patch).unwrap();
         assert_eq!(out["metadata"]["finalizers"], json!(["c", "a"]));
     }
 }

@@ -1,4 +1,5 @@
-//! `Status` failures shaped exactly as kube-apiserver sends them.
+//! The errors the server answers with: failure `Status` bodies shaped exactly as
+//! kube-apiserver sends them, and the field errors of its validation.
 
 use std::fmt;
 

@@ -7,7 +7,7 @@ use kinject_types::validation::{
 };
 use serde_json::Value;
 
-use crate::status::{FieldError, FieldErrorKind};
+use crate::errors::{FieldError, FieldErrorKind};
 
 /// testenv answers as Kubernetes 1.33.
 const WORDING: Wording = Wording::UpTo1_34;
