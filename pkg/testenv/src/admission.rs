@@ -35,8 +35,9 @@ use crate::TestEnv;
 use crate::api::{QueryView, Reply, Request, Target};
 use crate::errors::ErrorStatus;
 use crate::patches::PatchType;
-use crate::resource::ResourceDef;
-use crate::state::{DeleteOpts, State, WriteOpts, Written};
+use crate::registry::Registry;
+use crate::registry::options::{DeleteOpts, WriteOpts, Written};
+use crate::registry::resource::ResourceDef;
 use crate::store::{ObjKey, ResKey};
 
 /// kube-apiserver's default `timeoutSeconds`.
@@ -200,7 +201,7 @@ fn rule_matches(rule: &Value, req: &Attributes<'_>) -> bool {
 }
 
 /// Every stored webhook, mutating ones first, each kind by configuration name.
-fn webhooks(state: &State) -> Vec<Webhook> {
+fn webhooks(state: &Registry) -> Vec<Webhook> {
     let mut out = Vec::new();
     for (resource, mutating) in [
         ("mutatingwebhookconfigurations", true),
@@ -239,7 +240,7 @@ pub(crate) async fn write(
     }
     // Without configurations a write goes the plain way, its body parsed once.
     let configured = {
-        let st = env.inner.state();
+        let st = env.inner.registry();
         ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
             .iter()
             .any(|r| {
@@ -268,7 +269,7 @@ pub(crate) async fn write(
             }
             "patch" => match PatchType::from_content_type(&req.content_type) {
                 Some(p) => Write::Patch(p, &req.body),
-                None => return Err(crate::state::unsupported_patch_type(def)),
+                None => return Err(crate::registry::verbs::unsupported_patch_type(def)),
             },
             _ => Write::Delete(crate::api::delete_opts(req, q)?),
         };
@@ -295,7 +296,7 @@ struct Admission<'a> {
     write: &'a Write<'a>,
     opts: &'a WriteOpts,
     routes: Vec<crate::ServiceRoute>,
-    user: &'a crate::rbac::User,
+    user: &'a crate::registry::rbac::User,
 }
 
 /// What the webhooks were shown, and the revision it was built from.
@@ -403,7 +404,7 @@ impl Admission<'_> {
         match self.write {
             Write::Update(body) => rv_in(body),
             Write::Patch(PatchType::Apply | PatchType::Merge | PatchType::Strategic, body) => {
-                crate::ssa::parse_body(body).is_ok_and(|v| rv_in(&v))
+                crate::registry::managed_fields::parse_body(body).is_ok_and(|v| rv_in(&v))
             }
             Write::Patch(PatchType::Json, _) | Write::Create(_) | Write::Delete(_) => false,
         }
@@ -413,7 +414,7 @@ impl Admission<'_> {
     /// of the write.
     fn prepare(&self) -> Result<Option<Prepared>, ErrorStatus> {
         let def = &self.t.def;
-        let mut st = self.env.inner.state();
+        let mut st = self.env.inner.registry();
         let hooks = webhooks(&st);
         if hooks.is_empty() {
             return Ok(None);
@@ -422,7 +423,7 @@ impl Admission<'_> {
         let stored = (!self.name().is_empty())
             .then(|| st.store.get(&def.key(), &key).cloned())
             .flatten();
-        let old = stored.as_ref().map(|o| State::present(def, o));
+        let old = stored.as_ref().map(|o| Registry::present(def, o));
         let revision = old
             .as_ref()
             .and_then(|o| o.pointer("/metadata/resourceVersion").and_then(Value::as_str))
@@ -492,7 +493,7 @@ impl Admission<'_> {
             dry_run: true,
             ..self.opts.clone()
         };
-        run(&mut self.env.inner.state(), self.t, self.write, &opts)
+        run(&mut self.env.inner.registry(), self.t, self.write, &opts)
     }
 
     /// The mutating webhooks, in order, then once more those that asked to be called
@@ -645,13 +646,13 @@ impl Admission<'_> {
 
     /// Runs the write as it would be stored with the webhooks' changes.
     fn replay(&self, candidate: &Value, p: &Prepared, dry_run: bool) -> Result<Written, ErrorStatus> {
-        let mut st = self.env.inner.state();
+        let mut st = self.env.inner.registry();
         self.replay_locked(&mut st, candidate, p, dry_run)
     }
 
     fn replay_locked(
         &self,
-        st: &mut State,
+        st: &mut Registry,
         candidate: &Value,
         p: &Prepared,
         dry_run: bool,
@@ -690,7 +691,7 @@ impl Admission<'_> {
     /// Stores the write if the object is still where the webhooks saw it.
     fn commit(&self, p: &Prepared, mutated: Option<&Value>, output: crate::api::Output) -> Commit {
         let def = &self.t.def;
-        let mut st = self.env.inner.state();
+        let mut st = self.env.inner.registry();
         let key = ObjKey::new(self.ns(), self.name());
         let now = (!self.name().is_empty())
             .then(|| st.store.get(&def.key(), &key))
@@ -748,7 +749,7 @@ enum Commit {
     Moved,
 }
 
-fn run(st: &mut State, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Result<Written, ErrorStatus> {
+fn run(st: &mut Registry, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Result<Written, ErrorStatus> {
     let def = &t.def;
     let ns = t.namespace.as_deref().unwrap_or_default();
     let name = t.name.as_deref().unwrap_or_default();
@@ -1024,7 +1025,7 @@ mod tests {
     use super::*;
 
     fn matches(resources: &[&str], plural: &str, subresource: &str) -> bool {
-        let defs = crate::resource::builtins();
+        let defs = crate::registry::resource::builtins();
         let Some(def) = defs.iter().find(|d| d.group.is_empty() && d.plural == plural) else {
             panic!("{plural} is not a core resource");
         };

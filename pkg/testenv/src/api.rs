@@ -13,11 +13,11 @@ use crate::errors::ErrorStatus;
 use crate::go_format::go_json_type;
 use crate::hooks::Action;
 use crate::patches::PatchType;
-use crate::resource::ResourceDef;
+use crate::registry::Registry;
+use crate::registry::options::{DeleteOpts, FieldValidation, Selection, WriteOpts, check_fields};
+use crate::registry::resource::ResourceDef;
+use crate::registry::verbs::unsupported_patch_type;
 use crate::selector::{FieldSelector, LabelSelector};
-use crate::state::{
-    DeleteOpts, FieldValidation, Selection, State, WriteOpts, check_fields, unsupported_patch_type,
-};
 use crate::table;
 use crate::watch;
 use crate::{Inner, TestEnv};
@@ -36,7 +36,7 @@ pub(crate) struct Request {
     /// `User-Agent`; its part before the first `/` names the field manager by default.
     pub(crate) user_agent: String,
     /// Who makes the request (see [`crate::rbac`]).
-    pub(crate) user: crate::rbac::User,
+    pub(crate) user: crate::registry::rbac::User,
 }
 
 /// What to send back.
@@ -109,9 +109,9 @@ impl Output {
     /// One object in this output.
     pub(crate) fn object(self, def: &ResourceDef, obj: &Value) -> Value {
         match self {
-            Self::Full => State::present(def, obj),
+            Self::Full => Registry::present(def, obj),
             Self::Meta => partial(obj),
-            Self::Table => table::table(def, &[State::present(def, obj)], None),
+            Self::Table => table::table(def, &[Registry::present(def, obj)], None),
         }
     }
 }
@@ -151,7 +151,7 @@ enum Route {
     NotFoundText,
 }
 
-fn route(state: &State, path: &str) -> Route {
+fn route(state: &Registry, path: &str) -> Route {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         ["version"] => Route::Version,
@@ -174,7 +174,7 @@ fn route(state: &State, path: &str) -> Route {
     }
 }
 
-fn resource_route(state: &State, group: &str, version: &str, rest: &[&str]) -> Route {
+fn resource_route(state: &Registry, group: &str, version: &str, rest: &[&str]) -> Route {
     let Some(any) = state
         .resources
         .iter()
@@ -293,22 +293,22 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         tokio::time::sleep(latency).await;
     }
     let route = {
-        let state = env.inner.state();
+        let state = env.inner.registry();
         route(&state, &req.path)
     };
     let target = match route {
         Route::Version => return Reply::ok(discovery::version()),
         Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
             let core = matches!(route, Route::ApiVersions);
-            return discovery::aggregated(&env.inner.state(), core);
+            return discovery::aggregated(&env.inner.registry(), core);
         }
         Route::ApiVersions => return Reply::ok(discovery::api_versions(&req.host)),
-        Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.state())),
-        Route::Group(g) => return discovery::group(&env.inner.state(), &g),
+        Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.registry())),
+        Route::Group(g) => return discovery::group(&env.inner.registry(), &g),
         Route::ResourceList(g, v) => {
-            return Reply::ok(discovery::resource_list(&env.inner.state(), &g, &v));
+            return Reply::ok(discovery::resource_list(&env.inner.registry(), &g, &v));
         }
-        Route::OpenApi => return discovery::openapi(&env.inner.state(), &req.path),
+        Route::OpenApi => return discovery::openapi(&env.inner.registry(), &req.path),
         Route::Health => {
             return Reply::Text {
                 code: 200,
@@ -348,7 +348,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Err(e) => return Reply::error(&e),
     };
     let def = Arc::clone(&target.def);
-    let attributes = crate::rbac::Attributes {
+    let attributes = crate::registry::rbac::Attributes {
         verb,
         group: &def.group,
         resource: &def.plural,
@@ -356,7 +356,7 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         namespace: target.namespace.as_deref().unwrap_or_default(),
         name: target.name.as_deref().unwrap_or_default(),
     };
-    let authorized = crate::rbac::authorize(&env.inner.state(), &req.user, &attributes);
+    let authorized = crate::registry::rbac::authorize(&env.inner.registry(), &req.user, &attributes);
     if let Err(e) = authorized {
         env.inner.denials().push(e.message.clone());
         return Reply::error(&e);
@@ -399,7 +399,7 @@ async fn wait_for_revision(inner: &Inner, q: &QueryView<'_>) {
         return;
     };
     let mut changes = {
-        let state = inner.state();
+        let state = inner.registry();
         if state.store.rv() >= wanted {
             return;
         }
@@ -530,7 +530,7 @@ fn summarize(data: &[u8], max: usize) -> String {
     }
 }
 
-pub(crate) fn written(w: crate::state::Written, output: Output, def: &ResourceDef) -> Reply {
+pub(crate) fn written(w: crate::registry::options::Written, output: Output, def: &ResourceDef) -> Reply {
     Reply::Json {
         code: if w.created { 201 } else { 200 },
         body: output.object(def, &w.object),
@@ -555,12 +555,12 @@ fn dispatch(
     }
     match verb {
         "get" => {
-            let obj = inner.state().get(def, ns, name)?;
+            let obj = inner.registry().get(def, ns, name)?;
             Ok(Reply::ok(output.object(def, &obj)))
         }
         "list" => {
             let sel = selection(def, t, q)?;
-            let state = inner.state();
+            let state = inner.registry();
             list(&state, def, &sel, q, output)
         }
         "watch" => {
@@ -632,7 +632,7 @@ fn scale(
     let name = t.name.as_deref().unwrap_or_default();
     let opts = write_opts(q, req)?;
     let body = match verb {
-        "get" => return Ok(Reply::ok(inner.state().scale_get(def, ns, name)?)),
+        "get" => return Ok(Reply::ok(inner.registry().scale_get(def, ns, name)?)),
         "update" => {
             let ct = req.content_type.split(';').next().unwrap_or_default().trim();
             if ct == "application/vnd.kubernetes.protobuf" {
@@ -647,12 +647,12 @@ fn scale(
             })?
         }
         "patch" => {
-            let current = inner.state().scale_get(def, ns, name)?;
+            let current = inner.registry().scale_get(def, ns, name)?;
             match PatchType::from_content_type(&req.content_type) {
                 Some(PatchType::Json) => crate::patches::json_patch(
                     &current,
                     &req.body,
-                    opts.validation != crate::state::FieldValidation::Ignore,
+                    opts.validation != crate::registry::options::FieldValidation::Ignore,
                 ),
                 // Scale has no lists, so a strategic merge patch is a merge patch.
                 Some(PatchType::Merge | PatchType::Strategic) => {
@@ -671,9 +671,9 @@ fn scale(
 /// sees the store.
 pub(crate) fn write<T>(
     inner: &Inner,
-    f: impl FnOnce(&mut State) -> Result<T, ErrorStatus>,
+    f: impl FnOnce(&mut Registry) -> Result<T, ErrorStatus>,
 ) -> Result<T, ErrorStatus> {
-    let mut st = inner.state();
+    let mut st = inner.registry();
     let r = f(&mut st);
     if r.is_ok() {
         st.settle();
@@ -991,7 +991,7 @@ pub(crate) fn too_large(rv: u64, current: u64) -> ErrorStatus {
 }
 
 fn list(
-    state: &State,
+    state: &Registry,
     def: &ResourceDef,
     sel: &Selection,
     q: &QueryView<'_>,
@@ -1141,7 +1141,7 @@ fn list(
     }
     let rv = at.to_string();
     if output == Output::Table {
-        let objs: Vec<Value> = items.iter().map(|o| State::present(def, o)).collect();
+        let objs: Vec<Value> = items.iter().map(|o| Registry::present(def, o)).collect();
         let mut t = table::table(def, &objs, Some(&rv));
         if let Some(c) = &next {
             t["metadata"]["continue"] = json!(c);
@@ -1153,9 +1153,9 @@ fn list(
         .map(|o| match output {
             Output::Meta => partial(o),
             // Items of built-in lists carry no kind, as kube-apiserver encodes them.
-            _ if def.is_custom() => State::present(def, o),
+            _ if def.is_custom() => Registry::present(def, o),
             _ => {
-                let mut v = State::present(def, o);
+                let mut v = Registry::present(def, o);
                 if let Some(m) = v.as_object_mut() {
                     m.remove("apiVersion");
                     m.remove("kind");

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use crate::api::Reply;
 use crate::errors::ErrorStatus;
-use crate::state::State;
+use crate::registry::Registry;
 
 /// The Kubernetes version testenv answers as (kube 5's minimum supported, k8s-openapi `v1_33`).
 pub(crate) const MAJOR: &str = "1";
@@ -36,7 +36,7 @@ pub(crate) fn api_versions(host: &str) -> Value {
 
 /// Groups in the order they were registered, versions in registration order (the first
 /// is preferred).
-fn groups(state: &State) -> Vec<(String, Vec<String>)> {
+fn groups(state: &Registry) -> Vec<(String, Vec<String>)> {
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     for d in state.resources.iter().filter(|d| !d.group.is_empty()) {
         match out.iter_mut().find(|(g, _)| *g == d.group) {
@@ -60,12 +60,12 @@ fn group_json(name: &str, versions: &[String]) -> Value {
     json!({"name": name, "versions": vs, "preferredVersion": preferred})
 }
 
-pub(crate) fn group_list(state: &State) -> Value {
+pub(crate) fn group_list(state: &Registry) -> Value {
     let groups: Vec<Value> = groups(state).iter().map(|(g, vs)| group_json(g, vs)).collect();
     json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": groups})
 }
 
-pub(crate) fn group(state: &State, name: &str) -> Reply {
+pub(crate) fn group(state: &Registry, name: &str) -> Reply {
     match groups(state).into_iter().find(|(g, _)| g == name) {
         Some((g, vs)) => {
             let mut v = group_json(&g, &vs);
@@ -91,7 +91,7 @@ pub(crate) fn wants_aggregated(accept: &str) -> bool {
 
 /// `/api` or `/apis` as one APIGroupDiscoveryList, as kube-apiserver answers clients
 /// that ask for aggregated discovery.
-pub(crate) fn aggregated(state: &State, core: bool) -> Reply {
+pub(crate) fn aggregated(state: &Registry, core: bool) -> Reply {
     let gvk = |g: &str, v: &str, k: &str| json!({"group": g, "version": v, "kind": k});
     let mut items = Vec::new();
     let names: Vec<(String, Vec<String>)> = if core {
@@ -158,7 +158,7 @@ pub(crate) fn aggregated(state: &State, core: bool) -> Reply {
     }
 }
 
-pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Value {
+pub(crate) fn resource_list(state: &Registry, group: &str, version: &str) -> Value {
     let mut resources = Vec::new();
     for d in state
         .resources
@@ -213,7 +213,7 @@ pub(crate) fn resource_list(state: &State, group: &str, version: &str) -> Value 
 /// kubectl reads to learn that the server validates fields itself (`fieldValidation` on
 /// PATCH, tagged with `x-kubernetes-group-version-kind`); kubectl then sends
 /// `fieldValidation=Strict` instead of validating against schemas on the client.
-pub(crate) fn openapi(state: &State, path: &str) -> Reply {
+pub(crate) fn openapi(state: &Registry, path: &str) -> Reply {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     match segs.as_slice() {
         ["openapi", "v3"] => {
@@ -248,7 +248,7 @@ pub(crate) fn openapi(state: &State, path: &str) -> Reply {
     }
 }
 
-fn gv_reply(state: &State, g: &str, v: &str) -> Reply {
+fn gv_reply(state: &Registry, g: &str, v: &str) -> Reply {
     if state.resources.iter().any(|d| d.group == g && d.version == v) {
         Reply::ok(gv_document(state, g, v))
     } else {
@@ -256,7 +256,7 @@ fn gv_reply(state: &State, g: &str, v: &str) -> Reply {
     }
 }
 
-fn gv_document(state: &State, g: &str, v: &str) -> Value {
+fn gv_document(state: &Registry, g: &str, v: &str) -> Value {
     let mut paths = serde_json::Map::new();
     let query =
         |name: &str| json!({"name": name, "in": "query", "schema": {"type": "string", "uniqueItems": true}});

@@ -41,28 +41,19 @@
 
 mod admission;
 mod api;
-mod controllers;
-mod crd;
-mod crds;
 mod discovery;
 mod errors;
 mod go_format;
 mod hooks;
 mod jsonpath;
-mod merge_keys;
 mod names;
 mod object_meta;
 mod patches;
 mod proto;
-mod rbac;
-mod resource;
-mod rules;
-mod scale;
+mod registry;
 mod selector;
 mod server;
 mod service;
-mod ssa;
-mod state;
 mod store;
 mod table;
 mod timestamps;
@@ -78,12 +69,13 @@ use serde_json::Value;
 pub use errors::{ErrorStatus, StatusCause};
 pub use hooks::{Action, Reactor};
 pub use names::{NameGenerator, UidGenerator, uid_for};
-pub use resource::{BuiltinKind, builtin_kinds};
+pub use registry::resource::{BuiltinKind, builtin_kinds};
 pub use server::Server;
 pub use service::{ResponseBody, TestEnvService};
 
 use crate::hooks::Hooks;
-use crate::state::{State, WriteOpts};
+use crate::registry::Registry;
+use crate::registry::options::WriteOpts;
 use crate::store::{ObjKey, Store};
 
 /// The annotation client-side `kubectl apply` keeps the applied object in.
@@ -123,7 +115,7 @@ pub fn check_custom_resource_definition(crd: &Value) -> Result<(), ErrorStatus> 
             errors,
         ));
     }
-    crds::validate(crd, name)
+    registry::crd::validate(crd, name)
 }
 
 /// Errors of the public API.
@@ -162,7 +154,7 @@ pub(crate) struct Config {
 }
 
 pub(crate) struct Inner {
-    pub(crate) state: Mutex<State>,
+    pub(crate) registry: Mutex<Registry>,
     pub(crate) hooks: Mutex<Hooks>,
     pub(crate) config: Config,
     pub(crate) latency: Mutex<Duration>,
@@ -190,8 +182,8 @@ impl std::fmt::Debug for Inner {
 impl Inner {
     /// The lock is never held across an await and nothing panics while holding it, so a
     /// poisoned lock still holds consistent data.
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state
+    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -217,7 +209,7 @@ pub struct Builder {
     uids: UidGenerator,
     latency: Duration,
     namespaces: Vec<String>,
-    controllers: controllers::Controllers,
+    controllers: registry::controllers::Controllers,
 }
 
 impl Builder {
@@ -310,9 +302,9 @@ impl Builder {
     }
 
     pub fn build(self) -> TestEnv {
-        let state = State {
+        let registry = Registry {
             store: Store::new(self.config.history),
-            resources: resource::builtins().into_iter().map(Arc::new).collect(),
+            resources: registry::resource::builtins().into_iter().map(Arc::new).collect(),
             names: self.names,
             uids: self.uids,
             controllers: self.controllers,
@@ -320,7 +312,7 @@ impl Builder {
         let (close_watches, _) = tokio::sync::watch::channel(0);
         let env = TestEnv {
             inner: Arc::new(Inner {
-                state: Mutex::new(state),
+                registry: Mutex::new(registry),
                 hooks: Mutex::new(Hooks::default()),
                 config: self.config,
                 latency: Mutex::new(self.latency),
@@ -342,7 +334,7 @@ impl Builder {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
             }));
         }
-        env.inner.state().store.start();
+        env.inner.registry().store.start();
         env
     }
 }
@@ -379,7 +371,7 @@ impl TestEnv {
             uids: UidGenerator::Random,
             latency: Duration::ZERO,
             namespaces: Vec::new(),
-            controllers: controllers::Controllers::default(),
+            controllers: registry::controllers::Controllers::default(),
         }
     }
 
@@ -401,11 +393,11 @@ impl TestEnv {
         Server::start(self.clone(), (config.address, config.port).into()).await
     }
 
-    fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {
+    fn def_for(&self, obj: &Value) -> Result<Arc<registry::resource::ResourceDef>, Error> {
         let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
         self.inner
-            .state()
+            .registry()
             .find_kind(av, kind)
             .ok_or_else(|| Error::InvalidObject(format!("no resource serves {av} {kind}")))
     }
@@ -420,7 +412,7 @@ impl TestEnv {
     /// The resource (plural) that serves `kind` in `api_version`, if any.
     pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<String> {
         self.inner
-            .state()
+            .registry()
             .find_kind(api_version, kind)
             .map(|d| d.plural.clone())
     }
@@ -453,7 +445,7 @@ impl TestEnv {
             .ok_or_else(|| Error::InvalidObject("a seeded object must be a JSON object".into()))?
             .entry("metadata")
             .or_insert_with(|| Value::Object(Default::default()));
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         if let Some(meta) = meta.as_object_mut() {
             if def.namespaced {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
@@ -480,7 +472,7 @@ impl TestEnv {
     pub fn create_object(&self, obj: Value) -> Result<Value, Error> {
         let def = self.def_for(&obj)?;
         let ns = Self::ns_of(&obj);
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let w = state.create(
             &def,
             def.namespaced.then_some(ns.as_str()),
@@ -538,7 +530,7 @@ impl TestEnv {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let rv_missing = obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -567,7 +559,7 @@ impl TestEnv {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), Error> {
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let def = state
             .find(group, version, plural)
             .ok_or_else(|| Error::Api(ErrorStatus::unknown_path()))?;
@@ -603,7 +595,7 @@ impl TestEnv {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Value> {
-        let state = self.inner.state();
+        let state = self.inner.registry();
         let def = state.find(group, version, plural)?;
         state.get(&def, namespace.unwrap_or_default(), name).ok()
     }
@@ -616,7 +608,7 @@ impl TestEnv {
         plural: &str,
         namespace: Option<&str>,
     ) -> Vec<Value> {
-        let state = self.inner.state();
+        let state = self.inner.registry();
         let Some(def) = state.find(group, version, plural) else {
             return Vec::new();
         };
@@ -624,7 +616,7 @@ impl TestEnv {
             .store
             .iter(&def.key())
             .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .map(|(_, o)| State::present(&def, o))
+            .map(|(_, o)| Registry::present(&def, o))
             .collect()
     }
 
@@ -666,7 +658,7 @@ impl TestEnv {
     /// # }
     /// ```
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        rbac::token_for(namespace, name)
+        registry::rbac::token_for(namespace, name)
     }
 
     /// The messages of the requests refused so far for want of RBAC permission
@@ -729,7 +721,7 @@ impl TestEnv {
     /// Forgets the watch history: watches and `continue` tokens from any earlier
     /// `resourceVersion` get `410 Gone`.
     pub fn compact(&self) {
-        self.inner.state().store.compact();
+        self.inner.registry().store.compact();
     }
 
     /// Requests received with `verb` on `resource` (plural).
@@ -749,6 +741,6 @@ impl TestEnv {
 
     /// The current (latest) resourceVersion.
     pub fn resource_version(&self) -> u64 {
-        self.inner.state().store.rv()
+        self.inner.registry().store.rv()
     }
 }

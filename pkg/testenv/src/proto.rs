@@ -401,7 +401,7 @@ mod tests {
 
     #[test]
     fn every_served_kind_has_a_decoder() {
-        let kinds = crate::resource::builtin_kinds();
+        let kinds = crate::registry::resource::builtin_kinds();
         assert!(kinds.len() > 40, "{}", kinds.len());
         for k in kinds {
             let api_version = k.api_version();

@@ -115,7 +115,7 @@ where
                 .collect()
         })
         .unwrap_or_default();
-    let user = match crate::rbac::authenticate(&header(header::AUTHORIZATION)) {
+    let user = match crate::registry::rbac::authenticate(&header(header::AUTHORIZATION)) {
         Ok(user) => user,
         Err(e) => return respond(Reply::error(&e)),
     };

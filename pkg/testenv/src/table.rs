@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 use crate::api::partial;
 use crate::go_format::{go_float_text, go_json};
 use crate::jsonpath::{Found, View};
-use crate::resource::{Builtin, Column, ResourceDef};
+use crate::registry::resource::{Builtin, Column, ResourceDef};
 
 fn col(name: &str, ty: &str) -> Value {
     let format = if name == "Name" { "name" } else { "" };
@@ -31,10 +31,6 @@ fn count(v: &Value, ptr: &str) -> usize {
 /// apimachinery's `ObjectMeta` documentation of `name`, which kube-apiserver's CRD
 /// tables give their Name column.
 const NAME_DESCRIPTION: &str = "Name must be unique within a namespace. Is required when creating resources, although some resources may allow a client to request the generation of an appropriate name automatically. Name is primarily intended for creation idempotence and configuration definition. Cannot be updated. More info: https://kubernetes.io/docs/concepts/overview/working-with-objects/names#names";
-
-/// apimachinery's `ObjectMeta` documentation of `creationTimestamp`, the description of
-/// the Age column a CRD without printer columns gets.
-pub(crate) const CREATION_TIMESTAMP_DESCRIPTION: &str = "CreationTimestamp is a timestamp representing the server time when this object was created. It is not guaranteed to be set in happens-before order across separate operations. Clients may not set this value. It is represented in RFC3339 form and is in UTC.\n\nPopulated by the system. Read-only. Null for lists. More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md#metadata";
 
 /// kube's `duration.HumanDuration` of the time since a timestamp.
 pub(crate) fn age(ts: &str) -> String {

@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 use crate::Inner;
 use crate::api::{Output, Reply, parse_rv, take_forced_expiry, too_large};
 use crate::errors::ErrorStatus;
-use crate::resource::ResourceDef;
-use crate::state::Selection;
+use crate::registry::options::Selection;
+use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
 
 /// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
@@ -153,7 +153,7 @@ pub(crate) fn start(
         bookmarks,
     };
     let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
-    let state = inner.state();
+    let state = inner.registry();
     let current = state.store.rv();
     if take_forced_expiry(inner) {
         let from = rv_param.unwrap_or("0");
@@ -281,7 +281,7 @@ async fn deliver_initial(
             }
             () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
                 let pending = inner
-                    .state()
+                    .registry()
                     .store
                     .watch_events_after(&spec.def.key(), cursor)
                     .map_or(usize::MAX, |evs| evs.len());
@@ -326,7 +326,7 @@ async fn pump(
                     return;
                 }
                 let (events, head, served) = {
-                    let st = inner.state();
+                    let st = inner.registry();
                     let key = spec.def.key();
                     (
                         st.store.watch_events_after(&key, cursor),

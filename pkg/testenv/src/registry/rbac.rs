@@ -13,7 +13,7 @@
 use serde_json::Value;
 
 use crate::errors::ErrorStatus;
-use crate::state::State;
+use crate::registry::Registry;
 use crate::store::{ObjKey, ResKey};
 
 const RBAC: &str = "rbac.authorization.k8s.io";
@@ -85,7 +85,7 @@ pub(crate) struct Attributes<'a> {
 }
 
 /// `Ok` when `user` may make the request, else kube-apiserver's 403.
-pub(crate) fn authorize(state: &State, user: &User, a: &Attributes<'_>) -> Result<(), ErrorStatus> {
+pub(crate) fn authorize(state: &Registry, user: &User, a: &Attributes<'_>) -> Result<(), ErrorStatus> {
     if user.is_admin() || allowed(state, user, a) {
         return Ok(());
     }
@@ -118,7 +118,7 @@ pub(crate) fn authorize(state: &State, user: &User, a: &Attributes<'_>) -> Resul
     Err(ErrorStatus::forbidden(message).with_details(a.group, a.resource, a.name))
 }
 
-fn allowed(state: &State, user: &User, a: &Attributes<'_>) -> bool {
+fn allowed(state: &Registry, user: &User, a: &Attributes<'_>) -> bool {
     let bound = |binding: &Value| {
         binding
             .get("subjects")
@@ -158,7 +158,7 @@ fn subject_is(subject: &Value, user: &User) -> bool {
 
 /// The rules a binding grants: its Role's, or its ClusterRole's with those of the
 /// ClusterRoles it aggregates.
-fn rules_of(state: &State, binding: &Value, namespace: &str) -> Vec<Value> {
+fn rules_of(state: &Registry, binding: &Value, namespace: &str) -> Vec<Value> {
     let role_ref = |k: &str| {
         binding
             .pointer(&format!("/roleRef/{k}"))

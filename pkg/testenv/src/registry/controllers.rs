@@ -9,9 +9,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::Registry;
+use super::options::DeleteOpts;
+use super::resource::ResourceDef;
 use crate::object_meta::{has_finalizer, is_deleting, meta_str};
-use crate::resource::ResourceDef;
-use crate::state::{DeleteOpts, State};
 use crate::store::{ObjKey, ResKey};
 
 /// Which controllers run.
@@ -39,7 +40,7 @@ struct Obj {
     value: Arc<Value>,
 }
 
-impl State {
+impl Registry {
     fn def_for_key(&self, res: &ResKey) -> Option<Arc<ResourceDef>> {
         self.resources.iter().find(|d| &d.key() == res).cloned()
     }

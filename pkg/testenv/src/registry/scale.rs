@@ -3,9 +3,11 @@
 
 use serde_json::{Value, json};
 
+use super::Registry;
+use super::options::WriteOpts;
+use super::preconditions::check_resource_version;
+use super::resource::{ResourceDef, ScalePaths};
 use crate::errors::{ErrorStatus, FieldError};
-use crate::resource::{ResourceDef, ScalePaths};
-use crate::state::{State, WriteOpts, check_resource_version};
 use crate::store::ObjKey;
 
 /// A LabelSelector object as its string form (`app=web,tier in (a,b)`), keys sorted as
@@ -101,7 +103,7 @@ fn set_pointer(obj: &mut Value, pointer: &str, v: Value) {
     }
 }
 
-impl State {
+impl Registry {
     pub(crate) fn scale_get(&self, def: &ResourceDef, ns: &str, name: &str) -> Result<Value, ErrorStatus> {
         let p = paths(def)?;
         let obj = self.get(def, ns, name)?;

@@ -2,7 +2,7 @@
 //! server-side apply merge them by.
 
 use crate::patches::ListStrategy;
-use crate::resource::Builtin;
+use crate::registry::resource::Builtin;
 
 /// How a list merges: atomically, as a set of scalars, or as a map keyed by fields.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,8 @@
 use kinject_types::validation::{is_dns1123_label, is_valid_port_name};
 use serde_json::{Value, json};
 
-use crate::errors::FieldError;
-use crate::resource::Builtin;
+use crate::errors::{ErrorStatus, FieldError};
+use crate::registry::resource::Builtin;
 use crate::selector::label_selector_matches;
 
 fn containers(spec: &Value, list: &str, path: &str, required: bool, errs: &mut Vec<FieldError>) {
@@ -341,6 +341,43 @@ fn cluster_ips_kept(obj: &Value, old: &Value, errs: &mut Vec<FieldError>) {
         }
     } else if !new.is_empty() && !was.is_empty() && new[0] != was[0] {
         errs.push(changed(0));
+    }
+}
+
+/// events.k8s.io/v1 creation rules (the fields its Recorder-style clients must set).
+pub(crate) fn check_event_v1(ev: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    let missing = |f: &str| ev.get(f).and_then(Value::as_str).is_none_or(str::is_empty);
+    if ev.get("eventTime").is_none_or(Value::is_null) {
+        errs.push(FieldError::required("eventTime", ""));
+    }
+    let ty = ev.get("type").and_then(Value::as_str).unwrap_or_default();
+    if ty != "Normal" && ty != "Warning" {
+        errs.push(FieldError::invalid(
+            "type",
+            json!(""),
+            format!("has invalid value: {ty}"),
+        ));
+    }
+    for f in ["reason", "reportingController", "reportingInstance", "action"] {
+        if missing(f) {
+            errs.push(FieldError::required(f, ""));
+        }
+    }
+    if ev
+        .get("note")
+        .and_then(Value::as_str)
+        .is_some_and(|n| n.len() > 1024)
+    {
+        errs.push(
+            FieldError::invalid("note", json!(""), "can have at most 1024 characters")
+                .with_kind(crate::errors::FieldErrorKind::TooLong),
+        );
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid("events.k8s.io", "Event", name, errs))
     }
 }
 

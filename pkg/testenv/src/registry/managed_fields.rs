@@ -6,8 +6,8 @@
 use serde_json::{Map, Value, json};
 
 use crate::errors::ErrorStatus;
-use crate::merge_keys::{ListKind, list_kind};
-use crate::resource::{KindImpl, ResourceDef};
+use crate::registry::builtin_rules::merge_keys::{ListKind, list_kind};
+use crate::registry::resource::{KindImpl, ResourceDef};
 use crate::timestamps::now;
 
 /// One step in a field path.
@@ -24,7 +24,7 @@ type Path = Vec<Elem>;
 fn kind_at(def: &ResourceDef, fields: &[String]) -> ListKind {
     if fields.first().is_some_and(|f| f == "metadata") {
         // ObjectMeta is the same for every kind, custom ones included.
-        return list_kind(crate::resource::Builtin::ConfigMap, &fields.join("."));
+        return list_kind(crate::registry::resource::Builtin::ConfigMap, &fields.join("."));
     }
     match &def.imp {
         KindImpl::Builtin(b, _) => list_kind(*b, &fields.join(".")),
