@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates src/proto/generated.rs, testenv's protobuf request decoders, from
+# Regenerates src/http/proto/generated.rs, testenv's protobuf request decoders, from
 # the sources of the locked k8s-pb and k8s-openapi. The file is written only
 # when its content changes, so running this on an up-to-date tree makes cargo
 # rebuild nothing. Runs from any directory.

@@ -39,25 +39,17 @@
 // boxing it would only add indirection to a test server's error path.
 #![allow(clippy::result_large_err)]
 
-mod admission;
-mod api;
-mod discovery;
 mod errors;
 mod go_format;
-mod hooks;
+mod http;
 mod jsonpath;
 mod names;
 mod object_meta;
 mod patches;
-mod proto;
 mod registry;
 mod selector;
-mod server;
-mod service;
 mod store;
-mod table;
 mod timestamps;
-mod watch;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -67,13 +59,13 @@ use std::time::Duration;
 use serde_json::Value;
 
 pub use errors::{ErrorStatus, StatusCause};
-pub use hooks::{Action, Reactor};
+pub use http::hooks::{Action, Reactor};
+pub use http::server::Server;
+pub use http::service::{ResponseBody, TestEnvService};
 pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use registry::resource::{BuiltinKind, builtin_kinds};
-pub use server::Server;
-pub use service::{ResponseBody, TestEnvService};
 
-use crate::hooks::Hooks;
+use crate::http::hooks::Hooks;
 use crate::registry::Registry;
 use crate::registry::options::WriteOpts;
 use crate::store::{ObjKey, Store};
@@ -198,6 +190,28 @@ impl Inner {
         self.hooks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Runs a write, then lets the optional controllers react to it before anyone else
+    /// sees the store.
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<T, ErrorStatus>,
+    ) -> Result<T, ErrorStatus> {
+        let mut registry = self.registry();
+        let r = f(&mut registry);
+        if r.is_ok() {
+            registry.settle();
+        }
+        r
+    }
+
+    /// Whether this watch request must be answered with `410 Gone`
+    /// ([`TestEnv::expire_next_watch`]).
+    pub(crate) fn take_forced_expiry(&self) -> bool {
+        self.expire_watches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
     }
 }
 
@@ -658,7 +672,7 @@ impl TestEnv {
     /// # }
     /// ```
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        registry::rbac::token_for(namespace, name)
+        http::authentication::token_for(namespace, name)
     }
 
     /// The messages of the requests refused so far for want of RBAC permission

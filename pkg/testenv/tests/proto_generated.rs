@@ -1,5 +1,5 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-//! Generates `src/proto/generated.rs`, the JSON writers of the k8s-pb messages that the
+//! Generates `src/http/proto/generated.rs`, the JSON writers of the k8s-pb messages that the
 //! kinds testenv serves are made of, and fails when the checked-in file differs from
 //! what the locked k8s-pb and k8s-openapi give. `TESTENV_REGENERATE=1` rewrites it
 //! when it changed; `pkg/testenv/hack/update-proto.sh` runs that.
@@ -12,7 +12,7 @@
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::path::{Path, PathBuf};
 
-/// Messages whose JSON is not their fields; `src/proto.rs` writes them by hand.
+/// Messages whose JSON is not their fields; `src/http/proto.rs` writes them by hand.
 const BY_HAND: &[&str] = &[
     "apimachinery::pkg::apis::meta::v1::Time",
     "apimachinery::pkg::apis::meta::v1::MicroTime",
@@ -32,7 +32,7 @@ const BY_HAND: &[&str] = &[
 const SUBRESOURCE_KINDS: &[(&str, &str, &str)] =
     &[("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale")];
 
-const OUT: &str = "src/proto/generated.rs";
+const OUT: &str = "src/http/proto/generated.rs";
 
 struct Field {
     /// As written in Rust, `r#type` included.

@@ -11,8 +11,11 @@ use http_body::Frame;
 use http_body_util::BodyExt as _;
 use tokio::sync::mpsc;
 
+use super::authentication::authenticate;
+use super::handler::handle;
+use super::reply::Reply;
+use super::request::Request as ApiRequest;
 use crate::TestEnv;
-use crate::api::{self, Reply};
 use crate::errors::ErrorStatus;
 
 /// A response body: whole, or a watch stream.
@@ -115,11 +118,11 @@ where
                 .collect()
         })
         .unwrap_or_default();
-    let user = match crate::registry::rbac::authenticate(&header(header::AUTHORIZATION)) {
+    let user = match authenticate(&header(header::AUTHORIZATION)) {
         Ok(user) => user,
         Err(e) => return respond(Reply::error(&e)),
     };
-    let request = api::Request {
+    let request = ApiRequest {
         method: parts.method.clone(),
         path: parts.uri.path().to_owned(),
         query,
@@ -130,7 +133,7 @@ where
         user_agent: header(header::USER_AGENT),
         user,
     };
-    respond(api::handle(env, request).await)
+    respond(handle(env, request).await)
 }
 
 /// kube-apiserver's `--max-request-body-bytes` default (3 MiB).

@@ -7,8 +7,10 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
+use super::options::{parse_rv, too_large};
+use super::reply::{Output, Reply};
+use super::request::QueryView;
 use crate::Inner;
-use crate::api::{Output, Reply, parse_rv, take_forced_expiry, too_large};
 use crate::errors::ErrorStatus;
 use crate::registry::options::Selection;
 use crate::registry::resource::ResourceDef;
@@ -98,7 +100,7 @@ pub(crate) fn start(
     inner: &Arc<Inner>,
     def: &Arc<ResourceDef>,
     sel: Selection,
-    q: &crate::api::QueryView<'_>,
+    q: &QueryView<'_>,
     output: Output,
 ) -> Result<Reply, ErrorStatus> {
     let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
@@ -155,7 +157,7 @@ pub(crate) fn start(
     let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
     let state = inner.registry();
     let current = state.store.rv();
-    if take_forced_expiry(inner) {
+    if inner.take_forced_expiry() {
         let from = rv_param.unwrap_or("0");
         let e = ErrorStatus::expired(format!("too old resource version: {from} ({})", current + 1));
         return Ok(one_shot(vec![error_line(&e)]));

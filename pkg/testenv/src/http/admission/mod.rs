@@ -22,199 +22,32 @@
 //! testenv has not: [`crate::TestEnv::route_service`] says where a Service's port
 //! listens on this machine. A `clientConfig.url` is called as given.
 
-use std::sync::Arc;
-use std::time::Duration;
+mod client;
+mod webhooks;
 
-use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::TestEnv;
-use crate::api::{QueryView, Reply, Request, Target};
 use crate::errors::ErrorStatus;
-use crate::patches::PatchType;
+use crate::patches::{self, PatchError, PatchType};
 use crate::registry::Registry;
+use crate::registry::managed_fields::parse_body;
 use crate::registry::options::{DeleteOpts, WriteOpts, Written};
 use crate::registry::resource::ResourceDef;
+use crate::registry::verbs::unsupported_patch_type;
 use crate::store::{ObjKey, ResKey};
 
-/// kube-apiserver's default `timeoutSeconds`.
-const DEFAULT_TIMEOUT_SECONDS: u64 = 10;
+use super::body::{custom_kind_present, json_body};
+use super::options::{delete_opts, write_opts};
+use super::reply::{Output, Reply, written};
+use super::request::{QueryView, Request};
+use super::route::Target;
+use client::{call_webhook, check_response, patch_bytes};
+use webhooks::{Attributes, Operation, Webhook, labels, webhooks};
+
 /// Conflicts on a write without a client-given revision are retried this often, as
 /// kube-apiserver retries patches.
 const MAX_ATTEMPTS: usize = 5;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Operation {
-    Create,
-    Update,
-    Delete,
-}
-
-impl Operation {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Create => "CREATE",
-            Self::Update => "UPDATE",
-            Self::Delete => "DELETE",
-        }
-    }
-
-    fn options_kind(self) -> &'static str {
-        match self {
-            Self::Create => "CreateOptions",
-            Self::Update => "UpdateOptions",
-            Self::Delete => "DeleteOptions",
-        }
-    }
-}
-
-/// One webhook of a stored configuration.
-#[derive(Clone, Debug)]
-struct Webhook {
-    name: String,
-    mutating: bool,
-    rules: Vec<Value>,
-    client: Value,
-    ignore_failures: bool,
-    namespace_selector: Option<Value>,
-    object_selector: Option<Value>,
-    /// `None` and `NoneOnDryRun` webhooks may be called for dry runs.
-    dry_run_safe: bool,
-    timeout: Duration,
-    review_version: String,
-    reinvoke: bool,
-}
-
-impl Webhook {
-    fn parse(config: &Value, mutating: bool) -> Vec<Self> {
-        let hooks = config
-            .get("webhooks")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
-        hooks
-            .iter()
-            .map(|h| {
-                let str_of = |k: &str| h.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-                let timeout = h
-                    .get("timeoutSeconds")
-                    .and_then(Value::as_u64)
-                    .unwrap_or(DEFAULT_TIMEOUT_SECONDS);
-                let review_version = h
-                    .get("admissionReviewVersions")
-                    .and_then(Value::as_array)
-                    .and_then(|vs| {
-                        vs.iter()
-                            .filter_map(Value::as_str)
-                            .find(|v| *v == "v1" || *v == "v1beta1")
-                            .map(str::to_owned)
-                    })
-                    .unwrap_or_else(|| "v1".to_owned());
-                Self {
-                    name: str_of("name"),
-                    mutating,
-                    rules: h
-                        .get("rules")
-                        .and_then(Value::as_array)
-                        .cloned()
-                        .unwrap_or_default(),
-                    client: h.get("clientConfig").cloned().unwrap_or(Value::Null),
-                    ignore_failures: str_of("failurePolicy") == "Ignore",
-                    namespace_selector: h.get("namespaceSelector").cloned(),
-                    object_selector: h.get("objectSelector").cloned(),
-                    dry_run_safe: matches!(str_of("sideEffects").as_str(), "None" | "NoneOnDryRun"),
-                    timeout: Duration::from_secs(timeout),
-                    review_version,
-                    reinvoke: mutating && str_of("reinvocationPolicy") == "IfNeeded",
-                }
-            })
-            .collect()
-    }
-
-    fn matches(&self, req: &Attributes<'_>, ns_labels: &Map<String, Value>) -> bool {
-        self.rules.iter().any(|r| rule_matches(r, req))
-            && self.namespace_selector.as_ref().is_none_or(|sel| {
-                !req.namespace_scoped() || crate::selector::label_selector_matches(sel, ns_labels)
-            })
-            && self.object_selector.as_ref().is_none_or(|sel| {
-                [&req.object, &req.old_object]
-                    .into_iter()
-                    .flatten()
-                    .any(|o| crate::selector::label_selector_matches(sel, &labels(o)))
-            })
-    }
-}
-
-/// What a webhook rule is matched against.
-struct Attributes<'a> {
-    def: &'a ResourceDef,
-    subresource: &'a str,
-    operation: Operation,
-    object: Option<Value>,
-    old_object: Option<Value>,
-}
-
-impl Attributes<'_> {
-    /// Whether the namespace selector applies: to namespaced objects, and to a Namespace
-    /// itself (by its own labels).
-    fn namespace_scoped(&self) -> bool {
-        self.def.namespaced || (self.def.group.is_empty() && self.def.plural == "namespaces")
-    }
-}
-
-fn labels(obj: &Value) -> Map<String, Value> {
-    obj.pointer("/metadata/labels")
-        .and_then(Value::as_object)
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn listed(rule: &Value, key: &str, want: &str) -> bool {
-    rule.get(key)
-        .and_then(Value::as_array)
-        .is_some_and(|vs| vs.iter().filter_map(Value::as_str).any(|v| v == "*" || v == want))
-}
-
-fn rule_matches(rule: &Value, req: &Attributes<'_>) -> bool {
-    let def = req.def;
-    // As kube-apiserver splits them: `pods/*` is pods with any subresource or
-    // none, `*` every resource without a subresource.
-    let resource_matches = rule.get("resources").and_then(Value::as_array).is_some_and(|rs| {
-        rs.iter().filter_map(Value::as_str).any(|r| {
-            let (res, sub) = r.split_once('/').unwrap_or((r, ""));
-            (res == "*" || res == def.plural) && (sub == "*" || sub == req.subresource)
-        })
-    });
-    let scope_matches = match rule.get("scope").and_then(Value::as_str) {
-        Some("Cluster") => !def.namespaced,
-        Some("Namespaced") => def.namespaced,
-        _ => true,
-    };
-    listed(rule, "operations", req.operation.as_str())
-        && listed(rule, "apiGroups", &def.group)
-        && listed(rule, "apiVersions", &def.version)
-        && resource_matches
-        && scope_matches
-}
-
-/// Every stored webhook, mutating ones first, each kind by configuration name.
-fn webhooks(state: &Registry) -> Vec<Webhook> {
-    let mut out = Vec::new();
-    for (resource, mutating) in [
-        ("mutatingwebhookconfigurations", true),
-        ("validatingwebhookconfigurations", false),
-    ] {
-        let res = ResKey::new("admissionregistration.k8s.io", resource);
-        // The store iterates by key, so configurations come by name as kube-apiserver sorts them.
-        for (_, config) in state.store.iter(&res) {
-            out.extend(Webhook::parse(config, mutating));
-        }
-    }
-    out
-}
 
 /// The write a request asks for, replayable under the lock.
 enum Write<'a> {
@@ -255,23 +88,23 @@ pub(crate) async fn write(
     }
     let def = &t.def;
     let built = (|| -> Result<(Write<'_>, WriteOpts), ErrorStatus> {
-        let opts = crate::api::write_opts(q, req)?;
+        let opts = write_opts(q, req)?;
         let w = match verb {
             "create" => {
-                let body = crate::api::json_body(req, def)?;
-                crate::api::custom_kind_present(req, q, def, &body)?;
+                let body = json_body(req, def)?;
+                custom_kind_present(req, q, def, &body)?;
                 Write::Create(body)
             }
             "update" => {
-                let body = crate::api::json_body(req, def)?;
-                crate::api::custom_kind_present(req, q, def, &body)?;
+                let body = json_body(req, def)?;
+                custom_kind_present(req, q, def, &body)?;
                 Write::Update(body)
             }
             "patch" => match PatchType::from_content_type(&req.content_type) {
                 Some(p) => Write::Patch(p, &req.body),
-                None => return Err(crate::registry::verbs::unsupported_patch_type(def)),
+                None => return Err(unsupported_patch_type(def)),
             },
-            _ => Write::Delete(crate::api::delete_opts(req, q)?),
+            _ => Write::Delete(delete_opts(req, q)?),
         };
         Ok((w, opts))
     })();
@@ -323,7 +156,7 @@ impl Admission<'_> {
     }
 
     async fn run(&self, req: &Request) -> Option<Result<Reply, ErrorStatus>> {
-        let output = crate::api::Output::from_accept(&req.accept);
+        let output = Output::from_accept(&req.accept);
         let client_revision = self.client_revision();
         for attempt in 0..MAX_ATTEMPTS {
             let prepared = match self.prepare() {
@@ -404,7 +237,7 @@ impl Admission<'_> {
         match self.write {
             Write::Update(body) => rv_in(body),
             Write::Patch(PatchType::Apply | PatchType::Merge | PatchType::Strategic, body) => {
-                crate::registry::managed_fields::parse_body(body).is_ok_and(|v| rv_in(&v))
+                parse_body(body).is_ok_and(|v| rv_in(&v))
             }
             Write::Patch(PatchType::Json, _) | Write::Create(_) | Write::Delete(_) => false,
         }
@@ -629,10 +462,10 @@ impl Admission<'_> {
                 other => return Err(format!("unsupported patch type {:?}", other.unwrap_or_default())),
             }
             let current = object.clone().unwrap_or(Value::Null);
-            crate::patches::json_patch(&current, &bytes, false).map_err(|e| match e {
-                crate::patches::PatchError::Decode(m) | crate::patches::PatchError::Internal(m) => m,
-                crate::patches::PatchError::Apply => "the patch does not apply to the object".to_owned(),
-                crate::patches::PatchError::TooManyOperations(n) => {
+            patches::json_patch(&current, &bytes, false).map_err(|e| match e {
+                PatchError::Decode(m) | PatchError::Internal(m) => m,
+                PatchError::Apply => "the patch does not apply to the object".to_owned(),
+                PatchError::TooManyOperations(n) => {
                     format!("the patch has {n} operations, too many")
                 }
             })
@@ -689,7 +522,7 @@ impl Admission<'_> {
     }
 
     /// Stores the write if the object is still where the webhooks saw it.
-    fn commit(&self, p: &Prepared, mutated: Option<&Value>, output: crate::api::Output) -> Commit {
+    fn commit(&self, p: &Prepared, mutated: Option<&Value>, output: Output) -> Commit {
         let def = &self.t.def;
         let mut st = self.env.inner.registry();
         let key = ObjKey::new(self.ns(), self.name());
@@ -713,15 +546,13 @@ impl Admission<'_> {
             // A create is stored under the name the webhooks saw, even a generated one.
             (_, Some(c), _) => self
                 .replay_locked(&mut st, c, p, self.opts.dry_run)
-                .map(|w| crate::api::written(w, output, def)),
+                .map(|w| written(w, output, def)),
             (_, None, Operation::Create) => match &p.candidate {
                 Some(c) => self.replay_locked(&mut st, c, p, self.opts.dry_run),
                 None => run(&mut st, self.t, self.write, self.opts),
             }
-            .map(|w| crate::api::written(w, output, def)),
-            (_, None, _) => {
-                run(&mut st, self.t, self.write, self.opts).map(|w| crate::api::written(w, output, def))
-            }
+            .map(|w| written(w, output, def)),
+            (_, None, _) => run(&mut st, self.t, self.write, self.opts).map(|w| written(w, output, def)),
         };
         let result = match result {
             Ok(r) => r,
@@ -734,11 +565,11 @@ impl Admission<'_> {
     }
 
     /// After a conflict, when no webhook matches any more: the write as it is.
-    fn commit_plain(&self, output: crate::api::Output) -> Result<Reply, ErrorStatus> {
+    fn commit_plain(&self, output: Output) -> Result<Reply, ErrorStatus> {
         let def = &self.t.def;
-        crate::api::write(&self.env.inner, |st| match self.write {
+        self.env.inner.write(|st| match self.write {
             Write::Delete(opts) => st.delete(def, self.ns(), self.name(), opts).map(Reply::ok),
-            _ => run(st, self.t, self.write, self.opts).map(|w| crate::api::written(w, output, def)),
+            _ => run(st, self.t, self.write, self.opts).map(|w| written(w, output, def)),
         })
     }
 }
@@ -759,25 +590,6 @@ fn run(st: &mut Registry, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Re
         Write::Update(body) => st.update(def, ns, name, body.clone(), status_only, opts),
         Write::Patch(ptype, body) => st.patch(def, ns, name, *ptype, body, status_only, opts),
         Write::Delete(_) => Err(ErrorStatus::method_not_allowed()),
-    }
-}
-
-/// `response.patch` as Go decodes a `[]byte`: a base64 string, or an array of
-/// byte values (what kube-rs's `AdmissionResponse` sends).
-fn patch_bytes(patch: &Value) -> Result<Vec<u8>, String> {
-    match patch {
-        Value::String(text) => base64::engine::general_purpose::STANDARD
-            .decode(text)
-            .map_err(|e| format!("illegal base64 data in response.patch: {e}")),
-        Value::Array(items) => items
-            .iter()
-            .map(|b| b.as_u64().and_then(|b| u8::try_from(b).ok()))
-            .collect::<Option<Vec<u8>>>()
-            .ok_or_else(|| "response.patch holds a value that is not a byte".to_owned()),
-        other => Err(format!(
-            "cannot unmarshal {} into response.patch of type []byte",
-            crate::go_format::go_json_type(other)
-        )),
     }
 }
 
@@ -827,242 +639,4 @@ fn denial(def: &ResourceDef, name: &str, webhook: &str, status: Option<&Value>) 
         format!("{resource} \"{name}\" is forbidden: {message}"),
     )
     .with_details(&def.group, &def.plural, name)
-}
-
-/// The review's `response`, checked as kube-apiserver checks it.
-fn check_response(review: &Value, uid: &str) -> Result<Value, String> {
-    let Some(response) = review.get("response") else {
-        return Err("webhook response was absent".to_owned());
-    };
-    let got = response.get("uid").and_then(Value::as_str).unwrap_or_default();
-    if got != uid {
-        return Err(format!("expected response.uid=\"{uid}\", got \"{got}\""));
-    }
-    Ok(response.clone())
-}
-
-/// Where a webhook listens: the address to dial, the name its certificate must carry,
-/// and the URL for messages.
-struct Endpoint {
-    dial: String,
-    server_name: String,
-    url: String,
-    path_and_query: String,
-}
-
-fn endpoint(hook: &Webhook, routes: &[crate::ServiceRoute]) -> Result<Endpoint, String> {
-    let timeout = format!("timeout={}s", hook.timeout.as_secs());
-    if let Some(url) = hook.client.get("url").and_then(Value::as_str) {
-        let uri: http::Uri = url
-            .parse()
-            .map_err(|e| format!("invalid webhook URL {url:?}: {e}"))?;
-        if uri.scheme_str() != Some("https") {
-            return Err(format!("webhook URL {url:?} must use the https scheme"));
-        }
-        let host = uri.host().unwrap_or_default().trim_matches(['[', ']']).to_owned();
-        let port = uri.port_u16().unwrap_or(443);
-        let path = uri.path();
-        let path_and_query = match uri.query() {
-            Some(q) => format!("{path}?{q}&{timeout}"),
-            None => format!("{path}?{timeout}"),
-        };
-        return Ok(Endpoint {
-            dial: format!("{}:{port}", uri.host().unwrap_or_default()),
-            url: format!(
-                "https://{}:{port}{path_and_query}",
-                uri.host().unwrap_or_default()
-            ),
-            server_name: host,
-            path_and_query,
-        });
-    }
-    let service = hook.client.get("service").cloned().unwrap_or(Value::Null);
-    let str_of = |k: &str| {
-        service
-            .get(k)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_owned()
-    };
-    let (ns, name) = (str_of("namespace"), str_of("name"));
-    if name.is_empty() {
-        return Err("webhook has neither clientConfig.url nor clientConfig.service".to_owned());
-    }
-    let port = service
-        .get("port")
-        .and_then(Value::as_u64)
-        .and_then(|p| u16::try_from(p).ok())
-        .unwrap_or(443);
-    let path = match str_of("path") {
-        p if p.is_empty() => "/".to_owned(),
-        p => p,
-    };
-    let host = format!("{name}.{ns}.svc");
-    let path_and_query = format!("{path}?{timeout}");
-    let url = format!("https://{host}:{port}{path_and_query}");
-    let Some((_, addr)) = routes
-        .iter()
-        .find(|((n, s, p), _)| *n == ns && *s == name && *p == port)
-    else {
-        return Err(format!(
-            "failed to call webhook: Post \"{url}\": dial tcp: lookup {host}: no such host \
-             (testenv reaches a Service only where TestEnv::route_service says it listens)"
-        ));
-    };
-    Ok(Endpoint {
-        dial: addr.to_string(),
-        server_name: host,
-        url,
-        path_and_query,
-    })
-}
-
-async fn call_webhook(
-    hook: &Webhook,
-    routes: &[crate::ServiceRoute],
-    review: &Value,
-) -> Result<Value, String> {
-    let ep = endpoint(hook, routes)?;
-    let failed = |why: String| format!("failed to call webhook: Post \"{}\": {why}", ep.url);
-    let tls = tls_config(&hook.client).map_err(&failed)?;
-    let body = serde_json::to_vec(review).map_err(|e| failed(e.to_string()))?;
-    let exchange = async {
-        let tcp = tokio::net::TcpStream::connect(&ep.dial)
-            .await
-            .map_err(|e| format!("dial tcp {}: connect: {e}", ep.dial))?;
-        let server_name = rustls_pki_types::ServerName::try_from(ep.server_name.clone())
-            .map_err(|e| format!("invalid server name {:?}: {e}", ep.server_name))?;
-        let stream = tokio_rustls::TlsConnector::from(tls)
-            .connect(server_name, tcp)
-            .await
-            .map_err(tls_error)?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let request = http::Request::post(&ep.path_and_query)
-            .header(http::header::HOST, ep.server_name.as_str())
-            .header(http::header::CONTENT_TYPE, "application/json")
-            .header(http::header::ACCEPT, "application/json, */*")
-            .body(Full::new(Bytes::from(body)))
-            .map_err(|e| e.to_string())?;
-        let response = sender.send_request(request).await.map_err(|e| e.to_string())?;
-        let status = response.status();
-        let bytes = response
-            .into_body()
-            .collect()
-            .await
-            .map_err(|e| e.to_string())?
-            .to_bytes();
-        Ok::<_, String>((status, bytes))
-    };
-    let (status, bytes) = tokio::time::timeout(hook.timeout, exchange)
-        .await
-        .map_err(|_| failed("context deadline exceeded".to_owned()))?
-        .map_err(&failed)?;
-    if !status.is_success() {
-        return Err(format!(
-            "received invalid webhook response: the server responded with the status code {}: {}",
-            status.as_u16(),
-            String::from_utf8_lossy(&bytes).trim()
-        ));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| format!("received invalid webhook response: {e}"))
-}
-
-fn tls_error(e: std::io::Error) -> String {
-    let cert = e
-        .get_ref()
-        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
-        .and_then(|r| match r {
-            rustls::Error::InvalidCertificate(c) => Some(c.clone()),
-            _ => None,
-        });
-    match cert {
-        // Go names both an unknown issuer and an issuer of the same name that did not
-        // sign the certificate this way.
-        Some(rustls::CertificateError::UnknownIssuer | rustls::CertificateError::BadSignature) => {
-            "tls: failed to verify certificate: x509: certificate signed by unknown authority".to_owned()
-        }
-        Some(rustls::CertificateError::Expired | rustls::CertificateError::ExpiredContext { .. }) => {
-            "tls: failed to verify certificate: x509: certificate has expired or is not yet valid".to_owned()
-        }
-        Some(
-            rustls::CertificateError::NotValidForName
-            | rustls::CertificateError::NotValidForNameContext { .. },
-        ) => "tls: failed to verify certificate: x509: certificate is not valid for the webhook's host name"
-            .to_owned(),
-        Some(other) => format!("tls: failed to verify certificate: {other:?}"),
-        None => format!("tls: {e}"),
-    }
-}
-
-/// A client trusting exactly the webhook's `caBundle`.
-fn tls_config(client: &Value) -> Result<Arc<rustls::ClientConfig>, String> {
-    use rustls_pki_types::pem::PemObject as _;
-    let bundle = client.get("caBundle").and_then(Value::as_str).unwrap_or_default();
-    let pem = base64::engine::general_purpose::STANDARD
-        .decode(bundle)
-        .map_err(|e| format!("caBundle is not base64: {e}"))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("caBundle holds an unreadable certificate: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("caBundle holds an unusable certificate: {e}"))?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    Ok(Arc::new(config))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn matches(resources: &[&str], plural: &str, subresource: &str) -> bool {
-        let defs = crate::registry::resource::builtins();
-        let Some(def) = defs.iter().find(|d| d.group.is_empty() && d.plural == plural) else {
-            panic!("{plural} is not a core resource");
-        };
-        let rule =
-            json!({"operations": ["*"], "apiGroups": [""], "apiVersions": ["v1"], "resources": resources});
-        let attrs = Attributes {
-            def,
-            subresource,
-            operation: Operation::Update,
-            object: None,
-            old_object: None,
-        };
-        rule_matches(&rule, &attrs)
-    }
-
-    #[test]
-    fn a_patch_is_read_as_go_reads_a_byte_slice() {
-        assert_eq!(patch_bytes(&json!("W10=")), Ok(b"[]".to_vec()));
-        assert_eq!(patch_bytes(&json!([91, 93])), Ok(b"[]".to_vec()));
-        assert!(patch_bytes(&json!([256])).is_err());
-        assert!(patch_bytes(&json!({})).is_err());
-    }
-
-    #[test]
-    fn resources_match_as_kube_apiserver_splits_them() {
-        assert!(matches(&["pods"], "pods", ""));
-        assert!(!matches(&["pods"], "pods", "status"));
-        assert!(matches(&["pods/*"], "pods", ""), "pods/* includes pods itself");
-        assert!(matches(&["pods/*"], "pods", "status"));
-        assert!(matches(&["*/status"], "pods", "status"));
-        assert!(!matches(&["*/status"], "pods", ""));
-        assert!(matches(&["*"], "services", ""));
-        assert!(
-            !matches(&["*"], "services", "status"),
-            "* leaves subresources out"
-        );
-        assert!(matches(&["*/*"], "services", "status"));
-        assert!(!matches(&["pods/status"], "services", "status"));
-    }
 }

@@ -47,7 +47,7 @@ impl Server {
                                 let env = env.clone();
                                 async move {
                                     Ok::<_, std::convert::Infallible>(
-                                        crate::service::serve(&env, req).await,
+                                        super::service::serve(&env, req).await,
                                     )
                                 }
                             });

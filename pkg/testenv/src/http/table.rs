@@ -2,10 +2,18 @@
 
 use serde_json::{Value, json};
 
-use crate::api::partial;
 use crate::go_format::{go_float_text, go_json};
 use crate::jsonpath::{Found, View};
 use crate::registry::resource::{Builtin, Column, ResourceDef};
+
+/// An object as `PartialObjectMetadata`: its metadata alone.
+pub(crate) fn partial(obj: &Value) -> Value {
+    json!({
+        "kind": "PartialObjectMetadata",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
+    })
+}
 
 fn col(name: &str, ty: &str) -> Value {
     let format = if name == "Name" { "name" } else { "" };

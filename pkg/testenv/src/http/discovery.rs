@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use crate::api::Reply;
+use super::reply::Reply;
 use crate::errors::ErrorStatus;
 use crate::registry::Registry;
 
