@@ -100,101 +100,134 @@ fn days_in(month: u32, year: i32) -> u32 {
 
 /// `time.Parse(RFC3339Micro, value)`, then `MarshalJSON`'s UTC rendering.
 pub(crate) fn parse_micro_time(value: &str) -> Result<String, String> {
-    let lit = |v: &'static str, c: char, rest: &str| -> Result<usize, String> {
-        if rest.starts_with(c) {
-            Ok(1)
-        } else {
-            Err(bad(value, v, rest))
-        }
-    };
-    let mut rest = value;
-    // 2006
-    let year = match rest.get(..4) {
-        Some(y) if digit(rest, 0).is_some() && y.bytes().all(|b| b.is_ascii_digit()) => {
-            y.parse::<i32>().map_err(|_| bad(value, "2006", rest))?
-        }
-        _ => return Err(bad(value, "2006", rest)),
-    };
-    rest = &rest[4..];
-    rest = &rest[lit("-", '-', rest)?..];
-    let (month, r) = getnum(rest, true).ok_or_else(|| bad(value, "01", rest))?;
+    let mut p = Layout { value, rest: value };
+    let year = p.year()?;
+    p.literal("-", '-')?;
+    let month = p.number("01", true)?;
     if !(1..=12).contains(&month) {
         return Err(out_of_range(value, "month"));
     }
-    rest = r;
-    rest = &rest[lit("-", '-', rest)?..];
-    let (day, r) = getnum(rest, true).ok_or_else(|| bad(value, "02", rest))?;
-    rest = r;
-    rest = &rest[lit("T", 'T', rest)?..];
-    let (hour, r) = getnum(rest, false).ok_or_else(|| bad(value, "15", rest))?;
+    p.literal("-", '-')?;
+    let day = p.number("02", true)?;
+    p.literal("T", 'T')?;
+    let hour = p.number("15", false)?;
     if hour >= 24 {
         return Err(out_of_range(value, "hour"));
     }
-    rest = r;
-    rest = &rest[lit(":", ':', rest)?..];
-    let (minute, r) = getnum(rest, true).ok_or_else(|| bad(value, "04", rest))?;
+    p.literal(":", ':')?;
+    let minute = p.number("04", true)?;
     if minute >= 60 {
         return Err(out_of_range(value, "minute"));
     }
-    rest = r;
-    rest = &rest[lit(":", ':', rest)?..];
-    let (second, r) = getnum(rest, true).ok_or_else(|| bad(value, "05", rest))?;
+    p.literal(":", ':')?;
+    let second = p.number("05", true)?;
     if second >= 60 {
         return Err(out_of_range(value, "second"));
     }
-    rest = r;
-    // .000000: exactly six digits after the point.
-    let frac = rest
-        .get(..7)
-        .filter(|f| f.starts_with(['.', ',']))
-        .and_then(|f| {
-            f[1..]
-                .parse::<u32>()
-                .ok()
-                .filter(|_| f[1..].bytes().all(|b| b.is_ascii_digit()))
-        })
-        .ok_or_else(|| bad(value, ".000000", rest))?;
-    rest = &rest[7..];
-    // Z07:00
-    let offset_secs: i32 = if let Some(r) = rest.strip_prefix('Z') {
-        rest = r;
-        0
-    } else {
-        let tz = rest;
-        let b = tz.as_bytes();
-        if b.len() < 6 || b.get(3) != Some(&b':') {
-            return Err(bad(value, "Z07:00", tz));
-        }
-        let field = |r: std::ops::Range<usize>| tz.get(r).and_then(|f| getnum(f, true)).map(|(n, _)| n);
-        let (Some(hh), Some(mm), Some(after)) = (field(1..3), field(4..6), tz.get(6..)) else {
-            return Err(bad(value, "Z07:00", tz));
-        };
-        if hh > 24 {
-            return Err(out_of_range(value, "time zone offset hour"));
-        }
-        if mm > 60 {
-            return Err(out_of_range(value, "time zone offset minute"));
-        }
-        let magnitude = i32::try_from(hh * 3600 + mm * 60).unwrap_or(0);
-        rest = after;
-        match b.first() {
-            Some(b'+') => magnitude,
-            Some(b'-') => -magnitude,
-            _ => return Err(bad(value, "Z07:00", tz)),
-        }
-    };
-    if !rest.is_empty() {
+    let micros = p.fraction()?;
+    let offset_secs = p.offset()?;
+    if !p.rest.is_empty() {
         return Err(format!(
             "parsing time {}: extra text: {}",
             quote(value),
-            quote(rest)
+            quote(p.rest)
         ));
     }
     if day < 1 || day > days_in(month, year) {
         return Err(out_of_range(value, "day"));
     }
-    render_utc(year, month, day, hour, minute, second, frac, offset_secs)
+    render_utc(year, month, day, hour, minute, second, micros, offset_secs)
         .ok_or_else(|| out_of_range(value, "year"))
+}
+
+/// Go's `time.Parse` walking `LAYOUT` over a value: each step reads the element of the
+/// layout it names from what is left, or fails with the error Go gives there.
+struct Layout<'a> {
+    value: &'a str,
+    rest: &'a str,
+}
+
+impl Layout<'_> {
+    fn bad(&self, layout_elem: &str) -> String {
+        bad(self.value, layout_elem, self.rest)
+    }
+
+    /// `2006`: four digits.
+    fn year(&mut self) -> Result<i32, String> {
+        let year = match self.rest.get(..4) {
+            Some(y) if y.bytes().all(|b| b.is_ascii_digit()) => {
+                y.parse::<i32>().map_err(|_| self.bad("2006"))?
+            }
+            _ => return Err(self.bad("2006")),
+        };
+        self.rest = &self.rest[4..];
+        Ok(year)
+    }
+
+    fn literal(&mut self, layout_elem: &str, c: char) -> Result<(), String> {
+        match self.rest.strip_prefix(c) {
+            Some(after) => {
+                self.rest = after;
+                Ok(())
+            }
+            None => Err(self.bad(layout_elem)),
+        }
+    }
+
+    /// One or two digits, or exactly two when `fixed`.
+    fn number(&mut self, layout_elem: &str, fixed: bool) -> Result<u32, String> {
+        let (n, after) = getnum(self.rest, fixed).ok_or_else(|| self.bad(layout_elem))?;
+        self.rest = after;
+        Ok(n)
+    }
+
+    /// `.000000`: exactly six digits after the point, as microseconds.
+    fn fraction(&mut self) -> Result<u32, String> {
+        let micros = self
+            .rest
+            .get(..7)
+            .filter(|f| f.starts_with(['.', ',']))
+            .and_then(|f| {
+                f[1..]
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|_| f[1..].bytes().all(|b| b.is_ascii_digit()))
+            })
+            .ok_or_else(|| self.bad(".000000"))?;
+        self.rest = &self.rest[7..];
+        Ok(micros)
+    }
+
+    /// `Z07:00`: `Z`, or a signed offset, in seconds east of UTC.
+    fn offset(&mut self) -> Result<i32, String> {
+        if let Some(after) = self.rest.strip_prefix('Z') {
+            self.rest = after;
+            return Ok(0);
+        }
+        let tz = self.rest;
+        let b = tz.as_bytes();
+        if b.len() < 6 || b.get(3) != Some(&b':') {
+            return Err(self.bad("Z07:00"));
+        }
+        let field = |r: std::ops::Range<usize>| tz.get(r).and_then(|f| getnum(f, true)).map(|(n, _)| n);
+        let (Some(hh), Some(mm), Some(after)) = (field(1..3), field(4..6), tz.get(6..)) else {
+            return Err(self.bad("Z07:00"));
+        };
+        if hh > 24 {
+            return Err(out_of_range(self.value, "time zone offset hour"));
+        }
+        if mm > 60 {
+            return Err(out_of_range(self.value, "time zone offset minute"));
+        }
+        let magnitude = i32::try_from(hh * 3600 + mm * 60).unwrap_or(0);
+        let offset = match b.first() {
+            Some(b'+') => magnitude,
+            Some(b'-') => -magnitude,
+            _ => return Err(self.bad("Z07:00")),
+        };
+        self.rest = after;
+        Ok(offset)
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

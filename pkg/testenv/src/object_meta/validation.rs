@@ -5,7 +5,7 @@ use kinject_types::validation::{
     Wording, is_dns1035_label, is_dns1123_label, is_dns1123_subdomain, is_qualified_name_worded,
     is_valid_label_value_worded,
 };
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::errors::{FieldError, FieldErrorKind};
 
@@ -48,6 +48,22 @@ impl NameRule {
 
 /// `ValidateObjectMeta` for the fields testenv checks.
 pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError>) {
+    check_name(meta, rule, errs);
+    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
+        check_labels(labels, errs);
+    }
+    if let Some(annotations) = meta.get("annotations").and_then(Value::as_object) {
+        check_annotations(annotations, errs);
+    }
+    if let Some(finalizers) = meta.get("finalizers").and_then(Value::as_array) {
+        check_finalizers(finalizers, errs);
+    }
+    if let Some(owners) = meta.get("ownerReferences").and_then(Value::as_array) {
+        check_owner_references(owners, errs);
+    }
+}
+
+fn check_name(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError>) {
     let name = meta.get("name").and_then(Value::as_str).unwrap_or_default();
     let generate = meta
         .get("generateName")
@@ -60,90 +76,94 @@ pub(crate) fn check_meta(meta: &Value, rule: NameRule, errs: &mut Vec<FieldError
                 "name or generateName is required",
             ));
         }
-    } else {
-        for e in rule.errors(name) {
-            errs.push(FieldError::invalid("metadata.name", Value::from(name), e));
+        return;
+    }
+    for e in rule.errors(name) {
+        errs.push(FieldError::invalid("metadata.name", Value::from(name), e));
+    }
+}
+
+fn check_labels(labels: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    for (k, v) in labels {
+        for e in qualified_name_errors(k) {
+            errs.push(FieldError::invalid("metadata.labels", Value::from(k.as_str()), e));
+        }
+        let v = v.as_str().unwrap_or_default();
+        for e in label_value_errors(v) {
+            errs.push(FieldError::invalid("metadata.labels", Value::from(v), e));
         }
     }
-    if let Some(labels) = meta.get("labels").and_then(Value::as_object) {
-        for (k, v) in labels {
-            for e in qualified_name_errors(k) {
-                errs.push(FieldError::invalid("metadata.labels", Value::from(k.as_str()), e));
-            }
-            let v = v.as_str().unwrap_or_default();
-            for e in label_value_errors(v) {
-                errs.push(FieldError::invalid("metadata.labels", Value::from(v), e));
-            }
-        }
-    }
-    if let Some(ann) = meta.get("annotations").and_then(Value::as_object) {
-        let mut total = 0;
-        for (k, v) in ann {
-            total += k.len() + v.as_str().map_or(0, str::len);
-            // Annotation keys are qualified names whatever their case.
-            for e in qualified_name_errors(&k.to_lowercase()) {
-                errs.push(FieldError::invalid(
-                    "metadata.annotations",
-                    Value::from(k.as_str()),
-                    e,
-                ));
-            }
-        }
-        if total > TOTAL_ANNOTATION_SIZE_LIMIT {
-            errs.push(FieldError {
-                kind: FieldErrorKind::TooLong,
-                field: "metadata.annotations".into(),
-                value: None,
-                raw: None,
-                detail: format!("may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
-            });
-        }
-    }
-    if let Some(fins) = meta.get("finalizers").and_then(Value::as_array) {
-        for (i, f) in fins.iter().enumerate() {
-            let f = f.as_str().unwrap_or_default();
-            for e in qualified_name_errors(f) {
-                errs.push(FieldError::invalid(
-                    format!("metadata.finalizers[{i}]"),
-                    Value::from(f),
-                    e,
-                ));
-            }
-        }
-    }
-    if let Some(owners) = meta.get("ownerReferences").and_then(Value::as_array) {
-        let mut controllers = 0;
-        for o in owners {
-            // apimachinery reports these without an index, and calls apiVersion "version".
-            for (field, what) in [
-                ("apiVersion", "version"),
-                ("kind", "kind"),
-                ("name", "name"),
-                ("uid", "uid"),
-            ] {
-                if o.get(field)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .is_empty()
-                {
-                    errs.push(FieldError::invalid(
-                        format!("metadata.ownerReferences.{field}"),
-                        Value::from(""),
-                        format!("{what} must not be empty"),
-                    ));
-                }
-            }
-            if o.get("controller").and_then(Value::as_bool) == Some(true) {
-                controllers += 1;
-            }
-        }
-        if controllers > 1 {
+}
+
+fn check_annotations(annotations: &Map<String, Value>, errs: &mut Vec<FieldError>) {
+    let mut total = 0;
+    for (k, v) in annotations {
+        total += k.len() + v.as_str().map_or(0, str::len);
+        // Annotation keys are qualified names whatever their case.
+        for e in qualified_name_errors(&k.to_lowercase()) {
             errs.push(FieldError::invalid(
-                "metadata.ownerReferences",
-                Value::Null,
-                "Only one reference can have Controller set to true",
+                "metadata.annotations",
+                Value::from(k.as_str()),
+                e,
             ));
         }
+    }
+    if total > TOTAL_ANNOTATION_SIZE_LIMIT {
+        errs.push(FieldError {
+            kind: FieldErrorKind::TooLong,
+            field: "metadata.annotations".into(),
+            value: None,
+            raw: None,
+            detail: format!("may not be more than {TOTAL_ANNOTATION_SIZE_LIMIT} bytes"),
+        });
+    }
+}
+
+fn check_finalizers(finalizers: &[Value], errs: &mut Vec<FieldError>) {
+    for (i, f) in finalizers.iter().enumerate() {
+        let f = f.as_str().unwrap_or_default();
+        for e in qualified_name_errors(f) {
+            errs.push(FieldError::invalid(
+                format!("metadata.finalizers[{i}]"),
+                Value::from(f),
+                e,
+            ));
+        }
+    }
+}
+
+fn check_owner_references(owners: &[Value], errs: &mut Vec<FieldError>) {
+    let mut controllers = 0;
+    for o in owners {
+        // apimachinery reports these without an index, and calls apiVersion "version".
+        for (field, what) in [
+            ("apiVersion", "version"),
+            ("kind", "kind"),
+            ("name", "name"),
+            ("uid", "uid"),
+        ] {
+            if o.get(field)
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .is_empty()
+            {
+                errs.push(FieldError::invalid(
+                    format!("metadata.ownerReferences.{field}"),
+                    Value::from(""),
+                    format!("{what} must not be empty"),
+                ));
+            }
+        }
+        if o.get("controller").and_then(Value::as_bool) == Some(true) {
+            controllers += 1;
+        }
+    }
+    if controllers > 1 {
+        errs.push(FieldError::invalid(
+            "metadata.ownerReferences",
+            Value::Null,
+            "Only one reference can have Controller set to true",
+        ));
     }
 }
 

@@ -177,30 +177,7 @@ fn check_required(s: &Value, m: &Map<String, Value>, path: &str, out: &mut Check
 
 /// Defaults, prunes and validates one value against its schema.
 fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
-    let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
-    let ty = s.get("type").and_then(Value::as_str).unwrap_or_default();
-    let actual = type_name(v);
-    if int_or_string {
-        if !matches!(actual, "integer" | "string") {
-            out.errors.push(
-                FieldError::invalid(
-                    path,
-                    Value::String(actual.to_owned()),
-                    format!("{path} in body must be of type integer,string: \"{actual}\""),
-                )
-                .with_kind(FieldErrorKind::TypeInvalid),
-            );
-            return;
-        }
-    } else if !ty.is_empty() && ty != actual && !(ty == "number" && actual == "integer") {
-        out.errors.push(
-            FieldError::invalid(
-                path,
-                Value::String(actual.to_owned()),
-                format!("{path} in body must be of type {ty}: \"{actual}\""),
-            )
-            .with_kind(FieldErrorKind::TypeInvalid),
-        );
+    if !type_matches(s, v, path, out) {
         return;
     }
     if let Some(allowed) = s.get("enum").and_then(Value::as_array)
@@ -215,98 +192,131 @@ fn walk(s: &Value, v: &mut Value, path: &str, out: &mut Checked) {
     }
     match v {
         Value::Object(m) => walk_object(s, m, path, out),
-        Value::Array(items) => {
-            let n = items.len() as u64;
-            if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
-                && n > max
-            {
-                out.errors.push(
-                    FieldError::invalid(path, Value::from(n), format!("must have at most {max} items"))
-                        .with_kind(FieldErrorKind::TooMany),
-                );
-            }
-            if let Some(min) = s.get("minItems").and_then(Value::as_u64)
-                && n < min
-            {
-                out.errors.push(FieldError::invalid(
-                    path,
-                    Value::from(n),
-                    format!("{path} in body should have at least {min} items"),
-                ));
-            }
-            if let Some(item_schema) = s.get("items") {
-                for (i, item) in items.iter_mut().enumerate() {
-                    walk(item_schema, item, &format!("{path}[{i}]"), out);
-                }
-            }
-        }
-        Value::String(text) => {
-            let text = text.clone();
-            let v = &Value::String(text.clone());
-            let n = text.chars().count() as u64;
-            if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
-                && n > max
-            {
-                out.errors.push(
-                    FieldError::invalid(path, v.clone(), format!("may not be more than {max} bytes"))
-                        .with_kind(FieldErrorKind::TooLong),
-                );
-                return;
-            }
-            if let Some(min) = s.get("minLength").and_then(Value::as_u64)
-                && n < min
-            {
-                out.errors.push(FieldError::invalid(
-                    path,
-                    v.clone(),
-                    format!("{path} in body should be at least {min} chars long"),
-                ));
-            }
-            if let Some(p) = s.get("pattern").and_then(Value::as_str) {
-                match regex::Regex::new(p) {
-                    Ok(re) if !re.is_match(&text) => out.errors.push(FieldError::invalid(
-                        path,
-                        v.clone(),
-                        format!("{path} in body should match '{p}'"),
-                    )),
-                    _ => {}
-                }
-            }
-        }
-        Value::Number(num) => {
-            let x = num.as_f64().unwrap_or_default();
-            let excl_max = s.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
-            let excl_min = s.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
-            if let Some(max) = s.get("maximum").and_then(Value::as_f64)
-                && (x > max || (excl_max && x >= max))
-            {
-                let rel = if excl_max {
-                    "less than"
-                } else {
-                    "less than or equal to"
-                };
-                out.errors.push(FieldError::invalid(
-                    path,
-                    v.clone(),
-                    format!("{path} in body should be {rel} {max}"),
-                ));
-            }
-            if let Some(min) = s.get("minimum").and_then(Value::as_f64)
-                && (x < min || (excl_min && x <= min))
-            {
-                let rel = if excl_min {
-                    "greater than"
-                } else {
-                    "greater than or equal to"
-                };
-                out.errors.push(FieldError::invalid(
-                    path,
-                    v.clone(),
-                    format!("{path} in body should be {rel} {min}"),
-                ));
-            }
-        }
+        Value::Array(items) => walk_array(s, items, path, out),
+        Value::String(text) => check_string(s, text, path, out),
+        Value::Number(_) => check_number(s, v, path, out),
         _ => {}
+    }
+}
+
+/// Whether the value has the schema's `type` (an int-or-string either); a mismatch is
+/// the value's only error.
+fn type_matches(s: &Value, v: &Value, path: &str, out: &mut Checked) -> bool {
+    let int_or_string = s.get("x-kubernetes-int-or-string").and_then(Value::as_bool) == Some(true);
+    let ty = s.get("type").and_then(Value::as_str).unwrap_or_default();
+    let actual = type_name(v);
+    let wanted = if int_or_string {
+        if matches!(actual, "integer" | "string") {
+            return true;
+        }
+        "integer,string"
+    } else {
+        if ty.is_empty() || ty == actual || (ty == "number" && actual == "integer") {
+            return true;
+        }
+        ty
+    };
+    out.errors.push(
+        FieldError::invalid(
+            path,
+            Value::String(actual.to_owned()),
+            format!("{path} in body must be of type {wanted}: \"{actual}\""),
+        )
+        .with_kind(FieldErrorKind::TypeInvalid),
+    );
+    false
+}
+
+fn walk_array(s: &Value, items: &mut [Value], path: &str, out: &mut Checked) {
+    let n = items.len() as u64;
+    if let Some(max) = s.get("maxItems").and_then(Value::as_u64)
+        && n > max
+    {
+        out.errors.push(
+            FieldError::invalid(path, Value::from(n), format!("must have at most {max} items"))
+                .with_kind(FieldErrorKind::TooMany),
+        );
+    }
+    if let Some(min) = s.get("minItems").and_then(Value::as_u64)
+        && n < min
+    {
+        out.errors.push(FieldError::invalid(
+            path,
+            Value::from(n),
+            format!("{path} in body should have at least {min} items"),
+        ));
+    }
+    if let Some(item_schema) = s.get("items") {
+        for (i, item) in items.iter_mut().enumerate() {
+            walk(item_schema, item, &format!("{path}[{i}]"), out);
+        }
+    }
+}
+
+fn check_string(s: &Value, text: &str, path: &str, out: &mut Checked) {
+    let v = &Value::String(text.to_owned());
+    let n = text.chars().count() as u64;
+    if let Some(max) = s.get("maxLength").and_then(Value::as_u64)
+        && n > max
+    {
+        out.errors.push(
+            FieldError::invalid(path, v.clone(), format!("may not be more than {max} bytes"))
+                .with_kind(FieldErrorKind::TooLong),
+        );
+        return;
+    }
+    if let Some(min) = s.get("minLength").and_then(Value::as_u64)
+        && n < min
+    {
+        out.errors.push(FieldError::invalid(
+            path,
+            v.clone(),
+            format!("{path} in body should be at least {min} chars long"),
+        ));
+    }
+    if let Some(p) = s.get("pattern").and_then(Value::as_str) {
+        match regex::Regex::new(p) {
+            Ok(re) if !re.is_match(text) => out.errors.push(FieldError::invalid(
+                path,
+                v.clone(),
+                format!("{path} in body should match '{p}'"),
+            )),
+            _ => {}
+        }
+    }
+}
+
+fn check_number(s: &Value, v: &Value, path: &str, out: &mut Checked) {
+    let x = v.as_f64().unwrap_or_default();
+    let excl_max = s.get("exclusiveMaximum").and_then(Value::as_bool) == Some(true);
+    let excl_min = s.get("exclusiveMinimum").and_then(Value::as_bool) == Some(true);
+    if let Some(max) = s.get("maximum").and_then(Value::as_f64)
+        && (x > max || (excl_max && x >= max))
+    {
+        let rel = if excl_max {
+            "less than"
+        } else {
+            "less than or equal to"
+        };
+        out.errors.push(FieldError::invalid(
+            path,
+            v.clone(),
+            format!("{path} in body should be {rel} {max}"),
+        ));
+    }
+    if let Some(min) = s.get("minimum").and_then(Value::as_f64)
+        && (x < min || (excl_min && x <= min))
+    {
+        let rel = if excl_min {
+            "greater than"
+        } else {
+            "greater than or equal to"
+        };
+        out.errors.push(FieldError::invalid(
+            path,
+            v.clone(),
+            format!("{path} in body should be {rel} {min}"),
+        ));
     }
 }
 

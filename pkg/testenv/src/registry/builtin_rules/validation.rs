@@ -55,120 +55,133 @@ fn labels_render(m: &serde_json::Map<String, Value>) -> String {
 pub(crate) fn check(kind: Builtin, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     match kind {
-        Builtin::Pod => {
-            pod_spec(obj.get("spec"), "spec", &mut errs);
-            if let Some(old) = old {
-                let mutable_only = |v: &Value| {
-                    let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
-                    if let Some(m) = s.as_object_mut() {
-                        for k in [
-                            "activeDeadlineSeconds",
-                            "tolerations",
-                            "terminationGracePeriodSeconds",
-                        ] {
-                            m.remove(k);
-                        }
-                        for list in ["containers", "initContainers"] {
-                            if let Some(Value::Array(cs)) = m.get_mut(list) {
-                                for c in cs {
-                                    if let Some(cm) = c.as_object_mut() {
-                                        cm.remove("image");
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    s
-                };
-                if mutable_only(obj) != mutable_only(old) {
-                    errs.push(FieldError::forbidden(
-                        "spec",
-                        "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
-                    ));
-                }
-            }
-        }
-        Builtin::Deployment => {
-            let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-            let selector = spec.get("selector").filter(|s| !s.is_null());
-            match selector {
-                None => errs.push(FieldError::required("spec.selector", "")),
-                Some(sel) => {
-                    let empty = sel
-                        .get("matchLabels")
-                        .and_then(Value::as_object)
-                        .is_none_or(|m| m.is_empty())
-                        && sel
-                            .get("matchExpressions")
-                            .and_then(Value::as_array)
-                            .is_none_or(Vec::is_empty);
-                    if empty {
-                        errs.push(FieldError::invalid(
-                            "spec.selector",
-                            json!("empty"),
-                            "empty selector is invalid for deployment",
-                        ));
-                    }
-                    let labels = spec
-                        .pointer("/template/metadata/labels")
-                        .and_then(Value::as_object)
-                        .cloned()
-                        .unwrap_or_default();
-                    if !empty && !label_selector_matches(sel, &labels) {
-                        errs.push(FieldError::invalid_raw(
-                            "spec.template.metadata.labels",
-                            labels_render(&labels),
-                            "`selector` does not match template `labels`",
-                        ));
-                    }
-                    if let Some(old_sel) = old.and_then(|o| o.pointer("/spec/selector"))
-                        && old_sel != sel
-                    {
-                        errs.push(FieldError::invalid(
-                            "spec.selector",
-                            json!("selector"),
-                            "field is immutable",
-                        ));
-                    }
-                }
-            }
-            pod_spec(spec.pointer("/template/spec"), "spec.template.spec", &mut errs);
-            if spec
-                .get("replicas")
-                .and_then(Value::as_i64)
-                .is_some_and(|r| r < 0)
-            {
-                errs.push(FieldError::invalid(
-                    "spec.replicas",
-                    spec["replicas"].clone(),
-                    "must be greater than or equal to 0",
-                ));
-            }
-        }
+        Builtin::Pod => check_pod(obj, old, &mut errs),
+        Builtin::Deployment => check_deployment(obj, old, &mut errs),
         Builtin::ConfigMap | Builtin::Secret => {
             if let Some(old) = old {
                 immutable_data(kind, obj, old, &mut errs);
             }
         }
-        Builtin::Service => {
-            if let Some(old) = old {
-                cluster_ips_kept(obj, old, &mut errs);
-            }
-            let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
-            let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
-            let ports = spec.get("ports").and_then(Value::as_array);
-            let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
-            if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
-                errs.push(FieldError::required("spec.ports", ""));
-            }
-            let several = ports.is_some_and(|ps| ps.len() > 1);
-            for (i, p) in ports.into_iter().flatten().enumerate() {
-                service_port(p, &format!("spec.ports[{i}]"), several, &mut errs);
-            }
-        }
+        Builtin::Service => check_service(obj, old, &mut errs),
         _ => {}
     }
     errs
+}
+
+/// Pods need containers with names and images, and an update may change little more
+/// than their images.
+fn check_pod(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    pod_spec(obj.get("spec"), "spec", errs);
+    let Some(old) = old else {
+        return;
+    };
+    let mutable_only = |v: &Value| {
+        let mut s = v.get("spec").cloned().unwrap_or(Value::Null);
+        if let Some(m) = s.as_object_mut() {
+            for k in [
+                "activeDeadlineSeconds",
+                "tolerations",
+                "terminationGracePeriodSeconds",
+            ] {
+                m.remove(k);
+            }
+            for list in ["containers", "initContainers"] {
+                if let Some(Value::Array(cs)) = m.get_mut(list) {
+                    for c in cs {
+                        if let Some(cm) = c.as_object_mut() {
+                            cm.remove("image");
+                        }
+                    }
+                }
+            }
+        }
+        s
+    };
+    if mutable_only(obj) != mutable_only(old) {
+        errs.push(FieldError::forbidden(
+            "spec",
+            "pod updates may not change fields other than `spec.containers[*].image`,`spec.initContainers[*].image`,`spec.activeDeadlineSeconds`,`spec.tolerations` (only additions to existing tolerations),`spec.terminationGracePeriodSeconds` (allow it to be set to 1 if it was previously negative)",
+        ));
+    }
+}
+
+/// A Deployment needs a selector that matches its template's labels and keeps it, a
+/// valid pod template, and no negative replicas.
+fn check_deployment(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    match spec.get("selector").filter(|s| !s.is_null()) {
+        None => errs.push(FieldError::required("spec.selector", "")),
+        Some(sel) => deployment_selector(&spec, sel, old, errs),
+    }
+    pod_spec(spec.pointer("/template/spec"), "spec.template.spec", errs);
+    if spec
+        .get("replicas")
+        .and_then(Value::as_i64)
+        .is_some_and(|r| r < 0)
+    {
+        errs.push(FieldError::invalid(
+            "spec.replicas",
+            spec["replicas"].clone(),
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+fn deployment_selector(spec: &Value, sel: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    let empty = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.is_empty())
+        && sel
+            .get("matchExpressions")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+    if empty {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            json!("empty"),
+            "empty selector is invalid for deployment",
+        ));
+    }
+    let labels = spec
+        .pointer("/template/metadata/labels")
+        .and_then(Value::as_object)
+        .cloned()
+        .unwrap_or_default();
+    if !empty && !label_selector_matches(sel, &labels) {
+        errs.push(FieldError::invalid_raw(
+            "spec.template.metadata.labels",
+            labels_render(&labels),
+            "`selector` does not match template `labels`",
+        ));
+    }
+    if let Some(old_sel) = old.and_then(|o| o.pointer("/spec/selector"))
+        && old_sel != sel
+    {
+        errs.push(FieldError::invalid(
+            "spec.selector",
+            json!("selector"),
+            "field is immutable",
+        ));
+    }
+}
+
+/// Services keep their cluster IPs and need valid ports.
+fn check_service(obj: &Value, old: Option<&Value>, errs: &mut Vec<FieldError>) {
+    if let Some(old) = old {
+        cluster_ips_kept(obj, old, errs);
+    }
+    let spec = obj.get("spec").cloned().unwrap_or(Value::Null);
+    let ty = spec.get("type").and_then(Value::as_str).unwrap_or("ClusterIP");
+    let ports = spec.get("ports").and_then(Value::as_array);
+    let headless = spec.get("clusterIP").and_then(Value::as_str) == Some("None");
+    if ty != "ExternalName" && !headless && ports.is_none_or(Vec::is_empty) {
+        errs.push(FieldError::required("spec.ports", ""));
+    }
+    let several = ports.is_some_and(|ps| ps.len() > 1);
+    for (i, p) in ports.into_iter().flatten().enumerate() {
+        service_port(p, &format!("spec.ports[{i}]"), several, errs);
+    }
 }
 
 const PORT_RANGE: &str = "must be between 1 and 65535, inclusive";

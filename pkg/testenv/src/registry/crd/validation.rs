@@ -2,6 +2,7 @@
 //! whether a CRD can be served: names, scope, versions, structural schemas and printer
 //! columns.
 
+use kinject_types::validation::is_dns1035_label;
 use serde_json::{Value, json};
 
 use crate::errors::{ErrorStatus, FieldError};
@@ -12,6 +13,28 @@ use crate::registry::schema::check_default;
 /// The checks of apiextensions' CRD validation that decide whether it can be served.
 pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
     let mut errs = Vec::new();
+    check_names(crd, name, &mut errs);
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    check_versions(versions, &mut errs);
+    check_printer_columns(versions, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            errs,
+        ))
+    }
+}
+
+/// The group, names and scope, and the CRD's name made of them.
+fn check_names(crd: &Value, name: &str, errs: &mut Vec<FieldError>) {
     let group = s(crd, "/spec/group");
     let plural = s(crd, "/spec/names/plural");
     if group.is_empty() {
@@ -38,72 +61,54 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
             &["Cluster".to_owned(), "Namespaced".to_owned()],
         ));
     }
-    let versions = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .map(Vec::as_slice)
-        .unwrap_or_default();
+}
+
+/// One storage version, version names that are unique DNS-1035 labels, and a
+/// structural schema for each.
+fn check_versions(versions: &[Value], errs: &mut Vec<FieldError>) {
     if versions.is_empty() {
         errs.push(FieldError::required(
             "spec.versions",
             "must have exactly one version marked as storage version",
         ));
-    } else {
-        let storage = versions
-            .iter()
-            .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-            .count();
-        if storage != 1 {
+        return;
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if storage != 1 {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            Value::Null,
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let name = s(v, "/name");
+        let why = is_dns1035_label(name);
+        if !why.is_empty() {
             errs.push(FieldError::invalid(
-                "spec.versions",
-                Value::Null,
-                "must have exactly one version marked as storage version",
+                format!("spec.versions[{i}].name"),
+                json!(name),
+                why.join(","),
             ));
-        }
-        for (i, v) in versions.iter().enumerate() {
-            let name = s(v, "/name");
-            let why = kinject_types::validation::is_dns1035_label(name);
-            if !why.is_empty() {
-                errs.push(FieldError::invalid(
-                    format!("spec.versions[{i}].name"),
-                    json!(name),
-                    why.join(","),
-                ));
-            }
-        }
-        let mut seen = std::collections::HashSet::new();
-        if !versions.iter().all(|v| seen.insert(s(v, "/name"))) {
-            errs.push(FieldError::invalid(
-                "spec.versions",
-                Value::Null,
-                "must contain unique version names",
-            ));
-        }
-        for (i, v) in versions.iter().enumerate() {
-            match v.pointer("/schema/openAPIV3Schema") {
-                None => errs.push(FieldError::required(
-                    format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    "schemas are required",
-                )),
-                Some(schema) => check_schema(
-                    schema,
-                    &format!("spec.versions[{i}].schema.openAPIV3Schema"),
-                    Level::Root,
-                    &mut errs,
-                ),
-            }
         }
     }
-    check_printer_columns(versions, &mut errs);
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ErrorStatus::invalid(
-            "apiextensions.k8s.io",
-            "CustomResourceDefinition",
-            name,
-            errs,
-        ))
+    let mut seen = std::collections::HashSet::new();
+    if !versions.iter().all(|v| seen.insert(s(v, "/name"))) {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            Value::Null,
+            "must contain unique version names",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        match v.pointer("/schema/openAPIV3Schema") {
+            None => errs.push(FieldError::required(at, "schemas are required")),
+            Some(schema) => check_schema(schema, &at, Level::Root, errs),
+        }
     }
 }
 
