@@ -36,6 +36,7 @@ fn no_route() -> Reply {
     }
 }
 
+/// Answers one request.
 pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     let latency = *env
         .inner
@@ -46,88 +47,25 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         tokio::time::sleep(latency).await;
     }
     let route = {
-        let state = env.inner.registry();
-        route(&state, &req.path)
+        let registry = env.inner.registry();
+        route(&registry, &req.path)
     };
     let target = match route {
-        Route::Version => return Reply::ok(discovery::version()),
-        Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
-            let core = matches!(route, Route::ApiVersions);
-            return discovery::aggregated(&env.inner.registry(), core);
-        }
-        Route::ApiVersions => return Reply::ok(discovery::api_versions(&req.host)),
-        Route::GroupList => return Reply::ok(discovery::group_list(&env.inner.registry())),
-        Route::Group(g) => return discovery::group(&env.inner.registry(), &g),
-        Route::ResourceList(g, v) => {
-            return Reply::ok(discovery::resource_list(&env.inner.registry(), &g, &v));
-        }
-        Route::OpenApi => return discovery::openapi(&env.inner.registry(), &req.path),
-        Route::Health => {
-            return Reply::Text {
-                code: 200,
-                text: "ok".into(),
-            };
-        }
-        Route::Unrouted => return no_route(),
-        Route::NotFoundText => {
-            return Reply::Text {
-                code: 404,
-                text: "404 page not found\n".into(),
-            };
-        }
         Route::Resource(t) => t,
+        other => return not_a_resource(&env.inner, other, &req),
     };
-    // A subresource the resource does not have is an unknown path, not a request.
-    let served = match target.subresource.as_deref() {
-        None => true,
-        Some("status") => target.def.status,
-        Some("scale") => target.def.scale.is_some(),
-        Some(_) => false,
-    };
-    if !served {
-        if target.def.is_custom() {
-            // The custom resource handler's answer for a subresource it lacks.
-            return Reply::error(&ErrorStatus::not_found(
-                &target.def.group,
-                &target.def.plural,
-                target.name.as_deref().unwrap_or_default(),
-            ));
-        }
-        return no_route();
+    if let Some(reply) = unserved_subresource(&target) {
+        return reply;
     }
     let q = QueryView(&req.query);
     let verb = match verb_of(&req.method, &target, &q) {
         Ok(v) => v,
         Err(e) => return Reply::error(&e),
     };
-    let def = Arc::clone(&target.def);
-    let attributes = Attributes {
-        verb,
-        group: &def.group,
-        resource: &def.plural,
-        subresource: target.subresource.as_deref().unwrap_or_default(),
-        namespace: target.namespace.as_deref().unwrap_or_default(),
-        name: target.name.as_deref().unwrap_or_default(),
-    };
-    let authorized = rbac::authorize(&env.inner.registry(), &req.user, &attributes);
-    if let Err(e) = authorized {
-        env.inner.denials().push(e.message.clone());
+    if let Err(e) = authorize(&env.inner, verb, &target, &req) {
         return Reply::error(&e);
     }
-    let action = Action {
-        verb: verb.to_owned(),
-        group: def.group.clone(),
-        version: def.version.clone(),
-        resource: def.plural.clone(),
-        subresource: target.subresource.clone().unwrap_or_default(),
-        namespace: target.namespace.clone().unwrap_or_default(),
-        name: target.name.clone().unwrap_or_default(),
-        content_type: req.content_type.clone(),
-        body: (!req.body.is_empty()).then(|| req.body.clone()),
-        query: req.query.clone(),
-        user_agent: req.user_agent.clone(),
-    };
-    if let Some(e) = env.inner.hooks().record(action) {
+    if let Some(e) = record(&env.inner, verb, &target, &req) {
         return Reply::error(&e);
     }
     if verb == "watch" {
@@ -143,6 +81,92 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Ok(r) => r,
         Err(e) => Reply::error(&e),
     }
+}
+
+/// The reply to a request for anything but a resource: discovery, health, or a path
+/// nothing serves.
+fn not_a_resource(inner: &Inner, route: Route, req: &Request) -> Reply {
+    match route {
+        Route::Version => Reply::ok(discovery::version()),
+        Route::ApiVersions | Route::GroupList if discovery::wants_aggregated(&req.accept) => {
+            let core = matches!(route, Route::ApiVersions);
+            discovery::aggregated(&inner.registry(), core)
+        }
+        Route::ApiVersions => Reply::ok(discovery::api_versions(&req.host)),
+        Route::GroupList => Reply::ok(discovery::group_list(&inner.registry())),
+        Route::Group(g) => discovery::group(&inner.registry(), &g),
+        Route::ResourceList(g, v) => Reply::ok(discovery::resource_list(&inner.registry(), &g, &v)),
+        Route::OpenApi => discovery::openapi(&inner.registry(), &req.path),
+        Route::Health => Reply::Text {
+            code: 200,
+            text: "ok".into(),
+        },
+        Route::Unrouted => no_route(),
+        Route::NotFoundText | Route::Resource(_) => Reply::Text {
+            code: 404,
+            text: "404 page not found\n".into(),
+        },
+    }
+}
+
+/// A subresource the resource does not have is an unknown path, not a request.
+fn unserved_subresource(target: &Target) -> Option<Reply> {
+    let served = match target.subresource.as_deref() {
+        None => true,
+        Some("status") => target.def.status,
+        Some("scale") => target.def.scale.is_some(),
+        Some(_) => false,
+    };
+    if served {
+        return None;
+    }
+    if target.def.is_custom() {
+        // The custom resource handler's answer for a subresource it lacks.
+        return Some(Reply::error(&ErrorStatus::not_found(
+            &target.def.group,
+            &target.def.plural,
+            target.name.as_deref().unwrap_or_default(),
+        )));
+    }
+    Some(no_route())
+}
+
+/// RBAC: a request its user may not make is refused, and its message kept for
+/// [`TestEnv::denied_requests`].
+fn authorize(inner: &Inner, verb: &str, target: &Target, req: &Request) -> Result<(), ErrorStatus> {
+    let def = &target.def;
+    let attributes = Attributes {
+        verb,
+        group: &def.group,
+        resource: &def.plural,
+        subresource: target.subresource.as_deref().unwrap_or_default(),
+        namespace: target.namespace.as_deref().unwrap_or_default(),
+        name: target.name.as_deref().unwrap_or_default(),
+    };
+    let authorized = rbac::authorize(&inner.registry(), &req.user, &attributes);
+    if let Err(e) = &authorized {
+        inner.denials().push(e.message.clone());
+    }
+    authorized
+}
+
+/// Logs and counts the request; the failure a reactor answers it with, if any.
+fn record(inner: &Inner, verb: &str, target: &Target, req: &Request) -> Option<ErrorStatus> {
+    let def = &target.def;
+    let action = Action {
+        verb: verb.to_owned(),
+        group: def.group.clone(),
+        version: def.version.clone(),
+        resource: def.plural.clone(),
+        subresource: target.subresource.clone().unwrap_or_default(),
+        namespace: target.namespace.clone().unwrap_or_default(),
+        name: target.name.clone().unwrap_or_default(),
+        content_type: req.content_type.clone(),
+        body: (!req.body.is_empty()).then(|| req.body.clone()),
+        query: req.query.clone(),
+        user_agent: req.user_agent.clone(),
+    };
+    inner.hooks().record(action)
 }
 
 /// A watch from a revision the store has not reached yet waits for it a little (3 s, as

@@ -209,132 +209,126 @@ fn float_cell(f: f64) -> Value {
     }
 }
 
+/// A row's columns and their cells: the name, then the kind's columns (a CRD's
+/// printer columns, or kube-apiserver's for a built-in kind) and its age.
 fn columns_and_cells(def: &ResourceDef, obj: &Value) -> (Vec<Value>, Vec<Value>) {
-    let name = json!(s(obj, "/metadata/name"));
-    let created = s(obj, "/metadata/creationTimestamp");
-    let age_cell = json!(age(&created));
     let mut cols = vec![col("Name", "string")];
-    let mut cells = vec![name];
-    match def.builtin() {
-        None => {
-            cols[0]["description"] = json!(NAME_DESCRIPTION);
-            for c in &def.columns {
-                cols.push(json!({
-                    "name": c.name,
-                    "type": c.ty,
-                    "format": c.format,
-                    "description": c.description,
-                    "priority": c.priority,
-                }));
-                cells.push(custom_cell(c, obj));
-            }
+    let mut cells = vec![json!(s(obj, "/metadata/name"))];
+    let Some(kind) = def.builtin() else {
+        cols[0]["description"] = json!(NAME_DESCRIPTION);
+        for c in &def.columns {
+            cols.push(json!({
+                "name": c.name,
+                "type": c.ty,
+                "format": c.format,
+                "description": c.description,
+                "priority": c.priority,
+            }));
+            cells.push(custom_cell(c, obj));
         }
-        Some(b) => {
-            let extra: Vec<(&str, Value)> = match b {
-                Builtin::Namespace => vec![("Status", json!(s(obj, "/status/phase")))],
-                Builtin::ConfigMap => vec![("Data", json!(count(obj, "/data") + count(obj, "/binaryData")))],
-                Builtin::Secret => vec![
-                    ("Type", json!(s(obj, "/type"))),
-                    ("Data", json!(count(obj, "/data"))),
-                ],
-                Builtin::Service => vec![
-                    ("Type", json!(s(obj, "/spec/type"))),
-                    ("Cluster-IP", json!(s(obj, "/spec/clusterIP"))),
-                    ("External-IP", json!("<none>")),
-                    (
-                        "Port(s)",
-                        json!(
-                            obj.pointer("/spec/ports")
-                                .and_then(Value::as_array)
-                                .map(|ps| ps
-                                    .iter()
-                                    .map(|p| format!("{}/{}", s(p, "/port"), s(p, "/protocol")))
-                                    .collect::<Vec<_>>()
-                                    .join(","))
-                                .filter(|p| !p.is_empty())
-                                .unwrap_or_else(|| "<none>".into())
-                        ),
-                    ),
-                ],
-                Builtin::Pod => {
-                    let total = count(obj, "/spec/containers");
-                    let ready = obj
-                        .pointer("/status/containerStatuses")
-                        .and_then(Value::as_array)
-                        .map_or(0, |a| {
-                            a.iter()
-                                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
-                                .count()
-                        });
-                    vec![
-                        ("Ready", json!(format!("{ready}/{total}"))),
-                        ("Status", json!(s(obj, "/status/phase"))),
-                        ("Restarts", json!(0)),
-                    ]
-                }
-                Builtin::Deployment => vec![
-                    (
-                        "Ready",
-                        json!(format!(
-                            "{}/{}",
-                            obj.pointer("/status/readyReplicas")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(0),
-                            obj.pointer("/spec/replicas").and_then(Value::as_i64).unwrap_or(0)
-                        )),
-                    ),
-                    (
-                        "Up-to-date",
-                        json!(
-                            obj.pointer("/status/updatedReplicas")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(0)
-                        ),
-                    ),
-                    (
-                        "Available",
-                        json!(
-                            obj.pointer("/status/availableReplicas")
-                                .and_then(Value::as_i64)
-                                .unwrap_or(0)
-                        ),
-                    ),
-                ],
-                Builtin::Lease => vec![("Holder", json!(s(obj, "/spec/holderIdentity")))],
-                Builtin::PersistentVolumeClaim => claim_columns(obj),
-                Builtin::Other => other_columns(def, obj),
-                Builtin::Event => vec![
-                    ("Type", json!(s(obj, "/type"))),
-                    ("Reason", json!(s(obj, "/reason"))),
-                    (
-                        "Object",
-                        json!(format!(
-                            "{}/{}",
-                            s(obj, "/involvedObject/kind").to_lowercase(),
-                            s(obj, "/involvedObject/name")
-                        )),
-                    ),
-                    ("Message", json!(s(obj, "/message"))),
-                ],
-                _ => vec![],
-            };
-            for (n, v) in extra {
-                cols.push(col(n, if v.is_number() { "integer" } else { "string" }));
-                cells.push(v);
-            }
-            let created_at = b == Builtin::Crd
-                || (def.group == "rbac.authorization.k8s.io"
-                    && matches!(def.plural.as_str(), "roles" | "clusterroles"));
-            let (n, cell) = if created_at {
-                ("Created At", json!(created))
-            } else {
-                ("Age", age_cell)
-            };
-            cols.push(col(n, "date"));
-            cells.push(cell);
-        }
+        return (cols, cells);
+    };
+    for (n, v) in builtin_columns(kind, def, obj) {
+        cols.push(col(n, if v.is_number() { "integer" } else { "string" }));
+        cells.push(v);
     }
+    let created = s(obj, "/metadata/creationTimestamp");
+    let created_at = kind == Builtin::Crd
+        || (def.group == "rbac.authorization.k8s.io"
+            && matches!(def.plural.as_str(), "roles" | "clusterroles"));
+    let (n, cell) = if created_at {
+        ("Created At", json!(created))
+    } else {
+        ("Age", json!(age(&created)))
+    };
+    cols.push(col(n, "date"));
+    cells.push(cell);
     (cols, cells)
+}
+
+/// kube-apiserver's printer columns of a built-in kind, between Name and Age.
+fn builtin_columns(kind: Builtin, def: &ResourceDef, obj: &Value) -> Vec<(&'static str, Value)> {
+    match kind {
+        Builtin::Namespace => vec![("Status", json!(s(obj, "/status/phase")))],
+        Builtin::ConfigMap => vec![("Data", json!(count(obj, "/data") + count(obj, "/binaryData")))],
+        Builtin::Secret => vec![
+            ("Type", json!(s(obj, "/type"))),
+            ("Data", json!(count(obj, "/data"))),
+        ],
+        Builtin::Service => service_columns(obj),
+        Builtin::Pod => pod_columns(obj),
+        Builtin::Deployment => deployment_columns(obj),
+        Builtin::Lease => vec![("Holder", json!(s(obj, "/spec/holderIdentity")))],
+        Builtin::PersistentVolumeClaim => claim_columns(obj),
+        Builtin::Other => other_columns(def, obj),
+        Builtin::Event => vec![
+            ("Type", json!(s(obj, "/type"))),
+            ("Reason", json!(s(obj, "/reason"))),
+            (
+                "Object",
+                json!(format!(
+                    "{}/{}",
+                    s(obj, "/involvedObject/kind").to_lowercase(),
+                    s(obj, "/involvedObject/name")
+                )),
+            ),
+            ("Message", json!(s(obj, "/message"))),
+        ],
+        _ => vec![],
+    }
+}
+
+fn service_columns(obj: &Value) -> Vec<(&'static str, Value)> {
+    let ports = obj
+        .pointer("/spec/ports")
+        .and_then(Value::as_array)
+        .map(|ps| {
+            ps.iter()
+                .map(|p| format!("{}/{}", s(p, "/port"), s(p, "/protocol")))
+                .collect::<Vec<_>>()
+                .join(",")
+        })
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| "<none>".into());
+    vec![
+        ("Type", json!(s(obj, "/spec/type"))),
+        ("Cluster-IP", json!(s(obj, "/spec/clusterIP"))),
+        ("External-IP", json!("<none>")),
+        ("Port(s)", json!(ports)),
+    ]
+}
+
+fn pod_columns(obj: &Value) -> Vec<(&'static str, Value)> {
+    let total = count(obj, "/spec/containers");
+    let ready = obj
+        .pointer("/status/containerStatuses")
+        .and_then(Value::as_array)
+        .map_or(0, |a| {
+            a.iter()
+                .filter(|c| c.get("ready").and_then(Value::as_bool) == Some(true))
+                .count()
+        });
+    vec![
+        ("Ready", json!(format!("{ready}/{total}"))),
+        ("Status", json!(s(obj, "/status/phase"))),
+        ("Restarts", json!(0)),
+    ]
+}
+
+fn deployment_columns(obj: &Value) -> Vec<(&'static str, Value)> {
+    let int = |ptr: &str| obj.pointer(ptr).and_then(Value::as_i64).unwrap_or(0);
+    vec![
+        (
+            "Ready",
+            json!(format!(
+                "{}/{}",
+                int("/status/readyReplicas"),
+                int("/spec/replicas")
+            )),
+        ),
+        ("Up-to-date", json!(int("/status/updatedReplicas"))),
+        ("Available", json!(int("/status/availableReplicas"))),
+    ]
 }
 
 /// A `meta.k8s.io/v1` Table of `objs`; rows carry PartialObjectMetadata, as kube-apiserver's

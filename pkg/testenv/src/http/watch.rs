@@ -11,7 +11,8 @@ use super::options::{parse_rv, too_large};
 use super::reply::{Output, Reply};
 use super::request::QueryView;
 use crate::Inner;
-use crate::errors::ErrorStatus;
+use crate::errors::{ErrorStatus, FieldError};
+use crate::registry::Registry;
 use crate::registry::options::Selection;
 use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
@@ -47,6 +48,19 @@ fn error_line(e: &ErrorStatus) -> Bytes {
 }
 
 impl Spec {
+    /// The selected objects as they are now, as ADDED events.
+    fn initial_events(&self, registry: &Registry, current: u64) -> Result<Vec<Bytes>, ErrorStatus> {
+        let snapshot = registry
+            .store
+            .snapshot(&self.def.key(), current)
+            .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
+        Ok(snapshot
+            .into_iter()
+            .filter(|(_, obj)| self.sel.matches(&self.def, obj))
+            .map(|(_, obj)| line("ADDED", &self.render(&obj)))
+            .collect())
+    }
+
     fn render(&self, obj: &Value) -> Value {
         self.output.object(&self.def, obj)
     }
@@ -103,42 +117,7 @@ pub(crate) fn start(
     q: &QueryView<'_>,
     output: Output,
 ) -> Result<Reply, ErrorStatus> {
-    let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
-    let send_initial = q.flag("sendInitialEvents");
-    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
-    let mut errs = Vec::new();
-    if let Some(m) = rvm {
-        if send_initial.is_none() {
-            errs.push(crate::errors::FieldError::forbidden(
-                "resourceVersionMatch",
-                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
-            ));
-        }
-        if m != "NotOlderThan" {
-            errs.push(crate::errors::FieldError::not_supported(
-                "resourceVersionMatch",
-                json!(m),
-                &["NotOlderThan".into()],
-            ));
-        }
-    }
-    if send_initial.is_some() {
-        if rvm != Some("NotOlderThan") {
-            errs.push(crate::errors::FieldError::forbidden(
-                "resourceVersionMatch",
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if !bookmarks {
-            errs.push(crate::errors::FieldError::forbidden(
-                "allowWatchBookmarks",
-                "sendInitialEvents requires setting allowWatchBookmarks to true",
-            ));
-        }
-    }
-    if !errs.is_empty() {
-        return Err(ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", errs));
-    }
+    let (bookmarks, send_initial) = check_watch_options(q)?;
     let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
         Some(t) => {
             let secs = t
@@ -155,67 +134,23 @@ pub(crate) fn start(
         bookmarks,
     };
     let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
-    let state = inner.registry();
-    let current = state.store.rv();
+    let registry = inner.registry();
     if inner.take_forced_expiry() {
         let from = rv_param.unwrap_or("0");
-        let e = ErrorStatus::expired(format!("too old resource version: {from} ({})", current + 1));
+        let e = ErrorStatus::expired(format!(
+            "too old resource version: {from} ({})",
+            registry.store.rv() + 1
+        ));
         return Ok(one_shot(vec![error_line(&e)]));
     }
-    let mut initial = Vec::new();
-    let cursor = match rv_param {
-        None | Some("0") => {
-            // "Start at most recent" / "start at any": the current state as ADDED events,
-            // unless the client opted out with sendInitialEvents=false.
-            if send_initial != Some(false) {
-                let snapshot = state
-                    .store
-                    .snapshot(&def.key(), current)
-                    .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
-                for (_, obj) in snapshot {
-                    if spec.sel.matches(def, &obj) {
-                        initial.push(line("ADDED", &spec.render(&obj)));
-                    }
-                }
-            }
-            if send_initial == Some(true) {
-                initial.push(spec.bookmark(current, true));
-            }
-            current
-        }
-        Some(r) => {
-            let rv = parse_rv(r)?;
-            if rv > current {
-                return Err(too_large(rv, current));
-            }
-            if send_initial != Some(true)
-                && let Err(old) = state.store.watch_window_check(&def.key(), rv)
-            {
-                let e =
-                    ErrorStatus::expired(format!("too old resource version: {rv} ({})", old.oldest_listed));
-                return Ok(one_shot(vec![error_line(&e)]));
-            }
-            if send_initial == Some(true) {
-                let snapshot = state
-                    .store
-                    .snapshot(&def.key(), current)
-                    .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
-                for (_, obj) in snapshot {
-                    if spec.sel.matches(def, &obj) {
-                        initial.push(line("ADDED", &spec.render(&obj)));
-                    }
-                }
-                initial.push(spec.bookmark(current, true));
-                current
-            } else {
-                rv
-            }
-        }
+    let (cursor, initial) = match begin(&spec, &registry, rv_param, send_initial)? {
+        Begin::From { cursor, initial } => (cursor, initial),
+        Begin::Expired(e) => return Ok(one_shot(vec![error_line(&e)])),
     };
-    let mut changes = state.store.subscribe();
+    let mut changes = registry.store.subscribe();
     // Writes between `cursor` and now are already in the history; look at them first.
     changes.mark_changed();
-    drop(state);
+    drop(registry);
     let (tx, rx) = mpsc::channel(WATCH_BUFFER);
     let closed = inner.close_watches.subscribe();
     tokio::spawn(pump(
@@ -229,6 +164,105 @@ pub(crate) fn start(
         timeout,
     ));
     Ok(Reply::Stream(rx))
+}
+
+/// The watch options kube-apiserver refuses together (`ListOptions` validation);
+/// `allowWatchBookmarks` and `sendInitialEvents` when they pass.
+fn check_watch_options(q: &QueryView<'_>) -> Result<(bool, Option<bool>), ErrorStatus> {
+    let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
+    let send_initial = q.flag("sendInitialEvents");
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let mut errs = Vec::new();
+    if let Some(m) = rvm {
+        if send_initial.is_none() {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if m != "NotOlderThan" {
+            errs.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                json!(m),
+                &["NotOlderThan".into()],
+            ));
+        }
+    }
+    if send_initial.is_some() {
+        if rvm != Some("NotOlderThan") {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !bookmarks {
+            errs.push(FieldError::forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok((bookmarks, send_initial))
+    } else {
+        Err(ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", errs))
+    }
+}
+
+/// How a watch begins.
+enum Begin {
+    /// Streaming the events after `cursor`, once `initial` is sent.
+    From { cursor: u64, initial: Vec<Bytes> },
+    /// With an in-stream `410 Gone`, which ends it.
+    Expired(ErrorStatus),
+}
+
+/// Where a watch starts from its `resourceVersion` and `sendInitialEvents`: the
+/// current state as ADDED events first, or the history from a revision.
+fn begin(
+    spec: &Spec,
+    registry: &Registry,
+    rv_param: Option<&str>,
+    send_initial: Option<bool>,
+) -> Result<Begin, ErrorStatus> {
+    let current = registry.store.rv();
+    let from_rv = match rv_param {
+        // "Start at most recent" / "start at any": the current state as ADDED events,
+        // unless the client opted out with sendInitialEvents=false.
+        None | Some("0") => None,
+        Some(r) => {
+            let rv = parse_rv(r)?;
+            if rv > current {
+                return Err(too_large(rv, current));
+            }
+            Some(rv)
+        }
+    };
+    if let Some(rv) = from_rv
+        && send_initial != Some(true)
+    {
+        if let Err(old) = registry.store.watch_window_check(&spec.def.key(), rv) {
+            return Ok(Begin::Expired(ErrorStatus::expired(format!(
+                "too old resource version: {rv} ({})",
+                old.oldest_listed
+            ))));
+        }
+        return Ok(Begin::From {
+            cursor: rv,
+            initial: Vec::new(),
+        });
+    }
+    let mut initial = Vec::new();
+    if send_initial != Some(false) {
+        initial = spec.initial_events(registry, current)?;
+    }
+    if send_initial == Some(true) {
+        initial.push(spec.bookmark(current, true));
+    }
+    Ok(Begin::From {
+        cursor: current,
+        initial,
+    })
 }
 
 /// Sends one live event: at once if the buffer has room, else within

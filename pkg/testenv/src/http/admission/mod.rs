@@ -379,7 +379,6 @@ impl Admission<'_> {
         object: Option<Value>,
         warnings: &mut Vec<String>,
     ) -> Result<Option<Value>, ErrorStatus> {
-        let def = &self.t.def;
         if self.opts.dry_run && !hook.dry_run_safe {
             return Err(ErrorStatus::bad_request(format!(
                 "admission webhook \"{}\" does not support dry run",
@@ -392,7 +391,39 @@ impl Admission<'_> {
             .and_then(|o| o.pointer("/metadata/name").and_then(Value::as_str))
             .unwrap_or(self.name())
             .to_owned();
-        let review_object = object.clone().map(|mut o| {
+        let review = self.review(hook, p, uid, object.as_ref(), &name);
+        let answered = call_webhook(hook, &self.routes, &review)
+            .await
+            .and_then(|r| check_response(&r, uid));
+        let response = match answered {
+            Ok(r) => r,
+            Err(_) if hook.ignore_failures => return Ok(object),
+            Err(e) => return Err(call_failed(hook, &e)),
+        };
+        if let Some(ws) = response.get("warnings").and_then(Value::as_array) {
+            warnings.extend(ws.iter().filter_map(Value::as_str).map(str::to_owned));
+        }
+        if response.get("allowed").and_then(Value::as_bool) != Some(true) {
+            return Err(denial(&self.t.def, &name, &hook.name, response.get("status")));
+        }
+        let Some(patch) = response.get("patch").filter(|p| !p.is_null()) else {
+            return Ok(object);
+        };
+        if !hook.mutating {
+            return Ok(object);
+        }
+        match apply_response_patch(&response, patch, object.as_ref()) {
+            Ok(p) => Ok(Some(p)),
+            Err(_) if hook.ignore_failures => Ok(object),
+            Err(e) => Err(call_failed(hook, &e)),
+        }
+    }
+
+    /// The `AdmissionReview` a webhook is sent about `object` (the write's result; the
+    /// stored object is `p.old`).
+    fn review(&self, hook: &Webhook, p: &Prepared, uid: &str, object: Option<&Value>, name: &str) -> Value {
+        let def = &self.t.def;
+        let review_object = object.cloned().map(|mut o| {
             if p.operation == Operation::Create && hook.mutating {
                 // Mutating webhooks see a new object before the registry fills in
                 // what the server owns.
@@ -430,51 +461,11 @@ impl Admission<'_> {
         if let (Some(manager), false) = (&self.opts.field_manager, p.operation == Operation::Delete) {
             request["options"]["fieldManager"] = json!(manager);
         }
-        let review = json!({
+        json!({
             "apiVersion": format!("admission.k8s.io/{}", hook.review_version),
             "kind": "AdmissionReview",
             "request": request,
-        });
-        let answered = call_webhook(hook, &self.routes, &review)
-            .await
-            .and_then(|r| check_response(&r, uid));
-        let response = match answered {
-            Ok(r) => r,
-            Err(_) if hook.ignore_failures => return Ok(object),
-            Err(e) => return Err(call_failed(hook, &e)),
-        };
-        if let Some(ws) = response.get("warnings").and_then(Value::as_array) {
-            warnings.extend(ws.iter().filter_map(Value::as_str).map(str::to_owned));
-        }
-        if response.get("allowed").and_then(Value::as_bool) != Some(true) {
-            return Err(denial(def, &name, &hook.name, response.get("status")));
-        }
-        let Some(patch) = response.get("patch").filter(|p| !p.is_null()) else {
-            return Ok(object);
-        };
-        if !hook.mutating {
-            return Ok(object);
-        }
-        let patched = (|| {
-            let bytes = patch_bytes(patch)?;
-            match response.get("patchType").and_then(Value::as_str) {
-                Some("JSONPatch") => {}
-                other => return Err(format!("unsupported patch type {:?}", other.unwrap_or_default())),
-            }
-            let current = object.clone().unwrap_or(Value::Null);
-            patches::json_patch(&current, &bytes, false).map_err(|e| match e {
-                PatchError::Decode(m) | PatchError::Internal(m) => m,
-                PatchError::Apply => "the patch does not apply to the object".to_owned(),
-                PatchError::TooManyOperations(n) => {
-                    format!("the patch has {n} operations, too many")
-                }
-            })
-        })();
-        match patched {
-            Ok(p) => Ok(Some(p)),
-            Err(_) if hook.ignore_failures => Ok(object),
-            Err(e) => Err(call_failed(hook, &e)),
-        }
+        })
     }
 
     /// Runs the write as it would be stored with the webhooks' changes.
@@ -578,6 +569,24 @@ enum Commit {
     Done(Reply),
     Failed(ErrorStatus),
     Moved,
+}
+
+/// The object as a mutating webhook's JSON patch leaves it; the error says why the
+/// patch could not be applied.
+fn apply_response_patch(response: &Value, patch: &Value, object: Option<&Value>) -> Result<Value, String> {
+    let bytes = patch_bytes(patch)?;
+    match response.get("patchType").and_then(Value::as_str) {
+        Some("JSONPatch") => {}
+        other => return Err(format!("unsupported patch type {:?}", other.unwrap_or_default())),
+    }
+    let current = object.cloned().unwrap_or(Value::Null);
+    patches::json_patch(&current, &bytes, false).map_err(|e| match e {
+        PatchError::Decode(m) | PatchError::Internal(m) => m,
+        PatchError::Apply => "the patch does not apply to the object".to_owned(),
+        PatchError::TooManyOperations(n) => {
+            format!("the patch has {n} operations, too many")
+        }
+    })
 }
 
 fn run(st: &mut Registry, t: &Target, write: &Write<'_>, opts: &WriteOpts) -> Result<Written, ErrorStatus> {
