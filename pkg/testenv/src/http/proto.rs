@@ -463,16 +463,15 @@ mod tests {
         );
     }
 
-    /// Go embeds `VolumeSource`, `ProbeHandler` and `LocalObjectReference`; their fields
-    /// are written as the embedding struct's.
-    #[test]
-    fn embedded_structs_are_written_inline() {
-        let local = |name: &str| {
-            Some(core::LocalObjectReference {
-                name: Some(name.into()),
-            })
-        };
-        let container = core::Container {
+    fn local(name: &str) -> Option<core::LocalObjectReference> {
+        Some(core::LocalObjectReference {
+            name: Some(name.into()),
+        })
+    }
+
+    /// A container holding the embedded `ProbeHandler` and `LocalObjectReference`.
+    fn container_with_embedded_structs() -> core::Container {
+        core::Container {
             name: Some("app".into()),
             image: Some("nginx".into()),
             stdin: Some(false),
@@ -512,7 +511,14 @@ mod tests {
                 ..Default::default()
             }),
             ..Default::default()
-        };
+        }
+    }
+
+    /// Go embeds `VolumeSource`, `ProbeHandler` and `LocalObjectReference`; their fields
+    /// are written as the embedding struct's.
+    #[test]
+    fn embedded_structs_are_written_inline() {
+        let container = container_with_embedded_structs();
         let deploy = apps::Deployment {
             metadata: meta("web"),
             spec: Some(apps::DeploymentSpec {
