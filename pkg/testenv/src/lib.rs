@@ -1,4 +1,4 @@
-//! An in-memory Kubernetes API server for testing controllers without a cluster.
+//! An in-memory Kubernetes API server, for testing controllers without a cluster.
 //!
 //! [`TestEnv`] keeps objects with kube-apiserver's semantics (one global
 //! `resourceVersion`, `uid`, `generation`, optimistic concurrency, the `status`
@@ -6,6 +6,38 @@
 //! `410 Gone`) and serves them two ways: as an in-process `tower::Service` behind a real
 //! [`kube::Client`] ([`TestEnv::client`]), and as a loopback HTTP server for `kubectl` and
 //! out-of-process controllers ([`TestEnv::serve`]).
+//!
+//! # Where it stands in the framework
+//!
+//! testenv is a test- and development-time crate. The framework's other crates use it
+//! only as a dev-dependency or behind a `testing` feature (`kinject-runtime`'s
+//! table-test harness), never in what a controller ships.
+//!
+//! It stands in for kube-apiserver, so it depends on what a client of one would: kube,
+//! k8s-openapi (and k8s-pb for protobuf bodies), HTTP, TLS and serde crates, and of the
+//! framework's own crates only `kinject-types` without default features, for the name
+//! and label rules of `kinject_types::validation`. Nothing else of ours.
+//!
+//! # How it is built
+//!
+//! Its modules form layers, each using only those below it:
+//!
+//! - `http`: serving (the `tower::Service` and the loopback server), routing requests
+//!   to verbs, request options and bodies (protobuf included), lists and continue
+//!   tokens, watches, discovery, server-side printing for `kubectl get`, admission
+//!   webhooks, authentication and the testing hooks ([`Action`], [`Reactor`]);
+//! - `registry`: the stored objects and what kube-apiserver's registry does to them,
+//!   kind by kind: decoding and validation, create/update/patch/apply/delete,
+//!   server-side apply's field ownership, `scale`, the CRD lifecycle, the optional
+//!   garbage collector and namespace controller, and RBAC authorization;
+//! - leaves that know neither: `store` (objects and revisions, the watch history),
+//!   `selector`, `jsonpath`, `patches`, `names`, `timestamps`, `errors` (the `Status`
+//!   bodies), `object_meta` (metadata access and validation) and `go_format`.
+//!
+//! This root holds the public API ([`TestEnv`], [`Builder`]) and the state the layers
+//! share, behind one lock that is never held across an await.
+//!
+//! # Example
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
