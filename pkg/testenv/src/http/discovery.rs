@@ -3,9 +3,10 @@
 
 use serde_json::{Value, json};
 
-use super::reply::Reply;
 use crate::errors::ErrorStatus;
 use crate::registry::Registry;
+
+use super::reply::Reply;
 
 /// The Kubernetes version testenv answers as (kube 5's minimum supported, k8s-openapi `v1_33`).
 pub(crate) const MAJOR: &str = "1";

@@ -11,12 +11,13 @@ use http_body::Frame;
 use http_body_util::BodyExt as _;
 use tokio::sync::mpsc;
 
+use crate::TestEnv;
+use crate::errors::ErrorStatus;
+
 use super::authentication::authenticate;
 use super::handler::handle;
 use super::reply::Reply;
 use super::request::Request as ApiRequest;
-use crate::TestEnv;
-use crate::errors::ErrorStatus;
 
 /// A response body: whole, or a watch stream.
 #[derive(Debug)]

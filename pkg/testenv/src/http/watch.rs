@@ -7,15 +7,16 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use super::options::{parse_rv, too_large};
-use super::reply::{Output, Reply};
-use super::request::QueryView;
 use crate::Inner;
 use crate::errors::{ErrorStatus, FieldError};
 use crate::registry::Registry;
 use crate::registry::options::Selection;
 use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
+
+use super::options::{parse_rv, too_large};
+use super::reply::{Output, Reply};
+use super::request::QueryView;
 
 /// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
 /// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket

@@ -9,11 +9,12 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::object_meta::{has_finalizer, is_deleting, meta_str};
+use crate::store::{ObjKey, ResKey};
+
 use super::Registry;
 use super::options::DeleteOpts;
 use super::resource::ResourceDef;
-use crate::object_meta::{has_finalizer, is_deleting, meta_str};
-use crate::store::{ObjKey, ResKey};
 
 /// Which controllers run.
 #[derive(Clone, Copy, Debug, Default)]

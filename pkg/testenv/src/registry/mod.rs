@@ -26,6 +26,7 @@ use crate::store::{ObjKey, Store};
 use controllers::Controllers;
 use resource::{Builtin, ResourceDef};
 
+/// The stored objects and the resources served; the verbs are its methods.
 #[derive(Debug)]
 pub(crate) struct Registry {
     pub(crate) store: Store,

@@ -3,12 +3,13 @@
 
 use serde_json::{Value, json};
 
+use crate::errors::{ErrorStatus, FieldError};
+use crate::store::ObjKey;
+
 use super::Registry;
 use super::options::WriteOpts;
 use super::preconditions::check_resource_version;
 use super::resource::{ResourceDef, ScalePaths};
-use crate::errors::{ErrorStatus, FieldError};
-use crate::store::ObjKey;
 
 /// A LabelSelector object as its string form (`app=web,tier in (a,b)`), keys sorted as
 /// apimachinery's `LabelSelectorAsSelector(...).String()` prints them.

@@ -5,14 +5,14 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 
 use crate::jsonpath::JsonPath;
-use crate::store::{ObjKey, ResKey};
-
-use super::s;
 use crate::registry::Registry;
 use crate::registry::resource::{
     CREATION_TIMESTAMP_DESCRIPTION, Column, KindImpl, ResourceDef, ScalePaths, json_path_pointer,
 };
 use crate::registry::schema::Schema;
+use crate::store::{ObjKey, ResKey};
+
+use super::s;
 
 /// The columns kube-apiserver's table convertor serves for a version: Age when the
 /// version has none; otherwise the columns up to the first whose JSONPath does not

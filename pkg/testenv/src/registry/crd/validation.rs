@@ -6,9 +6,9 @@ use kinject_types::validation::is_dns1035_label;
 use serde_json::{Value, json};
 
 use crate::errors::{ErrorStatus, FieldError};
+use crate::registry::schema::check_default;
 
 use super::s;
-use crate::registry::schema::check_default;
 
 /// The checks of apiextensions' CRD validation that decide whether it can be served.
 pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {

@@ -11,10 +11,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
-use super::schema::Schema;
 use crate::jsonpath::JsonPath;
 use crate::store::ResKey;
 
+use super::schema::Schema;
 use events::{EVENT_FIELDS, convert_event};
 
 /// A built-in kind, whose bodies are checked by a round trip through k8s-openapi.

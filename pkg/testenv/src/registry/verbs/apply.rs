@@ -4,13 +4,12 @@ use serde_json::{Value, json};
 
 use crate::errors::{ErrorStatus, FieldError};
 use crate::object_meta::{meta_str, with_meta};
-use crate::store::ObjKey;
-
 use crate::registry::Registry;
 use crate::registry::managed_fields::{apply as merge_applied, parse_body};
 use crate::registry::options::{WriteOpts, Written};
 use crate::registry::preconditions::check_resource_version;
 use crate::registry::resource::ResourceDef;
+use crate::store::ObjKey;
 
 use super::status_rule;
 

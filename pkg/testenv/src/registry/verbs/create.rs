@@ -5,9 +5,6 @@ use serde_json::{Value, json};
 use crate::errors::{ErrorStatus, qualified};
 use crate::object_meta::validation::check_meta;
 use crate::object_meta::{is_deleting, meta_str, with_meta};
-use crate::store::{ObjKey, ResKey};
-use crate::timestamps::now;
-
 use crate::registry::Registry;
 use crate::registry::builtin_rules::defaults::{default_on_create, default_workload, select_job_pods};
 use crate::registry::builtin_rules::validation::{check, check_event_v1};
@@ -15,6 +12,8 @@ use crate::registry::crd::{accept, is_terminating, validate as validate_crd};
 use crate::registry::managed_fields::track_update;
 use crate::registry::options::{WriteOpts, Written};
 use crate::registry::resource::{Builtin, ResourceDef};
+use crate::store::{ObjKey, ResKey};
+use crate::timestamps::now;
 
 use super::{check_storable, name_rule};
 

@@ -7,13 +7,12 @@ use serde_json::{Value, json};
 
 use crate::errors::ErrorStatus;
 use crate::object_meta::{finalizers, is_deleting, meta_str, with_meta};
-use crate::store::ObjKey;
-use crate::timestamps::now;
-
 use crate::registry::Registry;
 use crate::registry::options::{DeleteOpts, Selection};
 use crate::registry::preconditions::Preconditions;
 use crate::registry::resource::{Builtin, ResourceDef};
+use crate::store::ObjKey;
+use crate::timestamps::now;
 
 impl Registry {
     pub(crate) fn remove(&mut self, def: &ResourceDef, key: &ObjKey) -> Option<Arc<Value>> {

@@ -7,14 +7,14 @@ use crate::errors::{ErrorStatus, FieldError};
 use crate::go_format::go_map_string;
 use crate::object_meta::meta_str;
 use crate::patches::{self, PatchError, PatchType};
-use crate::store::ObjKey;
-
-use super::status_rule;
 use crate::registry::Registry;
 use crate::registry::builtin_rules::merge_keys::list_strategy;
 use crate::registry::options::{FieldValidation, WriteOpts, Written};
 use crate::registry::preconditions::check_resource_version;
 use crate::registry::resource::ResourceDef;
+use crate::store::ObjKey;
+
+use super::status_rule;
 
 impl Registry {
     /// `PATCH` of an object or its `status`.

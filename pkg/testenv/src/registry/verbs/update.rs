@@ -8,9 +8,6 @@ use serde_json::{Value, json};
 use crate::errors::{ErrorStatus, FieldError};
 use crate::object_meta::validation::check_meta;
 use crate::object_meta::{finalizers, is_deleting, meta_str, with_meta};
-use crate::store::ObjKey;
-
-use super::{check_storable, generation_view, name_rule, status_rule};
 use crate::registry::Registry;
 use crate::registry::builtin_rules::validation::{check, prepare_service_update};
 use crate::registry::crd::validate as validate_crd;
@@ -18,6 +15,9 @@ use crate::registry::managed_fields::track_update;
 use crate::registry::options::{WriteOpts, Written};
 use crate::registry::preconditions::{Preconditions, check_resource_version};
 use crate::registry::resource::{Builtin, ResourceDef};
+use crate::store::ObjKey;
+
+use super::{check_storable, generation_view, name_rule, status_rule};
 
 impl Registry {
     /// `PUT` of an object or its `status`.
