@@ -18,10 +18,10 @@ use super::body::{custom_kind_present, json_body};
 use super::discovery;
 use super::hooks::Action;
 use super::list::list;
-use super::options::{delete_opts, selection, write_opts};
 use super::proto;
 use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
+use super::request_options::{delete_opts, selection, write_opts};
 use super::route::{Route, Target, route, verb_of};
 use super::watch;
 

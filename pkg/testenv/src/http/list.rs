@@ -11,9 +11,9 @@ use crate::registry::resource::ResourceDef;
 use crate::store::ObjKey;
 
 use super::continue_token::{decode_continue, encode_continue};
-use super::options::{parse_rv, too_large};
 use super::reply::{Output, Reply};
 use super::request::QueryView;
+use super::request_options::{parse_rv, too_large};
 use super::table::{self, partial};
 
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";

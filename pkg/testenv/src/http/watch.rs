@@ -14,9 +14,9 @@ use crate::registry::options::Selection;
 use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
 
-use super::options::{parse_rv, too_large};
 use super::reply::{Output, Reply};
 use super::request::QueryView;
+use super::request_options::{parse_rv, too_large};
 
 /// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
 /// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket

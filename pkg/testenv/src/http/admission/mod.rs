@@ -38,9 +38,9 @@ use crate::registry::verbs::unsupported_patch_type;
 use crate::store::{ObjKey, ResKey};
 
 use super::body::{custom_kind_present, json_body};
-use super::options::{delete_opts, write_opts};
 use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
+use super::request_options::{delete_opts, write_opts};
 use super::route::Target;
 use client::{call_webhook, check_response, patch_bytes};
 use webhooks::{Attributes, Operation, Webhook, labels, webhooks};
