@@ -11,15 +11,18 @@ use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams,
 use kube::core::GroupVersionKind;
 use serde_json::json;
 
+type Error = Box<dyn std::error::Error>;
+
+/// A custom resource kind with a status subresource, for the status updates.
 fn crd() -> serde_json::Value {
     json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": "addressableservices.samples.knative.dev"},
+        "metadata": {"name": "widgets.example.com"},
         "spec": {
-            "group": "samples.knative.dev", "scope": "Namespaced",
-            "names": {"kind": "AddressableService", "plural": "addressableservices"},
-            "versions": [{"name": "v1alpha1", "served": true, "storage": true,
+            "group": "example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
                 "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
@@ -37,7 +40,7 @@ fn rate(n: usize, d: Duration) -> String {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> Result<(), Error> {
     let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
     let n = args.first().copied().unwrap_or(5000);
     let conc = args.get(1).copied().unwrap_or(16);
@@ -52,9 +55,19 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "testenv throughput over {} (N = {n}, concurrency = {conc})",
         server.url()
     );
-
-    // Creates.
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+    println!("creates            {}", creates(&cms, n, conc).await?);
+    println!(
+        "status updates     {}",
+        status_updates(&env, client, n, conc).await?
+    );
+    println!("watch events       {}", watch_events(&env, &cms, n).await?);
+    server.shutdown().await;
+    Ok(())
+}
+
+/// `n` ConfigMaps created, `conc` at a time.
+async fn creates(cms: &Api<ConfigMap>, n: usize, conc: usize) -> Result<String, Error> {
     let t = Instant::now();
     stream::iter(0..n)
         .map(|i| {
@@ -64,25 +77,30 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                     json!({"metadata": {"name": format!("cm-{i}")}, "data": {"k": "v"}}),
                 )?;
                 cms.create(&PostParams::default(), &cm).await?;
-                Ok::<_, Box<dyn std::error::Error>>(())
+                Ok::<_, Error>(())
             }
         })
         .buffer_unordered(conc)
         .try_collect::<Vec<_>>()
         .await?;
-    println!("creates            {}", rate(n, t.elapsed()));
+    Ok(rate(n, t.elapsed()))
+}
 
-    // Status updates (merge patches on the status subresource of a custom resource).
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("samples.knative.dev", "v1alpha1", "AddressableService"),
-        "addressableservices",
-    );
-    let objs: Api<DynamicObject> = Api::namespaced_with(client.clone(), "default", &ar);
-    let names: Vec<String> = (0..conc.max(1)).map(|i| format!("as-{i}")).collect();
+/// `n` merge patches on the status subresource of `conc` custom resources.
+async fn status_updates(
+    env: &kinject_testenv::TestEnv,
+    client: kube::Client,
+    n: usize,
+    conc: usize,
+) -> Result<String, Error> {
+    let ar =
+        ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("example.com", "v1", "Widget"), "widgets");
+    let objs: Api<DynamicObject> = Api::namespaced_with(client, "default", &ar);
+    let names: Vec<String> = (0..conc.max(1)).map(|i| format!("widget-{i}")).collect();
     for name in &names {
-        env.create_object(json!({"apiVersion": "samples.knative.dev/v1alpha1",
-            "kind": "AddressableService", "metadata": {"name": name, "namespace": "default"},
-            "spec": {"serviceName": "svc"}}))?;
+        env.create_object(json!({"apiVersion": "example.com/v1",
+            "kind": "Widget", "metadata": {"name": name, "namespace": "default"},
+            "spec": {"size": 1}}))?;
     }
     let t = Instant::now();
     stream::iter(0..n)
@@ -93,15 +111,22 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
                 let p = json!({"status": {"observedGeneration": i}});
                 objs.patch_status(&name, &PatchParams::default(), &Patch::Merge(&p))
                     .await?;
-                Ok::<_, Box<dyn std::error::Error>>(())
+                Ok::<_, Error>(())
             }
         })
         .buffer_unordered(conc)
         .try_collect::<Vec<_>>()
         .await?;
-    println!("status updates     {}", rate(n, t.elapsed()));
+    Ok(rate(n, t.elapsed()))
+}
 
-    // Watch events delivered: writes go in directly, so the watch stream is what is measured.
+/// `n` ConfigMap updates written directly into the store, as one HTTP watch receives
+/// them: the watch stream is what is measured.
+async fn watch_events(
+    env: &kinject_testenv::TestEnv,
+    cms: &Api<ConfigMap>,
+    n: usize,
+) -> Result<String, Error> {
     let from = env.resource_version().to_string();
     let watch = cms
         .watch(&WatchParams::default().disable_bookmarks(), &from)
@@ -127,7 +152,5 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let elapsed = t.elapsed();
     producer.await?;
-    println!("watch events       {}", rate(seen, elapsed));
-    server.shutdown().await;
-    Ok(())
+    Ok(rate(seen, elapsed))
 }

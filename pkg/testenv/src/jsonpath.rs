@@ -815,161 +815,12 @@ fn less_equal(a: &Found<'_>, b: &Found<'_>) -> Option<bool> {
     equal(a, b)
 }
 
-/// A float as Go's `fmt` prints it with `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`).
-pub(crate) fn go_float_text(f: f64) -> String {
-    // A number literal too long for a float64 parses to infinity.
-    if f.is_nan() {
-        return "NaN".into();
-    }
-    if f.is_infinite() {
-        return if f > 0.0 { "+Inf" } else { "-Inf" }.into();
-    }
-    let (neg, digits, dp) = shortest_digits(f);
-    let exp = dp - 1;
-    if !(-4..6).contains(&exp) {
-        exponent_form(neg, &digits, exp)
-    } else {
-        plain_form(neg, &digits, dp)
-    }
-}
-
-/// A float as Go's `encoding/json` writes it.
-pub(crate) fn go_float_json(f: f64) -> String {
-    // JSON has no such numbers, and serde_json makes none.
-    if !f.is_finite() {
-        return "null".into();
-    }
-    let (neg, digits, dp) = shortest_digits(f);
-    let abs = f.abs();
-    if abs != 0.0 && !(1e-6..1e21).contains(&abs) {
-        let mut s = exponent_form(neg, &digits, dp - 1);
-        // encoding/json writes e-7 where strconv writes e-07.
-        if let Some(at) = s.find("e-0") {
-            s.remove(at + 2);
-        }
-        s
-    } else {
-        plain_form(neg, &digits, dp)
-    }
-}
-
-/// The shortest decimal digits that read back as `f`, and where the point goes.
-fn shortest_digits(f: f64) -> (bool, String, i64) {
-    let e = format!("{:e}", f.abs());
-    let (mantissa, exp) = e.split_once('e').unwrap_or((&e, "0"));
-    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
-    let exp: i64 = exp.parse().unwrap_or_default();
-    (f.is_sign_negative(), digits, exp + 1)
-}
-
-fn exponent_form(neg: bool, digits: &str, exp: i64) -> String {
-    let mut s = String::new();
-    if neg {
-        s.push('-');
-    }
-    s.push_str(&digits[..1]);
-    if digits.len() > 1 {
-        s.push('.');
-        s.push_str(&digits[1..]);
-    }
-    s.push_str(&format!(
-        "e{}{:02}",
-        if exp < 0 { '-' } else { '+' },
-        exp.unsigned_abs()
-    ));
-    s
-}
-
-fn plain_form(neg: bool, digits: &str, dp: i64) -> String {
-    let mut s = String::new();
-    if neg {
-        s.push('-');
-    }
-    let n = i64::try_from(digits.len()).unwrap_or(i64::MAX);
-    if dp <= 0 {
-        s.push_str("0.");
-        s.push_str(&"0".repeat(usize::try_from(-dp).unwrap_or_default()));
-        s.push_str(digits);
-    } else if dp >= n {
-        s.push_str(digits);
-        s.push_str(&"0".repeat(usize::try_from(dp - n).unwrap_or_default()));
-    } else {
-        let at = usize::try_from(dp).unwrap_or_default();
-        s.push_str(&digits[..at]);
-        s.push('.');
-        s.push_str(&digits[at..]);
-    }
-    s
-}
-
-/// A JSON value as Go's `json.Marshal` writes the `Unstructured` form of it: sorted
-/// keys, no spaces, `<`, `>` and `&` escaped, and numbers as `int64` or `float64`.
-pub(crate) fn go_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_go_json(v, &mut out);
-    out
-}
-
-fn write_go_json(v: &Value, out: &mut String) {
-    match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => out.push_str(&i.to_string()),
-            None => out.push_str(&go_float_json(n.as_f64().unwrap_or_default())),
-        },
-        Value::String(s) => write_go_string(s, out),
-        Value::Array(a) => {
-            out.push('[');
-            for (i, x) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_go_json(x, out);
-            }
-            out.push(']');
-        }
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_go_string(k, out);
-                out.push(':');
-                write_go_json(&m[k], out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn write_go_string(s: &str, out: &mut String) {
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\u{c}' => out.push_str("\\f"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            '<' | '>' | '&' | '\u{2028}' | '\u{2029}' => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c if u32::from(c) < 0x20 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 #[cfg(test)]
 mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::go_format::{go_float_text, go_json};
 
     fn first(path: &str, v: &Value) -> Option<String> {
         let p = JsonPath::parse(&format!("{{{path}}}")).expect("parses");
@@ -1127,25 +978,5 @@ mod tests {
     fn escaped_dots_stay_in_the_field_name() {
         let v = json!({"metadata": {"annotations": {"a.b/c": "v"}}});
         assert_eq!(first(".metadata.annotations.a\\.b/c", &v).as_deref(), Some("v"));
-    }
-
-    #[test]
-    fn go_number_and_json_text() {
-        assert_eq!(go_float_text(1.5), "1.5");
-        assert_eq!(go_float_text(2.0), "2");
-        assert_eq!(go_float_text(123_456.0), "123456");
-        assert_eq!(go_float_text(1e6), "1e+06");
-        assert_eq!(go_float_text(1_234_567.0), "1.234567e+06");
-        assert_eq!(go_float_text(0.0001), "0.0001");
-        assert_eq!(go_float_text(0.00001), "1e-05");
-        assert_eq!(go_float_text(-0.5), "-0.5");
-        assert_eq!(go_float_json(1e20), "100000000000000000000");
-        assert_eq!(go_float_json(1e21), "1e+21");
-        assert_eq!(go_float_json(1e-7), "1e-7");
-        assert_eq!(go_float_json(0.000001), "0.000001");
-        assert_eq!(
-            go_json(&json!({"b": [1, 2.5, null], "a": "<x>&\u{1}\n"})),
-            "{\"a\":\"\\u003cx\\u003e\\u0026\\u0001\\n\",\"b\":[1,2.5,null]}"
-        );
     }
 }

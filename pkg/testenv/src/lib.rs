@@ -1,4 +1,4 @@
-//! An in-memory Kubernetes API server for testing controllers without a cluster.
+//! An in-memory Kubernetes API server, for testing controllers without a cluster.
 //!
 //! [`TestEnv`] keeps objects with kube-apiserver's semantics (one global
 //! `resourceVersion`, `uid`, `generation`, optimistic concurrency, the `status`
@@ -6,6 +6,38 @@
 //! `410 Gone`) and serves them two ways: as an in-process `tower::Service` behind a real
 //! [`kube::Client`] ([`TestEnv::client`]), and as a loopback HTTP server for `kubectl` and
 //! out-of-process controllers ([`TestEnv::serve`]).
+//!
+//! # Where it stands in the framework
+//!
+//! testenv is a test- and development-time crate. The framework's other crates use it
+//! only as a dev-dependency or behind a `testing` feature (`kinject-runtime`'s
+//! table-test harness), never in what a controller ships.
+//!
+//! It stands in for kube-apiserver, so it depends on what a client of one would: kube,
+//! k8s-openapi (and k8s-pb for protobuf bodies), HTTP, TLS and serde crates, and of the
+//! framework's own crates only `kinject-types` without default features, for the name
+//! and label rules of `kinject_types::validation`. Nothing else of ours.
+//!
+//! # How it is built
+//!
+//! Its modules form layers, each using only those below it:
+//!
+//! - `http`: serving (the `tower::Service` and the loopback server), routing requests
+//!   to verbs, request options and bodies (protobuf included), lists and continue
+//!   tokens, watches, discovery, server-side printing for `kubectl get`, admission
+//!   webhooks, authentication and the testing hooks ([`Action`], [`Reactor`]);
+//! - `registry`: the stored objects and what kube-apiserver's registry does to them,
+//!   kind by kind: decoding and validation, create/update/patch/apply/delete,
+//!   server-side apply's field ownership, `scale`, the CRD lifecycle, the optional
+//!   garbage collector and namespace controller, and RBAC authorization;
+//! - leaves that know neither: `store` (objects and revisions, the watch history),
+//!   `selector`, `jsonpath`, `patches`, `names`, `timestamps`, `errors` (the `Status`
+//!   bodies), `object_meta` (metadata access and validation) and `go_format`.
+//!
+//! This root holds the public API ([`TestEnv`], [`Builder`]) and the state the layers
+//! share, behind one lock that is never held across an await.
+//!
+//! # Example
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -39,32 +71,17 @@
 // boxing it would only add indirection to a test server's error path.
 #![allow(clippy::result_large_err)]
 
-mod admission;
-mod api;
-mod controllers;
-mod crd;
-mod crds;
-mod discovery;
-mod hooks;
+mod errors;
+mod go_format;
+mod http;
 mod jsonpath;
-mod microtime;
 mod names;
-mod patch;
-mod proto;
-mod rbac;
-mod resource;
-mod rules;
-mod scale;
+mod object_meta;
+mod patches;
+mod registry;
 mod selector;
-mod server;
-mod service;
-mod ssa;
-mod state;
-mod status;
 mod store;
-mod table;
-mod validation;
-mod watch;
+mod timestamps;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -73,15 +90,16 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-pub use hooks::{Action, Reactor};
+pub use errors::{ErrorStatus, StatusCause};
+pub use http::hooks::{Action, Reactor};
+pub use http::server::Server;
+pub use http::service::{ResponseBody, TestEnvService};
 pub use names::{NameGenerator, UidGenerator, uid_for};
-pub use resource::{BuiltinKind, builtin_kinds};
-pub use server::Server;
-pub use service::{ResponseBody, TestEnvService};
-pub use status::{ErrorStatus, StatusCause};
+pub use registry::resource::{BuiltinKind, builtin_kinds};
 
-use crate::hooks::Hooks;
-use crate::state::{State, WriteOpts};
+use crate::http::hooks::Hooks;
+use crate::registry::Registry;
+use crate::registry::options::WriteOpts;
 use crate::store::{ObjKey, Store};
 
 /// The annotation client-side `kubectl apply` keeps the applied object in.
@@ -112,7 +130,7 @@ pub fn check_custom_resource_definition(crd: &Value) -> Result<(), ErrorStatus> 
         }
     }
     let mut errors = Vec::new();
-    validation::check_meta(&meta, validation::NameRule::Subdomain, &mut errors);
+    object_meta::validation::check_meta(&meta, object_meta::validation::NameRule::Subdomain, &mut errors);
     if !errors.is_empty() {
         return Err(ErrorStatus::invalid(
             "apiextensions.k8s.io",
@@ -121,7 +139,7 @@ pub fn check_custom_resource_definition(crd: &Value) -> Result<(), ErrorStatus> 
             errors,
         ));
     }
-    crds::validate(crd, name)
+    registry::crd::validate(crd, name)
 }
 
 /// Errors of the public API.
@@ -160,7 +178,7 @@ pub(crate) struct Config {
 }
 
 pub(crate) struct Inner {
-    pub(crate) state: Mutex<State>,
+    pub(crate) registry: Mutex<Registry>,
     pub(crate) hooks: Mutex<Hooks>,
     pub(crate) config: Config,
     pub(crate) latency: Mutex<Duration>,
@@ -188,8 +206,8 @@ impl std::fmt::Debug for Inner {
 impl Inner {
     /// The lock is never held across an await and nothing panics while holding it, so a
     /// poisoned lock still holds consistent data.
-    pub(crate) fn state(&self) -> MutexGuard<'_, State> {
-        self.state
+    pub(crate) fn registry(&self) -> MutexGuard<'_, Registry> {
+        self.registry
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -205,6 +223,28 @@ impl Inner {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+
+    /// Runs a write, then lets the optional controllers react to it before anyone else
+    /// sees the store.
+    pub(crate) fn write<T>(
+        &self,
+        f: impl FnOnce(&mut Registry) -> Result<T, ErrorStatus>,
+    ) -> Result<T, ErrorStatus> {
+        let mut registry = self.registry();
+        let r = f(&mut registry);
+        if r.is_ok() {
+            registry.settle();
+        }
+        r
+    }
+
+    /// Whether this watch request must be answered with `410 Gone`
+    /// ([`TestEnv::expire_next_watch`]).
+    pub(crate) fn take_forced_expiry(&self) -> bool {
+        self.expire_watches
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok()
+    }
 }
 
 /// Configures a [`TestEnv`].
@@ -215,7 +255,7 @@ pub struct Builder {
     uids: UidGenerator,
     latency: Duration,
     namespaces: Vec<String>,
-    controllers: controllers::Controllers,
+    controllers: registry::controllers::Controllers,
 }
 
 impl Builder {
@@ -308,9 +348,9 @@ impl Builder {
     }
 
     pub fn build(self) -> TestEnv {
-        let state = State {
+        let registry = Registry {
             store: Store::new(self.config.history),
-            resources: resource::builtins().into_iter().map(Arc::new).collect(),
+            resources: registry::resource::builtins().into_iter().map(Arc::new).collect(),
             names: self.names,
             uids: self.uids,
             controllers: self.controllers,
@@ -318,7 +358,7 @@ impl Builder {
         let (close_watches, _) = tokio::sync::watch::channel(0);
         let env = TestEnv {
             inner: Arc::new(Inner {
-                state: Mutex::new(state),
+                registry: Mutex::new(registry),
                 hooks: Mutex::new(Hooks::default()),
                 config: self.config,
                 latency: Mutex::new(self.latency),
@@ -340,7 +380,7 @@ impl Builder {
                 "apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}
             }));
         }
-        env.inner.state().store.start();
+        env.inner.registry().store.start();
         env
     }
 }
@@ -377,7 +417,7 @@ impl TestEnv {
             uids: UidGenerator::Random,
             latency: Duration::ZERO,
             namespaces: Vec::new(),
-            controllers: controllers::Controllers::default(),
+            controllers: registry::controllers::Controllers::default(),
         }
     }
 
@@ -399,11 +439,11 @@ impl TestEnv {
         Server::start(self.clone(), (config.address, config.port).into()).await
     }
 
-    fn def_for(&self, obj: &Value) -> Result<Arc<resource::ResourceDef>, Error> {
+    fn def_for(&self, obj: &Value) -> Result<Arc<registry::resource::ResourceDef>, Error> {
         let av = obj.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
         self.inner
-            .state()
+            .registry()
             .find_kind(av, kind)
             .ok_or_else(|| Error::InvalidObject(format!("no resource serves {av} {kind}")))
     }
@@ -418,7 +458,7 @@ impl TestEnv {
     /// The resource (plural) that serves `kind` in `api_version`, if any.
     pub fn resource_for_kind(&self, api_version: &str, kind: &str) -> Option<String> {
         self.inner
-            .state()
+            .registry()
             .find_kind(api_version, kind)
             .map(|d| d.plural.clone())
     }
@@ -451,7 +491,7 @@ impl TestEnv {
             .ok_or_else(|| Error::InvalidObject("a seeded object must be a JSON object".into()))?
             .entry("metadata")
             .or_insert_with(|| Value::Object(Default::default()));
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         if let Some(meta) = meta.as_object_mut() {
             if def.namespaced {
                 meta.insert("namespace".into(), Value::String(ns.clone()));
@@ -462,7 +502,7 @@ impl TestEnv {
                 meta.insert("uid".into(), Value::String(uid));
             }
             meta.entry("creationTimestamp")
-                .or_insert_with(|| Value::String(state::now()));
+                .or_insert_with(|| Value::String(timestamps::now()));
             if def.generation {
                 meta.entry("generation").or_insert(Value::from(1));
             }
@@ -478,7 +518,7 @@ impl TestEnv {
     pub fn create_object(&self, obj: Value) -> Result<Value, Error> {
         let def = self.def_for(&obj)?;
         let ns = Self::ns_of(&obj);
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let w = state.create(
             &def,
             def.namespaced.then_some(ns.as_str()),
@@ -536,7 +576,7 @@ impl TestEnv {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let rv_missing = obj
             .pointer("/metadata/resourceVersion")
             .and_then(Value::as_str)
@@ -565,7 +605,7 @@ impl TestEnv {
         namespace: Option<&str>,
         name: &str,
     ) -> Result<(), Error> {
-        let mut state = self.inner.state();
+        let mut state = self.inner.registry();
         let def = state
             .find(group, version, plural)
             .ok_or_else(|| Error::Api(ErrorStatus::unknown_path()))?;
@@ -601,7 +641,7 @@ impl TestEnv {
         namespace: Option<&str>,
         name: &str,
     ) -> Option<Value> {
-        let state = self.inner.state();
+        let state = self.inner.registry();
         let def = state.find(group, version, plural)?;
         state.get(&def, namespace.unwrap_or_default(), name).ok()
     }
@@ -614,7 +654,7 @@ impl TestEnv {
         plural: &str,
         namespace: Option<&str>,
     ) -> Vec<Value> {
-        let state = self.inner.state();
+        let state = self.inner.registry();
         let Some(def) = state.find(group, version, plural) else {
             return Vec::new();
         };
@@ -622,7 +662,7 @@ impl TestEnv {
             .store
             .iter(&def.key())
             .filter(|(k, _)| namespace.is_none_or(|ns| k.namespace == ns))
-            .map(|(_, o)| State::present(&def, o))
+            .map(|(_, o)| Registry::present(&def, o))
             .collect()
     }
 
@@ -664,7 +704,7 @@ impl TestEnv {
     /// # }
     /// ```
     pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
-        rbac::token_for(namespace, name)
+        http::authentication::token_for(namespace, name)
     }
 
     /// The messages of the requests refused so far for want of RBAC permission
@@ -727,7 +767,7 @@ impl TestEnv {
     /// Forgets the watch history: watches and `continue` tokens from any earlier
     /// `resourceVersion` get `410 Gone`.
     pub fn compact(&self) {
-        self.inner.state().store.compact();
+        self.inner.registry().store.compact();
     }
 
     /// Requests received with `verb` on `resource` (plural).
@@ -747,6 +787,6 @@ impl TestEnv {
 
     /// The current (latest) resourceVersion.
     pub fn resource_version(&self) -> u64 {
-        self.inner.state().store.rv()
+        self.inner.registry().store.rv()
     }
 }

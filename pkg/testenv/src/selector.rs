@@ -3,9 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
-use crate::validation::{check_label_value, check_qualified_name};
+use crate::object_meta::validation::{label_value_errors, qualified_name_errors};
 
 #[derive(Clone, Debug, PartialEq)]
 enum Op {
@@ -160,8 +160,12 @@ impl Parser {
             Tok::Ident(k) => k,
             t => return Err(format!("found '{}', expected: identifier", t.text())),
         };
-        if let Err(e) = check_qualified_name(&key) {
-            return Err(format!("key: Invalid value: \"{key}\": {e}"));
+        let key_errors = qualified_name_errors(&key);
+        if !key_errors.is_empty() {
+            return Err(format!(
+                "key: Invalid value: \"{key}\": {}",
+                key_errors.join("; ")
+            ));
         }
         if negated || matches!(self.peek(), Tok::Comma | Tok::End) {
             let op = if negated { Op::DoesNotExist } else { Op::Exists };
@@ -204,8 +208,14 @@ impl Parser {
                         "values[{i}]: Invalid value: \"{v}\": for 'Gt', 'Lt' operators, the value must be an integer"
                     ));
                 }
-            } else if let Err(e) = check_label_value(v) {
-                return Err(format!("values[{i}][{key}]: Invalid value: \"{v}\": {e}"));
+            } else {
+                let value_errors = label_value_errors(v);
+                if !value_errors.is_empty() {
+                    return Err(format!(
+                        "values[{i}][{key}]: Invalid value: \"{v}\": {}",
+                        value_errors.join("; ")
+                    ));
+                }
             }
         }
         Ok(Requirement { key, op, values })
@@ -451,6 +461,36 @@ pub(crate) fn labels_of(obj: &Value) -> BTreeMap<String, String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// Whether `labels` satisfy a LabelSelector object (`matchLabels` + `matchExpressions`).
+pub(crate) fn label_selector_matches(sel: &Value, labels: &Map<String, Value>) -> bool {
+    let label = |k: &str| labels.get(k).and_then(Value::as_str);
+    let by_labels = sel
+        .get("matchLabels")
+        .and_then(Value::as_object)
+        .is_none_or(|m| m.iter().all(|(k, v)| label(k) == v.as_str()));
+    let by_exprs = sel
+        .get("matchExpressions")
+        .and_then(Value::as_array)
+        .is_none_or(|es| {
+            es.iter().all(|e| {
+                let key = e.get("key").and_then(Value::as_str).unwrap_or_default();
+                let values: Vec<&str> = e
+                    .get("values")
+                    .and_then(Value::as_array)
+                    .map(|vs| vs.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                match e.get("operator").and_then(Value::as_str) {
+                    Some("In") => label(key).is_some_and(|v| values.contains(&v)),
+                    Some("NotIn") => label(key).is_none_or(|v| !values.contains(&v)),
+                    Some("Exists") => label(key).is_some(),
+                    Some("DoesNotExist") => label(key).is_none(),
+                    _ => false,
+                }
+            })
+        });
+    by_labels && by_exprs
 }
 
 #[cfg(test)]

@@ -48,27 +48,7 @@ impl TestWebhook {
     }
 
     async fn start_for(host: &str, decide: impl Fn(&Value) -> Answer + Send + Sync + 'static) -> Self {
-        let ca_key = rcgen::KeyPair::generate().unwrap();
-        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-        let ca = ca_params.self_signed(&ca_key).unwrap();
-        let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-        let key = rcgen::KeyPair::generate().unwrap();
-        let cert = rcgen::CertificateParams::new(vec![host.to_owned()])
-            .unwrap()
-            .signed_by(&key, &issuer)
-            .unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_no_client_auth()
-            .with_single_cert(
-                vec![cert.der().clone()],
-                rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-            )
-            .unwrap();
-        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let (acceptor, ca_pem) = tls_acceptor(host);
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let reviews = Arc::new(Mutex::new(Vec::new()));
@@ -95,26 +75,7 @@ impl TestWebhook {
                             let mut review: Value = serde_json::from_slice(&body).unwrap();
                             review["path"] = json!(path);
                             seen.lock().unwrap().push(review.clone());
-                            let request = &review["request"];
-                            let a = decide(request);
-                            let mut response = json!({
-                                "uid": a.uid.clone().unwrap_or_else(|| request["uid"].as_str().unwrap().to_owned()),
-                                "allowed": a.allowed,
-                            });
-                            if let Some(s) = a.status {
-                                response["status"] = s;
-                            }
-                            if let Some(p) = a.patch {
-                                response["patchType"] = json!("JSONPatch");
-                                response["patch"] = json!(
-                                    base64::engine::general_purpose::STANDARD
-                                        .encode(serde_json::to_vec(&p).unwrap())
-                                );
-                            }
-                            if !a.warnings.is_empty() {
-                                response["warnings"] = json!(a.warnings);
-                            }
-                            let out = json!({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response});
+                            let out = answer(&review, decide.as_ref());
                             Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(
                                 serde_json::to_vec(&out).unwrap(),
                             ))))
@@ -128,7 +89,7 @@ impl TestWebhook {
         });
         Self {
             addr,
-            ca_pem: ca.pem(),
+            ca_pem,
             reviews,
         }
     }
@@ -140,6 +101,54 @@ impl TestWebhook {
     fn reviews(&self) -> Vec<Value> {
         self.reviews.lock().unwrap().clone()
     }
+}
+
+/// A TLS acceptor presenting a certificate for `host`, signed by a new CA, and the
+/// CA's PEM for the webhook's `caBundle`.
+fn tls_acceptor(host: &str) -> (tokio_rustls::TlsAcceptor, String) {
+    let ca_key = rcgen::KeyPair::generate().unwrap();
+    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).unwrap();
+    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
+    let key = rcgen::KeyPair::generate().unwrap();
+    let cert = rcgen::CertificateParams::new(vec![host.to_owned()])
+        .unwrap()
+        .signed_by(&key, &issuer)
+        .unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(
+            vec![cert.der().clone()],
+            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
+        )
+        .unwrap();
+    (tokio_rustls::TlsAcceptor::from(Arc::new(config)), ca.pem())
+}
+
+/// The AdmissionReview answering `review` as `decide` says.
+fn answer(review: &Value, decide: &Decide) -> Value {
+    let request = &review["request"];
+    let a = decide(request);
+    let mut response = json!({
+        "uid": a.uid.clone().unwrap_or_else(|| request["uid"].as_str().unwrap().to_owned()),
+        "allowed": a.allowed,
+    });
+    if let Some(s) = a.status {
+        response["status"] = s;
+    }
+    if let Some(p) = a.patch {
+        response["patchType"] = json!("JSONPatch");
+        response["patch"] =
+            json!(base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&p).unwrap()));
+    }
+    if !a.warnings.is_empty() {
+        response["warnings"] = json!(a.warnings);
+    }
+    json!({"apiVersion": review["apiVersion"], "kind": "AdmissionReview", "response": response})
 }
 
 /// One webhook on ConfigMaps, reached through Service `system/webhook`.

@@ -93,87 +93,92 @@ async fn every_builtin_kind_supports_every_verb() {
     let kinds = kinject_testenv::builtin_kinds();
     assert!(kinds.len() >= 50, "{} kinds", kinds.len());
     for k in &kinds {
-        let what = format!("{}/{} {}", k.group, k.version, k.kind);
-        let api = api(&client, k);
-        let body: DynamicObject = serde_json::from_value(minimal(k, "probe")).unwrap();
-        let name = body.metadata.name.clone().unwrap();
+        every_verb(&client, k).await;
+    }
+}
 
-        let created = api
-            .create(&PostParams::default(), &body)
-            .await
-            .unwrap_or_else(|e| panic!("create {what}: {e}"));
-        let want_generation = k.generation.then_some(1);
-        assert_eq!(created.metadata.generation, want_generation, "{what}");
-        let got = api.get(&name).await.unwrap_or_else(|e| panic!("get {what}: {e}"));
-        assert_eq!(got.metadata.uid, created.metadata.uid, "{what}");
-        let listed = api
-            .list(&ListParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("list {what}: {e}"));
-        assert!(
-            listed
-                .items
-                .iter()
-                .any(|o| o.metadata.name.as_deref() == Some(&name)),
-            "list {what}"
-        );
+/// Creates, gets, lists, watches, updates and deletes one object of `k`.
+async fn every_verb(client: &kube::Client, k: &kinject_testenv::BuiltinKind) {
+    let what = format!("{}/{} {}", k.group, k.version, k.kind);
+    let api = api(client, k);
+    let body: DynamicObject = serde_json::from_value(minimal(k, "probe")).unwrap();
+    let name = body.metadata.name.clone().unwrap();
 
-        let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
-        let mut events = api
-            .watch(&wp, "0")
-            .await
-            .unwrap_or_else(|e| panic!("watch {what}: {e}"))
-            .boxed();
-        match next_event(&mut events, &what).await {
-            Some(WatchEvent::Added(o)) => {
-                assert_eq!(o.metadata.name.as_deref(), Some(name.as_str()), "{what}")
-            }
-            other => panic!("watch {what}: {other:?}"),
+    let created = api
+        .create(&PostParams::default(), &body)
+        .await
+        .unwrap_or_else(|e| panic!("create {what}: {e}"));
+    let want_generation = k.generation.then_some(1);
+    assert_eq!(created.metadata.generation, want_generation, "{what}");
+    let got = api.get(&name).await.unwrap_or_else(|e| panic!("get {what}: {e}"));
+    assert_eq!(got.metadata.uid, created.metadata.uid, "{what}");
+    let listed = api
+        .list(&ListParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("list {what}: {e}"));
+    assert!(
+        listed
+            .items
+            .iter()
+            .any(|o| o.metadata.name.as_deref() == Some(&name)),
+        "list {what}"
+    );
+
+    let wp = WatchParams::default().fields(&format!("metadata.name={name}"));
+    let mut events = api
+        .watch(&wp, "0")
+        .await
+        .unwrap_or_else(|e| panic!("watch {what}: {e}"))
+        .boxed();
+    match next_event(&mut events, &what).await {
+        Some(WatchEvent::Added(o)) => {
+            assert_eq!(o.metadata.name.as_deref(), Some(name.as_str()), "{what}")
         }
+        other => panic!("watch {what}: {other:?}"),
+    }
 
-        let mut changed = got.clone();
-        changed
-            .metadata
-            .labels
-            .get_or_insert_default()
-            .insert("touched".into(), "yes".into());
-        let updated = api
-            .replace(&name, &PostParams::default(), &changed)
-            .await
-            .unwrap_or_else(|e| panic!("update {what}: {e}"));
-        assert_ne!(
-            updated.metadata.resource_version, got.metadata.resource_version,
-            "{what}"
-        );
-        assert_eq!(
-            updated.labels().get("touched").map(String::as_str),
-            Some("yes"),
-            "{what}"
-        );
-        match next_event(&mut events, &what).await {
-            Some(WatchEvent::Modified(o)) => {
-                assert_eq!(
-                    o.metadata.resource_version, updated.metadata.resource_version,
-                    "{what}"
-                )
-            }
-            other => panic!("watch {what}: {other:?}"),
+    let mut changed = got.clone();
+    changed
+        .metadata
+        .labels
+        .get_or_insert_default()
+        .insert("touched".into(), "yes".into());
+    let updated = api
+        .replace(&name, &PostParams::default(), &changed)
+        .await
+        .unwrap_or_else(|e| panic!("update {what}: {e}"));
+    assert_ne!(
+        updated.metadata.resource_version, got.metadata.resource_version,
+        "{what}"
+    );
+    assert_eq!(
+        updated.labels().get("touched").map(String::as_str),
+        Some("yes"),
+        "{what}"
+    );
+    match next_event(&mut events, &what).await {
+        Some(WatchEvent::Modified(o)) => {
+            assert_eq!(
+                o.metadata.resource_version, updated.metadata.resource_version,
+                "{what}"
+            )
         }
+        other => panic!("watch {what}: {other:?}"),
+    }
 
-        api.delete(&name, &DeleteParams::default())
-            .await
-            .unwrap_or_else(|e| panic!("delete {what}: {e}"));
-        match api
-            .get_opt(&name)
-            .await
-            .unwrap_or_else(|e| panic!("get {what}: {e}"))
-        {
-            None => {}
-            // A namespace waits for its namespace controller, which this server runs
-            // only on request.
-            Some(o) if k.kind == "Namespace" => assert!(o.metadata.deletion_timestamp.is_some()),
-            Some(o) => panic!("{what} still there after delete: {o:?}"),
-        }
+    api.delete(&name, &DeleteParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("delete {what}: {e}"));
+    match api
+        .get_opt(&name)
+        .await
+        .unwrap_or_else(|e| panic!("get {what}: {e}"))
+    {
+        None => {}
+        // A namespace waits for its namespace controller, which this server runs
+        // only on request.
+        Some(o) if k.kind == "Namespace" => assert!(o.metadata.deletion_timestamp.is_some()),
+        Some(o) => panic!("{what} still there after delete: {o:?}"),
     }
 }
 

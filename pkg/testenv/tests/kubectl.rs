@@ -57,6 +57,56 @@ impl Kubectl {
         c
     }
 
+    /// `kubectl create` through protobuf, which `-v=8` shows kubectl chose.
+    fn create_through_protobuf(&self, cmd: &[String], ns: &[&str]) {
+        let mut full: Vec<&str> = vec!["create", "-v=8"];
+        full.extend(ns);
+        full.extend(cmd.iter().map(String::as_str));
+        let out = self.cmd(&full).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "kubectl {full:?} failed:\n{stderr}");
+        assert!(
+            stderr.contains("Content-Type: application/vnd.kubernetes.protobuf"),
+            "kubectl {full:?} did not send protobuf:\n{stderr}"
+        );
+    }
+
+    /// `kubectl create` through JSON: the generator's output, created from a file.
+    fn create_through_json(&self, dir: &Path, cmd: &[String], ns: &[&str], n: usize) {
+        // The flags go first: a command's arguments after `--` are the container's.
+        let mut full: Vec<&str> = vec!["create", "--dry-run=client", "-o", "json"];
+        full.extend(ns);
+        full.extend(cmd.iter().map(String::as_str));
+        let json = self.run(&full);
+        let file = write(dir, &format!("obj-{n}.json"), &json);
+        let mut from_file: Vec<&str> = vec!["create", "-f", &file];
+        from_file.extend(ns);
+        self.run(&from_file);
+    }
+
+    /// The stored object without what differs between two objects made alike: name,
+    /// namespace, revision, times and uid.
+    fn get_comparable(&self, resource: &str, name: &str, ns: &[&str]) -> serde_json::Value {
+        let mut full = vec!["get", resource, name, "-o", "json"];
+        full.extend(ns);
+        let mut v: serde_json::Value = serde_json::from_str(&self.run(&full)).unwrap();
+        let meta = v["metadata"].as_object_mut().unwrap();
+        for f in ["name", "namespace", "resourceVersion", "creationTimestamp"] {
+            meta.remove(f);
+        }
+        for m in meta
+            .get_mut("managedFields")
+            .and_then(|m| m.as_array_mut())
+            .into_iter()
+            .flatten()
+        {
+            m.as_object_mut().unwrap().remove("time");
+        }
+        // A Job's selector and labels carry its uid.
+        let uid = meta.remove("uid").unwrap();
+        serde_json::from_str(&v.to_string().replace(uid.as_str().unwrap(), "UID")).unwrap()
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -166,35 +216,33 @@ async fn kubectl_apply_get_watch_delete() {
     server.shutdown().await;
 }
 
-/// The project's RBAC manifests apply as they would to a cluster, and `kubectl
-/// api-resources` sees the short names kube-apiserver gives.
+/// testenv's own manifests (`tests/fixtures`: a namespace, a CRD and an object of
+/// its kind, a ConfigMap, a service account and its RBAC) apply as they would to a
+/// cluster, and `kubectl api-resources` sees the short names kube-apiserver gives.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_applies_the_rbac_manifests() {
+async fn kubectl_applies_the_fixture_manifests() {
     if !kubectl_available() {
         skip("kubectl not found on PATH");
         return;
     }
     let env = kinject_testenv::TestEnv::new();
     let server = env.serve().await.unwrap();
-    let dir = std::env::temp_dir().join(format!("testenv-kubectl-rbac-{}", uuid_like()));
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-fixtures-{}", uuid_like()));
     std::fs::create_dir_all(&dir).unwrap();
     server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
     let k = Kubectl {
         kubeconfig: dir.join("kubeconfig"),
         cache: dir.join("cache"),
     };
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let files: Vec<String> = [
-        "100-namespace.yaml",
-        "200-serviceaccount.yaml",
-        "200-clusterrole.yaml",
-        "200-role.yaml",
-        "201-clusterrolebinding.yaml",
-        "201-rolebinding.yaml",
-    ]
-    .iter()
-    .map(|f| config.join(f).to_string_lossy().into_owned())
-    .collect();
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
+    let mut files: Vec<String> = std::fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .map(|p| p.to_string_lossy().into_owned())
+        .collect();
+    // The numbers in their names order them as they depend on each other.
+    files.sort();
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
         for f in &files {
@@ -206,62 +254,108 @@ async fn kubectl_applies_the_rbac_manifests() {
             let out = k.run(&["apply", "-f", f]);
             assert!(out.contains(" unchanged"), "{f}: {out}");
         }
-        let out = k.run(&["get", "roles,rolebindings", "-n", "knative-samples", "-o", "name"]);
-        assert!(out.contains("role.rbac.authorization.k8s.io/"), "{out}");
-        assert!(out.contains("rolebinding.rbac.authorization.k8s.io/"), "{out}");
-        let out = k.run(&["get", "clusterroles,clusterrolebindings", "-o", "name"]);
-        assert!(out.contains("clusterrole.rbac.authorization.k8s.io/"), "{out}");
-        assert!(
-            out.contains("clusterrolebinding.rbac.authorization.k8s.io/"),
-            "{out}"
-        );
-
-        let out = k.run(&["get", "rolebindings", "-n", "knative-samples"]);
-        let header: Vec<&str> = out
-            .lines()
-            .next()
-            .unwrap_or_default()
-            .split_whitespace()
-            .collect();
-        assert_eq!(header, ["NAME", "ROLE", "AGE"], "{out}");
-        assert!(out.contains("Role/knative-samples-controller"), "{out}");
-        let out = k.run(&["get", "clusterroles"]);
-        assert!(out.starts_with("NAME") && out.contains("CREATED AT"), "{out}");
-
-        let out = k.run(&["api-resources", "--no-headers"]);
-        for (short, resource) in [
-            ("rs", "replicasets"),
-            ("sts", "statefulsets"),
-            ("ds", "daemonsets"),
-            ("cj", "cronjobs"),
-            ("pdb", "poddisruptionbudgets"),
-            ("quota", "resourcequotas"),
-            ("limits", "limitranges"),
-            ("netpol", "networkpolicies"),
-            ("pvc", "persistentvolumeclaims"),
-            ("pv", "persistentvolumes"),
-            ("ing", "ingresses"),
-        ] {
-            assert!(
-                out.lines()
-                    .any(|l| l.starts_with(resource) && l.split_whitespace().nth(1) == Some(short)),
-                "{resource} ({short}) missing:\n{out}"
-            );
-        }
-        let out = k.run(&[
-            "get",
-            "sa,quota,limits,pdb",
-            "-n",
-            "knative-samples",
-            "-o",
-            "name",
-        ]);
-        assert!(out.contains("serviceaccount/"), "{out}");
+        assert_fixtures_stored(&k);
+        assert_short_names(&k);
     })
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(dir2);
     server.shutdown().await;
+}
+
+/// What applying `tests/fixtures` stored, as `kubectl get` shows it.
+fn assert_fixtures_stored(k: &Kubectl) {
+    let out = k.run(&["get", "roles,rolebindings", "-n", "fixtures", "-o", "name"]);
+    assert!(out.contains("role.rbac.authorization.k8s.io/"), "{out}");
+    assert!(out.contains("rolebinding.rbac.authorization.k8s.io/"), "{out}");
+    let out = k.run(&["get", "clusterroles,clusterrolebindings", "-o", "name"]);
+    assert!(out.contains("clusterrole.rbac.authorization.k8s.io/"), "{out}");
+    assert!(
+        out.contains("clusterrolebinding.rbac.authorization.k8s.io/"),
+        "{out}"
+    );
+
+    let out = k.run(&["get", "rolebindings", "-n", "fixtures"]);
+    let header: Vec<&str> = out
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .collect();
+    assert_eq!(header, ["NAME", "ROLE", "AGE"], "{out}");
+    assert!(out.contains("Role/sprocket-controller"), "{out}");
+    let out = k.run(&["get", "clusterroles"]);
+    assert!(out.starts_with("NAME") && out.contains("CREATED AT"), "{out}");
+
+    let out = k.run(&["get", "spr", "-n", "fixtures"]);
+    let rows: Vec<Vec<&str>> = out.lines().map(|l| l.split_whitespace().collect()).collect();
+    assert_eq!(rows[0], ["NAME", "TEETH"], "{out}");
+    assert_eq!(rows[1], ["main-drive", "32"], "{out}");
+    let out = k.run(&[
+        "get",
+        "configmap",
+        "sprocket-settings",
+        "-n",
+        "fixtures",
+        "-o",
+        "jsonpath={.data.speed}",
+    ]);
+    assert_eq!(out, "fast");
+    let out = k.run(&["get", "sa,quota,limits,pdb", "-n", "fixtures", "-o", "name"]);
+    assert!(out.contains("serviceaccount/sprocket-controller"), "{out}");
+}
+
+fn assert_short_names(k: &Kubectl) {
+    let out = k.run(&["api-resources", "--no-headers"]);
+    for (short, resource) in [
+        ("rs", "replicasets"),
+        ("sts", "statefulsets"),
+        ("ds", "daemonsets"),
+        ("cj", "cronjobs"),
+        ("pdb", "poddisruptionbudgets"),
+        ("quota", "resourcequotas"),
+        ("limits", "limitranges"),
+        ("netpol", "networkpolicies"),
+        ("pvc", "persistentvolumeclaims"),
+        ("pv", "persistentvolumes"),
+        ("ing", "ingresses"),
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with(resource) && l.split_whitespace().nth(1) == Some(short)),
+            "{resource} ({short}) missing:\n{out}"
+        );
+    }
+}
+
+/// A CRD of `kind` whose printer columns take what `[*]`, filters, negative indices
+/// and missing fields give; `description` sizes it.
+fn printer_column_crd(plural: &str, kind: &str, description: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.example.com")},
+        "spec": {
+            "group": "example.com",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural},
+            "versions": [{
+                "name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "description": description,
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "additionalPrinterColumns": [
+                    {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name"},
+                    {"name": "Ready", "type": "string",
+                     "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
+                    {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
+                    {"name": "Missing", "type": "string", "jsonPath": ".status.missing"},
+                    {"name": "Wide", "type": "string", "jsonPath": ".status.active[-1].name", "priority": 1}
+                ]
+            }]
+        }
+    })
+    .to_string()
 }
 
 /// `kubectl get` prints a CRD's printer columns as against a cluster, `[*]` included;
@@ -282,34 +376,11 @@ async fn kubectl_prints_printer_columns_and_meets_the_annotation_limit() {
         kubeconfig: dir.join("kubeconfig"),
         cache: dir.join("cache"),
     };
-    let crd = |plural: &str, kind: &str, description: &str| {
-        serde_json::json!({
-            "apiVersion": "apiextensions.k8s.io/v1",
-            "kind": "CustomResourceDefinition",
-            "metadata": {"name": format!("{plural}.example.com")},
-            "spec": {
-                "group": "example.com",
-                "scope": "Namespaced",
-                "names": {"kind": kind, "plural": plural},
-                "versions": [{
-                    "name": "v1", "served": true, "storage": true,
-                    "schema": {"openAPIV3Schema": {
-                        "type": "object", "description": description,
-                        "x-kubernetes-preserve-unknown-fields": true}},
-                    "additionalPrinterColumns": [
-                        {"name": "Active", "type": "string", "jsonPath": ".status.active[*].name"},
-                        {"name": "Ready", "type": "string",
-                         "jsonPath": ".status.conditions[?(@.type==\"Ready\")].status"},
-                        {"name": "Replicas", "type": "integer", "jsonPath": ".spec.replicas"},
-                        {"name": "Missing", "type": "string", "jsonPath": ".status.missing"},
-                        {"name": "Wide", "type": "string", "jsonPath": ".status.active[-1].name", "priority": 1}
-                    ]
-                }]
-            }
-        })
-        .to_string()
-    };
-    let widgets = write(&dir, "widgets.json", &crd("widgets", "Widget", "small"));
+    let widgets = write(
+        &dir,
+        "widgets.json",
+        &printer_column_crd("widgets", "Widget", "small"),
+    );
     let widget = write(
         &dir,
         "widget.yaml",
@@ -318,7 +389,11 @@ async fn kubectl_prints_printer_columns_and_meets_the_annotation_limit() {
          - type: Ready\n    status: \"True\"\n",
     );
     // Big enough that the copy client-side apply keeps in an annotation is over the limit.
-    let big = write(&dir, "big.json", &crd("bigs", "Big", &"x".repeat(300 * 1024)));
+    let big = write(
+        &dir,
+        "big.json",
+        &printer_column_crd("bigs", "Big", &"x".repeat(300 * 1024)),
+    );
 
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
@@ -402,6 +477,135 @@ fn a_missing_kubectl_is_a_visible_skip() {
     );
 }
 
+/// Namespaced kinds `kubectl create` makes: (resource, arguments after `kubectl
+/// create`); `NAME` is the object's name.
+const NAMESPACED_GENERATORS: &[(&str, &[&str])] = &[
+    (
+        "configmap",
+        &["configmap", "NAME", "--from-literal=a=b", "--from-literal=empty="],
+    ),
+    (
+        "secret",
+        &["secret", "generic", "NAME", "--from-literal=k=v", "--type=Opaque"],
+    ),
+    (
+        "secret",
+        &[
+            "secret",
+            "docker-registry",
+            "NAME",
+            "--docker-username=u",
+            "--docker-password=p",
+            "--docker-server=r.example",
+        ],
+    ),
+    ("serviceaccount", &["serviceaccount", "NAME"]),
+    (
+        "service",
+        &["service", "clusterip", "NAME", "--tcp=80:8080", "--tcp=443:https"],
+    ),
+    (
+        "service",
+        &[
+            "service",
+            "externalname",
+            "NAME",
+            "--external-name=db.example.com",
+        ],
+    ),
+    (
+        "deployment",
+        &["deployment", "NAME", "--image=nginx", "--replicas=2", "--port=80"],
+    ),
+    ("job", &["job", "NAME", "--image=busybox", "--", "echo", "hi"]),
+    (
+        "cronjob",
+        &[
+            "cronjob",
+            "NAME",
+            "--image=busybox",
+            "--schedule=*/5 * * * *",
+            "--",
+            "date",
+        ],
+    ),
+    (
+        "role",
+        &[
+            "role",
+            "NAME",
+            "--verb=get,list",
+            "--resource=pods,deployments.apps",
+            "--resource-name=a",
+        ],
+    ),
+    (
+        "rolebinding",
+        &[
+            "rolebinding",
+            "NAME",
+            "--role=NAME",
+            "--user=alice",
+            "--serviceaccount=pb:default",
+        ],
+    ),
+    (
+        "resourcequota",
+        &[
+            "quota",
+            "NAME",
+            "--hard=pods=3,requests.cpu=500m,requests.memory=1Gi",
+        ],
+    ),
+    (
+        "poddisruptionbudget",
+        &[
+            "poddisruptionbudget",
+            "NAME",
+            "--selector=app=NAME",
+            "--min-available=50%",
+        ],
+    ),
+    (
+        "ingress",
+        &[
+            "ingress",
+            "NAME",
+            "--class=default",
+            "--rule=foo.example/bar*=svc:8080",
+            "--rule=baz.example/=svc2:http",
+        ],
+    ),
+];
+
+/// Cluster-scoped kinds `kubectl create` makes, as above.
+const CLUSTER_GENERATORS: &[(&str, &[&str])] = &[
+    (
+        "clusterrole",
+        &[
+            "clusterrole",
+            "NAME",
+            "--verb=get",
+            "--resource=nodes",
+            "--non-resource-url=/logs/*",
+        ],
+    ),
+    (
+        "clusterrolebinding",
+        &["clusterrolebinding", "NAME", "--clusterrole=view", "--group=devs"],
+    ),
+    (
+        "priorityclass",
+        &[
+            "priorityclass",
+            "NAME",
+            "--value=1000",
+            "--description=d",
+            "--preemption-policy=Never",
+        ],
+    ),
+];
+
 /// `kubectl create <kind>` sends protobuf; the same object created from its JSON
 /// (`--dry-run=client -o json`, then `kubectl create -f`) must be stored alike. The
 /// namespaced kinds are made with one name in two namespaces, so that fields derived
@@ -421,248 +625,60 @@ async fn kubectl_create_generators_send_protobuf() {
         kubeconfig: dir.join("kubeconfig"),
         cache: dir.join("cache"),
     };
-    // (resource, arguments after `kubectl create`); `NAME` is the object's name.
-    let namespaced: &[(&str, &[&str])] = &[
-        (
-            "configmap",
-            &["configmap", "NAME", "--from-literal=a=b", "--from-literal=empty="],
-        ),
-        (
-            "secret",
-            &["secret", "generic", "NAME", "--from-literal=k=v", "--type=Opaque"],
-        ),
-        (
-            "secret",
-            &[
-                "secret",
-                "docker-registry",
-                "NAME",
-                "--docker-username=u",
-                "--docker-password=p",
-                "--docker-server=r.example",
-            ],
-        ),
-        ("serviceaccount", &["serviceaccount", "NAME"]),
-        (
-            "service",
-            &["service", "clusterip", "NAME", "--tcp=80:8080", "--tcp=443:https"],
-        ),
-        (
-            "service",
-            &[
-                "service",
-                "externalname",
-                "NAME",
-                "--external-name=db.example.com",
-            ],
-        ),
-        (
-            "deployment",
-            &["deployment", "NAME", "--image=nginx", "--replicas=2", "--port=80"],
-        ),
-        ("job", &["job", "NAME", "--image=busybox", "--", "echo", "hi"]),
-        (
-            "cronjob",
-            &[
-                "cronjob",
-                "NAME",
-                "--image=busybox",
-                "--schedule=*/5 * * * *",
-                "--",
-                "date",
-            ],
-        ),
-        (
-            "role",
-            &[
-                "role",
-                "NAME",
-                "--verb=get,list",
-                "--resource=pods,deployments.apps",
-                "--resource-name=a",
-            ],
-        ),
-        (
-            "rolebinding",
-            &[
-                "rolebinding",
-                "NAME",
-                "--role=NAME",
-                "--user=alice",
-                "--serviceaccount=pb:default",
-            ],
-        ),
-        (
-            "resourcequota",
-            &[
-                "quota",
-                "NAME",
-                "--hard=pods=3,requests.cpu=500m,requests.memory=1Gi",
-            ],
-        ),
-        (
-            "poddisruptionbudget",
-            &[
-                "poddisruptionbudget",
-                "NAME",
-                "--selector=app=NAME",
-                "--min-available=50%",
-            ],
-        ),
-        (
-            "ingress",
-            &[
-                "ingress",
-                "NAME",
-                "--class=default",
-                "--rule=foo.example/bar*=svc:8080",
-                "--rule=baz.example/=svc2:http",
-            ],
-        ),
-    ];
-    let cluster: &[(&str, &[&str])] = &[
-        (
-            "clusterrole",
-            &[
-                "clusterrole",
-                "NAME",
-                "--verb=get",
-                "--resource=nodes",
-                "--non-resource-url=/logs/*",
-            ],
-        ),
-        (
-            "clusterrolebinding",
-            &["clusterrolebinding", "NAME", "--clusterrole=view", "--group=devs"],
-        ),
-        (
-            "priorityclass",
-            &[
-                "priorityclass",
-                "NAME",
-                "--value=1000",
-                "--description=d",
-                "--preemption-policy=Never",
-            ],
-        ),
-    ];
     let dir2 = dir.clone();
     tokio::task::spawn_blocking(move || {
         let args = |cmd: &[&str], name: &str| -> Vec<String> {
             cmd.iter().map(|a| a.replace("NAME", name)).collect()
         };
-        // Through protobuf, which `-v=8` shows kubectl chose.
-        let create_pb = |cmd: &[String], ns: &[&str]| {
-            let mut full: Vec<&str> = vec!["create", "-v=8"];
-            full.extend(ns);
-            full.extend(cmd.iter().map(String::as_str));
-            let out = k.cmd(&full).output().unwrap();
-            let stderr = String::from_utf8_lossy(&out.stderr);
-            assert!(out.status.success(), "kubectl {full:?} failed:\n{stderr}");
-            assert!(
-                stderr.contains("Content-Type: application/vnd.kubernetes.protobuf"),
-                "kubectl {full:?} did not send protobuf:\n{stderr}"
-            );
-        };
-        // Through JSON: the generator's output, created from a file.
-        let create_json = |cmd: &[String], ns: &[&str], n: usize| {
-            // The flags go first: a command's arguments after `--` are the container's.
-            let mut full: Vec<&str> = vec!["create", "--dry-run=client", "-o", "json"];
-            full.extend(ns);
-            full.extend(cmd.iter().map(String::as_str));
-            let json = k.run(&full);
-            let file = write(&dir, &format!("obj-{n}.json"), &json);
-            let mut from_file: Vec<&str> = vec!["create", "-f", &file];
-            from_file.extend(ns);
-            k.run(&from_file);
-        };
-        let get = |resource: &str, name: &str, ns: &[&str]| -> serde_json::Value {
-            let mut full = vec!["get", resource, name, "-o", "json"];
-            full.extend(ns);
-            let mut v: serde_json::Value = serde_json::from_str(&k.run(&full)).unwrap();
-            let meta = v["metadata"].as_object_mut().unwrap();
-            for f in ["name", "namespace", "resourceVersion", "creationTimestamp"] {
-                meta.remove(f);
-            }
-            for m in meta
-                .get_mut("managedFields")
-                .and_then(|m| m.as_array_mut())
-                .into_iter()
-                .flatten()
-            {
-                m.as_object_mut().unwrap().remove("time");
-            }
-            // A Job's selector and labels carry its uid.
-            let uid = meta.remove("uid").unwrap();
-            serde_json::from_str(&v.to_string().replace(uid.as_str().unwrap(), "UID")).unwrap()
-        };
-
         k.run(&["create", "namespace", "pb"]);
         k.run(&["create", "namespace", "js"]);
-        for (n, (resource, cmd)) in namespaced.iter().enumerate() {
+        for (n, (resource, cmd)) in NAMESPACED_GENERATORS.iter().enumerate() {
             let name = format!("x{n}");
-            create_pb(&args(cmd, &name), &["-n", "pb"]);
-            create_json(&args(cmd, &name), &["-n", "js"], n);
+            k.create_through_protobuf(&args(cmd, &name), &["-n", "pb"]);
+            k.create_through_json(&dir, &args(cmd, &name), &["-n", "js"], n);
             let (pb, js) = (
-                get(resource, &name, &["-n", "pb"]),
-                get(resource, &name, &["-n", "js"]),
+                k.get_comparable(resource, &name, &["-n", "pb"]),
+                k.get_comparable(resource, &name, &["-n", "js"]),
             );
             assert_eq!(pb, js, "{cmd:?}");
         }
-        for (n, (resource, cmd)) in cluster.iter().enumerate() {
+        for (n, (resource, cmd)) in CLUSTER_GENERATORS.iter().enumerate() {
             let (pb_name, js_name) = (format!("pb-{n}"), format!("js-{n}"));
-            create_pb(&args(cmd, &pb_name), &[]);
-            create_json(&args(cmd, &js_name), &[], namespaced.len() + n);
-            let (pb, js) = (get(resource, &pb_name, &[]), get(resource, &js_name, &[]));
+            k.create_through_protobuf(&args(cmd, &pb_name), &[]);
+            k.create_through_json(&dir, &args(cmd, &js_name), &[], NAMESPACED_GENERATORS.len() + n);
+            let (pb, js) = (
+                k.get_comparable(resource, &pb_name, &[]),
+                k.get_comparable(resource, &js_name, &[]),
+            );
             assert_eq!(pb, js, "{cmd:?}");
         }
-
-        // Spot checks that the values arrived, not only that both paths agree.
-        let out = k.run(&["get", "secret", "x1", "-n", "pb", "-o", "jsonpath={.data.k}"]);
-        assert_eq!(out, "dg==");
-        let out = k.run(&[
-            "get",
-            "service",
-            "x4",
-            "-n",
-            "pb",
-            "-o",
-            "jsonpath={.spec.ports[*].targetPort}",
-        ]);
-        assert_eq!(out, "8080 https");
-        let out = k.run(&[
-            "get",
-            "deployment",
-            "x6",
-            "-n",
-            "pb",
-            "-o",
-            "jsonpath={.spec.replicas}",
-        ]);
-        assert_eq!(out, "2");
-        let out = k.run(&[
-            "get",
-            "pdb",
-            "x12",
-            "-n",
-            "pb",
-            "-o",
-            "jsonpath={.spec.minAvailable}",
-        ]);
-        assert_eq!(out, "50%");
-        let out = k.run(&[
-            "get",
-            "quota",
-            "x11",
-            "-n",
-            "pb",
-            "-o",
-            "jsonpath={.spec.hard.requests\\.cpu}",
-        ]);
-        assert_eq!(out, "500m");
+        assert_generated_values(&k);
     })
     .await
     .unwrap();
     let _ = std::fs::remove_dir_all(dir2);
     server.shutdown().await;
+}
+
+/// Spot checks that the generators' values arrived, not only that both paths agree.
+fn assert_generated_values(k: &Kubectl) {
+    let jsonpath = |resource: &str, name: &str, path: &str| {
+        k.run(&[
+            "get",
+            resource,
+            name,
+            "-n",
+            "pb",
+            "-o",
+            &format!("jsonpath={path}"),
+        ])
+    };
+    assert_eq!(jsonpath("secret", "x1", "{.data.k}"), "dg==");
+    assert_eq!(
+        jsonpath("service", "x4", "{.spec.ports[*].targetPort}"),
+        "8080 https"
+    );
+    assert_eq!(jsonpath("deployment", "x6", "{.spec.replicas}"), "2");
+    assert_eq!(jsonpath("pdb", "x12", "{.spec.minAvailable}"), "50%");
+    assert_eq!(jsonpath("quota", "x11", "{.spec.hard.requests\\.cpu}"), "500m");
 }

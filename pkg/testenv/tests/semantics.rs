@@ -1,4 +1,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "each test walks one behaviour through a sequence of requests that build on each other"
+)]
 //! Storage and verb semantics, driven through a real `kube::Client`.
 
 mod common;

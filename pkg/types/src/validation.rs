@@ -128,7 +128,7 @@ pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
     subdomain(value, max_len_chars)
 }
 
-fn subdomain(value: &str, max_len: fn(usize) -> String) -> Vec<String> {
+fn subdomain(value: &str, max_len: impl Fn(usize) -> String) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
         errs.push(max_len(DNS1123_SUBDOMAIN_MAX_LENGTH));
@@ -143,10 +143,47 @@ fn subdomain(value: &str, max_len: fn(usize) -> String) -> Vec<String> {
     errs
 }
 
+/// Which apimachinery release's words a check reports in. Kubernetes 1.35
+/// moved the qualified-name and label-value checks to `api/validate/content`,
+/// which calls a qualified name a label key and counts lengths in bytes; the
+/// releases before (`util/validation`) say "a qualified name" and count
+/// characters. The rules themselves are the same in both.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Wording {
+    /// Kubernetes 1.34 and earlier: what a 1.33 kube-apiserver answers.
+    UpTo1_34,
+    /// Kubernetes 1.35 and later: what [`is_qualified_name`] and
+    /// [`is_valid_label_value`] report.
+    #[default]
+    From1_35,
+}
+
+impl Wording {
+    fn max_len(self, n: usize) -> String {
+        match self {
+            Self::UpTo1_34 => max_len_chars(n),
+            Self::From1_35 => max_len_bytes(n),
+        }
+    }
+
+    /// What a value with more than one `/` is told it must be.
+    fn qualified_name(self) -> &'static str {
+        match self {
+            Self::UpTo1_34 => "a qualified name",
+            Self::From1_35 => "a valid label key",
+        }
+    }
+}
+
 /// Whether `value` is a qualified name (a label key): an optional DNS-1123
 /// subdomain prefix and `/`, then a name of at most 63 characters
 /// (`IsQualifiedName`). API versions such as `apps/v1` are checked with it.
 pub fn is_qualified_name(value: &str) -> Vec<String> {
+    is_qualified_name_worded(value, Wording::From1_35)
+}
+
+/// [`is_qualified_name`], its messages worded as `wording`'s release words them.
+pub fn is_qualified_name_worded(value: &str, wording: Wording) -> Vec<String> {
     let mut errs = Vec::new();
     let parts: Vec<&str> = value.split('/').collect();
     let name = match parts.as_slice() {
@@ -156,7 +193,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
                 errs.push("prefix part must be non-empty".to_owned());
             } else {
                 errs.extend(
-                    subdomain(prefix, max_len_bytes)
+                    subdomain(prefix, |n| wording.max_len(n))
                         .into_iter()
                         .map(|e| format!("prefix part {e}")),
                 );
@@ -165,8 +202,13 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
         }
         _ => {
             errs.push(format!(
-                "a valid label key {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
-                regex_error(QUALIFIED_NAME_ERR, QUALIFIED_NAME_FMT, &["MyName", "my.name", "123-abc"])
+                "{} {} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')",
+                wording.qualified_name(),
+                regex_error(
+                    QUALIFIED_NAME_ERR,
+                    QUALIFIED_NAME_FMT,
+                    &["MyName", "my.name", "123-abc"]
+                )
             ));
             return errs;
         }
@@ -174,7 +216,7 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
     if name.is_empty() {
         errs.push("name part must be non-empty".to_owned());
     } else if name.len() > LABEL_VALUE_MAX_LENGTH {
-        errs.push(format!("name part {}", max_len_bytes(LABEL_VALUE_MAX_LENGTH)));
+        errs.push(format!("name part {}", wording.max_len(LABEL_VALUE_MAX_LENGTH)));
     }
     if !matches_qualified_name_part(name) {
         errs.push(format!(
@@ -192,9 +234,14 @@ pub fn is_qualified_name(value: &str) -> Vec<String> {
 /// Whether `value` is a valid label value: empty, or a name part of at most 63
 /// characters (`IsValidLabelValue`).
 pub fn is_valid_label_value(value: &str) -> Vec<String> {
+    is_valid_label_value_worded(value, Wording::From1_35)
+}
+
+/// [`is_valid_label_value`], its messages worded as `wording`'s release words them.
+pub fn is_valid_label_value_worded(value: &str, wording: Wording) -> Vec<String> {
     let mut errs = Vec::new();
     if value.len() > LABEL_VALUE_MAX_LENGTH {
-        errs.push(max_len_bytes(LABEL_VALUE_MAX_LENGTH));
+        errs.push(wording.max_len(LABEL_VALUE_MAX_LENGTH));
     }
     if !value.is_empty() && !matches_qualified_name_part(value) {
         errs.push(regex_error(
@@ -202,6 +249,32 @@ pub fn is_valid_label_value(value: &str) -> Vec<String> {
             LABEL_VALUE_FMT,
             &["MyValue", "my_value", "12345"],
         ));
+    }
+    errs
+}
+
+/// Longest port name.
+const PORT_NAME_MAX_LENGTH: usize = 15;
+
+/// Whether `value` is a port name (an IANA service name), as a named container
+/// or Service port must be (`IsValidPortName`): one message per broken rule.
+pub fn is_valid_port_name(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > PORT_NAME_MAX_LENGTH {
+        errs.push(max_len_chars(PORT_NAME_MAX_LENGTH));
+    }
+    let charset = |c: u8| c == b'-' || c.is_ascii_lowercase() || c.is_ascii_digit();
+    if value.is_empty() || !value.bytes().all(charset) {
+        errs.push("must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)".to_owned());
+    }
+    if !value.bytes().any(|c| c.is_ascii_lowercase()) {
+        errs.push("must contain at least one letter (a-z)".to_owned());
+    }
+    if value.contains("--") {
+        errs.push("must not contain consecutive hyphens".to_owned());
+    }
+    if value.starts_with('-') || value.ends_with('-') {
+        errs.push("must not begin or end with a hyphen".to_owned());
     }
     errs
 }
@@ -358,6 +431,62 @@ mod tests {
               alphanumeric characters or '_' (e.g. 'my_name',  or 'MY_NAME',  or 'MyName', regex used \
               for validation is '[A-Za-z_][A-Za-z0-9_]*')"
             ]
+        );
+    }
+
+    #[test]
+    fn releases_before_1_35_word_qualified_names_and_label_values_their_way() {
+        let old = Wording::UpTo1_34;
+        assert!(is_qualified_name_worded("samples.knative.dev/podOwner", old).is_empty());
+        assert!(is_qualified_name_worded("a/b/c", old)[0].starts_with("a qualified name must consist of"));
+        assert_eq!(
+            is_qualified_name_worded(&format!("x/{}", "a".repeat(64)), old),
+            ["name part must be no more than 63 characters"]
+        );
+        assert_eq!(
+            is_qualified_name_worded(&format!("{}/x", "a".repeat(254)), old)[0],
+            "prefix part must be no more than 253 characters"
+        );
+        assert_eq!(
+            is_valid_label_value_worded(&"a".repeat(64), old),
+            ["must be no more than 63 characters"]
+        );
+        for value in ["", "a/b/c", "-x", "Bad_Prefix/v1", &"a".repeat(70)] {
+            assert_eq!(
+                is_qualified_name_worded(value, Wording::From1_35),
+                is_qualified_name(value),
+                "{value}"
+            );
+        }
+    }
+
+    #[test]
+    fn port_names() {
+        for ok in ["http", "h2c", "web-8080"] {
+            assert!(is_valid_port_name(ok).is_empty(), "{ok}");
+        }
+        assert_eq!(
+            is_valid_port_name("8080"),
+            ["must contain at least one letter (a-z)"]
+        );
+        assert_eq!(
+            is_valid_port_name("-Web--x-"),
+            [
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must not contain consecutive hyphens",
+                "must not begin or end with a hyphen"
+            ]
+        );
+        assert_eq!(
+            is_valid_port_name(""),
+            [
+                "must contain only alpha-numeric characters (a-z, 0-9), and hyphens (-)",
+                "must contain at least one letter (a-z)"
+            ]
+        );
+        assert_eq!(
+            is_valid_port_name("a-very-long-port-name"),
+            ["must be no more than 15 characters"]
         );
     }
 

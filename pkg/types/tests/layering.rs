@@ -609,6 +609,11 @@ fn webhook_modules_form_a_tree() {
 }
 
 #[test]
+fn testenv_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/testenv");
+}
+
+#[test]
 fn codegen_modules_form_a_tree() {
     module_tree::assert_tree("codegen");
     module_tree::assert_tree("codegen/model");

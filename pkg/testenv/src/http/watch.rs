@@ -1,0 +1,411 @@
+//! Watches: initial events, ordered events from the history, bookmarks, timeouts, and
+//! errors delivered in-stream as the watch cache delivers them.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+use crate::Inner;
+use crate::errors::{ErrorStatus, FieldError};
+use crate::registry::Registry;
+use crate::registry::options::Selection;
+use crate::registry::resource::ResourceDef;
+use crate::store::{EventType, StoredEvent};
+
+use super::reply::{Output, Reply};
+use super::request::QueryView;
+use super::request_options::{parse_rv, too_large};
+
+/// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
+/// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket
+/// buffers behind it; here the channel is the only slack, so it takes the larger size.
+const WATCH_BUFFER: usize = 1000;
+
+/// How long a live event may wait for room in a full buffer before the watch is closed
+/// for unresponsiveness: the most kube-apiserver's cacher lets one dispatch block
+/// (`maxBudget` of its time budget). Its client re-watches or relists, as it would
+/// after kube-apiserver's `Forcing watcher close due to unresponsiveness`.
+const BLOCKED_SEND_GRACE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Per-watch settings from the query.
+#[derive(Debug)]
+struct Spec {
+    def: Arc<ResourceDef>,
+    sel: Selection,
+    output: Output,
+    bookmarks: bool,
+}
+
+fn line(kind: &str, object: &Value) -> Bytes {
+    let mut s = json!({"type": kind, "object": object}).to_string();
+    s.push('\n');
+    Bytes::from(s)
+}
+
+fn error_line(e: &ErrorStatus) -> Bytes {
+    line("ERROR", &e.to_json())
+}
+
+impl Spec {
+    /// The selected objects as they are now, as ADDED events.
+    fn initial_events(&self, registry: &Registry, current: u64) -> Result<Vec<Bytes>, ErrorStatus> {
+        let snapshot = registry
+            .store
+            .snapshot(&self.def.key(), current)
+            .map_err(|_| ErrorStatus::internal("snapshot unavailable"))?;
+        Ok(snapshot
+            .into_iter()
+            .filter(|(_, obj)| self.sel.matches(&self.def, obj))
+            .map(|(_, obj)| line("ADDED", &self.render(&obj)))
+            .collect())
+    }
+
+    fn render(&self, obj: &Value) -> Value {
+        self.output.object(&self.def, obj)
+    }
+
+    fn bookmark(&self, rv: u64, initial_end: bool) -> Bytes {
+        let mut meta = json!({"resourceVersion": rv.to_string(), "creationTimestamp": null});
+        if initial_end {
+            meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        let (kind, av) = match self.output {
+            Output::Meta => ("PartialObjectMetadata".to_owned(), "meta.k8s.io/v1".to_owned()),
+            _ => (self.def.kind.clone(), self.def.api_version()),
+        };
+        line(
+            "BOOKMARK",
+            &json!({"kind": kind, "apiVersion": av, "metadata": meta}),
+        )
+    }
+
+    /// The event this watcher sees for a write, if any: objects moving in or out of the
+    /// selection appear as ADDED or DELETED, as the watch cache reports them.
+    fn event(&self, ev: &StoredEvent) -> Option<Bytes> {
+        if ev.res != self.def.key() {
+            return None;
+        }
+        let now = self.sel.matches(&self.def, &ev.object);
+        let before = ev.prev.as_ref().is_some_and(|p| self.sel.matches(&self.def, p));
+        let kind = match ev.kind {
+            EventType::Added if now => EventType::Added,
+            EventType::Modified if now && before => EventType::Modified,
+            EventType::Modified if now => EventType::Added,
+            EventType::Modified if before => EventType::Deleted,
+            EventType::Deleted if now => EventType::Deleted,
+            _ => return None,
+        };
+        Some(line(kind.as_str(), &self.render(&ev.object)))
+    }
+}
+
+fn one_shot(lines: Vec<Bytes>) -> Reply {
+    let (tx, rx) = mpsc::channel(lines.len().max(1));
+    for l in lines {
+        // The channel has room for every line.
+        let _ = tx.try_send(l);
+    }
+    Reply::Stream(rx)
+}
+
+/// Validates the watch options and starts streaming.
+pub(crate) fn start(
+    inner: &Arc<Inner>,
+    def: &Arc<ResourceDef>,
+    sel: Selection,
+    q: &QueryView<'_>,
+    output: Output,
+) -> Result<Reply, ErrorStatus> {
+    let (bookmarks, send_initial) = check_watch_options(q)?;
+    let timeout = match q.get("timeoutSeconds").filter(|s| !s.is_empty()) {
+        Some(t) => {
+            let secs = t
+                .parse::<u64>()
+                .map_err(|_| ErrorStatus::bad_request(format!("timeoutSeconds: Invalid value: \"{t}\"")))?;
+            std::time::Duration::from_secs(secs)
+        }
+        None => inner.config.default_watch_timeout,
+    };
+    let spec = Spec {
+        def: Arc::clone(def),
+        sel,
+        output,
+        bookmarks,
+    };
+    let rv_param = q.get("resourceVersion").filter(|s| !s.is_empty());
+    let registry = inner.registry();
+    if inner.take_forced_expiry() {
+        let from = rv_param.unwrap_or("0");
+        let e = ErrorStatus::expired(format!(
+            "too old resource version: {from} ({})",
+            registry.store.rv() + 1
+        ));
+        return Ok(one_shot(vec![error_line(&e)]));
+    }
+    let (cursor, initial) = match begin(&spec, &registry, rv_param, send_initial)? {
+        Begin::From { cursor, initial } => (cursor, initial),
+        Begin::Expired(e) => return Ok(one_shot(vec![error_line(&e)])),
+    };
+    let mut changes = registry.store.subscribe();
+    // Writes between `cursor` and now are already in the history; look at them first.
+    changes.mark_changed();
+    drop(registry);
+    let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+    let closed = inner.close_watches.subscribe();
+    tokio::spawn(pump(
+        Arc::clone(inner),
+        spec,
+        cursor,
+        initial,
+        tx,
+        changes,
+        closed,
+        timeout,
+    ));
+    Ok(Reply::Stream(rx))
+}
+
+/// The watch options kube-apiserver refuses together (`ListOptions` validation);
+/// `allowWatchBookmarks` and `sendInitialEvents` when they pass.
+fn check_watch_options(q: &QueryView<'_>) -> Result<(bool, Option<bool>), ErrorStatus> {
+    let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
+    let send_initial = q.flag("sendInitialEvents");
+    let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
+    let mut errs = Vec::new();
+    if let Some(m) = rvm {
+        if send_initial.is_none() {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided",
+            ));
+        }
+        if m != "NotOlderThan" {
+            errs.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                json!(m),
+                &["NotOlderThan".into()],
+            ));
+        }
+    }
+    if send_initial.is_some() {
+        if rvm != Some("NotOlderThan") {
+            errs.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
+        }
+        if !bookmarks {
+            errs.push(FieldError::forbidden(
+                "allowWatchBookmarks",
+                "sendInitialEvents requires setting allowWatchBookmarks to true",
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok((bookmarks, send_initial))
+    } else {
+        Err(ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", errs))
+    }
+}
+
+/// How a watch begins.
+enum Begin {
+    /// Streaming the events after `cursor`, once `initial` is sent.
+    From { cursor: u64, initial: Vec<Bytes> },
+    /// With an in-stream `410 Gone`, which ends it.
+    Expired(ErrorStatus),
+}
+
+/// Where a watch starts from its `resourceVersion` and `sendInitialEvents`: the
+/// current state as ADDED events first, or the history from a revision.
+fn begin(
+    spec: &Spec,
+    registry: &Registry,
+    rv_param: Option<&str>,
+    send_initial: Option<bool>,
+) -> Result<Begin, ErrorStatus> {
+    let current = registry.store.rv();
+    let from_rv = match rv_param {
+        // "Start at most recent" / "start at any": the current state as ADDED events,
+        // unless the client opted out with sendInitialEvents=false.
+        None | Some("0") => None,
+        Some(r) => {
+            let rv = parse_rv(r)?;
+            if rv > current {
+                return Err(too_large(rv, current));
+            }
+            Some(rv)
+        }
+    };
+    if let Some(rv) = from_rv
+        && send_initial != Some(true)
+    {
+        if let Err(old) = registry.store.watch_window_check(&spec.def.key(), rv) {
+            return Ok(Begin::Expired(ErrorStatus::expired(format!(
+                "too old resource version: {rv} ({})",
+                old.oldest_listed
+            ))));
+        }
+        return Ok(Begin::From {
+            cursor: rv,
+            initial: Vec::new(),
+        });
+    }
+    let mut initial = Vec::new();
+    if send_initial != Some(false) {
+        initial = spec.initial_events(registry, current)?;
+    }
+    if send_initial == Some(true) {
+        initial.push(spec.bookmark(current, true));
+    }
+    Ok(Begin::From {
+        cursor: current,
+        initial,
+    })
+}
+
+/// Sends one live event: at once if the buffer has room, else within
+/// `BLOCKED_SEND_GRACE`; `false` means stop (the watch ends, or its client is not reading
+/// and the watch is closed, dropping what it could not take).
+async fn deliver_live(
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    let line = match tx.try_send(line) {
+        Ok(()) => return true,
+        Err(mpsc::error::TrySendError::Closed(_)) => return false,
+        Err(mpsc::error::TrySendError::Full(line)) => line,
+    };
+    tokio::select! {
+        biased;
+        _ = closed.changed() => false,
+        () = deadline => false,
+        sent = tx.send(line) => sent.is_ok(),
+        () = tokio::time::sleep(BLOCKED_SEND_GRACE) => false,
+    }
+}
+
+/// Sends one initial event, waiting for room as long as it takes, as the cacher does,
+/// unless live events pile up meanwhile: once a buffer's worth of them waits and the
+/// client has not made room for `BLOCKED_SEND_GRACE`, the watch is closed, as the
+/// cacher closes a watcher whose input channel stays full.
+async fn deliver_initial(
+    inner: &Inner,
+    spec: &Spec,
+    cursor: u64,
+    tx: &mpsc::Sender<Bytes>,
+    line: Bytes,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    loop {
+        tokio::select! {
+            biased;
+            _ = closed.changed() => return false,
+            () = &mut deadline => return false,
+            permit = tx.reserve() => {
+                return match permit {
+                    Ok(p) => {
+                        p.send(line);
+                        true
+                    }
+                    Err(_) => false,
+                };
+            }
+            () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
+                let pending = inner
+                    .registry()
+                    .store
+                    .watch_events_after(&spec.def.key(), cursor)
+                    .map_or(usize::MAX, |evs| evs.len());
+                if pending >= WATCH_BUFFER {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn pump(
+    inner: Arc<Inner>,
+    spec: Spec,
+    mut cursor: u64,
+    initial: Vec<Bytes>,
+    tx: mpsc::Sender<Bytes>,
+    mut changes: tokio::sync::watch::Receiver<u64>,
+    mut closed: tokio::sync::watch::Receiver<u64>,
+    timeout: std::time::Duration,
+) {
+    // timeoutSeconds counts from the request, initial events included.
+    let deadline = tokio::time::sleep(timeout);
+    tokio::pin!(deadline);
+    for l in initial {
+        if !deliver_initial(&inner, &spec, cursor, &tx, l, &mut closed, deadline.as_mut()).await {
+            return;
+        }
+    }
+    let period = inner.config.bookmark_interval;
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            biased;
+            _ = closed.changed() => return,
+            () = &mut deadline => return,
+            () = tx.closed() => return,
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let (events, head, served) = {
+                    let st = inner.registry();
+                    let key = spec.def.key();
+                    (
+                        st.store.watch_events_after(&key, cursor),
+                        st.store.rv(),
+                        st.resources.iter().any(|d| d.key() == key),
+                    )
+                };
+                match events {
+                    Ok(evs) => {
+                        for ev in evs {
+                            cursor = ev.rv;
+                            if let Some(l) = spec.event(&ev)
+                                && !deliver_live(&tx, l, &mut closed, deadline.as_mut()).await
+                            {
+                                return;
+                            }
+                        }
+                        // Writes to other resources move bookmarks on too.
+                        cursor = cursor.max(head);
+                        if !served {
+                            // The resource's CRD is gone: kube-apiserver tears its storage
+                            // down, which ends every watch on it.
+                            return;
+                        }
+                    }
+                    Err(old) => {
+                        // This watcher fell behind its resource's window.
+                        let e = ErrorStatus::expired(format!(
+                            "too old resource version: {cursor} ({})",
+                            old.oldest_listed
+                        ));
+                        deliver_live(&tx, error_line(&e), &mut closed, deadline.as_mut()).await;
+                        return;
+                    }
+                }
+            }
+            _ = ticks.tick(), if spec.bookmarks => {
+                // As the cacher does, a bookmark only goes into a buffer with room.
+                if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(spec.bookmark(cursor, false)) {
+                    return;
+                }
+            }
+        }
+    }
+}

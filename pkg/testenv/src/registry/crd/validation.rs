@@ -1,0 +1,308 @@
+//! apiextensions' CustomResourceDefinition validation, for the rules that decide
+//! whether a CRD can be served: names, scope, versions, structural schemas and printer
+//! columns.
+
+use kinject_types::validation::is_dns1035_label;
+use serde_json::{Value, json};
+
+use crate::errors::{ErrorStatus, FieldError};
+use crate::registry::schema::check_default;
+
+use super::s;
+
+/// The checks of apiextensions' CRD validation that decide whether it can be served.
+pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let mut errs = Vec::new();
+    check_names(crd, name, &mut errs);
+    let versions = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    check_versions(versions, &mut errs);
+    check_printer_columns(versions, &mut errs);
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            errs,
+        ))
+    }
+}
+
+/// The group, names and scope, and the CRD's name made of them.
+fn check_names(crd: &Value, name: &str, errs: &mut Vec<FieldError>) {
+    let group = s(crd, "/spec/group");
+    let plural = s(crd, "/spec/names/plural");
+    if group.is_empty() {
+        errs.push(FieldError::required("spec.group", ""));
+    }
+    if plural.is_empty() {
+        errs.push(FieldError::required("spec.names.plural", ""));
+    }
+    if s(crd, "/spec/names/kind").is_empty() {
+        errs.push(FieldError::required("spec.names.kind", ""));
+    }
+    if name != format!("{plural}.{group}") {
+        errs.push(FieldError::invalid(
+            "metadata.name",
+            json!(name),
+            "must be spec.names.plural+\".\"+spec.group",
+        ));
+    }
+    let scope = s(crd, "/spec/scope");
+    if scope != "Namespaced" && scope != "Cluster" {
+        errs.push(FieldError::not_supported(
+            "spec.scope",
+            json!(scope),
+            &["Cluster".to_owned(), "Namespaced".to_owned()],
+        ));
+    }
+}
+
+/// One storage version, version names that are unique DNS-1035 labels, and a
+/// structural schema for each.
+fn check_versions(versions: &[Value], errs: &mut Vec<FieldError>) {
+    if versions.is_empty() {
+        errs.push(FieldError::required(
+            "spec.versions",
+            "must have exactly one version marked as storage version",
+        ));
+        return;
+    }
+    let storage = versions
+        .iter()
+        .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .count();
+    if storage != 1 {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            Value::Null,
+            "must have exactly one version marked as storage version",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let name = s(v, "/name");
+        let why = is_dns1035_label(name);
+        if !why.is_empty() {
+            errs.push(FieldError::invalid(
+                format!("spec.versions[{i}].name"),
+                json!(name),
+                why.join(","),
+            ));
+        }
+    }
+    let mut seen = std::collections::HashSet::new();
+    if !versions.iter().all(|v| seen.insert(s(v, "/name"))) {
+        errs.push(FieldError::invalid(
+            "spec.versions",
+            Value::Null,
+            "must contain unique version names",
+        ));
+    }
+    for (i, v) in versions.iter().enumerate() {
+        let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
+        match v.pointer("/schema/openAPIV3Schema") {
+            None => errs.push(FieldError::required(at, "schemas are required")),
+            Some(schema) => check_schema(schema, &at, Level::Root, errs),
+        }
+    }
+}
+
+/// A version's printer columns as apiextensions' internal version compares them, where
+/// an absent field and its zero value are the same.
+fn columns_of(version: &Value) -> Vec<(&str, &str, &str, &str, i64, &str)> {
+    version
+        .get("additionalPrinterColumns")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .map(|c| {
+            (
+                s(c, "/name"),
+                s(c, "/type"),
+                s(c, "/format"),
+                s(c, "/description"),
+                c.get("priority").and_then(Value::as_i64).unwrap_or(0),
+                s(c, "/jsonPath"),
+            )
+        })
+        .collect()
+}
+
+const COLUMN_TYPES: &str = "boolean,date,integer,number,string";
+const COLUMN_FORMATS: &[&str] = &[
+    "byte",
+    "date",
+    "date-time",
+    "double",
+    "float",
+    "int32",
+    "int64",
+    "password",
+];
+
+/// `ValidateCustomResourceColumnDefinition`. The v1 CRD is validated in apiextensions'
+/// internal version, which holds columns that every version shares once, at
+/// `spec.additionalPrinterColumns`: the errors name that path then.
+fn check_printer_columns(versions: &[Value], errs: &mut Vec<FieldError>) {
+    let Some(first) = versions.first() else {
+        return;
+    };
+    let shared = columns_of(first);
+    let lists: Vec<(String, Vec<_>)> = if versions.iter().all(|v| columns_of(v) == shared) {
+        vec![("spec.additionalPrinterColumns".to_owned(), shared)]
+    } else {
+        versions
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                (
+                    format!("spec.versions[{i}].additionalPrinterColumns"),
+                    columns_of(v),
+                )
+            })
+            .collect()
+    };
+    for (path, columns) in lists {
+        for (i, (name, ty, format, _, _, json_path)) in columns.into_iter().enumerate() {
+            let at = format!("{path}[{i}]");
+            if name.is_empty() {
+                errs.push(FieldError::required(format!("{at}.name"), ""));
+            }
+            if ty.is_empty() {
+                errs.push(FieldError::required(
+                    format!("{at}.type"),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            } else if !COLUMN_TYPES.split(',').any(|t| t == ty) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.type"),
+                    json!(ty),
+                    format!("must be one of {COLUMN_TYPES}"),
+                ));
+            }
+            if !format.is_empty() && !COLUMN_FORMATS.contains(&format) {
+                errs.push(FieldError::invalid(
+                    format!("{at}.format"),
+                    json!(format),
+                    format!("must be one of {}", COLUMN_FORMATS.join(",")),
+                ));
+            }
+            // The internal type's Go field name, not the JSON one, names the path.
+            if json_path.is_empty() {
+                errs.push(FieldError::required(format!("{at}.JSONPath"), ""));
+            } else if !json_path.starts_with('.') {
+                errs.push(FieldError::invalid(
+                    format!("{at}.JSONPath"),
+                    json!(json_path),
+                    "must be a simple json path starting with .",
+                ));
+            }
+        }
+    }
+}
+
+/// Where a schema sits in its structural schema, which words a missing `type`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Level {
+    Root,
+    Field,
+    Item,
+}
+
+/// The structural-schema rules v1 CRDs must meet, as far as testenv checks them:
+/// every node has a `type` (unless it is int-or-string or preserves unknown fields),
+/// the root is an object, embedded resources are objects, every `pattern` compiles,
+/// and every `default` is valid for its schema and pruned.
+fn check_schema(schema: &Value, path: &str, lvl: Level, errs: &mut Vec<FieldError>) {
+    let flag = |k: &str| schema.get(k).and_then(Value::as_bool) == Some(true);
+    let ty = s(schema, "/type");
+    let embedded = flag("x-kubernetes-embedded-resource");
+    if embedded && ty != "object" {
+        let msg = "must be object if x-kubernetes-embedded-resource is true";
+        errs.push(if ty.is_empty() {
+            FieldError::required(format!("{path}.type"), msg)
+        } else {
+            FieldError::invalid(format!("{path}.type"), json!(ty), msg)
+        });
+    } else if ty.is_empty()
+        && !flag("x-kubernetes-int-or-string")
+        && !flag("x-kubernetes-preserve-unknown-fields")
+    {
+        let msg = match lvl {
+            Level::Root => "must not be empty at the root",
+            Level::Field => "must not be empty for specified object fields",
+            Level::Item => "must not be empty for specified array items",
+        };
+        errs.push(FieldError::required(format!("{path}.type"), msg));
+    }
+    if lvl == Level::Root && !ty.is_empty() && ty != "object" {
+        errs.push(FieldError::invalid(
+            format!("{path}.type"),
+            json!(ty),
+            "must be object at the root",
+        ));
+    }
+    if let Some(p) = schema.get("pattern").and_then(Value::as_str)
+        && !p.is_empty()
+        && let Err(e) = regex::Regex::new(p)
+    {
+        errs.push(FieldError::invalid(
+            format!("{path}.pattern"),
+            json!(p),
+            format!(
+                "must be a valid regular expression, but isn't: error parsing regexp: {}",
+                regexp_error(p, &e)
+            ),
+        ));
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (k, sub) in props {
+            check_schema(sub, &format!("{path}.properties[{k}]"), Level::Field, errs);
+        }
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        check_schema(items, &format!("{path}.items"), Level::Item, errs);
+    }
+    if let Some(add) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        check_schema(add, &format!("{path}.additionalProperties"), Level::Field, errs);
+    }
+    if let Some(d) = schema.get("default") {
+        errs.extend(check_default(schema, d, &format!("{path}.default")));
+    }
+}
+
+/// The reason Go's `regexp` gives for a pattern the `regex` crate refuses, for the
+/// common mistakes; otherwise the `regex` crate's own words.
+fn regexp_error(p: &str, e: &regex::Error) -> String {
+    let text = e.to_string();
+    let why = text
+        .lines()
+        .find_map(|l| l.strip_prefix("error: "))
+        .unwrap_or(text.as_str());
+    if why.contains("unclosed group") {
+        format!("missing closing ): `{p}`")
+    } else if why.contains("unopened group") {
+        format!("unexpected ): `{p}`")
+    } else if why.contains("unclosed character class") {
+        let from = p.rfind('[').unwrap_or(0);
+        format!("missing closing ]: `{}`", &p[from..])
+    } else if why.contains("repetition operator missing expression") {
+        let op = p
+            .char_indices()
+            .find(|(_, c)| matches!(c, '*' | '+' | '?'))
+            .map_or("", |(i, c)| &p[i..i + c.len_utf8()]);
+        format!("missing argument to repetition operator: `{op}`")
+    } else if why.contains("look-around") {
+        let at = p.find("(?").unwrap_or(0);
+        let end = p[at..].char_indices().nth(3).map_or(p.len(), |(i, _)| at + i);
+        format!("invalid or unsupported Perl syntax: `{}`", &p[at..end])
+    } else {
+        why.to_owned()
+    }
+}
