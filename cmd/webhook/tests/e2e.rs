@@ -5,7 +5,10 @@
 //! webhook's message; it runs as its service account on a testenv that
 //! refuses what `config/`'s webhook RBAC does not grant, stops on SIGTERM
 //! with status 0, and exits 1 with the reason on bad setup.
-
+#![allow(
+    clippy::too_many_lines,
+    reason = "a scenario test reads best top to bottom, in one function"
+)]
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;

@@ -1,4 +1,8 @@
 #![allow(clippy::panic, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "the path reader is one scan over the source; a test helper"
+)]
 
 //! The crate layering the README promises: API types and the derive stay free of
 //! I/O and code-formatting crates, so depending on them is cheap.

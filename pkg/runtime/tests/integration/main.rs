@@ -1,5 +1,9 @@
 //! The runtime's integration tests, one binary so the workspace links one
 //! test executable for them instead of eight.
+#![allow(
+    clippy::too_many_lines,
+    reason = "a scenario test reads best top to bottom, in one function"
+)]
 
 mod constructors;
 mod controller;
