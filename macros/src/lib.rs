@@ -13,7 +13,11 @@
 //! kube-core, serde, schemars), so an API crate depends on `kinject-types`,
 //! this crate and `serde`.
 //!
-//! ```
+//! What a kind looks like (the same example runs in `kinject-types`' crate
+//! docs: a proc-macro crate's own doctests would build kube and k8s-openapi a
+//! second time, for the host):
+//!
+//! ```ignore
 //! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 //! # use kinject_macros::Kind;
 //! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]

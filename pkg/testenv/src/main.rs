@@ -4,44 +4,32 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: testenv serve --kubeconfig <path> [--port N]";
+use clap::{Parser, Subcommand};
 
-fn parse(args: &[String]) -> Result<(PathBuf, u16), String> {
-    let mut it = args.iter();
-    match it.next().map(String::as_str) {
-        Some("serve") => {}
-        Some(other) => return Err(format!("unknown command {other:?}\n{USAGE}")),
-        None => return Err(USAGE.to_owned()),
-    }
-    let mut kubeconfig = None;
-    let mut port = 0u16;
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--kubeconfig" => kubeconfig = it.next().map(PathBuf::from),
-            "--port" => {
-                let p = it.next().ok_or(format!("--port needs a value\n{USAGE}"))?;
-                port = p
-                    .parse()
-                    .map_err(|_| format!("--port {p:?} is not a port number (0-65535)"))?;
-            }
-            "-h" | "--help" => return Err(USAGE.to_owned()),
-            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
-        }
-    }
-    let kubeconfig = kubeconfig.ok_or(format!("--kubeconfig <path> is required\n{USAGE}"))?;
-    Ok((kubeconfig, port))
+/// An in-memory Kubernetes API server for tests and local runs.
+#[derive(Debug, Parser)]
+#[command(name = "testenv")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Serve the API on 127.0.0.1 until SIGINT or SIGTERM, printing its URL.
+    Serve {
+        /// Where to write a kubeconfig that points at the server.
+        #[arg(long, value_name = "PATH")]
+        kubeconfig: PathBuf,
+        /// The port to listen on; 0 picks a free one.
+        #[arg(long, default_value_t = 0)]
+        port: u16,
+    },
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    let (kubeconfig, port) = match parse(&args) {
-        Ok(v) => v,
-        Err(e) => {
-            eprintln!("{e}");
-            return ExitCode::from(2);
-        }
-    };
+    let Command::Serve { kubeconfig, port } = Cli::parse().command;
     let env = kinject_testenv::TestEnv::builder().port(port).build();
     let server = match env.serve().await {
         Ok(s) => s,

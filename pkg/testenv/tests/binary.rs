@@ -49,6 +49,11 @@ async fn serve_writes_kubeconfig_prints_url_and_stops_on_sigterm() {
         .output()
         .unwrap();
     assert_eq!(bad.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&bad.stderr).contains("--kubeconfig <path> is required"));
+    let stderr = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        stderr.contains("the following required arguments were not provided")
+            && stderr.contains("--kubeconfig"),
+        "{stderr}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

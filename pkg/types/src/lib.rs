@@ -41,6 +41,41 @@
 //! widget.duck_status_mut().observed_generation = 1;
 //! assert_eq!(widget.duck_status().map(|s| s.observed_generation), Some(1));
 //! ```
+//!
+//! `#[derive(Kind)]` (from `kinject-macros`) writes those trait impls, and the
+//! kind's CRD comes from its markers:
+//!
+//! ```
+//! # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+//! # use kinject_macros::Kind;
+//! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! # pub struct AddressableServiceSpec { pub service_name: String }
+//! # #[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+//! # pub struct AddressableServiceStatus {}
+//! #[derive(Kind, Clone, Debug, PartialEq)]
+//! #[kind(group = "samples.knative.dev", version = "v1alpha1", namespaced,
+//!        shortnames = ["asvc"], categories = ["all", "knative"])]
+//! #[genclient]
+//! #[genreconciler(krshapedlogic = false)]
+//! pub struct AddressableService {
+//!     pub metadata: ObjectMeta,
+//!     pub spec: AddressableServiceSpec,
+//!     pub status: Option<AddressableServiceStatus>,
+//! }
+//!
+//! use kinject_types::KindInfo;
+//! use kinject_types::__private::kube::Resource;
+//! assert_eq!(AddressableService::plural(&()), "addressableservices");
+//! assert_eq!(AddressableService::SHORT_NAMES, ["asvc"]);
+//! let asvc = AddressableService::new("rut", AddressableServiceSpec::default());
+//! assert_eq!(serde_json::to_value(&asvc).unwrap()["kind"], "AddressableService");
+//!
+//! // The markers, folded over the kind's identity and schema, make its CRD.
+//! let crd = kinject_types::crd::custom_resource_definition::<AddressableService>().unwrap();
+//! assert_eq!(crd.metadata.name.as_deref(), Some("addressableservices.samples.knative.dev"));
+//! assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned(), "knative".to_owned()]));
+//! assert!(crd.spec.versions[0].subresources.as_ref().is_some_and(|s| s.status.is_some()));
+//! ```
 
 #[cfg(feature = "kinds")]
 mod condition;

@@ -158,11 +158,14 @@ impl Certificates {
 /// When the serving certificate in `data` expires, if it parses.
 pub fn not_after(data: &BTreeMap<String, ByteString>) -> Option<SystemTime> {
     let pem = data.get(SERVER_CERT)?;
-    let (_, pem) = x509_parser::pem::parse_x509_pem(&pem.0).ok()?;
-    let cert = pem.parse_x509().ok()?;
-    let seconds = cert.validity().not_after.timestamp();
-    let seconds = u64::try_from(seconds).ok()?;
-    SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(seconds))
+    let chain = x509_cert::Certificate::load_pem_chain(&pem.0).ok()?;
+    let since_epoch = chain
+        .first()?
+        .tbs_certificate
+        .validity
+        .not_after
+        .to_unix_duration();
+    SystemTime::UNIX_EPOCH.checked_add(since_epoch)
 }
 
 /// Why the certificates in `data` must be replaced at `now`, or `None` when

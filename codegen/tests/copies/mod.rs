@@ -1,0 +1,323 @@
+//! What the tests of the sample app's scripts share: copies of the sample
+//! app (a project of its own that reaches the framework by path in this
+//! checkout), commands run in them, and the check that they compiled only
+//! their own crates.
+//!
+//! **What keeps them from being slow.** A copy holds only the sample app, as
+//! a project of one's own would. Every copy and `examples/out-of-tree` build
+//! in this workspace's build directory (`CARGO_BUILD_BUILD_DIR`, with the
+//! same profile and features), so the framework and every registry crate
+//! come from the build `cargo test --workspace` already made; their binaries
+//! go to a target directory of their own, so they never replace the ones
+//! other tests run. Each test checks afterwards that no crate but the copy's
+//! own was compiled, and says which was when one is.
+
+// Each test binary uses some of these.
+#![allow(dead_code)]
+
+use std::collections::BTreeSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::SystemTime;
+
+pub(crate) fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// The top-level folders of the framework; the rest of the checkout is the
+/// sample app (or not part of a project: `target`, `.git`, `examples`).
+pub(crate) const FRAMEWORK: [&str; 3] = ["codegen", "macros", "pkg"];
+
+/// Where this workspace's build lives: the directory above `debug/` that
+/// holds this test's own executable.
+pub(crate) fn build_dir() -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    exe.ancestors()
+        .find(|dir| dir.file_name().is_some_and(|name| name == "debug"))
+        .and_then(Path::parent)
+        .unwrap_or_else(|| panic!("{} is not in a debug/ build directory", exe.display()))
+        .to_path_buf()
+}
+
+/// Where the copies and their binaries live.
+pub(crate) fn scratch() -> PathBuf {
+    build_dir().join("hack-scripts-test")
+}
+
+/// Copies `from` to `to`. The copies get new modification times: a copy a
+/// test changed on an earlier run is built anew, never taken for the build of
+/// its changed content.
+pub(crate) fn copy_tree(from: &Path, to: &Path, skip: &[&str]) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name();
+        if skip.iter().any(|s| name == *s) {
+            continue;
+        }
+        let (src, dst) = (entry.path(), to.join(&name));
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&src, &dst, &[]);
+        } else {
+            std::fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// A fresh copy of the sample app named `name` (the `number`th kind of copy):
+/// a project of its own whose workspace lists the sample's crates and
+/// reaches the framework's by path in this checkout.
+///
+/// The framework's folders are links to this checkout's, so the framework's
+/// crates sit at the same paths relative to the copy's workspace root as to
+/// this one's: cargo names a path crate's build by that relative path, and
+/// only so does the copy find this workspace's build of them.
+pub(crate) fn sample_copy(name: &str, number: u32) -> PathBuf {
+    let copy = scratch().join(name);
+    let _ = std::fs::remove_dir_all(&copy);
+    let mut skip = vec!["target", ".git", "examples", "Cargo.toml"];
+    skip.extend(FRAMEWORK);
+    copy_tree(&repo_root(), &copy, &skip);
+    link_framework(&repo_root(), &copy);
+    std::fs::write(copy.join("Cargo.toml"), copy_manifest(&repo_root(), number)).unwrap();
+    // The lock file drops the framework's members from its root list now, not
+    // in the middle of a step that checks which files changed.
+    let settled = cargo(&copy, &["metadata", "--format-version", "1", "--offline"]);
+    assert!(settled.ok, "{}", settled.stderr);
+    copy
+}
+
+/// Links `dir`'s framework folders to `root`'s.
+pub(crate) fn link_framework(root: &Path, dir: &Path) {
+    for top in FRAMEWORK {
+        std::os::unix::fs::symlink(root.join(top), dir.join(top)).unwrap();
+    }
+}
+
+/// The workspace manifest of the `number`th kind of copy: this one's, with
+/// the framework's crates dependencies rather than members, and its own
+/// crates built with a profile of their own.
+///
+/// Cargo names the build of a crate in a workspace by its path relative to
+/// the workspace root, so the copy's `apis` and this workspace's (or another
+/// copy's) would be one build in the shared build directory, each taking the
+/// other's for its own. A profile setting of each copy's own (line tables
+/// only, and `256 - number` codegen units) gives its crates builds of their
+/// own; it changes nothing they do.
+pub(crate) fn copy_manifest(root: &Path, number: u32) -> String {
+    let text = std::fs::read_to_string(root.join("Cargo.toml")).unwrap();
+    let mut manifest: toml::Table = text.parse().unwrap();
+    let in_framework = |path: &str| FRAMEWORK.iter().any(|top| Path::new(path).starts_with(top));
+    let workspace = manifest["workspace"].as_table_mut().unwrap();
+    let members = workspace["members"].as_array_mut().unwrap();
+    members.retain(|member| !in_framework(member.as_str().unwrap()));
+    assert!(!members.is_empty(), "the workspace has no sample app members");
+    let packages: Vec<String> = members
+        .iter()
+        .map(|member| {
+            let member: toml::Table =
+                std::fs::read_to_string(root.join(member.as_str().unwrap()).join("Cargo.toml"))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+            member["package"]["name"].as_str().unwrap().to_owned()
+        })
+        .collect();
+    let overrides = manifest["profile"]["dev"]["package"].as_table_mut().unwrap();
+    for package in packages {
+        let mut own = toml::Table::new();
+        own.insert("debug".into(), "line-tables-only".into());
+        own.insert("codegen-units".into(), i64::from(256 - number).into());
+        overrides.insert(package, own.into());
+    }
+    format!(
+        "# A copy of the sample app, written by codegen/tests/copies/mod.rs.\n{}",
+        toml::to_string(&manifest).unwrap()
+    )
+}
+
+/// What the shared build directory holds: its compiled files, each with when
+/// it was last written (a crate compiled again under the same name is a
+/// newer file, not a new one).
+pub(crate) fn artifacts() -> BTreeSet<(OsString, SystemTime)> {
+    std::fs::read_dir(build_dir().join("debug/deps"))
+        .map(|entries| {
+            entries
+                .flatten()
+                .filter_map(|e| Some((e.file_name(), e.metadata().ok()?.modified().ok()?)))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// The crate (or test, binary, example) a file of `debug/deps` was
+/// compiled for: `libkube_client-1f2e.rlib` and `e2e-0a1b.d` name
+/// `kube_client` and `e2e`.
+pub(crate) fn compiled_crate(file: &OsString) -> String {
+    let file = file.to_string_lossy();
+    let (stem, library) = match file.rsplit_once('.') {
+        Some((stem, "rlib" | "rmeta" | "so" | "a")) => (stem, true),
+        Some((stem, "d")) => (stem, false),
+        _ => (&*file, false),
+    };
+    let stem = if library {
+        stem.strip_prefix("lib").unwrap_or(stem)
+    } else {
+        stem
+    };
+    stem.rsplit_once('-').map_or(stem, |(name, _)| name).to_owned()
+}
+
+/// The crate names of `workspace`'s own packages: every target of each.
+pub(crate) fn own_crates(workspace: &Path) -> BTreeSet<String> {
+    let out = without_test_environment(&mut Command::new(env!("CARGO")))
+        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
+        .current_dir(workspace)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    metadata["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|package| package["targets"].as_array().unwrap())
+        .map(|target| target["name"].as_str().unwrap().replace('-', "_"))
+        .collect()
+}
+
+/// Fails when anything but `workspace`'s own crates was compiled since
+/// `before`: a framework or registry crate compiled again means some setting
+/// that makes two workspaces share a build differs between them.
+pub(crate) fn assert_only_own_crates_compiled(workspace: &Path, before: &BTreeSet<(OsString, SystemTime)>) {
+    assert_only_compiled(workspace, before, &own_crates(workspace), &BTreeSet::new());
+}
+
+/// Fails when a crate other than `own` was compiled since `before`, or one
+/// of `built_apart` compiled into a file this workspace already had.
+pub(crate) fn assert_only_compiled(
+    workspace: &Path,
+    before: &BTreeSet<(OsString, SystemTime)>,
+    own: &BTreeSet<String>,
+    built_apart: &BTreeSet<String>,
+) {
+    let existed: BTreeSet<&OsString> = before.iter().map(|(file, _)| file).collect();
+    let again: BTreeSet<String> = artifacts()
+        .difference(before)
+        .filter(|(file, _)| {
+            let name = compiled_crate(file);
+            !own.contains(&name) && (existed.contains(file) || !built_apart.contains(&name))
+        })
+        .map(|(file, _)| compiled_crate(file))
+        .collect();
+    assert!(
+        again.is_empty(),
+        "{} compiled again crates this workspace had built: {again:?}. A shared dependency resolves \
+         other features, another version or another profile there: keep every feature in the root \
+         [workspace.dependencies], the same [profile] settings and a lock file with the same versions \
+         (compare `cargo tree -e features -i <crate>` here and there).",
+        workspace.display()
+    );
+}
+
+/// Builds the generator here, before a copy's scripts run it. `cargo run -p
+/// codegen` resolves a dependency graph of its own: none of the runtime's
+/// proc-macros, so their shared crates (syn, proc-macro2) get fewer features
+/// and are another build. Made here once, it is what every copy (and
+/// `hack/verify-codegen.sh` after the tests) reuses.
+pub(crate) fn build_the_generator_here() {
+    static BUILT: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    BUILT.get_or_init(|| {
+        let out = without_test_environment(&mut Command::new(env!("CARGO")))
+            .args(["build", "--offline", "-p", "codegen"])
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    });
+}
+
+/// One copy at a time: two would compile the same sample crates in turn.
+pub(crate) static ONE_COPY_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+pub(crate) struct Run {
+    pub(crate) ok: bool,
+    pub(crate) stdout: String,
+    pub(crate) stderr: String,
+}
+
+/// `cargo test` tells the test it runs about the crate under test
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_NAME`, ...). A cargo started from the
+/// test would pass them on to build scripts, and those that rerun when such
+/// a variable changes (ring's does) would take this workspace's build of
+/// them for stale and build them again: so they are left out.
+pub(crate) fn without_test_environment(command: &mut Command) -> &mut Command {
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if name == "OUT_DIR"
+            || [
+                "CARGO_MANIFEST_",
+                "CARGO_PKG_",
+                "CARGO_CRATE_",
+                "CARGO_BIN_",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .iter()
+            .any(|prefix| name.starts_with(prefix))
+        {
+            command.env_remove(&*name);
+        }
+    }
+    command
+}
+
+/// Runs `command` with its intermediate files in this workspace's build
+/// directory and its binaries in the copies' own target directory.
+pub(crate) fn run(mut command: Command) -> Run {
+    let out = without_test_environment(&mut command)
+        .env("CARGO_BUILD_BUILD_DIR", build_dir())
+        .env("CARGO_TARGET_DIR", scratch().join("target"))
+        .env("CARGO_NET_OFFLINE", "true")
+        .output()
+        .unwrap();
+    Run {
+        ok: out.status.success(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Runs a script of the copy by absolute path from another directory, as a
+/// user might.
+pub(crate) fn script(copy: &Path, name: &str) -> Run {
+    script_with(copy, name, &[])
+}
+
+pub(crate) fn script_with(copy: &Path, name: &str, args: &[&str]) -> Run {
+    let mut command = Command::new("bash");
+    command
+        .arg(copy.join("hack").join(name))
+        .args(args)
+        .current_dir(std::env::temp_dir());
+    run(command)
+}
+
+/// `cargo <args>` in the copy.
+pub(crate) fn cargo(copy: &Path, args: &[&str]) -> Run {
+    let mut command = Command::new(env!("CARGO"));
+    command.args(args).current_dir(copy);
+    run(command)
+}
+
+/// A shell command line in the copy, as a user types it.
+pub(crate) fn shell(copy: &Path, line: &str) -> Run {
+    let mut command = Command::new("bash");
+    command.args(["-c", line]).current_dir(copy);
+    run(command)
+}

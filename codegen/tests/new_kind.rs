@@ -1,0 +1,280 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "a scenario test reads best top to bottom, in one function"
+)]
+
+//! `hack/new-kind.sh` on a copy of the sample app, following
+//! `docs/tutorial.md`'s tested commands: kinds in a new group, a cluster-scoped
+//! one, one in the sample's group and a second version all build, test,
+//! format and dump with no hand edit, and a refused scaffold changes nothing.
+//!
+//! **Why it is slow (about 35 s warm on two cores):** the copy's crates are
+//! built once with the new kinds and their tests run; nothing else is
+//! compiled (see `copies`).
+
+mod copies;
+
+use std::path::{Path, PathBuf};
+
+use copies::*;
+
+/// The files of a tree with their contents, to show a refused scaffold
+/// changed nothing (the framework's linked folders left out).
+fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if entry.file_type().unwrap().is_symlink() {
+            continue;
+        }
+        if path.is_dir() {
+            out.extend(snapshot(&path));
+        } else {
+            out.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The commands of `docs/tutorial.md`'s blocks marked `<!-- tested -->`, in order.
+fn tutorial_commands() -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
+    let mut commands = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != "<!-- tested -->" {
+            continue;
+        }
+        assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
+        for command in lines.by_ref().take_while(|l| l.trim() != "```") {
+            if !command.trim().is_empty() && !command.trim_start().starts_with('#') {
+                commands.push(command.trim().to_owned());
+            }
+        }
+    }
+    commands
+}
+
+#[test]
+fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
+    let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    build_the_generator_here();
+    let built = artifacts();
+    let copy = sample_copy("new-kind", 2);
+
+    // Names that break a rule are refused, all at once, and nothing changes.
+    let before = snapshot(&copy);
+    let run = script_with(
+        &copy,
+        "new-kind.sh",
+        &["--group", "batch", "--version", "V_1", "--kind", "widget"],
+    );
+    assert!(!run.ok);
+    for rule in [
+        "--kind \"widget\" must start with an upper-case letter",
+        "--group \"batch\" must contain a dot",
+        "--version \"V_1\" must match",
+        "no file was changed",
+    ] {
+        assert!(run.stderr.contains(rule), "{rule}: {}", run.stderr);
+    }
+    assert!(snapshot(&copy) == before, "a refused scaffold changed files");
+
+    // The tutorial, as written: a namespaced Widget in a new group,
+    // generated, tested and dumped.
+    let commands = tutorial_commands();
+    assert!(commands.len() >= 4, "{commands:?}");
+    for command in &commands {
+        let Run { ok, stdout, stderr } = shell(&copy, command);
+        assert!(ok, "{command}:\n{stdout}{stderr}");
+        if command.starts_with("cargo test") {
+            assert!(
+                stdout.contains("widget::a_valid_object_becomes_ready ... ok"),
+                "{stdout}"
+            );
+        }
+        if command.contains("dump Widget") {
+            assert!(stdout.contains("maxLength: 256"), "{stdout}");
+        }
+    }
+
+    // The same kind again is refused, and changes nothing.
+    let before = snapshot(&copy);
+    let widget = [
+        "--group",
+        "tutorial.example.com",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Widget",
+    ];
+    let run = script_with(&copy, "new-kind.sh", &widget);
+    assert!(!run.ok);
+    assert!(
+        run.stderr
+            .contains("kind Widget of group tutorial.example.com already exists"),
+        "{}",
+        run.stderr
+    );
+    assert!(snapshot(&copy) == before, "a refused scaffold changed files");
+
+    // A cluster-scoped kind in a group named like Kubernetes' batch, and a
+    // namespaced one in the sample's existing group and version.
+    let run = script_with(
+        &copy,
+        "new-kind.sh",
+        &[
+            "--group",
+            "batch.tutorial.example.io",
+            "--version",
+            "v1",
+            "--kind",
+            "Gizmo",
+            "--scope",
+            "cluster",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("created reconcilers/src/gizmo.rs"),
+        "{}",
+        run.stderr
+    );
+    let run = script_with(
+        &copy,
+        "new-kind.sh",
+        &[
+            "--group",
+            "samples.knative.dev",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Gadget",
+        ],
+    );
+    assert!(run.ok, "{}", run.stderr);
+    // A second version of the tutorial's Widget: only its type, sharing the
+    // fields of v1alpha1, stored, with no second reconciler.
+    let widget_v1beta1 = [
+        "--group",
+        "tutorial.example.com",
+        "--version",
+        "v1beta1",
+        "--kind",
+        "Widget",
+    ];
+    let run = script_with(&copy, "new-kind.sh", &widget_v1beta1);
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stdout.contains(
+            "started version v1beta1 of Widget (tutorial.example.com), sharing the fields of v1alpha1"
+        ),
+        "{}",
+        run.stdout
+    );
+    assert!(
+        run.stderr
+            .contains("created apis/src/tutorial/v1beta1/widget_types.rs"),
+        "{}",
+        run.stderr
+    );
+    assert!(!run.stderr.contains("reconcilers/"), "{}", run.stderr);
+
+    let run = script(&copy, "update-codegen.sh");
+    assert!(run.ok, "{}", run.stderr);
+    assert!(
+        run.stderr.contains("wrote config/300-gizmo.yaml"),
+        "{}",
+        run.stderr
+    );
+    let run = script(&copy, "verify-codegen.sh");
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+
+    let run = cargo(&copy, &["test", "-p", "apis", "-p", "reconcilers"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    for test in [
+        "widget::a_valid_object_becomes_ready ... ok",
+        "gizmo::an_invalid_spec_is_reported_not_retried ... ok",
+        "gadget::a_valid_object_becomes_ready ... ok",
+        "batch_tutorial_example_io::v1::gizmo_validation::tests::a_long_description_names_the_field ... ok",
+    ] {
+        assert!(run.stdout.contains(test), "{test}:\n{}", run.stdout);
+    }
+    let run = cargo(&copy, &["fmt", "--all", "--check"]);
+    assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    let crd = std::fs::read_to_string(copy.join("config/300-gizmo.yaml")).unwrap();
+    assert!(crd.contains("scope: Cluster"), "{crd}");
+    let crd = std::fs::read_to_string(copy.join("config/300-widget.yaml")).unwrap();
+    assert!(
+        crd.contains("    - name: v1beta1\n      served: true\n      storage: true\n")
+            && crd.contains("    - name: v1alpha1\n      served: true\n      storage: false\n"),
+        "one CRD serves both versions of Widget:\n{crd}"
+    );
+    let run = cargo(
+        &copy,
+        &[
+            "run",
+            "-q",
+            "-p",
+            "schema",
+            "--",
+            "dump",
+            "Widget",
+            "--version",
+            "v1alpha1",
+        ],
+    );
+    assert!(
+        run.ok && run.stdout.contains("maxLength: 256"),
+        "{}{}",
+        run.stdout,
+        run.stderr
+    );
+    assert!(
+        std::fs::read_to_string(copy.join("generated/src/batch_tutorial_example_io/v1/gizmo.rs")).is_ok(),
+        "a custom group named like batch gets a module of its own"
+    );
+    // update-codegen generated the RBAC of the new reconcilers.
+    let role = std::fs::read_to_string(copy.join("config/200-clusterrole.yaml")).unwrap();
+    for plural in ["widgets", "gizmos", "gadgets"] {
+        assert!(role.contains(&format!("\"{plural}/status\"")), "{role}");
+    }
+    // Each scaffolded kind has defaults and validate hooks, so the admission
+    // webhook defaults and validates it with no hand edit.
+    let registry = std::fs::read_to_string(copy.join("generated/src/registry.rs")).unwrap();
+    for kind in ["Gizmo", "Gadget", "Widget"] {
+        let entry = registry
+            .split("CustomKind::of::<")
+            .find(|entry| {
+                entry
+                    .split(">()")
+                    .next()
+                    .is_some_and(|path| path.ends_with(&format!("::{kind}")))
+            })
+            .unwrap_or_else(|| panic!("{kind} is not registered:\n{registry}"));
+        assert!(
+            entry.contains(".defaulted::<") && entry.contains(".validated::<"),
+            "{kind} is not registered for admission:\n{registry}"
+        );
+    }
+    // Each new reconciler joins the sample's, in name order, whatever
+    // reconcilers the sample has.
+    let modules = |lib: &str| -> Vec<String> {
+        lib.lines()
+            .filter_map(|l| l.trim().strip_prefix("pub mod "))
+            .map(|m| m.trim_end_matches(';').to_owned())
+            .collect()
+    };
+    let before_lib = std::fs::read_to_string(repo_root().join("reconcilers/src/lib.rs")).unwrap();
+    let lib = std::fs::read_to_string(copy.join("reconcilers/src/lib.rs")).unwrap();
+    let mut want = modules(&before_lib);
+    want.extend(["gadget", "gizmo", "widget"].map(str::to_owned));
+    want.sort();
+    assert_eq!(modules(&lib), want, "{lib}");
+
+    assert_only_own_crates_compiled(&copy, &built);
+    std::fs::remove_dir_all(&copy).unwrap();
+}
