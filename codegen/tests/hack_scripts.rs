@@ -172,8 +172,9 @@ fn the_out_of_tree_example_builds_and_passes_its_tests() {
     );
     // Cargo names a path crate outside the workspace root by its absolute
     // path, so the example (unlike the copies, whose framework folders are
-    // links) gets the framework's crates built for it, once: later runs
-    // reuse them. Every other crate comes from this workspace's build.
+    // links) gets the framework's crates built for it, under other names
+    // than this workspace's: once, and again when the framework changes.
+    // Every other crate comes from this workspace's build.
     let framework: BTreeSet<String> = own_crates(&repo_root())
         .into_iter()
         .filter(|name| name.starts_with("kinject_"))
