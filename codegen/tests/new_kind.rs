@@ -183,6 +183,16 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     );
     assert!(!run.stderr.contains("reconcilers/"), "{}", run.stderr);
 
+    // A marker that shapes the schema, as a user adds one: the schema
+    // command's tests below then check `dump` against the CRD it writes.
+    let gizmo_types = copy.join("apis/src/batch_tutorial_example_io/v1/gizmo_types.rs");
+    let types = std::fs::read_to_string(&gizmo_types).unwrap();
+    let scaffolded = r#"#[kind(group = "batch.tutorial.example.io", version = "v1", cluster_scoped)]"#;
+    let edited = "#[kind(\n    group = \"batch.tutorial.example.io\",\n    version = \"v1\",\n    \
+                  cluster_scoped,\n    max_description_len = 20\n)]";
+    assert!(types.contains(scaffolded), "{types}");
+    std::fs::write(&gizmo_types, types.replacen(scaffolded, edited, 1)).unwrap();
+
     let run = script(&copy, "update-codegen.sh");
     assert!(run.ok, "{}", run.stderr);
     assert!(
@@ -193,13 +203,31 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     let run = script(&copy, "verify-codegen.sh");
     assert!(run.ok, "{}{}", run.stdout, run.stderr);
 
-    let run = cargo(&copy, &["test", "-p", "apis", "-p", "reconcilers"]);
+    // The app's own tests and those of its binaries that read the registry
+    // (the schema command, the webhook's rules and admission), now with four
+    // kinds more, a cluster-scoped one and one with a second version among them.
+    let run = cargo(
+        &copy,
+        &[
+            "test",
+            "-p",
+            "apis",
+            "-p",
+            "reconcilers",
+            "-p",
+            "schema",
+            "-p",
+            "webhook",
+        ],
+    );
     assert!(run.ok, "{}{}", run.stdout, run.stderr);
     for test in [
         "widget::a_valid_object_becomes_ready ... ok",
         "gizmo::an_invalid_spec_is_reported_not_retried ... ok",
         "gadget::a_valid_object_becomes_ready ... ok",
         "batch_tutorial_example_io::v1::gizmo_validation::tests::a_long_description_names_the_field ... ok",
+        "dump_equals_the_schema_in_the_checked_in_crd ... ok",
+        "every_sample_kind_is_defaulted_and_validated_from_the_registry ... ok",
     ] {
         assert!(run.stdout.contains(test), "{test}:\n{}", run.stdout);
     }

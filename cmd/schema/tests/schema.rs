@@ -24,6 +24,18 @@ fn config_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config")
 }
 
+/// Each kind once, as the generated registry lists them (a kind of several
+/// versions has an entry for each).
+fn kinds() -> Vec<String> {
+    let mut kinds: Vec<String> = Vec::new();
+    for entry in generated::registry::custom_kinds() {
+        if !kinds.contains(&entry.kind) {
+            kinds.push(entry.kind);
+        }
+    }
+    kinds
+}
+
 fn manifest(kind: &str) -> (String, Value) {
     let path = config_dir().join(format!("300-{}.yaml", kind.to_lowercase()));
     let text = std::fs::read_to_string(&path).unwrap();
@@ -31,30 +43,31 @@ fn manifest(kind: &str) -> (String, Value) {
     (text, value)
 }
 
-/// The kinds as the generated registry lists them: adding a kind changes no
-/// test here.
-fn kinds() -> Vec<String> {
-    generated::registry::custom_kinds()
-        .into_iter()
-        .map(|k| k.kind)
-        .collect()
-}
-
 #[test]
 fn dump_equals_the_schema_in_the_checked_in_crd() {
-    for kind in kinds() {
-        let kind = kind.as_str();
-        let (code, dumped, stderr) = schema(&["dump", kind]);
+    // Every version of every kind the generated registry lists: adding a
+    // kind, a version or a schema-shaping marker changes no test here.
+    for entry in generated::registry::custom_kinds() {
+        let (kind, version) = (entry.kind.as_str(), entry.version.as_str());
+        let (code, dumped, stderr) = schema(&["dump", kind, "--version", version]);
         assert_eq!(code, 0, "{stderr}");
         let (text, crd) = manifest(kind);
-        let in_file = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+        let served = crd["spec"]["versions"].as_array().unwrap();
+        let in_file = served
+            .iter()
+            .find(|v| v["name"] == version)
+            .map(|v| &v["schema"]["openAPIV3Schema"])
+            .unwrap_or_else(|| panic!("config/300-{}.yaml serves no {version}", kind.to_lowercase()));
         let dumped_value: Value = serde_saphyr::from_str(&dumped).unwrap();
-        assert_eq!(&dumped_value, in_file, "{kind}: run hack/update-codegen.sh");
+        assert_eq!(
+            &dumped_value, in_file,
+            "{kind} {version}: `schema dump` and the CRD disagree (if the file is stale, hack/update-codegen.sh refreshes it)"
+        );
         // Byte for byte too: the file holds the dump, indented under its key.
         let indented: String = dumped.lines().map(|l| format!("          {l}\n")).collect();
         assert!(
             text.contains(&indented),
-            "{kind}: the schema block is not the dump as printed"
+            "{kind} {version}: the schema block is not the dump as printed"
         );
     }
 }
@@ -65,7 +78,7 @@ fn dump_is_the_runtime_schema() {
     let dumped: Value = serde_saphyr::from_str(&dumped).unwrap();
     assert_eq!(
         dumped,
-        kinject_types::schema::openapi_v3_schema::<apis::v1alpha1::AddressableService>()
+        kinject_types::crd::crd_schema::<apis::v1alpha1::AddressableService>()
     );
 }
 
@@ -113,17 +126,18 @@ fn crd_prints_the_generated_crd() {
 
 #[test]
 fn checked_in_crds_are_the_generated_ones_with_their_labels() {
-    for kind in generated::registry::custom_kinds() {
-        let (text, _) = manifest(&kind.kind);
+    // One CRD per kind, its versions merged, as update-crds writes them.
+    let kinds = generated::registry::custom_kinds();
+    for definition in kinject_types::registry::custom_resource_definitions(&kinds).unwrap() {
+        let (text, _) = manifest(&definition.kind);
         let mut file: CustomResourceDefinition = serde_saphyr::from_str(&text).unwrap();
         let labels = file.metadata.labels.take().unwrap();
         assert_eq!(labels["samples.knative.dev/release"], "devel");
         assert_eq!(labels["knative.dev/crd-install"], "true");
         assert_eq!(
-            file,
-            kind.crd().unwrap(),
+            file, definition.crd,
             "{}: run hack/update-codegen.sh",
-            kind.kind
+            definition.kind
         );
     }
     // The sample's own column, from its printcolumn marker.

@@ -34,7 +34,12 @@ fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
+/// Applies `files` of `config/` after the CRD of every kind the generated
+/// registry lists, so a kind added to the app is served here too.
 fn apply(env: &TestEnv, files: &[&str]) {
+    for crd in generated::testing::custom_resource_definitions().unwrap() {
+        env.install_crd(crd).unwrap();
+    }
     for file in files {
         let text = std::fs::read_to_string(repo().join("config").join(file)).unwrap();
         env.create_from_yaml(file, &text)
@@ -161,8 +166,6 @@ async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_sto
         &env,
         &[
             "100-namespace.yaml",
-            "300-addressableservice.yaml",
-            "300-simpledeployment.yaml",
             "config-logging.yaml",
             "config-leader-election.yaml",
             "config-observability.yaml",
@@ -353,8 +356,6 @@ async fn the_webhook_honours_the_process_flags_as_the_controller_does() {
         &env,
         &[
             "100-namespace.yaml",
-            "300-addressableservice.yaml",
-            "300-simpledeployment.yaml",
             "400-webhook-service.yaml",
             "500-webhook-configuration.yaml",
         ],

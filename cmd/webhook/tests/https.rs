@@ -292,17 +292,26 @@ async fn the_webhook_configures_itself_and_answers_reviews_over_https() {
     );
     let entry = &validation["webhooks"][0];
     assert_eq!(entry["clientConfig"]["service"]["path"], "/resource-validation");
-    assert_eq!(
-        entry["rules"],
-        json!([
-            {"apiGroups": ["samples.knative.dev"], "apiVersions": ["v1alpha1"],
-             "operations": ["CREATE", "UPDATE", "DELETE"],
-             "resources": ["addressableservices", "addressableservices/status"]},
-            {"apiGroups": ["samples.knative.dev"], "apiVersions": ["v1alpha1"],
-             "operations": ["CREATE", "UPDATE", "DELETE"],
-             "resources": ["simpledeployments", "simpledeployments/status"]},
-        ])
-    );
+    // A rule per kind and version the generated registry lists, whatever
+    // kinds the app has.
+    let mut rules: Vec<String> = entry["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(Value::to_string)
+        .collect();
+    let mut want: Vec<String> = generated::registry::custom_kinds()
+        .iter()
+        .map(|kind| {
+            json!({"apiGroups": [kind.group], "apiVersions": [kind.version],
+                   "operations": ["CREATE", "UPDATE", "DELETE"],
+                   "resources": [kind.plural, format!("{}/status", kind.plural)]})
+            .to_string()
+        })
+        .collect();
+    rules.sort();
+    want.sort();
+    assert_eq!(rules, want);
     assert_eq!(
         entry["namespaceSelector"],
         json!({"matchExpressions": [{"key": "webhooks.knative.dev/exclude", "operator": "DoesNotExist"}]})

@@ -677,9 +677,16 @@ async fn spawn_refuses_what_cannot_work() {
     );
     assert!(format!("{err:#}").contains("ControllerOptions::leader_aware"));
 
-    let err = spawn(&leader_aware("my_queue"), NS, &config(1), "id");
+    // A derived name is always valid (`my_queue` leads as `my-queue`); a
+    // prefix an operator maps it to is used as given, and checked.
+    let mut mapped = config(1);
+    mapped
+        .lease_names_prefix_mapping
+        .insert("controller.my_queue".to_owned(), "my_prefix".to_owned());
+    let err = spawn(&leader_aware("my_queue"), NS, &mapped, "id");
     assert!(
-        matches!(&err, ElectorError::InvalidLeaseName { name, .. } if name == "controller.my_queue.00-of-01")
+        matches!(&err, ElectorError::InvalidLeaseName { name, .. } if name == "my_prefix.00-of-01"),
+        "{err:#}"
     );
     assert!(
         format!("{err:#}").contains("map-lease-prefix.controller.my_queue"),

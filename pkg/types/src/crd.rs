@@ -22,10 +22,7 @@ use crate::schema::openapi_v3_schema;
 /// columns of its own.
 pub fn custom_resource_definition<K: KindInfo + JsonSchema>()
 -> Result<CustomResourceDefinition, serde_json::Error> {
-    let mut schema = openapi_v3_schema::<K>();
-    for marker in K::MARKERS {
-        marker.apply_to_schema(&mut schema);
-    }
+    let schema = crd_schema::<K>();
     let has_conditions = schema
         .pointer("/properties/status/properties/conditions")
         .is_some();
@@ -37,6 +34,16 @@ pub fn custom_resource_definition<K: KindInfo + JsonSchema>()
         add_generated_columns(version, has_conditions);
     }
     Ok(crd)
+}
+
+/// The `openAPIV3Schema` the CRD of `K` carries: [`openapi_v3_schema`] with
+/// the markers that shape a schema (`max_description_len`) applied.
+pub fn crd_schema<K: KindInfo + JsonSchema>() -> serde_json::Value {
+    let mut schema = openapi_v3_schema::<K>();
+    for marker in K::MARKERS {
+        marker.apply_to_schema(&mut schema);
+    }
+    schema
 }
 
 /// The CRD of `K` before its markers: its names from `kube::Resource`, one

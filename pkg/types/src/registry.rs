@@ -51,9 +51,8 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::crd::custom_resource_definition;
+use crate::crd::{crd_schema, custom_resource_definition};
 use crate::marker::CrdMarker;
-use crate::schema::openapi_v3_schema;
 use crate::{Defaultable, FieldError, KindInfo, Validatable};
 
 /// One custom resource kind: its identity, from its `#[kind]` markers, and
@@ -182,7 +181,7 @@ impl CustomKind {
             namespaced: K::NAMESPACED,
             storage: K::MARKERS.contains(&CrdMarker::Storage),
             defined_at: String::new(),
-            schema: openapi_v3_schema::<K>,
+            schema: crd_schema::<K>,
             crd: custom_resource_definition::<K>,
             decode: decode_json::<K>,
             defaults: None,
@@ -237,7 +236,8 @@ impl CustomKind {
         self.validate.map(|validate| validate(object))
     }
 
-    /// The kind's `openAPIV3Schema` (see [`openapi_v3_schema`]).
+    /// The kind's `openAPIV3Schema` exactly as its CRD carries it (see
+    /// [`crd_schema`](crate::crd::crd_schema)).
     pub fn schema(&self) -> Value {
         (self.schema)()
     }
@@ -375,7 +375,68 @@ fn version_priority(version: &str) -> (u8, u64, u64) {
 
 #[cfg(test)]
 mod tests {
-    use super::version_priority;
+    use super::{CustomKind, version_priority};
+    use crate::CrdMarker;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use std::borrow::Cow;
+
+    /// A widget whose description is longer than its CRD keeps.
+    #[derive(Clone, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+    #[allow(dead_code, reason = "only its schema is read")]
+    struct Widget {
+        #[schemars(skip)]
+        #[serde(default)]
+        metadata: ObjectMeta,
+        /// How many things the widget holds, at most.
+        size: i32,
+    }
+
+    impl kube_core::Resource for Widget {
+        type DynamicType = ();
+        type Scope = kube_core::NamespaceResourceScope;
+        fn kind(_: &()) -> Cow<'_, str> {
+            "Widget".into()
+        }
+        fn group(_: &()) -> Cow<'_, str> {
+            "example.dev".into()
+        }
+        fn version(_: &()) -> Cow<'_, str> {
+            "v1".into()
+        }
+        fn plural(_: &()) -> Cow<'_, str> {
+            "widgets".into()
+        }
+        fn meta(&self) -> &ObjectMeta {
+            &self.metadata
+        }
+        fn meta_mut(&mut self) -> &mut ObjectMeta {
+            &mut self.metadata
+        }
+    }
+
+    impl crate::KindInfo for Widget {
+        const MARKERS: &'static [CrdMarker] = &[CrdMarker::Namespaced, CrdMarker::MaxDescriptionLen(8)];
+    }
+
+    #[test]
+    fn the_schema_of_an_entry_is_the_one_its_crd_carries() {
+        let widget = CustomKind::of::<Widget>();
+        let schema = widget.schema();
+        assert_eq!(schema.pointer("/properties/size/description").unwrap(), "How...");
+        // Through the CRD's typed schema, as the CRD holds it.
+        let as_crd_holds_it = serde_json::to_value(
+            serde_json::from_value::<
+                k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::JSONSchemaProps,
+            >(schema)
+            .unwrap(),
+        )
+        .unwrap();
+        let crd = serde_json::to_value(widget.crd().unwrap()).unwrap();
+        assert_eq!(
+            crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"],
+            as_crd_holds_it
+        );
+    }
 
     #[test]
     fn versions_sort_as_kubernetes_sorts_them() {

@@ -228,22 +228,81 @@ impl ComponentConfig {
     /// config.buckets = 3;
     /// assert_eq!(config.lease_name("AddressableService", 1), "controller.addressableservice.01-of-03");
     /// ```
+    ///
+    /// A derived prefix is made a valid lease name, as Knative's Go package
+    /// paths always are and Rust paths are not: characters a DNS subdomain
+    /// cannot hold (`_` of a module `pod_ips`, the `<>` of a generic
+    /// reconciler) become `-`, and a name past 253 characters is cut and
+    /// ends with a hash of the whole, so two long names stay apart. A prefix
+    /// from `map-lease-prefix` is the operator's own and is used as given.
+    ///
+    /// ```
+    /// use kinject_runtime::leaderelection::ComponentConfig;
+    /// let config = ComponentConfig::new("controller");
+    /// assert_eq!(
+    ///     config.lease_name("reconcilers.pod_ips.Reconciler", 0),
+    ///     "controller.reconcilers.pod-ips.reconciler.00-of-01"
+    /// );
+    /// ```
     pub fn lease_name(&self, queue: &str, ordinal: u32) -> String {
-        let mut prefix = format!("{}.{}", self.component, queue);
-        if let Some(mapped) = self
+        let prefix = format!("{}.{}", self.component, queue);
+        let suffix = format!(".{ordinal:02}-of-{:02}", self.buckets);
+        match self
             .lease_names_prefix_mapping
             .get(&prefix)
             .filter(|p| !p.is_empty())
         {
-            prefix = mapped.clone();
+            Some(mapped) => format!("{mapped}{suffix}").to_lowercase(),
+            None => format!(
+                "{}{suffix}",
+                subdomain_prefix(&prefix, MAX_LEASE_NAME - suffix.len())
+            ),
         }
-        format!("{prefix}.{ordinal:02}-of-{:02}", self.buckets).to_lowercase()
     }
 
     /// The buckets of the reconciler whose queue is `queue`, one per lease name.
     pub fn bucket_set(&self, queue: &str) -> BucketSet {
         BucketSet::new((0..self.buckets).map(|i| self.lease_name(queue, i)))
     }
+}
+
+/// The longest name an object (a Lease among them) can have.
+const MAX_LEASE_NAME: usize = 253;
+
+/// `prefix` lowercased as a DNS subdomain of at most `max` characters: in each
+/// dot-separated part, every character other than `a-z`, `0-9` and `-` becomes
+/// `-`, a part neither starts nor ends with `-`, and empty parts go.
+fn subdomain_prefix(prefix: &str, max: usize) -> String {
+    let parts: Vec<String> = prefix
+        .to_lowercase()
+        .split('.')
+        .map(|part| {
+            let dashed: String = part
+                .chars()
+                .map(|c| {
+                    if c.is_ascii_lowercase() || c.is_ascii_digit() {
+                        c
+                    } else {
+                        '-'
+                    }
+                })
+                .collect();
+            dashed.trim_matches('-').to_owned()
+        })
+        .filter(|part| !part.is_empty())
+        .collect();
+    let joined = parts.join(".");
+    if joined.len() <= max {
+        return joined;
+    }
+    // Cut, keep the cut's end valid, and tell long names apart by a hash of
+    // the whole (FNV-1a: stable across builds, which std's hasher is not).
+    let hash = prefix.bytes().fold(0x811c_9dc5_u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    });
+    let tag = format!("-{hash:08x}");
+    let cut = joined[..max - tag.len()].trim_end_matches(['-', '.']);
+    format!("{cut}{tag}")
 }
 
 /// A leader-election setting that cannot be used.
@@ -702,6 +761,37 @@ mod tests {
             config.validate().unwrap_err().to_string(),
             "retryPeriod must be greater than zero"
         );
+    }
+
+    #[test]
+    fn lease_names_from_any_rust_path_are_valid() {
+        let config = Config {
+            buckets: 3,
+            ..Config::default()
+        }
+        .component_config("my_controller");
+        let long = format!("reconcilers.{}.Reconciler", "very_long_module".repeat(20));
+        let longer = format!("{long}2");
+        for queue in [
+            "reconcilers.podtoip_pods.Reconciler",
+            "reconcilers._private.Reconciler",
+            "reconcilers.generic.Reconciler<apis::v1::Widget, '_>",
+            "reconcilers..empty__.Reconciler",
+            long.as_str(),
+            longer.as_str(),
+        ] {
+            for ordinal in 0..3 {
+                let name = config.lease_name(queue, ordinal);
+                let problems = crate::apis::validation::is_dns1123_subdomain(&name);
+                assert!(problems.is_empty(), "{queue} gave {name}: {problems:?}");
+            }
+        }
+        assert_eq!(
+            config.lease_name("reconcilers.podtoip_pods.Reconciler", 2),
+            "my-controller.reconcilers.podtoip-pods.reconciler.02-of-03"
+        );
+        assert_ne!(config.lease_name(&long, 0), config.lease_name(&longer, 0));
+        assert_eq!(config.lease_name(&long, 0).len(), MAX_LEASE_NAME);
     }
 
     #[test]

@@ -446,8 +446,8 @@ fn hint(namespace: &str, name: &str, retry_period: Duration, action: &str, code:
              controller runs in; retrying every {retry}"
         ),
         Some(422) => format!(
-            "the lease name {name:?} is not a valid object name: shorten the component or queue name, or map \
-             the prefix with map-lease-prefix.<component>.<queue> in the {CONFIG_MAP_NAME} ConfigMap"
+            "the lease name {name:?} is not a valid object name: set its map-lease-prefix.<component>.<queue> \
+             in the {CONFIG_MAP_NAME} ConfigMap to a lowercase DNS subdomain, or remove it"
         ),
         Some(code) => format!("the API server answered {code}; retrying every {retry}"),
         None => format!("check that the API server is reachable; retrying every {retry}"),

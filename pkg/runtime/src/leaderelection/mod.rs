@@ -313,8 +313,8 @@ impl ElectorError {
                     .to_owned()
             }
             ElectorError::InvalidLeaseName { prefix, .. } => format!(
-                "shorten the component or queue name, or set map-lease-prefix.{prefix} in the \
-                 {CONFIG_MAP_NAME} ConfigMap to a short lowercase prefix"
+                "set map-lease-prefix.{prefix} in the {CONFIG_MAP_NAME} ConfigMap to a \
+                 lowercase DNS subdomain (letters, digits, '-' and '.'), or remove it"
             ),
             ElectorError::MissingNamespace => {
                 "set SYSTEM_NAMESPACE to the namespace the controller runs in".to_owned()
