@@ -13,7 +13,7 @@ use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::network;
-use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled};
 use kinject_runtime::tracker::Reference;
 use kube::ResourceExt;
 
@@ -35,7 +35,7 @@ impl ReconcileKind<AddressableService> for Reconciler {
         // until the spec changes.
         if let Err(problem) = asvc.spec.validate().map_err(|e| e.via_field("spec")) {
             asvc.status_mut().mark_invalid_service_name(&problem);
-            return Ok(Some(Event::warning("InvalidServiceName", problem.to_string())));
+            return Ok(Reconciled::event(Event::warning("InvalidServiceName", problem.to_string())));
         }
         let namespace = asvc.namespace().unwrap_or_default();
         let service_name = asvc.spec.service_name.clone();
@@ -64,7 +64,7 @@ impl ReconcileKind<AddressableService> for Reconciler {
                 });
             }
         }
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 

@@ -18,7 +18,7 @@ use kinject_runtime::key::ObjectKey;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::owner::{OwnerRefError, controller_key, set_controller_ref};
 use kinject_runtime::rbac::Verb;
-use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled};
 use kube::ResourceExt;
 use kube::api::DeleteParams;
 use kube::core::Selector;
@@ -50,7 +50,7 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         if let Err(invalid) = d.validate() {
             let message = invalid.to_string();
             d.status_mut().mark_invalid_spec(&message);
-            return Ok(Some(Event::warning("InvalidSpec", message)));
+            return Ok(Reconciled::event(Event::warning("InvalidSpec", message)));
         }
         let namespace = d.namespace().unwrap_or_default();
         let name = d.name_any();
@@ -59,7 +59,7 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
             // The pods this key created or deleted are still on their way to
             // the cache; each one enqueues the key when it arrives.
             tracing::debug!("waiting for the cache to show the pods created and deleted before");
-            return Err(Error::requeue_after(wait));
+            return Ok(Reconciled::requeue_after(wait));
         }
         let selector = Selector::from_iter([(POD_OWNER_LABEL.to_owned(), name.clone())]);
         let existing = self
@@ -131,7 +131,7 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         } else {
             status.mark_pods_not_ready(i32::try_from(replicas - ready).unwrap_or(i32::MAX));
         }
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 

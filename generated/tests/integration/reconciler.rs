@@ -11,8 +11,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kinject_runtime::controller::{Error, ObjectKey};
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{
-    Event, FakeRecorder, FinalizeKind, ReconcileContext, ReconcileKind, ReconcileResult, SharedRecorder,
-    UniversalBucket, WithFinalizer,
+    Event, FakeRecorder, FinalizeKind, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled,
+    SharedRecorder, UniversalBucket, WithFinalizer,
 };
 use kube::runtime::watcher;
 
@@ -67,7 +67,7 @@ impl ReconcileKind<AddressableService> for Reconciler {
             .unwrap()
             .push(format!("reconcile {}", ctx.key()));
         resource.status.get_or_insert_with(Default::default);
-        Ok(Some(Event::normal("Reconciled", "done")))
+        Ok(Reconciled::event(Event::normal("Reconciled", "done")))
     }
 
     async fn observe_deletion(&self, _: &ReconcileContext, key: &ObjectKey) -> Result<(), Error> {
@@ -80,7 +80,7 @@ impl ReconcileKind<AddressableService> for Reconciler {
 impl FinalizeKind<AddressableService> for Reconciler {
     async fn finalize_kind(&self, ctx: &ReconcileContext, _: &mut AddressableService) -> ReconcileResult {
         self.calls.lock().unwrap().push(format!("finalize {}", ctx.key()));
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 

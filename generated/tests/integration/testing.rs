@@ -9,7 +9,7 @@ use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice::{self, reconciler};
 use kinject_runtime::reconciler::{
-    Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, UniversalBucket,
+    Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled, UniversalBucket,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -87,7 +87,7 @@ impl ReconcileKind<AddressableService> for MarkReady {
             .status
             .get_or_insert_with(Default::default)
             .mark_service_available();
-        Ok(Some(Event::normal("Reconciled", "ready")))
+        Ok(Reconciled::event(Event::normal("Reconciled", "ready")))
     }
 }
 

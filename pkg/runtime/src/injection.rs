@@ -47,6 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
+use crate::clock::Clock;
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
 use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
 use crate::network;
@@ -81,6 +82,8 @@ struct Inner {
     cluster_domain: String,
     /// This replica's name, for events it writes.
     pod_name: Option<String>,
+    /// The time reconcilers read.
+    clock: Clock,
     /// The informers asked for while [`Context::recording`] runs.
     recording: Mutex<Option<Vec<Arc<dyn Startable>>>>,
     /// The recorder of every informer's events, built on first need: one
@@ -148,6 +151,7 @@ pub struct ContextBuilder {
     extensions: HashMap<TypeId, Arc<dyn Any + Send + Sync>>,
     cluster_domain: Option<String>,
     pod_name: Option<String>,
+    clock: Clock,
 }
 
 impl fmt::Debug for ContextBuilder {
@@ -214,6 +218,14 @@ impl ContextBuilder {
         self
     }
 
+    /// The clock reconcilers read with
+    /// [`ReconcileContext::now`](crate::reconciler::ReconcileContext::now)
+    /// (default: the system's); a table test fixes it.
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
     /// Adds a typed extension; see [`Context::get`].
     pub fn extension<T: Send + Sync + 'static>(mut self, value: T) -> Self {
         self.extensions.insert(TypeId::of::<T>(), Arc::new(value));
@@ -234,6 +246,7 @@ impl ContextBuilder {
                 extensions: RwLock::new(self.extensions),
                 cluster_domain: self.cluster_domain.unwrap_or_else(network::detect_cluster_domain),
                 pod_name: self.pod_name,
+                clock: self.clock,
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
                 permissions: Mutex::new(Permissions::default()),
@@ -337,6 +350,7 @@ impl Context {
             extensions: HashMap::new(),
             cluster_domain: None,
             pod_name: None,
+            clock: Clock::system(),
         }
     }
 
@@ -371,6 +385,11 @@ impl Context {
     /// This replica's name, when the process gave one.
     pub fn pod_name(&self) -> Option<&str> {
         self.inner.pod_name.as_deref()
+    }
+
+    /// The clock reconcilers read.
+    pub fn clock(&self) -> &Clock {
+        &self.inner.clock
     }
 
     /// The handler resync period.

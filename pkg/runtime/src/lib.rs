@@ -66,6 +66,7 @@
 
 pub mod batch;
 pub mod client;
+pub mod clock;
 pub mod controller;
 pub mod duration;
 pub mod events;

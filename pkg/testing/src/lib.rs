@@ -36,7 +36,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -45,6 +45,7 @@ use serde::Serialize;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use kinject_runtime::clock::Clock;
 use kinject_runtime::controller::Impl;
 use kinject_runtime::events::FakeRecorder;
 use kinject_runtime::injection::Context;
@@ -138,6 +139,14 @@ pub struct TableRow {
     pub want_err: bool,
     /// The reconcile must fail with exactly this error (implies `want_err`).
     pub want_error: Option<&'static str>,
+    /// The reconcile must ask to come back after exactly this long
+    /// (`Reconciled::requeue_after`, or the requeue error Knative returns).
+    /// A requeue is no failure: a row that does not expect one fails, naming
+    /// the delay, unless it sets `want_err`.
+    pub want_requeue_after: Option<Duration>,
+    /// The instant `ReconcileContext::now` reads in this row; `None` is the
+    /// system clock. Set it for a reconciler that acts on a schedule.
+    pub now: Option<SystemTime>,
     /// Objects created, in order, as sent.
     pub want_creates: Vec<Value>,
     /// Objects replaced (not through a subresource), in order.
@@ -227,9 +236,11 @@ pub async fn run_row(
         .map_err(|e| vec![format!("setting up the row failed: {e}")])?;
 
     let recorder = Arc::new(FakeRecorder::new());
+    let clock = row.now.map_or_else(Clock::system, Clock::fixed);
     let ctx = Context::builder(env.client())
         .extension(SharedRecorder(recorder.clone()))
         .cluster_domain(row.cluster_domain.unwrap_or(DEFAULT_CLUSTER_DOMAIN))
+        .clock(clock)
         .build();
     let controller = constructor(&ctx);
     let shutdown = CancellationToken::new();
@@ -248,12 +259,14 @@ pub async fn run_row(
             env.clear_actions();
             let outcome = controller.reconcile_once(row.key).await;
             let actions = env.actions();
-            let mut problems = check(
-                row,
-                outcome.as_ref().map(|_| ()).map_err(|e| e.to_string()),
-                &actions,
-                &seeded_version,
-            );
+            let outcome = match outcome {
+                Ok(()) => Outcome::Done,
+                Err(e) => match e.requeue_delay() {
+                    Some(delay) => Outcome::Requeue(delay, e.to_string()),
+                    None => Outcome::Failed(e.to_string()),
+                },
+            };
+            let mut problems = check(row, &outcome, &actions, &seeded_version);
             check_events(row, recorder.take(), &mut problems);
             if let Some(post) = &row.post_conditions {
                 let outcome = RowOutcome {
@@ -364,14 +377,9 @@ fn key_resource_version(env: &TestEnv, row: &TableRow) -> String {
         .unwrap_or_default()
 }
 
-fn check(
-    row: &TableRow,
-    outcome: Result<(), String>,
-    actions: &[Action],
-    resource_version: &str,
-) -> Vec<String> {
+fn check(row: &TableRow, outcome: &Outcome, actions: &[Action], resource_version: &str) -> Vec<String> {
     let mut problems = Vec::new();
-    check_outcome(row, &outcome, &mut problems);
+    check_outcome(row, outcome, &mut problems);
     let writes = Writes::sort(row, actions, &mut problems);
     compare_objects("create", &row.want_creates, &writes.creates, &mut problems);
     compare_objects("update", &row.want_updates, &writes.updates, &mut problems);
@@ -413,16 +421,48 @@ fn check(
 }
 
 /// Whether the reconcile failed as the row wants.
-fn check_outcome(row: &TableRow, outcome: &Result<(), String>, problems: &mut Vec<String>) {
-    match (outcome, row.want_err || row.want_error.is_some()) {
-        (Ok(()), true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
-        (Err(e), false) => problems.push(format!("unexpected error: {e}")),
-        (Err(e), true) => {
+/// How the row's reconcile ended.
+enum Outcome {
+    Done,
+    /// Asked to come back after the delay (the error's text beside it, for
+    /// rows that expect the requeue as an error).
+    Requeue(Duration, String),
+    Failed(String),
+}
+
+fn check_outcome(row: &TableRow, outcome: &Outcome, problems: &mut Vec<String>) {
+    let wants_error = row.want_err || row.want_error.is_some();
+    let error = match outcome {
+        Outcome::Requeue(_, e) if wants_error => Some(e),
+        Outcome::Failed(e) => Some(e),
+        Outcome::Done | Outcome::Requeue(..) => None,
+    };
+    match (error, wants_error) {
+        (None, true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
+        (Some(e), false) => problems.push(format!("unexpected error: {e}")),
+        (Some(e), true) => {
             if let Some(want) = row.want_error.filter(|want| want != e) {
                 problems.push(format!("error differs:\n    want {want}\n    got  {e}"));
             }
         }
-        (Ok(()), false) => {}
+        (None, false) => {}
+    }
+    if wants_error {
+        return;
+    }
+    let requeued = match outcome {
+        Outcome::Requeue(delay, _) => Some(*delay),
+        Outcome::Done | Outcome::Failed(_) => None,
+    };
+    if requeued != row.want_requeue_after {
+        let said = |d: Option<Duration>| {
+            d.map_or_else(|| "no requeue".to_owned(), |d| format!("requeue after {d:?}"))
+        };
+        problems.push(format!(
+            "requeue differs (want_requeue_after):\n    want {}\n    got  {}",
+            said(row.want_requeue_after),
+            said(requeued)
+        ));
     }
 }
 

@@ -13,7 +13,9 @@ use kinject_codegen::{ApiModule, Config, ExternalKind, Layout};
 use kinject_runtime::controller::Impl;
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
-use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kinject_runtime::reconciler::{
+    NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled,
+};
 use kinject_testing::{Table, TableRow, obj};
 use kube::ResourceExt;
 
@@ -109,7 +111,7 @@ impl ReconcileKind<Pod> for PodWidgets {
         );
         widget.metadata.namespace = Some(namespace.clone());
         widget::Client::new(&self.ctx, &namespace).create(&widget).await?;
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 

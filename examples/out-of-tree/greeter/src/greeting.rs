@@ -13,7 +13,9 @@ use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::owner::set_controller_ref;
 use kinject_runtime::rbac::Verb;
-use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+use kinject_runtime::reconciler::{
+    Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled,
+};
 use kube::ResourceExt;
 
 use crate::generated::core::v1::configmap;
@@ -36,7 +38,7 @@ impl ReconcileKind<Greeting> for Reconciler {
     async fn reconcile_kind(&self, _ctx: &ReconcileContext, g: &mut Greeting) -> ReconcileResult {
         if let Err(problem) = g.validate() {
             g.status_mut().mark_invalid_spec(&problem);
-            return Ok(Some(Event::warning("InvalidSpec", problem.to_string())));
+            return Ok(Reconciled::event(Event::warning("InvalidSpec", problem.to_string())));
         }
         let namespace = g.namespace().unwrap_or_default();
         let name = g.name_any();
@@ -69,7 +71,7 @@ impl ReconcileKind<Greeting> for Reconciler {
             Some(_) => {}
         }
         g.status_mut().mark_published(&name);
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 

@@ -33,12 +33,13 @@
 //!   ignores it).
 
 mod metrics;
+mod reconciled;
 
 use std::any::Any;
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use futures::future::BoxFuture;
 use kube::api::{Patch, PatchParams};
@@ -48,6 +49,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::{Defaultable, HasStatus, KRShaped, Object, go_quote};
 use crate::client::{ApiScope, scoped_api};
+use crate::clock::Clock;
 use crate::controller::{self, ControllerOptions, Error, Impl};
 use crate::events::object_reference;
 pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
@@ -60,12 +62,15 @@ use crate::lister::Lister;
 use crate::rbac::Verb;
 use crate::tracker::Tracker;
 pub use metrics::ReconcileMetrics;
+pub use reconciled::Reconciled;
 
-/// What a reconcile step returns: `Ok(None)` when done, `Ok(Some(event))` when
-/// done with an event to record (Knative's bare `ReconcilerEvent`), `Err` when it
-/// failed; an error may carry an event with [`Error::with_event`], which is
-/// recorded before the error goes back to the queue.
-pub type ReconcileResult = Result<Option<Event>, Error>;
+/// What a reconcile step returns: `Ok(Reconciled::done())` when done,
+/// `Ok(event.into())` when done with an event to record (Knative's bare
+/// `ReconcilerEvent`), `Ok(Reconciled::requeue_after(d))` to look again after
+/// `d` (a schedule, not a failure), `Err` when it failed; an error may carry
+/// an event with [`Error::with_event`], which is recorded before the error
+/// goes back to the queue.
+pub type ReconcileResult = Result<Reconciled, Error>;
 
 const NEW_OBSERVED_GEN_FAILURE: &str = "NewObservedGenFailure";
 
@@ -77,6 +82,7 @@ pub struct ReconcileContext {
     cancellation: CancellationToken,
     config: Option<Arc<dyn Any + Send + Sync>>,
     leader: bool,
+    clock: Clock,
 }
 
 impl fmt::Debug for ReconcileContext {
@@ -120,6 +126,14 @@ impl ReconcileContext {
     /// True when this replica leads the key.
     pub fn is_leader(&self) -> bool {
         self.leader
+    }
+
+    /// The current time, from the clock of the injection context (the
+    /// system's, unless a test fixed it with
+    /// [`ContextBuilder::clock`](crate::injection::ContextBuilder::clock)):
+    /// read it, not `SystemTime::now`, to decide what a schedule says.
+    pub fn now(&self) -> SystemTime {
+        self.clock.now()
     }
 }
 
@@ -188,7 +202,7 @@ impl<K> fmt::Debug for Options<K> {
 /// cannot be written:
 ///
 /// ```
-/// use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult};
+/// use kinject_runtime::reconciler::{NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled};
 /// # use k8s_openapi::api::core::v1::ConfigMap;
 ///
 /// struct Reconciler;
@@ -199,7 +213,7 @@ impl<K> fmt::Debug for Options<K> {
 ///
 ///     async fn reconcile_kind(&self, _ctx: &ReconcileContext, cm: &mut ConfigMap) -> ReconcileResult {
 ///         cm.data.get_or_insert_default().insert("seen".into(), "yes".into());
-///         Ok(None)
+///         Ok(Reconciled::done())
 ///     }
 /// }
 /// ```
@@ -230,8 +244,8 @@ pub trait ReconcileKind<K: Send + Sync + 'static>: Send + Sync + Sized + 'static
 }
 
 /// Cleans up before an object goes away: the finalizer is added before
-/// `reconcile_kind` and removed when `finalize_kind` returns `Ok(None)` or a
-/// Normal event. Called on the leader only.
+/// `reconcile_kind` and removed when `finalize_kind` succeeds with no event or
+/// a Normal one and does not ask to come back later. Called on the leader only.
 ///
 /// Implementing it requires `type Finalizer = WithFinalizer` in
 /// [`ReconcileKind`]; saying [`NoFinalizer`] there does not compile:
@@ -243,11 +257,11 @@ pub trait ReconcileKind<K: Send + Sync + 'static>: Send + Sync + Sized + 'static
 /// #[kinject_runtime::async_trait]
 /// impl ReconcileKind<ConfigMap> for Reconciler {
 ///     type Finalizer = NoFinalizer;
-///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(Reconciled::done()) }
 /// }
 /// #[kinject_runtime::async_trait]
 /// impl FinalizeKind<ConfigMap> for Reconciler {
-///     async fn finalize_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+///     async fn finalize_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(Reconciled::done()) }
 /// }
 /// ```
 ///
@@ -260,7 +274,7 @@ pub trait ReconcileKind<K: Send + Sync + 'static>: Send + Sync + Sized + 'static
 /// #[kinject_runtime::async_trait]
 /// impl ReconcileKind<ConfigMap> for Reconciler {
 ///     type Finalizer = WithFinalizer;
-///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(None) }
+///     async fn reconcile_kind(&self, _: &ReconcileContext, _: &mut ConfigMap) -> ReconcileResult { Ok(Reconciled::done()) }
 /// }
 /// ```
 #[async_trait::async_trait]
@@ -558,6 +572,7 @@ where
         recorder,
         leadership,
         stopping,
+        clock: ctx.clock().clone(),
         metrics: ctx.get::<ReconcileMetrics>(),
         written,
         kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
@@ -661,6 +676,7 @@ struct Core<K: 'static, R> {
     recorder: Arc<dyn Recorder>,
     leadership: Arc<LeaderAwareFuncs>,
     stopping: CancellationToken,
+    clock: Clock,
     metrics: Option<Arc<ReconcileMetrics>>,
     /// `<group>.<Kind>`, the kind label of logs and metrics.
     kind_label: String,
@@ -815,6 +831,7 @@ where
             cancellation: self.stopping.child_token(),
             config: self.config_store.as_ref().map(|s| s.snapshot()),
             leader,
+            clock: self.clock.clone(),
         };
 
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
@@ -865,7 +882,7 @@ where
             Method::Finalize => {
                 let result = match R::Finalizer::finalize(&self.reconciler, &ctx, &mut resource) {
                     Some(finalize) => finalize.await,
-                    None => Ok(None),
+                    None => Ok(Reconciled::done()),
                 };
                 if let Err(err) = self.clear_finalizer(&mut resource, &result).await {
                     return Err(err.context("failed to clear finalizers"));
@@ -873,7 +890,7 @@ where
                 result
             }
             Method::Observe => self.reconciler.observe_kind(&ctx, &resource).await,
-            Method::Unknown => Ok(None),
+            Method::Unknown => Ok(Reconciled::done()),
         };
         self.write_changed_status(&base, &resource, leader).await?;
         self.report(&resource, result)
@@ -931,14 +948,21 @@ where
     }
 
     /// Records the event a reconcile step returned (or the error it failed
-    /// with, as an `InternalError` event, unless the error says otherwise).
+    /// with, as an `InternalError` event, unless the error says otherwise);
+    /// a step that asked to come back later goes back to the queue as a
+    /// requeue, which is no failure.
     fn report(&self, resource: &K, result: ReconcileResult) -> Result<Outcome, Error> {
-        match result {
-            Ok(None) => Ok(Outcome::Done),
-            Ok(Some(event)) => {
-                tracing::info!(reason = %event.reason, "Returned an event");
-                self.record(resource, &event);
-                Ok(Outcome::Event)
+        match result.map(Reconciled::into_parts) {
+            Ok((event, requeue_after)) => {
+                if let Some(event) = &event {
+                    tracing::info!(reason = %event.reason, "Returned an event");
+                    self.record(resource, event);
+                }
+                match (requeue_after, event) {
+                    (Some(delay), _) => Err(Error::requeue_after(delay)),
+                    (None, Some(_)) => Ok(Outcome::Event),
+                    (None, None) => Ok(Outcome::Done),
+                }
             }
             Err(err) => {
                 if let Some(event) = err.event() {
@@ -1021,7 +1045,9 @@ where
             return Ok(());
         }
         let event = match result {
-            Ok(event) => event.as_ref(),
+            // Asked to look again later: not finished.
+            Ok(reconciled) if reconciled.requeue_delay().is_some() => return Ok(()),
+            Ok(reconciled) => reconciled.recorded_event(),
             Err(err) => match err.event() {
                 Some(event) => Some(event),
                 None => return Ok(()),

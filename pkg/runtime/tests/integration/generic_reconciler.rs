@@ -14,7 +14,7 @@ use kinject_runtime::injection::Context;
 use kinject_runtime::leader::UniversalBucket;
 use kinject_runtime::reconciler::{
     Event, FinalizeKind, KRShapedHooks, KindConfig, NoFinalizer, Options, ReconcileContext, ReconcileKind,
-    ReconcileResult, StatusHooks, WithFinalizer, new_impl,
+    ReconcileResult, Reconciled, StatusHooks, WithFinalizer, new_impl,
 };
 use kinject_runtime::tracker::Reference;
 use kinject_testing::testenv::{ErrorStatus, Reactor};
@@ -118,7 +118,7 @@ async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
 }
 
 fn done() -> Script {
-    Arc::new(|| Ok(None))
+    Arc::new(|| Ok(Reconciled::done()))
 }
 
 #[tokio::test]
@@ -189,7 +189,9 @@ async fn g2_finalize_with_a_normal_event_removes_the_last_finalizer() {
     run(
         row,
         done(),
-        Some(Arc::new(|| Ok(Some(Event::normal("Cleaned", "all gone"))))),
+        Some(Arc::new(|| {
+            Ok(Reconciled::event(Event::normal("Cleaned", "all gone")))
+        })),
     )
     .await;
 }
@@ -207,7 +209,10 @@ async fn g3_finalize_warning_keeps_the_finalizer() {
         row,
         done(),
         Some(Arc::new(|| {
-            Ok(Some(Event::warning("NotYet", "the backend still holds data")))
+            Ok(Reconciled::event(Event::warning(
+                "NotYet",
+                "the backend still holds data",
+            )))
         })),
     )
     .await;
@@ -284,7 +289,7 @@ async fn g5_a_returned_event_is_recorded_and_is_success() {
     };
     run(
         row,
-        Arc::new(|| Ok(Some(Event::normal("Foo", format!("bar {}", "x"))))),
+        Arc::new(|| Ok(Reconciled::event(Event::normal("Foo", format!("bar {}", "x"))))),
         None,
     )
     .await;
@@ -335,6 +340,96 @@ async fn g6_requeue_skip_and_conflict_record_no_event() {
         };
         run(row, script, None).await;
     }
+}
+
+/// A reconciler on a schedule: every minute on the minute, by the context's
+/// clock, as a cron-like controller computes its next run.
+struct EveryMinute;
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<Widget> for EveryMinute {
+    type Finalizer = NoFinalizer;
+
+    async fn reconcile_kind(&self, ctx: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
+        let since_epoch = ctx
+            .now()
+            .duration_since(std::time::SystemTime::UNIX_EPOCH)
+            .map_err(|e| Error::permanent(Error::new(e.to_string())))?;
+        let next = Duration::from_secs(60 - since_epoch.as_secs() % 60);
+        Ok(Reconciled::requeue_after(next)
+            .with_event(Event::normal("Scheduled", format!("next run in {next:?}"))))
+    }
+}
+
+/// 2030-03-17T17:46:00Z, on the minute.
+const ON_THE_MINUTE: u64 = 1_899_999_960;
+
+fn at(seconds: u64) -> std::time::SystemTime {
+    std::time::SystemTime::UNIX_EPOCH + Duration::from_secs(seconds)
+}
+
+#[tokio::test]
+async fn a_schedule_requeues_by_the_rows_clock_and_is_no_failure() {
+    let crds = vec![kinject_types::crd::custom_resource_definition::<Widget>().unwrap()];
+    let constructor = |ctx: &Context| new_impl(ctx, EveryMinute, &KIND, None, Options::default());
+    let row = |now: u64, want: u64| TableRow {
+        name: "on a schedule",
+        objects: vec![obj(&rut(&[], false))],
+        key: "ns/rut",
+        now: Some(at(now)),
+        want_requeue_after: Some(Duration::from_secs(want)),
+        want_events: vec![format!("Normal Scheduled next run in {want}s")],
+        ..TableRow::default()
+    };
+    // No InternalError event and no error: a schedule is not a failure.
+    Table {
+        crds: crds.clone(),
+        rows: vec![
+            row(ON_THE_MINUTE + 30, 30),
+            row(ON_THE_MINUTE + 59, 1),
+            row(ON_THE_MINUTE + 20, 40),
+        ],
+    }
+    .run(&constructor)
+    .await;
+    // A row that expects another delay, or none, fails and says so.
+    let problems = run_row(&crds, &row(ON_THE_MINUTE + 30, 10), &constructor)
+        .await
+        .unwrap_err()
+        .join("\n");
+    assert!(
+        problems.contains(
+            "requeue differs (want_requeue_after):\n    want requeue after 10s\n    got  requeue after 30s"
+        ),
+        "{problems}"
+    );
+    let unexpected = TableRow {
+        want_requeue_after: None,
+        want_events: vec!["Normal Scheduled next run in 30s".into()],
+        ..row(ON_THE_MINUTE + 30, 30)
+    };
+    let problems = run_row(&crds, &unexpected, &constructor)
+        .await
+        .unwrap_err()
+        .join("\n");
+    assert!(problems.contains("got  requeue after 30s"), "{problems}");
+}
+
+#[tokio::test]
+async fn a_finalizer_that_asks_to_come_back_stays() {
+    let row = TableRow {
+        name: "finalize not finished: look again in 5s",
+        objects: vec![obj(&rut(&[FINALIZER], true))],
+        key: "ns/rut",
+        want_requeue_after: Some(Duration::from_secs(5)),
+        ..TableRow::default()
+    };
+    run(
+        row,
+        done(),
+        Some(Arc::new(|| Ok(Reconciled::requeue_after(Duration::from_secs(5))))),
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -417,14 +512,14 @@ impl ReconcileKind<Widget> for FinalizingStatusWriter {
         asvc.status
             .get_or_insert_default()
             .mark_service_unavailable(&name);
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 
 #[kinject_runtime::async_trait]
 impl FinalizeKind<Widget> for FinalizingStatusWriter {
     async fn finalize_kind(&self, _: &ReconcileContext, _: &mut Widget) -> ReconcileResult {
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 
@@ -572,7 +667,7 @@ impl ReconcileKind<Widget> for RecordsItsChild {
             .status
             .annotations
             .insert("settings-uid".into(), created.metadata.uid.unwrap_or_default());
-        Ok(None)
+        Ok(Reconciled::done())
     }
 }
 
