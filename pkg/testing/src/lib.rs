@@ -18,7 +18,7 @@
 //!
 //! - creates, updates, status updates and patches are compared in order; bodies
 //!   as JSON, ignoring `lastTransitionTime` and, unless the expected object sets
-//!   them, the fields the API server fills in (`uid`, `resourceVersion`,
+//!   them, the fields the API server fills in (`uid`, `resourceVersion`, `generation`,
 //!   `creationTimestamp`, `managedFields`); patches byte for byte;
 //! - deletes and delete-collections are compared as sets;
 //! - events are compared in order as `"<Type> <Reason> <Message>"`.
@@ -165,7 +165,9 @@ pub struct TableRow {
     pub reactors: Vec<Reactor>,
     /// Run as a replica that leads nothing.
     pub not_leader: bool,
-    /// Allow creates and patches outside the key's namespace.
+    /// Allow creates and patches outside the key's namespace. Rows of a
+    /// cluster-scoped kind (a key without `/`) need not set it: their
+    /// objects may write in any namespace.
     pub skip_namespace_validation: bool,
     /// Extra checks after the reconcile.
     pub post_conditions: Option<PostCondition>,
@@ -482,9 +484,13 @@ impl Writes {
     /// outside the key's namespace (unless the row skips that check) and an
     /// update of an unexpected subresource.
     fn sort(row: &TableRow, actions: &[Action], problems: &mut Vec<String>) -> Writes {
-        let key_namespace = row.key.split_once('/').map(|(ns, _)| ns).unwrap_or_default();
+        // A cluster-scoped owner (a key without a namespace) creates and
+        // patches in any namespace: a Namespace's quota, a node's pods.
+        let key_namespace = row.key.split_once('/').map(|(ns, _)| ns);
+        let check_namespace = !row.skip_namespace_validation && key_namespace.is_some();
+        let key_namespace = key_namespace.unwrap_or_default();
         let mut in_key_namespace = |what: &str, a: &Action| {
-            if !row.skip_namespace_validation && a.namespace != key_namespace {
+            if check_namespace && a.namespace != key_namespace {
                 problems.push(format!(
                     "{what} in namespace {:?}, want {key_namespace:?}",
                     a.namespace
@@ -573,7 +579,7 @@ fn normalize(value: &Value, want: Option<&Value>) -> Value {
     strip_transition_times(&mut v);
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         meta.remove("managedFields");
-        for field in ["uid", "resourceVersion", "creationTimestamp"] {
+        for field in ["uid", "resourceVersion", "creationTimestamp", "generation"] {
             let wanted = want.is_some_and(|w| w.pointer(&format!("/metadata/{field}")).is_some());
             if !wanted {
                 meta.remove(field);

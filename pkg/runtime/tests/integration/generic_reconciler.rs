@@ -432,6 +432,83 @@ async fn a_finalizer_that_asks_to_come_back_stays() {
     .await;
 }
 
+/// A controller of a cluster-scoped kind that writes into a namespace: each
+/// Namespace gets a ConfigMap of settings, created from the cached copy.
+struct NamespaceSettings {
+    ctx: Context,
+}
+
+static NAMESPACES: KindConfig<k8s_openapi::api::core::v1::Namespace> = KindConfig {
+    agent_name: "namespace-settings-controller",
+    finalizer_name: "namespaces.settings.kinject.dev",
+    class_keys: &[],
+    status: None,
+    krshaped: None,
+};
+
+#[kinject_runtime::async_trait]
+impl ReconcileKind<k8s_openapi::api::core::v1::Namespace> for NamespaceSettings {
+    type Finalizer = NoFinalizer;
+
+    async fn reconcile_kind(
+        &self,
+        _: &ReconcileContext,
+        namespace: &mut k8s_openapi::api::core::v1::Namespace,
+    ) -> ReconcileResult {
+        let name = namespace.metadata.name.clone().unwrap_or_default();
+        let settings = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some("settings".into()),
+                namespace: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        kube::Api::<ConfigMap>::namespaced(self.ctx.client(), &name)
+            .create(&kube::api::PostParams::default(), &settings)
+            .await
+            .map_err(Error::from)?;
+        // An update as well, from the cached copy, whose generation the
+        // server set: the row need not spell it out.
+        kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(self.ctx.client())
+            .replace(&name, &kube::api::PostParams::default(), namespace)
+            .await
+            .map_err(Error::from)?;
+        Ok(Reconciled::done())
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_scoped_owner_writes_into_namespaces_with_no_row_flag() {
+    let constructor = |ctx: &Context| {
+        new_impl(
+            ctx,
+            NamespaceSettings { ctx: ctx.clone() },
+            &NAMESPACES,
+            None,
+            Options::default(),
+        )
+    };
+    let namespace = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+        "metadata": {"name": "team-a", "generation": 3}});
+    Table {
+        crds: Vec::new(),
+        rows: vec![TableRow {
+            name: "cluster-scoped key, namespaced child",
+            objects: vec![namespace],
+            key: "team-a",
+            want_creates: vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "settings", "namespace": "team-a"}})],
+            want_updates: vec![
+                serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team-a"}}),
+            ],
+            ..TableRow::default()
+        }],
+    }
+    .run(&constructor)
+    .await;
+}
+
 #[tokio::test]
 async fn g6_other_errors_become_internal_error_events() {
     let row = TableRow {
