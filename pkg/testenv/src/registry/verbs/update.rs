@@ -156,10 +156,12 @@ impl Registry {
         check_storable(&new)?;
         if is_deleting(&new) && finalizers(&new).is_empty() {
             // kube-apiserver does not store the emptied finalizers: it deletes the stored
-            // object as it is (one DELETED event, no MODIFIED), and answers the write with
-            // that last state at the deletion's revision.
-            let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
-            return Ok(written(Self::present(def, &gone)));
+            // object as it is (one DELETED event, carrying the old finalizers, no
+            // MODIFIED). Its `deleteWithoutFinalizers` then answers with the object of
+            // the request, not the deleted one, "as clients expect an updated object if
+            // a PUT succeeded": no finalizers, at the revision the write was made on.
+            self.remove(def, key);
+            return Ok(written(Self::present(def, &new)));
         }
         let stored = self.store.put(&def.key(), key.clone(), new);
         if def.builtin() == Some(Builtin::Crd) {
