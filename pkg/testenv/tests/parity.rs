@@ -162,3 +162,185 @@ async fn a_deleted_crd_is_gone_at_once_with_its_instances() {
     let (code, _) = send(&client, "GET", WIDGETS, "application/json", "").await;
     assert_eq!(code, 404);
 }
+
+#[tokio::test]
+async fn adding_a_finalizer_to_a_terminating_object_is_two_causes() {
+    let env = env_with_widgets().await;
+    let client = env.client();
+    let w = format!("{WIDGETS}/w");
+    send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        &widget("w", &["example.com/f"]),
+    )
+    .await;
+    send(&client, "DELETE", &w, "application/json", "").await;
+    let (code, st) = send(
+        &client,
+        "PATCH",
+        &w,
+        "application/merge-patch+json",
+        r#"{"metadata":{"finalizers":["example.com/f","example.com/g"]}}"#,
+    )
+    .await;
+    assert_eq!(code, 422);
+    let why = "Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{\"example.com/g\"}";
+    // The message names the broken rule once; the causes list it twice, once for each
+    // time kube-apiserver's update validation checks the metadata.
+    assert_eq!(
+        st["message"],
+        format!("Widget.example.com \"w\" is invalid: metadata.finalizers: {why}")
+    );
+    let cause = json!({"reason": "FieldValueForbidden", "message": why, "field": "metadata.finalizers"});
+    assert_eq!(st["details"]["causes"], json!([cause, cause]));
+}
+
+#[tokio::test]
+async fn delete_preconditions_name_the_kind() {
+    let env = env_with_widgets().await;
+    let client = env.client();
+    let (_, created) = send(
+        &client,
+        "POST",
+        WIDGETS,
+        "application/json",
+        &widget("w-pre", &[]),
+    )
+    .await;
+    let rv = created["metadata"]["resourceVersion"].as_str().unwrap();
+    let uid = created["metadata"]["uid"].as_str().unwrap();
+    let w = format!("{WIDGETS}/w-pre");
+    let (code, st) = send(
+        &client,
+        "DELETE",
+        &w,
+        "application/json",
+        r#"{"preconditions":{"resourceVersion":"1"}}"#,
+    )
+    .await;
+    assert_eq!((code, st["reason"].as_str()), (409, Some("Conflict")));
+    assert_eq!(
+        st["message"],
+        format!(
+            "Operation cannot be fulfilled on Widget.example.com \"w-pre\": the ResourceVersion in the precondition (1) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+        )
+    );
+    assert_eq!(
+        st["details"],
+        json!({"name": "w-pre", "group": "example.com", "kind": "Widget"})
+    );
+    let (code, st) = send(
+        &client,
+        "DELETE",
+        &w,
+        "application/json",
+        r#"{"preconditions":{"uid":"0000"}}"#,
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert_eq!(
+        st["message"],
+        format!(
+            "Operation cannot be fulfilled on Widget.example.com \"w-pre\": the UID in the precondition (0000) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+        )
+    );
+    assert_eq!(st["details"]["kind"], "Widget");
+
+    // The CRD registry checks a CRD's preconditions itself, in storage's words.
+    let (code, st) = send(
+        &client,
+        "DELETE",
+        &format!("{CRDS}/widgets.example.com"),
+        "application/json",
+        r#"{"preconditions":{"uid":"0000"}}"#,
+    )
+    .await;
+    assert_eq!(code, 409);
+    assert!(
+        st["message"].as_str().unwrap().starts_with(
+            "Operation cannot be fulfilled on customresourcedefinitions.apiextensions.k8s.io \"widgets.example.com\": Precondition failed: UID in precondition: 0000, UID in object meta: "
+        ),
+        "{st}"
+    );
+}
+
+#[tokio::test]
+async fn an_update_without_resource_version_names_the_resource() {
+    let env = env_with_widgets().await;
+    let client = env.client();
+    send(&client, "POST", WIDGETS, "application/json", &widget("w", &[])).await;
+    let (code, st) = send(
+        &client,
+        "PUT",
+        &format!("{WIDGETS}/w"),
+        "application/json",
+        &widget("w", &[]),
+    )
+    .await;
+    assert_eq!(code, 422);
+    assert_eq!(
+        st["message"],
+        "widgets.example.com \"w\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"
+    );
+    assert_eq!(
+        st["details"],
+        json!({"name": "w", "group": "example.com", "kind": "widgets", "causes": [{
+            "reason": "FieldValueInvalid",
+            "message": "Invalid value: 0: must be specified for an update",
+            "field": "metadata.resourceVersion"}]})
+    );
+}
+
+#[tokio::test]
+async fn services_can_be_deleted_as_a_collection() {
+    let env = TestEnv::new();
+    let client = env.client();
+    let (_, v1) = send(&client, "GET", "/api/v1", "application/json", "").await;
+    let services = v1["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["name"] == "services")
+        .unwrap();
+    assert_eq!(
+        services["verbs"],
+        json!([
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch"
+        ])
+    );
+    let svc = |name: &str, app: &str| {
+        json!({"metadata": {"name": name, "labels": {"app": app}},
+            "spec": {"ports": [{"port": 80}]}})
+        .to_string()
+    };
+    let base = "/api/v1/namespaces/default/services";
+    for (name, app) in [("a", "x"), ("b", "x"), ("c", "y")] {
+        let (code, _) = send(&client, "POST", base, "application/json", &svc(name, app)).await;
+        assert_eq!(code, 201);
+    }
+    let (code, list) = send(
+        &client,
+        "DELETE",
+        &format!("{base}?labelSelector=app%3Dx"),
+        "application/json",
+        "",
+    )
+    .await;
+    assert_eq!(code, 200);
+    assert_eq!(list["kind"], "ServiceList");
+    let names: Vec<String> = env
+        .list_objects("", "v1", "services", Some("default"))
+        .iter()
+        .map(|s| s["metadata"]["name"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(names, ["c"]);
+}
