@@ -359,6 +359,7 @@ pub(crate) enum FieldErrorKind {
     NotSupported,
     TooLong,
     TooMany,
+    Duplicate,
 }
 
 impl FieldErrorKind {
@@ -371,6 +372,7 @@ impl FieldErrorKind {
             Self::NotSupported => "FieldValueNotSupported",
             Self::TooLong => "FieldValueTooLong",
             Self::TooMany => "FieldValueTooMany",
+            Self::Duplicate => "FieldValueDuplicate",
         }
     }
 }
@@ -460,6 +462,7 @@ impl FieldError {
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::TooLong => "Too long",
             FieldErrorKind::TooMany => "Too many",
+            FieldErrorKind::Duplicate => "Duplicate value",
         }
     }
 

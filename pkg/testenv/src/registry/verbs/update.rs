@@ -284,7 +284,7 @@ fn builtin_update_rules(
     if kind == Builtin::Crd {
         validate_crd(new, name)?;
     }
-    let errs = check(kind, new, Some(existing));
+    let errs = check(def, new, Some(existing));
     if errs.is_empty() {
         Ok(())
     } else {
