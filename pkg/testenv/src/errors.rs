@@ -149,9 +149,16 @@ impl ErrorStatus {
         Self::conflict_on(group, resource, name, OPTIMISTIC_LOCK)
     }
 
-    /// `422 Invalid`: `<Kind>[.<group>] "<name>" is invalid: <causes>`.
+    /// `422 Invalid`: `<Kind>[.<group>] "<name>" is invalid: <causes>`. Every cause is
+    /// listed in `details.causes`; the message names each distinct one once, as
+    /// apimachinery's `ErrorList.ToAggregate` does.
     pub(crate) fn invalid(group: &str, kind: &str, name: &str, causes: Vec<FieldError>) -> Self {
-        let list = causes.iter().map(FieldError::to_string).collect::<Vec<_>>();
+        let mut list: Vec<String> = Vec::new();
+        for text in causes.iter().map(FieldError::to_string) {
+            if !list.contains(&text) {
+                list.push(text);
+            }
+        }
         let joined = if list.len() == 1 {
             list.join("")
         } else {
@@ -352,6 +359,7 @@ pub(crate) enum FieldErrorKind {
     NotSupported,
     TooLong,
     TooMany,
+    Duplicate,
 }
 
 impl FieldErrorKind {
@@ -364,6 +372,7 @@ impl FieldErrorKind {
             Self::NotSupported => "FieldValueNotSupported",
             Self::TooLong => "FieldValueTooLong",
             Self::TooMany => "FieldValueTooMany",
+            Self::Duplicate => "FieldValueDuplicate",
         }
     }
 }
@@ -453,6 +462,7 @@ impl FieldError {
             FieldErrorKind::NotSupported => "Unsupported value",
             FieldErrorKind::TooLong => "Too long",
             FieldErrorKind::TooMany => "Too many",
+            FieldErrorKind::Duplicate => "Duplicate value",
         }
     }
 

@@ -23,6 +23,18 @@ fn minimal(k: &BuiltinKind, name: &str) -> Value {
             "selector": {"matchLabels": labels},
             "template": {"metadata": {"labels": labels}, "spec": pod_spec},
         }}),
+        ("apps", "ReplicaSet") => json!({"spec": {
+            "selector": {"matchLabels": labels},
+            "template": {"metadata": {"labels": labels}, "spec": pod_spec},
+        }}),
+        ("batch", "Job") => {
+            let mut spec = pod_spec.clone();
+            spec["restartPolicy"] = json!("Never");
+            json!({"spec": {"template": {"spec": spec}}})
+        }
+        ("rbac.authorization.k8s.io", "RoleBinding" | "ClusterRoleBinding") => json!({
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "view"},
+        }),
         ("", "Service") => json!({"spec": {"ports": [{"port": 80}]}}),
         ("events.k8s.io", "Event") => json!({
             "eventTime": "2024-01-02T03:04:05.000000Z",
@@ -411,7 +423,9 @@ async fn replica_sets_and_replication_controllers_scale() {
     let rss: Api<ReplicaSet> = Api::namespaced(env.client(), "default");
     let rs: ReplicaSet = serde_json::from_value(json!({
         "metadata": {"name": "r"},
-        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "r"}}},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "r"}},
+            "template": {"metadata": {"labels": {"app": "r"}},
+                "spec": {"containers": [{"name": "c", "image": "busybox"}]}}},
     }))
     .unwrap();
     rss.create(&PostParams::default(), &rs).await.unwrap();

@@ -145,7 +145,7 @@ async fn custom_resources_need_resource_version_and_track_generation() {
     assert_eq!((e.code, e.reason.as_str()), (422, "Invalid"));
     assert_eq!(
         e.message,
-        "AddressableService.samples.knative.dev \"rut\" is invalid: metadata.resourceVersion: Invalid value: 0x0: must be specified for an update"
+        "addressableservices.samples.knative.dev \"rut\" is invalid: metadata.resourceVersion: Invalid value: 0: must be specified for an update"
     );
 
     // Metadata-only change: no generation bump.
@@ -377,7 +377,7 @@ async fn delete_preconditions_and_propagation() {
     assert_eq!(
         e.message,
         format!(
-            "Operation cannot be fulfilled on configmaps \"a\": Precondition failed: UID in precondition: nope, UID in object meta: {}",
+            "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition (nope) does not match the UID in record ({}). The object might have been deleted and then recreated",
             c.metadata.uid.clone().unwrap()
         )
     );

@@ -122,6 +122,34 @@ pub fn is_dns1035_label(value: &str) -> Vec<String> {
     errs
 }
 
+const CONFIG_MAP_KEY_FMT: &str = "[-._a-zA-Z0-9]+";
+const CONFIG_MAP_KEY_ERR: &str =
+    "a valid config key must consist of alphanumeric characters, '-', '_' or '.'";
+
+/// Whether `value` may be a key of a ConfigMap's or Secret's data (`IsConfigMapKey`):
+/// a file name in the volumes they are mounted as, so no path walking.
+pub fn is_config_map_key(value: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    if value.len() > DNS1123_SUBDOMAIN_MAX_LENGTH {
+        errs.push(max_len_chars(DNS1123_SUBDOMAIN_MAX_LENGTH));
+    }
+    let key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_');
+    if value.is_empty() || !value.chars().all(key_char) {
+        errs.push(regex_error(
+            CONFIG_MAP_KEY_ERR,
+            CONFIG_MAP_KEY_FMT,
+            &["key.name", "KEY_NAME", "key-name"],
+        ));
+    }
+    match value {
+        "." => errs.push("must not be '.'".to_owned()),
+        ".." => errs.push("must not be '..'".to_owned()),
+        v if v.starts_with("..") => errs.push("must not start with '..'".to_owned()),
+        _ => {}
+    }
+    errs
+}
+
 /// Whether `value` is a DNS-1123 subdomain: what most object names must be
 /// (`IsDNS1123Subdomain`).
 pub fn is_dns1123_subdomain(value: &str) -> Vec<String> {
@@ -500,5 +528,18 @@ mod tests {
         ] {
             assert_eq!(is_kube_version(bad).len(), 1, "{bad}");
         }
+    }
+
+    #[test]
+    fn config_map_keys() {
+        assert!(is_config_map_key("key.name_1-A").is_empty());
+        assert_eq!(
+            is_config_map_key("a/b"),
+            [
+                "a valid config key must consist of alphanumeric characters, '-', '_' or '.' (e.g. 'key.name',  or 'KEY_NAME',  or 'key-name', regex used for validation is '[-._a-zA-Z0-9]+')"
+            ]
+        );
+        assert_eq!(is_config_map_key(".."), ["must not be '..'"]);
+        assert_eq!(is_config_map_key("..x"), ["must not start with '..'"]);
     }
 }

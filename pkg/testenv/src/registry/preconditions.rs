@@ -42,6 +42,35 @@ impl Preconditions {
         }
         Ok(())
     }
+
+    /// `rest.BeforeDelete`'s check, which a `DELETE` meets before storage does: its
+    /// 409 names the object's kind where storage errors name the resource, and words
+    /// the mismatch its own way (uid first, then resourceVersion).
+    pub(crate) fn check_before_delete(
+        &self,
+        def: &ResourceDef,
+        name: &str,
+        existing: &Value,
+    ) -> Result<(), ErrorStatus> {
+        let failed = |why: String| ErrorStatus::conflict_on(&def.group, &def.kind, name, &why);
+        let uid = meta_str(existing, "uid");
+        if let Some(wanted) = &self.uid
+            && wanted != uid
+        {
+            return Err(failed(format!(
+                "the UID in the precondition ({wanted}) does not match the UID in record ({uid}). The object might have been deleted and then recreated"
+            )));
+        }
+        let rv = meta_str(existing, "resourceVersion");
+        if let Some(wanted) = &self.resource_version
+            && wanted != rv
+        {
+            return Err(failed(format!(
+                "the ResourceVersion in the precondition ({wanted}) does not match the ResourceVersion in record ({rv}). The object might have been modified"
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// Optimistic concurrency: a write naming a `resourceVersion` must name the stored

@@ -308,7 +308,9 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         ),
         allow_unconditional_update: k.special != Builtin::Crd,
         return_deleted_object: listed(RETURN_DELETED, k),
-        deletecollection: !matches!(k.special, Builtin::Namespace | Builtin::Service),
+        // Namespaces have no collection delete; Services have one, and kube-apiserver
+        // lists `deletecollection` among their verbs.
+        deletecollection: k.special != Builtin::Namespace,
         imp: KindImpl::Builtin(k.special, k.roundtrip),
         columns: Vec::new(),
         scale,

@@ -258,7 +258,7 @@ fn builtin_create_rules(
     }
     default_on_create(kind, obj);
     default_workload(def, obj);
-    let errs = check(kind, obj, None);
+    let errs = check(def, obj, None);
     if !errs.is_empty() && !opts.skip_validation {
         return Err(ErrorStatus::invalid(&def.group, &def.kind, name, errs));
     }

@@ -37,7 +37,12 @@ impl Registry {
         let Some(existing) = self.store.get(&def.key(), &key).cloned() else {
             return Err(ErrorStatus::not_found(&def.group, &def.plural, name));
         };
-        opts.preconditions.check(def, name, &existing)?;
+        if def.builtin() == Some(Builtin::Crd) {
+            // The CRD registry checks them itself, in storage's words.
+            opts.preconditions.check(def, name, &existing)?;
+        } else {
+            opts.preconditions.check_before_delete(def, name, &existing)?;
+        }
         if def.builtin() == Some(Builtin::Namespace) {
             return self.delete_namespace(def, &key, &existing, opts);
         }

@@ -58,13 +58,16 @@ impl Registry {
         };
         let rv = meta_str(&obj, "resourceVersion");
         if rv.is_empty() && !def.allow_unconditional_update {
+            // The generic registry's own check, before any validation: it names the
+            // resource where `Invalid` errors usually name the kind (a TODO there says
+            // so), and shows the revision as the number it parsed.
             return Err(ErrorStatus::invalid(
                 &def.group,
-                &def.kind,
+                &def.plural,
                 name,
-                vec![FieldError::invalid_raw(
+                vec![FieldError::invalid(
                     "metadata.resourceVersion",
-                    "0x0",
+                    json!(0),
                     "must be specified for an update",
                 )],
             ));
@@ -156,10 +159,12 @@ impl Registry {
         check_storable(&new)?;
         if is_deleting(&new) && finalizers(&new).is_empty() {
             // kube-apiserver does not store the emptied finalizers: it deletes the stored
-            // object as it is (one DELETED event, no MODIFIED), and answers the write with
-            // that last state at the deletion's revision.
-            let gone = self.remove(def, key).unwrap_or_else(|| Arc::clone(existing));
-            return Ok(written(Self::present(def, &gone)));
+            // object as it is (one DELETED event, carrying the old finalizers, no
+            // MODIFIED). Its `deleteWithoutFinalizers` then answers with the object of
+            // the request, not the deleted one, "as clients expect an updated object if
+            // a PUT succeeded": no finalizers, at the revision the write was made on.
+            self.remove(def, key);
+            return Ok(written(Self::present(def, &new)));
         }
         let stored = self.store.put(&def.key(), key.clone(), new);
         if def.builtin() == Some(Builtin::Crd) {
@@ -228,7 +233,10 @@ fn check_updated_meta(
         let old = finalizers(existing);
         let added: Vec<String> = finalizers(new).into_iter().filter(|f| !old.contains(f)).collect();
         if !added.is_empty() {
-            errs.push(FieldError::forbidden(
+            // kube-apiserver runs `ValidateObjectMetaAccessorUpdate` twice on every
+            // update, once for the common fields and once in the kind's strategy, so
+            // the rule is reported as two causes (the message shows it once).
+            let forbidden = FieldError::forbidden(
                 "metadata.finalizers",
                 format!(
                     "no new finalizers can be added if the object is being deleted, found new finalizers []string{{{}}}",
@@ -238,7 +246,9 @@ fn check_updated_meta(
                         .collect::<Vec<_>>()
                         .join(", ")
                 ),
-            ));
+            );
+            errs.push(forbidden.clone());
+            errs.push(forbidden);
         }
     }
     if errs.is_empty() {
@@ -274,7 +284,7 @@ fn builtin_update_rules(
     if kind == Builtin::Crd {
         validate_crd(new, name)?;
     }
-    let errs = check(kind, new, Some(existing));
+    let errs = check(def, new, Some(existing));
     if errs.is_empty() {
         Ok(())
     } else {
