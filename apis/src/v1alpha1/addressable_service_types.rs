@@ -30,8 +30,12 @@ pub struct AddressableService {
 }
 
 /// The desired state of an AddressableService.
+///
+/// `serviceName` decodes when missing, as Go's zero value does, so validation
+/// can name it in Knative's words; the CRD still requires it, as Knative's does.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["serviceName"]))]
 pub struct AddressableServiceSpec {
     /// The name of the Kubernetes Service, in the same namespace, to expose as an Addressable.
     #[serde(default)]

@@ -29,8 +29,12 @@ pub struct SimpleDeployment {
 }
 
 /// The desired state of a SimpleDeployment.
+///
+/// Its fields decode when missing, as Go's zero values do, so validation can
+/// name them in Knative's words; the CRD still requires them, as Knative's does.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["image", "replicas"]))]
 pub struct SimpleDeploymentSpec {
     /// The container image every pod runs.
     #[serde(default)]
@@ -44,6 +48,7 @@ pub struct SimpleDeploymentSpec {
 /// The observed state of a SimpleDeployment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(extend("required" = ["readyReplicas"]))]
 pub struct SimpleDeploymentStatus {
     #[serde(flatten)]
     pub status: Status,

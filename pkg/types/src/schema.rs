@@ -7,7 +7,9 @@ use serde_json::Value;
 /// The `openAPIV3Schema` of a kind: an object with `spec` and `status`, every
 /// subschema inlined (an embedded `ObjectMeta` as just `type: object`),
 /// descriptions from doc comments, `required` listing the
-/// fields that are always written (those without `skip_serializing_if`), and
+/// fields that are always written and must be given (neither
+/// `skip_serializing_if` nor `#[serde(default)]`, as controller-gen leaves
+/// `omitempty` and `+optional` fields out), and
 /// integer formats with their ranges as `minimum`/`maximum` (an `i32` field
 /// gets int32's, a `u32` field 0 to 4294967295), so the API server refuses
 /// numbers the type cannot hold.
@@ -17,16 +19,63 @@ use serde_json::Value;
 /// that the user left out), no `title`, and doc-comment lines joined with
 /// spaces (paragraphs stay apart).
 pub fn openapi_v3_schema<K: JsonSchema>() -> Value {
-    let settings = SchemaSettings::openapi3().for_serialize().with(|s| {
+    let settings = SchemaSettings::openapi3().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
     });
-    let mut schema = settings.into_generator().into_root_schema_for::<K>().to_value();
+    // What is written (serialize) and what may be left out (deserialize)
+    // each drop fields from `required`; the CRD requires only what both keep.
+    let mut schema = settings
+        .clone()
+        .for_serialize()
+        .into_generator()
+        .into_root_schema_for::<K>()
+        .to_value();
+    let accepted = settings
+        .for_deserialize()
+        .into_generator()
+        .into_root_schema_for::<K>();
+    require_only_what_must_be_given(&mut schema, accepted.as_value());
     if let Some(root) = schema.as_object_mut() {
         root.remove("description");
     }
     tidy(&mut schema);
     schema
+}
+
+/// Removes from each `required` of `written` the fields `accepted`, the same
+/// schema as deserializing sees it, lets a user leave out (those with
+/// `#[serde(default)]`). The two schemas have the same shape; where they do
+/// not, `written` is kept as it is.
+fn require_only_what_must_be_given(written: &mut Value, accepted: &Value) {
+    match (written, accepted) {
+        (Value::Object(map), Value::Object(other)) => {
+            if other.contains_key("properties")
+                && let Some(Value::Array(required)) = map.get_mut("required")
+            {
+                let given: Vec<&Value> = other
+                    .get("required")
+                    .and_then(Value::as_array)
+                    .map(|names| names.iter().collect())
+                    .unwrap_or_default();
+                required.retain(|name| given.contains(&name));
+                if required.is_empty() {
+                    map.remove("required");
+                }
+            }
+            for (key, value) in map.iter_mut() {
+                if let Some(counterpart) = other.get(key) {
+                    require_only_what_must_be_given(value, counterpart);
+                }
+            }
+        }
+        (Value::Array(items), Value::Array(others)) => {
+            for (item, counterpart) in items.iter_mut().zip(others) {
+                require_only_what_must_be_given(item, counterpart);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn tidy(value: &mut Value) {
@@ -222,6 +271,37 @@ mod tests {
         assert!(p["count"].get("maximum").is_none());
         assert!(p["big"].get("minimum").is_none());
         assert!(p["ratio"].get("minimum").is_none());
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, JsonSchema)]
+    #[allow(dead_code, reason = "only the schema is read")]
+    struct Spec {
+        always: i32,
+        #[serde(default)]
+        defaulted: i32,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        omitted_when_empty: Vec<String>,
+        maybe: Option<String>,
+        inner: Inner,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, JsonSchema)]
+    #[schemars(extend("required" = ["kept"]))]
+    #[allow(dead_code, reason = "only the schema is read")]
+    struct Inner {
+        #[serde(default)]
+        kept: String,
+        #[serde(default)]
+        loose: String,
+    }
+
+    #[test]
+    fn required_lists_what_is_always_written_and_must_be_given() {
+        let schema = openapi_v3_schema::<Spec>();
+        assert_eq!(schema["required"], json!(["always", "inner"]));
+        // Asked for by name, as a field Knative's CRD requires but that
+        // decodes when missing (Go's zero value).
+        assert_eq!(schema["properties"]["inner"]["required"], json!(["kept"]));
     }
 
     #[test]
