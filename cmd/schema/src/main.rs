@@ -12,6 +12,7 @@
 //! markers; only `metadata.labels` and `metadata.annotations` of a manifest
 //! stay as written.
 
+mod names;
 mod yaml;
 
 use std::path::{Path, PathBuf};
@@ -33,7 +34,9 @@ struct Cli {
 enum Command {
     /// Print a kind's openAPIV3Schema as YAML.
     Dump {
-        /// The kind, as in a manifest (`AddressableService`).
+        /// The kind: as in a manifest (`AddressableService`), or any name
+        /// kubectl takes for it (`addressableservices`, `asvc`, with the
+        /// group: `addressableservices.samples.knative.dev`).
         kind: String,
         /// Which version of a kind that has several (default: the stored one).
         #[arg(long)]
@@ -41,7 +44,7 @@ enum Command {
     },
     /// Print a kind's CustomResourceDefinition as YAML.
     Crd {
-        /// The kind, as in a manifest (`AddressableService`).
+        /// The kind, by any name `dump` takes.
         kind: String,
     },
     /// Write the CRD of every kind to <dir>/300-<kind>.yaml, keeping the
@@ -78,8 +81,12 @@ fn main() -> ExitCode {
         },
         Command::Crd { kind } => match definitions() {
             Err(code) => code,
-            Ok(definitions) => match definitions.iter().find(|d| d.kind == kind) {
-                Some(definition) => match checked_crd(definition) {
+            Ok(definitions) => match names::resolve(&kinds, &kind).map(|k| {
+                definitions
+                    .iter()
+                    .find(|d| d.kind == k.kind && d.crd.spec.group == k.group)
+            }) {
+                Ok(Some(definition)) => match checked_crd(definition) {
                     Ok(crd) => {
                         print!("{}", yaml::to_yaml(&crd));
                         ExitCode::SUCCESS
@@ -89,8 +96,12 @@ fn main() -> ExitCode {
                         ExitCode::FAILURE
                     }
                 },
-                None => {
-                    eprintln!("{}", unknown_kind(&kinds, &kind));
+                Ok(None) => {
+                    eprintln!("error: {kind} has no CRD among the registry's");
+                    ExitCode::FAILURE
+                }
+                Err(e) => {
+                    eprintln!("{e}");
                     ExitCode::from(2)
                 }
             },
@@ -102,32 +113,26 @@ fn main() -> ExitCode {
     }
 }
 
-fn unknown_kind(kinds: &[CustomKind], name: &str) -> String {
-    let mut known: Vec<&str> = Vec::new();
-    for kind in kinds {
-        if !known.contains(&kind.kind.as_str()) {
-            known.push(&kind.kind);
-        }
-    }
-    format!("unknown Kind: {name}, expected one of [{}]", known.join(", "))
-}
-
 /// The entry of `kind` in `version`, or, without one, the version stored.
 fn find_version<'a>(
     kinds: &'a [CustomKind],
     kind: &str,
     version: Option<&str>,
 ) -> Result<&'a CustomKind, String> {
-    let versions: Vec<&CustomKind> = kinds.iter().filter(|k| k.kind == kind).collect();
+    let named = names::resolve(kinds, kind)?;
+    let versions: Vec<&CustomKind> = kinds
+        .iter()
+        .filter(|k| k.kind == named.kind && k.group == named.group)
+        .collect();
+    let kind = named.kind.as_str();
     let found = match version {
         Some(version) => versions.iter().find(|k| k.version == version),
         None if versions.len() == 1 => versions.first(),
         None => versions.iter().find(|k| k.storage),
     };
-    match (found, versions.is_empty()) {
-        (Some(k), _) => Ok(k),
-        (None, true) => Err(unknown_kind(kinds, kind)),
-        (None, false) => Err(format!(
+    match found {
+        Some(k) => Ok(k),
+        None => Err(format!(
             "{kind} has no version {}; its versions are [{}]",
             version.unwrap_or_default(),
             versions

@@ -113,6 +113,40 @@ fn unknown_kind_exits_2_naming_the_known_ones() {
 }
 
 #[test]
+fn dump_takes_every_name_kubectl_takes() {
+    let (_, by_kind, _) = schema(&["dump", "AddressableService"]);
+    for name in [
+        "addressableservices",
+        "addressableservice",
+        "asvc",
+        "ASVC",
+        "addressableservices.samples.knative.dev",
+        "AddressableService.samples.knative.dev",
+    ] {
+        let (code, dumped, stderr) = schema(&["dump", name]);
+        assert_eq!((code, dumped.as_str()), (0, by_kind.as_str()), "{name}: {stderr}");
+    }
+    let (code, _, stderr) = schema(&["crd", "sdeploy"]);
+    assert_eq!(code, 0, "{stderr}");
+}
+
+#[test]
+fn a_near_miss_gets_the_closest_kind_suggested() {
+    let (code, _, stderr) = schema(&["dump", "AddresableService"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.trim_end().ends_with("; did you mean AddressableService?"),
+        "{stderr}"
+    );
+    let (code, _, stderr) = schema(&["crd", "simpledeploymnts"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.trim_end().ends_with("; did you mean SimpleDeployment?"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn crd_prints_the_generated_crd() {
     let (code, printed, stderr) = schema(&["crd", "AddressableService"]);
     assert_eq!(code, 0, "{stderr}");
