@@ -64,7 +64,11 @@ fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
 
 /// The local cluster's switches.
 #[derive(Debug, Parser)]
-#[command(about = "The controller against a local, in-memory API server")]
+#[command(
+    about = "The controller against a local, in-memory API server",
+    after_help = "Environment: what the controller reads (`cargo run -p controller -- --help` lists it), \
+                  with SYSTEM_NAMESPACE knative-samples unless set."
+)]
 struct Args {
     /// The API server's port (0 picks a free one).
     #[arg(long, default_value_t = 0)]

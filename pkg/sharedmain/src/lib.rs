@@ -122,9 +122,26 @@ macro_rules! controller {
     };
 }
 
+/// What `--help` says of the environment a process reads ([`Env`]); the
+/// variables behind flags are shown beside their flags.
+pub const ENVIRONMENT_HELP: &str = "\
+Environment:
+  SYSTEM_NAMESPACE            (required) the namespace of this component's ConfigMaps and leases
+  POD_NAME, else HOSTNAME     this replica's name, in logs, the User-Agent and events
+  CLUSTER_DOMAIN              the cluster's DNS domain (default: /etc/resolv.conf's search, else cluster.local)
+  CONFIG_LOGGING_NAME         the logging ConfigMap (default config-logging)
+  CONFIG_OBSERVABILITY_NAME   the observability ConfigMap (default config-observability)
+  CONFIG_LEADERELECTION_NAME  the leader election ConfigMap (default config-leader-election)
+  K_THREADS_PER_CONTROLLER    workers per controller (default 2)
+  METRICS_PROMETHEUS_PORT     the /metrics port (default 9090; 0 picks a free one)
+  PROBES_PORT                 the /health and /readiness port (default 8080; 0 picks a free one)";
+
 /// The flags of every controller process (Knative's `sharedmain` flags).
 #[derive(Debug, Clone, Parser)]
-#[command(about = "Runs Knative-style controllers against the cluster in the kubeconfig.")]
+#[command(
+    about = "Runs Knative-style controllers against the cluster in the kubeconfig.",
+    after_help = ENVIRONMENT_HELP
+)]
 pub struct Flags {
     /// Path to a kubeconfig. Without it, $KUBECONFIG, ~/.kube/config, then the
     /// in-cluster config are tried.
@@ -968,6 +985,25 @@ pub fn metrics_enabled(data: &BTreeMap<String, String>) -> Result<bool, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_lists_every_variable_the_environment_is_read_for() {
+        use clap::CommandFactory;
+        let asked = std::sync::Mutex::new(Vec::new());
+        let _ = Env::from_lookup(|name| {
+            asked
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(name.to_owned());
+            Some("1".to_owned())
+        });
+        let help = Flags::command().render_long_help().to_string();
+        let asked = asked.into_inner().unwrap_or_else(|e| e.into_inner());
+        assert!(asked.len() >= 9, "{asked:?}");
+        for name in asked {
+            assert!(help.contains(&name), "--help does not name {name}:\n{help}");
+        }
+    }
 
     fn env(pairs: &[(&str, &str)]) -> Result<Env, MainError> {
         let map: BTreeMap<String, String> = pairs

@@ -88,7 +88,10 @@ pub const CONFIG_VALIDATION_PATH: &str = "/config-validation";
 
 /// The flags of a webhook process: the controller's, and where to listen.
 #[derive(Debug, Clone, Parser)]
-#[command(about = "Serves admission webhooks (defaulting, validation, ConfigMap validation) over TLS.")]
+#[command(
+    about = "Serves admission webhooks (defaulting, validation, ConfigMap validation) over TLS.",
+    after_help = kinject_sharedmain::ENVIRONMENT_HELP
+)]
 pub struct WebhookFlags {
     /// The controller flags.
     #[command(flatten)]
@@ -392,6 +395,20 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn help_lists_the_environment_and_the_webhooks_variables() {
+        use clap::CommandFactory;
+        let help = WebhookFlags::command().render_long_help().to_string();
+        for name in [
+            "SYSTEM_NAMESPACE",
+            "K_THREADS_PER_CONTROLLER",
+            "WEBHOOK_PORT",
+            "KUBECONFIG",
+        ] {
+            assert!(help.contains(name), "{name}:\n{help}");
+        }
+    }
 
     /// A context whose client is never called: building controllers sends
     /// no request.
