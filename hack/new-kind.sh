@@ -8,4 +8,8 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo run --quiet --package codegen -- --config codegen.toml new-kind "$@"
+# On a terminal cargo shows its progress; elsewhere it is quiet.
+quiet=(--quiet)
+if [ -t 2 ]; then quiet=(); fi
+
+cargo run ${quiet[@]+"${quiet[@]}"} --package codegen -- --config codegen.toml new-kind "$@"

@@ -6,7 +6,12 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-cargo run --quiet --package codegen -- --config codegen.toml
-cargo run --quiet --package schema -- update-crds config
+# On a terminal cargo shows its progress (the first build takes minutes);
+# elsewhere (CI logs, tests) it is quiet.
+quiet=(--quiet)
+if [ -t 2 ]; then quiet=(); fi
+
+cargo run ${quiet[@]+"${quiet[@]}"} --package codegen -- --config codegen.toml
+cargo run ${quiet[@]+"${quiet[@]}"} --package schema -- update-crds config
 # Last: it builds the reconcilers, which use the code generated above.
-cargo run --quiet --package controller --bin rbac -- config
+cargo run ${quiet[@]+"${quiet[@]}"} --package controller --bin rbac -- config

@@ -23,6 +23,29 @@ use std::ffi::OsString;
 
 use copies::*;
 
+/// The modification time of every file of `dir` that is its own (not behind
+/// a link to the framework, not a build output), by path.
+fn modification_times(dir: &std::path::Path) -> std::collections::BTreeMap<String, std::time::SystemTime> {
+    let mut times = std::collections::BTreeMap::new();
+    let mut pending = vec![dir.to_path_buf()];
+    while let Some(folder) = pending.pop() {
+        for entry in std::fs::read_dir(&folder).unwrap().flatten() {
+            let kind = entry.file_type().unwrap();
+            let path = entry.path();
+            if kind.is_symlink() || entry.file_name() == "target" {
+                continue;
+            }
+            if kind.is_dir() {
+                pending.push(path);
+            } else {
+                let time = entry.metadata().unwrap().modified().unwrap();
+                times.insert(path.strip_prefix(dir).unwrap().display().to_string(), time);
+            }
+        }
+    }
+    times
+}
+
 #[test]
 fn verify_fails_on_drift_and_update_repairs_it() {
     let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
@@ -106,6 +129,22 @@ fn verify_fails_on_drift_and_update_repairs_it() {
         "{crd}"
     );
     assert!(script(&copy, "verify-codegen.sh").ok);
+
+    // Nothing changed, nothing written: a generator that rewrote an
+    // unchanged file would make cargo rebuild everything that includes it.
+    let before = modification_times(&copy);
+    let run = script(&copy, "update-codegen.sh");
+    assert!(run.ok, "{}", run.stderr);
+    let after = modification_times(&copy);
+    let touched: Vec<&String> = after
+        .iter()
+        .filter(|(file, time)| before.get(*file) != Some(time))
+        .map(|(file, _)| file)
+        .collect();
+    assert!(
+        touched.is_empty(),
+        "an update with nothing to change rewrote {touched:?}"
+    );
 
     // A field the API server cannot describe structurally is an error at
     // update time naming the type and the field, and the CRD stays as it was.
