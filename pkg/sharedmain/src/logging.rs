@@ -16,13 +16,15 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::sync::OnceLock;
 
 use k8s_openapi::jiff::Timestamp;
+use parking_lot::Mutex;
 use serde_json::{Map, Value};
 use thiserror::Error;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
-use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::filter::{LevelFilter, Targets};
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
@@ -117,10 +119,93 @@ impl Encoding {
     }
 }
 
-/// Changes the process's log level at run time.
+/// Where libraries log their internals (each request, each TLS record): at
+/// `warn` unless `config-logging` names one (`loglevel.kube_client: debug`),
+/// so `debug` for a component shows the component's own work.
+pub const LIBRARY_TARGETS: &[&str] = &[
+    "axum",
+    "h2",
+    "hyper",
+    "hyper_util",
+    "kube_client",
+    "kube_runtime",
+    "rustls",
+    "tokio_rustls",
+    "tower",
+    "tower_http",
+];
+
+/// The levels one component's `config-logging` asks for.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct Levels {
+    component: LevelFilter,
+    libraries: BTreeMap<&'static str, LevelFilter>,
+}
+
+impl Levels {
+    fn from_config(component: &str, data: &BTreeMap<String, String>) -> Result<Levels, LoggingConfigError> {
+        let mut libraries = BTreeMap::new();
+        for target in LIBRARY_TARGETS {
+            let key = format!("loglevel.{target}");
+            let level = match data.get(&key) {
+                Some(name) => parse_level(&key, name)?,
+                None => LevelFilter::WARN,
+            };
+            libraries.insert(*target, level);
+        }
+        Ok(Levels {
+            component: level_from_config(component, data)?,
+            libraries,
+        })
+    }
+
+    fn at(component: LevelFilter) -> Levels {
+        Levels {
+            component,
+            libraries: LIBRARY_TARGETS.iter().map(|t| (*t, LevelFilter::WARN)).collect(),
+        }
+    }
+}
+
+/// The one logger of the process and what each of its components asked for:
+/// the local job runs the controller and the webhook in one process, and each
+/// follows its own `config-logging`; the most verbose level any asks for is
+/// the one in force.
+struct ProcessLogging {
+    filter: reload::Handle<Targets, Registry>,
+    /// False when another logger was installed first (a test's): the levels
+    /// are then not ours to change.
+    installed: bool,
+    asked: Mutex<BTreeMap<String, Levels>>,
+}
+
+static PROCESS: OnceLock<ProcessLogging> = OnceLock::new();
+
+impl ProcessLogging {
+    /// Records `levels` for `component` and applies what all components
+    /// together ask for; `Err` when the filter cannot be changed.
+    fn ask(&self, component: &str, levels: Levels) -> Result<(), reload::Error> {
+        let mut asked = self.asked.lock();
+        asked.insert(component.to_owned(), levels);
+        let most =
+            |of: &dyn Fn(&Levels) -> LevelFilter| asked.values().map(of).max().unwrap_or(LevelFilter::INFO);
+        let default = most(&|l: &Levels| l.component);
+        let filter = Targets::new().with_default(default).with_targets(
+            LIBRARY_TARGETS
+                .iter()
+                .map(|target| (*target, most(&|l: &Levels| l.libraries[target]))),
+        );
+        self.filter.modify(|current| *current = filter)
+    }
+
+    fn level(&self, component: &str) -> Option<LevelFilter> {
+        self.asked.lock().get(component).map(|levels| levels.component)
+    }
+}
+
+/// Changes a component's log level at run time.
 #[derive(Clone)]
 pub struct LevelHandle {
-    handle: reload::Handle<LevelFilter, Registry>,
     component: String,
 }
 
@@ -133,16 +218,25 @@ impl std::fmt::Debug for LevelHandle {
 }
 
 impl LevelHandle {
-    /// Applies `config-logging` data: a good config sets the level, a bad one
-    /// keeps the current level and logs why.
+    /// Applies `config-logging` data: a good config sets the component's
+    /// levels, a bad one keeps them and logs why.
     pub fn apply(&self, data: &BTreeMap<String, String>) {
-        match level_from_config(&self.component, data) {
-            Ok(level) => {
-                let before = self.handle.clone_current();
-                if let Err(e) = self.handle.modify(|current| *current = level) {
-                    tracing::error!(error = %e, "could not change the logging level");
-                } else if before != Some(level) {
-                    tracing::info!(level = %level, "Updated logging level from config-logging");
+        let Some(process) = PROCESS.get() else { return };
+        match Levels::from_config(&self.component, data) {
+            Ok(levels) => {
+                let before = process.level(&self.component);
+                let level = levels.component;
+                match process.ask(&self.component, levels) {
+                    Err(e) if process.installed => {
+                        tracing::error!(error = %e, "could not change the logging level");
+                    }
+                    Err(_) => {
+                        tracing::debug!("another logger is installed; config-logging is not applied");
+                    }
+                    Ok(()) if before != Some(level) => {
+                        tracing::info!(level = %level, "Updated logging level from config-logging");
+                    }
+                    Ok(()) => {}
                 }
             }
             Err(err) => {
@@ -151,35 +245,50 @@ impl LevelHandle {
         }
     }
 
-    /// The level now in force.
+    /// The level this component asked for last.
     pub fn level(&self) -> Option<LevelFilter> {
-        self.handle.clone_current()
+        PROCESS.get().and_then(|process| process.level(&self.component))
     }
 }
 
 /// Where kube's client logs failed responses.
 const KUBE_CLIENT_RESPONSE_TARGET: &str = "kube_client::client::builder";
 
-/// Installs the logger for `component` at `level`, writing `encoding`; `pod`
-/// is added to every line as `knative.dev/pod`. Returns the handle that
-/// changes the level.
+/// Installs the process's logger, the first time, writing `encoding` with
+/// `component` as the logger name and `pod` on every line as
+/// `knative.dev/pod`, and sets `component`'s level to `level` (libraries at
+/// warn). A second component of the same process (the local job's webhook)
+/// shares the logger and has a level of its own. Returns the handle that
+/// changes the component's level.
 pub fn init(component: &str, level: LevelFilter, pod: Option<String>, encoding: Encoding) -> LevelHandle {
-    let (filter, handle) = reload::Layer::new(level);
-    let json = Lines {
-        logger: component.to_owned(),
-        pod,
-        encoding,
-    };
-    // kube's client logs every failed response at error level, and the code
-    // that made the request reports the same failure again (a reconcile's
-    // one error line, an informer's warning): one failure, one line.
-    let json = json.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-        !(*meta.level() == tracing::Level::ERROR && meta.target() == KUBE_CLIENT_RESPONSE_TARGET)
-    }));
-    // A second call (tests running several mains) keeps the first subscriber.
-    let _ = tracing_subscriber::registry().with(filter).with(json).try_init();
+    let process = PROCESS.get_or_init(|| {
+        let (filter, handle) = reload::Layer::new(Targets::new().with_default(level));
+        let json = Lines {
+            logger: component.to_owned(),
+            pod,
+            encoding,
+        };
+        // kube's client logs every failed response at error level, and the code
+        // that made the request reports the same failure again (a reconcile's
+        // one error line, an informer's warning): one failure, one line.
+        let json = json.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
+            !(*meta.level() == tracing::Level::ERROR && meta.target() == KUBE_CLIENT_RESPONSE_TARGET)
+        }));
+        let installed = tracing_subscriber::registry()
+            .with(filter)
+            .with(json)
+            .try_init()
+            .is_ok();
+        ProcessLogging {
+            filter: handle,
+            installed,
+            asked: Mutex::new(BTreeMap::new()),
+        }
+    });
+    // Only a logger that is not installed refuses a change, and apply() says
+    // so where it matters.
+    let _ = process.ask(component, Levels::at(level));
     LevelHandle {
-        handle,
         component: component.to_owned(),
     }
 }

@@ -265,7 +265,7 @@ impl Reconciler for CertReconciler {
         self.api
             .replace(&key.name, &PostParams::default(), &updated)
             .await
-            .map_err(|e| ReconcileError::new(format!("cannot update Secret {key}: {e}")))?;
+            .map_err(|e| ReconcileError::new(e).context(format!("cannot update Secret {key}")))?;
         Ok(())
     }
 }

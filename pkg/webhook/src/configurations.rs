@@ -222,8 +222,10 @@ impl<C: Configuration> ConfigReconciler<C> {
     /// namespace deletes the configuration (Knative does the same).
     async fn owner(&self) -> Result<Option<OwnerReference>, ReconcileError> {
         let api: Api<Namespace> = Api::all(self.client.clone());
+        // The API error kept as the cause, so it prints as the API server
+        // worded it and a conflict is still known as one.
         let namespace = api.get_opt(&self.home.namespace).await.map_err(|e| {
-            ReconcileError::new(format!("cannot read namespace {}: {e}", self.home.namespace))
+            ReconcileError::new(e).context(format!("cannot read namespace {}", self.home.namespace))
         })?;
         Ok(namespace.and_then(|ns| {
             Some(OwnerReference {
@@ -269,10 +271,14 @@ where
             .and_then(|d| d.get(CA_CERT))
             .filter(|ca| !ca.0.is_empty())
         else {
-            return Err(ReconcileError::new(format!(
-                "secret {:?} is missing {CA_CERT:?} key",
-                self.home.secret
-            )));
+            // At start the certificate reconciler has not written the
+            // Secret yet; its write enqueues this key (the Secret's handler
+            // below), so waiting is all there is to do, not a failure.
+            tracing::debug!(
+                secret = %self.home.secret,
+                "waiting for the certificate reconciler to write {CA_CERT:?}"
+            );
+            return Ok(());
         };
         let owner = if self.home.namespace_owns_configurations {
             self.owner().await?
@@ -289,7 +295,7 @@ where
         api.replace(&key.name, &PostParams::default(), &want)
             .await
             .map_err(|e| {
-                ReconcileError::new(format!("cannot update webhook configuration {}: {e}", key.name))
+                ReconcileError::new(e).context(format!("cannot update webhook configuration {}", key.name))
             })?;
         Ok(())
     }
