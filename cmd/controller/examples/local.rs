@@ -44,20 +44,81 @@ fn manifests_in(dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
     Ok(manifests)
 }
 
-/// Applies every manifest in `dir`, in name order (namespace, RBAC, CRDs,
-/// ConfigMaps, the controller's Deployment, which nothing runs here, and the
-/// examples), then those of `dir/samples` (one example object per kind, from
-/// `hack/new-kind.sh`), so a new manifest needs no list. config/ holds the
-/// `webhook` Service the example AddressableService names.
-fn apply(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
-    let mut manifests = manifests_in(dir)?;
-    let samples = dir.join("samples");
-    if samples.is_dir() {
-        manifests.extend(manifests_in(&samples)?);
+/// Applies every manifest of `dir` (not of its folders), in name order:
+/// namespace, RBAC, CRDs, ConfigMaps, the webhook's Service and
+/// configurations, and the Deployments, which this process runs in their
+/// stead, so they are marked available. A new manifest needs no list.
+fn apply_config(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
+    for path in manifests_in(dir)? {
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        for object in env.create_from_yaml(&path.display().to_string(), &text)? {
+            if object["kind"] == "Deployment" {
+                run_in_process(env, object)?;
+            }
+        }
     }
-    for path in manifests {
+    Ok(())
+}
+
+/// Marks a Deployment of `config/` available, as its one replica is this
+/// process: `kubectl get deploy` shows 1/1, not 0/1 forever.
+fn run_in_process(env: &TestEnv, mut deployment: serde_json::Value) -> Result<(), BoxError> {
+    let replicas = deployment.pointer("/spec/replicas").cloned().unwrap_or(1.into());
+    let generation = deployment
+        .pointer("/metadata/generation")
+        .cloned()
+        .unwrap_or(1.into());
+    deployment["status"] = serde_json::json!({
+        "observedGeneration": generation,
+        "replicas": replicas, "updatedReplicas": replicas,
+        "readyReplicas": replicas, "availableReplicas": replicas,
+        "conditions": [{"type": "Available", "status": "True", "reason": "MinimumReplicasAvailable",
+                        "message": "Runs in the local job's process."}],
+    });
+    env.update_status(deployment)?;
+    Ok(())
+}
+
+/// Applies the example objects of `dir/samples` (one per kind; `hack/new-kind.sh`
+/// adds one), once the admission webhook serves, so they are defaulted and
+/// validated as in a cluster. config/ holds the `webhook` Service the example
+/// AddressableService names.
+fn apply_samples(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
+    let samples = dir.join("samples");
+    if !samples.is_dir() {
+        return Ok(());
+    }
+    for path in manifests_in(&samples)? {
         let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
         env.create_from_yaml(&path.display().to_string(), &text)?;
+    }
+    Ok(())
+}
+
+/// Waits until every webhook of every admission configuration has its
+/// caBundle: the webhook then serves, and writes reach it.
+async fn webhook_ready(env: &TestEnv) -> Result<(), BoxError> {
+    let ready = || {
+        ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]
+            .iter()
+            .flat_map(|plural| env.list_objects("admissionregistration.k8s.io", "v1", plural, None))
+            .flat_map(|configuration| configuration["webhooks"].as_array().cloned().unwrap_or_default())
+            .all(|webhook| {
+                webhook
+                    .pointer("/clientConfig/caBundle")
+                    .is_some_and(|ca| ca != "")
+            })
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !ready() {
+        if tokio::time::Instant::now() > deadline {
+            return Err(
+                "the webhook did not configure its admission webhooks within 30 s; \
+                        run with --no-webhook to go on without it"
+                    .into(),
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     Ok(())
 }
@@ -169,14 +230,32 @@ async fn main() -> Result<(), BoxError> {
     } else {
         Some(spawn_webhook(&env, &args, &flags, &system_namespace, &shutdown).await?)
     };
-    kinject_sharedmain::run(
+    let samples = {
+        let (env, config) = (env.clone(), root.join("config"));
+        let with_webhook = webhook.is_some();
+        tokio::spawn(async move {
+            let ready = if with_webhook {
+                webhook_ready(&env).await
+            } else {
+                Ok(())
+            };
+            let applied = ready.and_then(|()| apply_samples(&env, &config));
+            // A sample the API server refused is the user's to see at once.
+            if let Err(e) = applied {
+                eprintln!("error: applying config/samples: {e}");
+            }
+        })
+    };
+    let run = kinject_sharedmain::run(
         "controller",
         &reconcilers::controllers(),
         flags,
         process_env,
         shutdown.clone(),
     )
-    .await?;
+    .await;
+    samples.abort();
+    run?;
     if let Some(webhook) = webhook {
         webhook.await??;
     }
@@ -193,7 +272,7 @@ async fn serve(args: &Args, root: &Path) -> Result<(TestEnv, Server, PathBuf), B
         .garbage_collection(!args.no_garbage_collection)
         .namespace_deletion(!args.no_namespace_deletion)
         .build();
-    apply(&env, &root.join("config"))?;
+    apply_config(&env, &root.join("config"))?;
     let server = env.serve().await?;
     let kubeconfig = if args.kubeconfig.is_absolute() {
         args.kubeconfig.clone()

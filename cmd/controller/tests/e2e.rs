@@ -224,8 +224,8 @@ async fn converges_reports_a_lost_service_and_stops_cleanly() {
     apply(
         &env,
         &[
-            "example-addressable-service.yaml",
-            "example-simple-deployment.yaml",
+            "samples/samples_v1alpha1_addressableservice.yaml",
+            "samples/samples_v1alpha1_simpledeployment.yaml",
         ],
     );
     let controller = Controller::start(&kubeconfig, "controller-0", &dir);

@@ -592,6 +592,73 @@ fn the_framework_depends_on_no_crate_of_the_sample_app() {
     );
 }
 
+/// The framework's crates as `cargo package` makes them for a registry:
+/// complete metadata, no dependency a registry could not resolve, and the
+/// test server a normal dependency of the table-test harness alone, so a
+/// production build of a user's controller never carries it.
+#[test]
+fn the_framework_crates_package_for_a_registry() {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo, which runs this test, runs again");
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    // `publish` is null when any registry may take the package.
+    let publishable: Vec<&serde_json::Value> = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter(|p| p["publish"].is_null())
+        .collect();
+    let names: Vec<&str> = publishable.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(names.contains(&"kinject-runtime"), "{names:?}");
+    let mut problems = Vec::new();
+    for package in &publishable {
+        let name = package["name"].as_str().unwrap_or_default();
+        for field in ["description", "license", "readme", "documentation"] {
+            if package[field].as_str().is_none_or(str::is_empty) {
+                problems.push(format!("{name} has no {field}"));
+            }
+        }
+        for field in ["keywords", "categories"] {
+            if package[field].as_array().is_none_or(Vec::is_empty) {
+                problems.push(format!("{name} has no {field}"));
+            }
+        }
+        for dep in package["dependencies"].as_array().into_iter().flatten() {
+            let (dep_name, kind) = (dep["name"].as_str().unwrap_or_default(), &dep["kind"]);
+            if dep_name == "kinject-testenv" && kind.is_null() && name != "kinject-testing" {
+                problems.push(format!(
+                    "{name} has the test server as a normal dependency; make it a dev-dependency"
+                ));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package");
+    let mut package = Command::new(env!("CARGO"));
+    package
+        .args([
+            "package",
+            "--no-verify",
+            "--offline",
+            "--allow-dirty",
+            "--target-dir",
+        ])
+        .arg(&target)
+        .current_dir(workspace());
+    for name in &names {
+        package.args(["-p", name]);
+    }
+    let output = package.output().expect("cargo runs");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "cargo package failed:\n{stderr}");
+    assert!(!stderr.contains("warning"), "cargo package warned:\n{stderr}");
+}
+
 #[test]
 fn types_modules_form_a_tree() {
     module_tree::assert_tree("pkg/types");

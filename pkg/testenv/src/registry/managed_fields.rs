@@ -170,6 +170,22 @@ fn merge(def: &ResourceDef, live: &mut Value, applied: &Value, path: &mut Vec<St
     }
 }
 
+/// Equal as the API server compares applied values: numbers by value, so
+/// `2147483647` from a JSON body and `2147483647.0` from a typed round trip
+/// of the same manifest are one value, and co-owning it is no conflict.
+fn same_value(a: Option<&Value>, b: Option<&Value>) -> bool {
+    match (a, b) {
+        (Some(Value::Number(x)), Some(Value::Number(y))) => x == y || x.as_f64() == y.as_f64(),
+        (Some(Value::Array(xs)), Some(Value::Array(ys))) => {
+            xs.len() == ys.len() && xs.iter().zip(ys).all(|(x, y)| same_value(Some(x), Some(y)))
+        }
+        (Some(Value::Object(xs)), Some(Value::Object(ys))) => {
+            xs.len() == ys.len() && xs.iter().all(|(k, x)| same_value(Some(x), ys.get(k)))
+        }
+        (a, b) => a == b,
+    }
+}
+
 fn get<'a>(v: &'a Value, path: &[Elem]) -> Option<&'a Value> {
     let mut cur = v;
     for e in path {
@@ -396,7 +412,7 @@ pub(crate) fn apply(
             if matches!(p.last(), Some(Elem::Key(_))) {
                 continue;
             }
-            let differs = get(l, p) != get(applied, p);
+            let differs = !same_value(get(l, p), get(applied, p));
             for (e, owned) in &mut others {
                 if owned.contains(p) && differs {
                     if force {
@@ -559,6 +575,19 @@ fn conflict(conflicts: &[(String, Path)]) -> ErrorStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbers_are_compared_by_value() {
+        let int = json!({"maximum": 2_147_483_647, "items": [1, {"n": 2}]});
+        let float = json!({"maximum": 2_147_483_647.0, "items": [1.0, {"n": 2.0}]});
+        assert!(same_value(Some(&int), Some(&float)));
+        assert!(!same_value(
+            Some(&int),
+            Some(&json!({"maximum": 1, "items": [1, {"n": 2}]}))
+        ));
+        assert!(!same_value(Some(&json!([1])), Some(&json!([1, 2]))));
+        assert!(!same_value(Some(&json!({"a": 1})), None));
+    }
 
     #[test]
     fn fields_v1_round_trip() {
