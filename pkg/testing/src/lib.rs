@@ -553,23 +553,39 @@ fn check_events(row: &TableRow, got: Vec<String>, problems: &mut Vec<String>) {
 fn compare_objects(what: &str, want: &[Value], got: &[Value], problems: &mut Vec<String>) {
     if want.len() != got.len() {
         problems.push(format!(
-            "want {} {what}s, got {}:\n    got {}",
+            "want {} {what}s, got {}:\n    got {}{}",
             want.len(),
             got.len(),
-            got.iter().map(describe).collect::<Vec<_>>().join(", ")
+            got.iter().map(describe).collect::<Vec<_>>().join(", "),
+            pasteable(got.iter().map(|g| normalize(g, None)))
         ));
     }
     for (i, (w, g)) in want.iter().zip(got).enumerate() {
         let (w, g) = (normalize(w, Some(w)), normalize(g, Some(w)));
         if w != g {
             problems.push(format!(
-                "{what} #{} differs:\n    want {}\n    got  {}",
+                "{what} #{} differs:\n    want {}\n    got  {}{}",
                 i + 1,
                 serde_json::to_string(&w).unwrap_or_default(),
-                serde_json::to_string(&g).unwrap_or_default()
+                serde_json::to_string(&g).unwrap_or_default(),
+                pasteable([g.clone()])
             ));
         }
     }
+}
+
+/// What the reconcile wrote, as `serde_json::json!` expressions to paste
+/// into the row when the write is the intended one (server-set fields left
+/// out, as comparisons ignore them).
+fn pasteable(objects: impl IntoIterator<Item = Value>) -> String {
+    let mut text = String::new();
+    for object in objects {
+        let pretty = serde_json::to_string_pretty(&object).unwrap_or_default();
+        text.push_str("\n    to expect it, paste into the row:\n    serde_json::json!(");
+        text.push_str(&pretty.replace('\n', "\n    "));
+        text.push_str("),");
+    }
+    text
 }
 
 /// Drops what comparisons ignore: transition times always, and server-filled

@@ -794,4 +794,24 @@ async fn rows_name_the_uids_the_server_sets() {
     want_child["metadata"]["ownerReferences"][0]["uid"] = serde_json::json!("another");
     let problems = run_row(&crds, &row(want_child), &constructor).await.unwrap_err();
     assert!(problems[0].starts_with("create #1 differs"), "{problems:?}");
+    // The failure shows what was written, ready to paste into the row.
+    assert!(
+        problems[0].contains("paste into the row:\n    serde_json::json!({")
+            && problems[0].contains(r#""name": "rut-settings""#),
+        "{}",
+        problems[0]
+    );
+    // A write the row does not expect at all is shown the same way.
+    let unexpected = TableRow {
+        want_creates: Vec::new(),
+        ..row(serde_json::Value::Null)
+    };
+    let problems = run_row(&crds, &unexpected, &constructor)
+        .await
+        .unwrap_err()
+        .join("\n");
+    assert!(
+        problems.contains("want 0 creates, got 1") && problems.contains("serde_json::json!({"),
+        "{problems}"
+    );
 }
