@@ -368,6 +368,13 @@ impl<K: Object> Informer<K> {
             config = config.page_size(size);
         }
         let cache = settings.cache;
+        // At zero from the start, so a dashboard or alert sees every informer
+        // before its first undecodable object, not only after.
+        if let Some(metrics) = &reporting.metrics {
+            let _present = metrics.undecodable.get_or_create(&InformerLabels {
+                informer: description.clone(),
+            });
+        }
         Informer {
             shared: Arc::new(Shared {
                 description,

@@ -109,12 +109,12 @@ impl RequestMetricsLayer {
         });
         registry.register(
             "rest_client_requests",
-            "Number of HTTP requests, partitioned by method and status code.",
+            "Number of HTTP requests, partitioned by method and status code",
             requests.clone(),
         );
         registry.register(
             "rest_client_request_duration_seconds",
-            "Request latency in seconds until the response headers arrived, by method.",
+            "Request latency in seconds until the response headers arrived, by method",
             latency.clone(),
         );
         RequestMetricsLayer { requests, latency }

@@ -85,6 +85,7 @@
 
 pub mod client_layers;
 pub mod logging;
+mod process_metrics;
 pub mod rbac;
 mod servers;
 
@@ -571,6 +572,7 @@ impl Setup {
         let workqueue_metrics = WorkqueueMetrics::register(&mut registry);
         let reconcile_metrics = ReconcileMetrics::register(&mut registry);
         let informer_metrics = InformerMetrics::register(&mut registry);
+        process_metrics::register(&mut registry);
         // One token bucket for both clients: the limit is the process's.
         let rate_limit = RateLimitLayer::new(qps, burst);
         let build_client = |config: kube::Config| -> Result<Client, MainError> {

@@ -1,4 +1,6 @@
-//! Work-queue metrics with client-go's names, for Prometheus.
+//! The controller loop's metrics, for Prometheus: the work queue's with
+//! client-go's names, the reconcile loop's with controller-runtime's, so
+//! dashboards built for either carry over.
 
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
@@ -8,7 +10,7 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeLabelSet, EncodeMetri
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::{Registry, Unit};
 
@@ -21,6 +23,17 @@ const DURATION_BUCKETS: [f64; 14] = [
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct QueueLabels {
     name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ControllerLabels {
+    controller: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabels {
+    controller: String,
+    result: &'static str,
 }
 
 type HistogramFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
@@ -45,6 +58,20 @@ fn duration_histogram() -> Histogram {
 /// | `workqueue_work_duration_seconds` | histogram | time spent processing |
 /// | `workqueue_unfinished_work_seconds` | gauge | sum of the ages of the reconciles in progress |
 /// | `workqueue_longest_running_processor_seconds` | gauge | age of the oldest reconcile in progress |
+///
+/// and controller-runtime's, labelled with the `controller` (the queue's name):
+///
+/// | family | type | meaning |
+/// |---|---|---|
+/// | `controller_runtime_reconcile_total` | counter | reconciles by `result`: `success`, `error`, `requeue` (at once) or `requeue_after` |
+/// | `controller_runtime_reconcile_errors_total` | counter | reconciles that failed (panics included) |
+/// | `controller_runtime_reconcile_panics_total` | counter | reconciles that panicked |
+/// | `controller_runtime_reconcile_time_seconds` | histogram | time one reconcile took |
+/// | `controller_runtime_active_workers` | gauge | workers reconciling now |
+/// | `controller_runtime_max_concurrent_reconciles` | gauge | workers of the controller |
+///
+/// and client-go's leader election gauge, `leader_election_master_status`
+/// (1 while this replica leads the lease `name`, 0 after it stopped).
 ///
 /// Depth and the two in-progress gauges are computed when the registry is
 /// scraped, so they are exact and need no background task.
@@ -73,6 +100,13 @@ pub struct WorkqueueMetrics {
     queue_duration: HistogramFamily,
     work_duration: HistogramFamily,
     queues: Arc<Mutex<Vec<Probe>>>,
+    reconciles: Family<ResultLabels, Counter>,
+    errors: Family<ControllerLabels, Counter>,
+    panics: Family<ControllerLabels, Counter>,
+    reconcile_time: Family<ControllerLabels, Histogram, fn() -> Histogram>,
+    active_workers: Family<ControllerLabels, Gauge>,
+    max_concurrent: Family<ControllerLabels, Gauge>,
+    leading: Family<QueueLabels, Gauge>,
 }
 
 impl WorkqueueMetrics {
@@ -86,6 +120,13 @@ impl WorkqueueMetrics {
             queue_duration: Family::new_with_constructor(duration_histogram),
             work_duration: Family::new_with_constructor(duration_histogram),
             queues: Arc::default(),
+            reconciles: Family::default(),
+            errors: Family::default(),
+            panics: Family::default(),
+            reconcile_time: Family::new_with_constructor(duration_histogram),
+            active_workers: Family::default(),
+            max_concurrent: Family::default(),
+            leading: Family::default(),
         };
         registry.register(
             "workqueue_adds",
@@ -99,20 +140,87 @@ impl WorkqueueMetrics {
         );
         registry.register_with_unit(
             "workqueue_queue_duration",
-            "How long in seconds an item stays in workqueue before being requested.",
+            "How long in seconds an item stays in workqueue before being requested",
             Unit::Seconds,
             metrics.queue_duration.clone(),
         );
         registry.register_with_unit(
             "workqueue_work_duration",
-            "How long in seconds processing an item from workqueue takes.",
+            "How long in seconds processing an item from workqueue takes",
             Unit::Seconds,
             metrics.work_duration.clone(),
         );
         registry.register_collector(Box::new(ScrapeTimeGauges {
             queues: metrics.queues.clone(),
         }));
+        metrics.register_loop(registry);
         metrics
+    }
+
+    /// controller-runtime's families (help texts as it words them).
+    fn register_loop(&self, registry: &mut Registry) {
+        registry.register(
+            "controller_runtime_reconcile",
+            "Total number of reconciliations per controller",
+            self.reconciles.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_errors",
+            "Total number of reconciliation errors per controller",
+            self.errors.clone(),
+        );
+        registry.register(
+            "controller_runtime_reconcile_panics",
+            "Total number of reconciliation panics per controller",
+            self.panics.clone(),
+        );
+        registry.register_with_unit(
+            "controller_runtime_reconcile_time",
+            "Length of time per reconciliation per controller",
+            Unit::Seconds,
+            self.reconcile_time.clone(),
+        );
+        registry.register(
+            "controller_runtime_active_workers",
+            "Number of currently used workers per controller",
+            self.active_workers.clone(),
+        );
+        registry.register(
+            "controller_runtime_max_concurrent_reconciles",
+            "Maximum number of concurrent reconciles per controller",
+            self.max_concurrent.clone(),
+        );
+        registry.register(
+            "leader_election_master_status",
+            "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",
+            self.leading.clone(),
+        );
+    }
+
+    /// The handles one controller's loop records through, its families
+    /// present (at zero) from the start so a dashboard sees every controller.
+    pub(crate) fn for_controller(&self, name: &str, workers: usize) -> LoopMetrics {
+        let labels = ControllerLabels {
+            controller: name.to_owned(),
+        };
+        self.max_concurrent
+            .get_or_create(&labels)
+            .set(i64::try_from(workers).unwrap_or(i64::MAX));
+        for result in RESULTS {
+            let _present = self.reconciles.get_or_create(&ResultLabels {
+                controller: name.to_owned(),
+                result,
+            });
+        }
+        LoopMetrics {
+            controller: name.to_owned(),
+            reconciles: self.reconciles.clone(),
+            errors: self.errors.get_or_create_owned(&labels),
+            panics: self.panics.get_or_create_owned(&labels),
+            reconcile_time: self.reconcile_time.get_or_create_owned(&labels),
+            active_workers: self.active_workers.get_or_create_owned(&labels),
+            leading: self.leading.clone(),
+        }
     }
 
     /// The handles one queue records through; `probe` answers the scrape-time
@@ -138,6 +246,70 @@ impl WorkqueueMetrics {
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// controller-runtime's results of a reconcile.
+const RESULTS: [&str; 4] = ["success", "error", "requeue", "requeue_after"];
+
+/// How one reconcile ended, as controller-runtime counts it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum LoopResult {
+    Success,
+    Error,
+    Panic,
+    Requeue,
+    RequeueAfter,
+}
+
+/// One controller's reconcile-loop handles.
+#[derive(Debug)]
+pub(crate) struct LoopMetrics {
+    controller: String,
+    reconciles: Family<ResultLabels, Counter>,
+    errors: Counter,
+    panics: Counter,
+    reconcile_time: Histogram,
+    active_workers: Gauge,
+    leading: Family<QueueLabels, Gauge>,
+}
+
+impl LoopMetrics {
+    /// Whether this replica leads the lease (bucket) `name`.
+    pub(crate) fn leading(&self, name: &str, leads: bool) {
+        let labels = QueueLabels {
+            name: name.to_owned(),
+        };
+        self.leading.get_or_create(&labels).set(i64::from(leads));
+    }
+
+    pub(crate) fn started(&self) {
+        self.active_workers.inc();
+    }
+
+    pub(crate) fn finished(&self, result: LoopResult, took: Duration) {
+        self.active_workers.dec();
+        self.reconcile_time.observe(took.as_secs_f64());
+        let result = match result {
+            LoopResult::Success => "success",
+            LoopResult::Requeue => "requeue",
+            LoopResult::RequeueAfter => "requeue_after",
+            LoopResult::Error => {
+                self.errors.inc();
+                "error"
+            }
+            LoopResult::Panic => {
+                self.panics.inc();
+                self.errors.inc();
+                "error"
+            }
+        };
+        self.reconciles
+            .get_or_create(&ResultLabels {
+                controller: self.controller.clone(),
+                result,
+            })
+            .inc();
+    }
 }
 
 /// What a queue reports at scrape time.

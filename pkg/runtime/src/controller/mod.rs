@@ -215,6 +215,8 @@ struct Inner {
     /// The keys queued when the workers started, until each was reconciled
     /// once: a restart reports them in one summary line, not a line each.
     startup: parking_lot::Mutex<Option<Startup>>,
+    /// controller-runtime's reconcile-loop metrics, when the process has a registry.
+    loop_metrics: Option<metrics::LoopMetrics>,
 }
 
 /// How the first reconcile of the keys queued at start is going.
@@ -225,6 +227,21 @@ struct Startup {
     failed: usize,
     /// Skipped (not led yet, or gone) or requeued by request.
     skipped: usize,
+}
+
+/// How a reconcile ended, as controller-runtime's metrics count it: a skipped
+/// key is a success, a conflict an error.
+fn loop_result(outcome: &Result<Result<(), Error>, Box<dyn std::any::Any + Send>>) -> metrics::LoopResult {
+    match outcome {
+        Ok(Ok(())) => metrics::LoopResult::Success,
+        Ok(Err(err)) if err.is_skip_key() => metrics::LoopResult::Success,
+        Ok(Err(err)) => match err.requeue_delay() {
+            Some(Duration::ZERO) => metrics::LoopResult::Requeue,
+            Some(_) => metrics::LoopResult::RequeueAfter,
+            None => metrics::LoopResult::Error,
+        },
+        Err(_) => metrics::LoopResult::Panic,
+    }
 }
 
 /// How one reconcile went, for the start summary.
@@ -272,6 +289,10 @@ impl Impl {
             options.concurrency
         };
         let lease = options.tracker_lease.unwrap_or(DEFAULT_TRACKER_LEASE);
+        let loop_metrics = options
+            .metrics
+            .as_ref()
+            .map(|m| m.for_controller(&name, concurrency));
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let weak = weak.clone();
             // Weak, so a reconciler holding the tracker does not keep the
@@ -293,6 +314,7 @@ impl Impl {
                 shutdown_signal: options.shutdown_signal,
                 tracker,
                 startup: parking_lot::Mutex::new(None),
+                loop_metrics,
             }
         });
         Impl { inner }
@@ -543,6 +565,9 @@ impl Impl {
                 Impl { inner }.maybe_enqueue_bucket_key(bucket, key);
             }
         });
+        if let Some(m) = &self.inner.loop_metrics {
+            m.leading(bucket.name(), true);
+        }
         leadership.promote(bucket, Some(enqueue));
     }
 
@@ -557,6 +582,9 @@ impl Impl {
     /// This replica no longer leads `bucket`; its keys are no longer written.
     pub fn demote(&self, bucket: &dyn Bucket) {
         if let Some(leadership) = &self.inner.leader_aware {
+            if let Some(m) = &self.inner.loop_metrics {
+                m.leading(bucket.name(), false);
+            }
             leadership.demote(bucket);
         }
     }
@@ -648,10 +676,16 @@ impl Impl {
             "Processing from queue {key_str} (depth: {})",
             self.inner.queue.len()
         );
+        if let Some(m) = &self.inner.loop_metrics {
+            m.started();
+        }
         let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(&key_str))
             .catch_unwind()
             .instrument(span.clone())
             .await;
+        if let Some(m) = &self.inner.loop_metrics {
+            m.finished(loop_result(&outcome), start.elapsed());
+        }
         let _entered = span.enter();
         let processed = match &outcome {
             Ok(Ok(())) => Processed::Succeeded,

@@ -33,14 +33,10 @@ impl ReconcileMetrics {
                 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
             ])
         });
-        registry.register(
-            "reconcile_count",
-            "Reconciles, by kind and result.",
-            count.clone(),
-        );
+        registry.register("reconcile_count", "Reconciles, by kind and result", count.clone());
         registry.register(
             "reconcile_latency_seconds",
-            "Time one reconcile took, by kind and result.",
+            "Time one reconcile took, by kind and result",
             latency.clone(),
         );
         ReconcileMetrics { count, latency }

@@ -151,3 +151,130 @@ async fn queues_report_client_go_families_under_their_name() {
     drop(other);
     assert!(!scrape(&registry).contains(r#"workqueue_depth{name="simpledeployments"}"#));
 }
+
+/// Succeeds, fails, panics or asks to come back, by key; `ns/now` asks to
+/// come back at once the first time only.
+#[derive(Default)]
+struct Outcomes {
+    requeued: std::sync::atomic::AtomicBool,
+}
+
+impl Reconciler for Outcomes {
+    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        match key {
+            "ns/error" => Err("boom".into()),
+            "ns/panic" => panic!("reconcile panicked on purpose"),
+            "ns/now" if !self.requeued.swap(true, std::sync::atomic::Ordering::SeqCst) => {
+                Err(Error::requeue_immediately())
+            }
+            "ns/later" => Err(Error::requeue_after(Duration::from_secs(3600))),
+            "ns/skip" => Err(Error::skip_key("ns/skip")),
+            _ => Ok(()),
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_loop_reports_controller_runtime_families() {
+    let mut registry = Registry::default();
+    let metrics = WorkqueueMetrics::register(&mut registry);
+    let controller = Impl::new(
+        "widgets",
+        Outcomes::default(),
+        ControllerOptions::default().concurrency(3).metrics(metrics),
+    );
+    let c = r#"controller="widgets""#;
+    // Present at zero before any reconcile, so a dashboard sees the controller.
+    let text = scrape(&registry);
+    assert_eq!(
+        value(
+            &text,
+            &format!("controller_runtime_max_concurrent_reconciles{{{c}}}")
+        ),
+        3.0
+    );
+    assert_eq!(
+        value(
+            &text,
+            &format!(r#"controller_runtime_reconcile_total{{{c},result="error"}}"#)
+        ),
+        0.0
+    );
+    for name in ["ok", "skip", "error", "panic", "now", "later"] {
+        controller.enqueue_key(ObjectKey::new("ns", name));
+    }
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    // Long enough for the first round, short of the error's second retry.
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    shutdown.cancel();
+    run.await.unwrap();
+
+    let text = scrape(&registry);
+    let total = |result: &str| {
+        value(
+            &text,
+            &format!(r#"controller_runtime_reconcile_total{{{c},result="{result}"}}"#),
+        )
+    };
+    assert!(total("success") >= 2.0, "ok and skip:\n{text}");
+    assert!(total("error") >= 2.0, "error and panic:\n{text}");
+    assert!(total("requeue") >= 1.0, "{text}");
+    assert_eq!(total("requeue_after"), 1.0);
+    assert!(
+        value(
+            &text,
+            &format!("controller_runtime_reconcile_errors_total{{{c}}}")
+        ) >= 2.0
+    );
+    assert!(
+        value(
+            &text,
+            &format!("controller_runtime_reconcile_panics_total{{{c}}}")
+        ) >= 1.0
+    );
+    assert_eq!(
+        value(&text, &format!("controller_runtime_active_workers{{{c}}}")),
+        0.0
+    );
+    assert!(
+        value(
+            &text,
+            &format!("controller_runtime_reconcile_time_seconds_count{{{c}}}")
+        ) >= 6.0
+    );
+    // No help text ends in "..": prometheus-client adds the period itself.
+    assert!(!text.contains(".."), "{text}");
+}
+
+#[tokio::test]
+async fn leading_a_bucket_is_reported_per_lease() {
+    #[derive(Debug)]
+    struct Lease(&'static str);
+    impl kinject_runtime::leader::Bucket for Lease {
+        fn name(&self) -> &str {
+            self.0
+        }
+        fn has(&self, _: &ObjectKey) -> bool {
+            true
+        }
+    }
+    let mut registry = Registry::default();
+    let metrics = WorkqueueMetrics::register(&mut registry);
+    let controller = Impl::new(
+        "widgets",
+        Outcomes::default(),
+        ControllerOptions::default()
+            .metrics(metrics)
+            .leader_aware(Arc::new(kinject_runtime::leader::LeaderAwareFuncs::default())),
+    );
+    let lease = Arc::new(Lease("controller.widgets.00-of-01"));
+    controller.promote(lease.clone());
+    let series = r#"leader_election_master_status{name="controller.widgets.00-of-01"}"#;
+    assert_eq!(value(&scrape(&registry), series), 1.0);
+    controller.demote(lease.as_ref());
+    assert_eq!(value(&scrape(&registry), series), 0.0);
+}
