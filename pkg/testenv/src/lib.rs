@@ -34,7 +34,8 @@
 //!   garbage collector and namespace controller, and RBAC authorization;
 //! - leaves that know neither: `store` (objects and revisions, the watch history),
 //!   `selector`, `jsonpath`, `patches`, `names`, `timestamps`, `errors` (the `Status`
-//!   bodies), `object_meta` (metadata access and validation) and `go_format`.
+//!   bodies), `object_meta` (metadata access and validation), `quantity` (resource
+//!   quantities) and `go_format`.
 //!
 //! This root holds the public API ([`TestEnv`], [`Builder`]) and the state the layers
 //! share, behind one lock that is never held across an await.
@@ -80,6 +81,7 @@ mod jsonpath;
 mod names;
 mod object_meta;
 mod patches;
+mod quantity;
 mod registry;
 mod selector;
 mod store;
