@@ -14,7 +14,8 @@
 //! table-test harness), never in what a controller ships.
 //!
 //! It stands in for kube-apiserver, so it depends on what a client of one would: kube,
-//! k8s-openapi (and k8s-pb for protobuf bodies), HTTP, TLS and serde crates, and of the
+//! k8s-openapi (and k8s-pb for protobuf bodies, schemars for its OpenAPI schemas),
+//! HTTP, TLS and serde crates, and of the
 //! framework's own crates only `kinject-types` without default features, for the name
 //! and label rules of `kinject_types::validation`. Nothing else of ours.
 //!
@@ -24,15 +25,17 @@
 //!
 //! - `http`: serving (the `tower::Service` and the loopback server), routing requests
 //!   to verbs, request options and bodies (protobuf included), lists and continue
-//!   tokens, watches, discovery, server-side printing for `kubectl get`, admission
-//!   webhooks, authentication and the testing hooks ([`Action`], [`Reactor`]);
+//!   tokens, watches, discovery and the OpenAPI documents, server-side printing for
+//!   `kubectl get`, admission webhooks, authentication and the testing hooks
+//!   ([`Action`], [`Reactor`]);
 //! - `registry`: the stored objects and what kube-apiserver's registry does to them,
 //!   kind by kind: decoding and validation, create/update/patch/apply/delete,
 //!   server-side apply's field ownership, `scale`, the CRD lifecycle, the optional
 //!   garbage collector and namespace controller, and RBAC authorization;
 //! - leaves that know neither: `store` (objects and revisions, the watch history),
 //!   `selector`, `jsonpath`, `patches`, `names`, `timestamps`, `errors` (the `Status`
-//!   bodies), `object_meta` (metadata access and validation) and `go_format`.
+//!   bodies), `object_meta` (metadata access and validation), `quantity` (resource
+//!   quantities) and `go_format`.
 //!
 //! This root holds the public API ([`TestEnv`], [`Builder`]) and the state the layers
 //! share, behind one lock that is never held across an await.
@@ -78,6 +81,7 @@ mod jsonpath;
 mod names;
 mod object_meta;
 mod patches;
+mod quantity;
 mod registry;
 mod selector;
 mod store;

@@ -107,6 +107,14 @@ impl Kubectl {
         serde_json::from_str(&v.to_string().replace(uid.as_str().unwrap(), "UID")).unwrap()
     }
 
+    /// Runs a command that must fail, and returns its stderr.
+    fn fail(&self, args: &[&str]) -> String {
+        let out = self.cmd(args).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "kubectl {args:?} succeeded:\n{stderr}");
+        stderr
+    }
+
     fn run(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -681,4 +689,159 @@ fn assert_generated_values(k: &Kubectl) {
     assert_eq!(jsonpath("deployment", "x6", "{.spec.replicas}"), "2");
     assert_eq!(jsonpath("pdb", "x12", "{.spec.minAvailable}"), "50%");
     assert_eq!(jsonpath("quota", "x11", "{.spec.hard.requests\\.cpu}"), "500m");
+}
+
+/// A CRD whose fields are described, for `kubectl explain`.
+fn widget_crd(size_description: &str) -> String {
+    format!(
+        "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata:
+  name: widgets.example.com
+spec:
+  group: example.com
+  scope: Namespaced
+  names: {{kind: Widget, plural: widgets, singular: widget}}
+  versions:
+    - name: v1
+      served: true
+      storage: true
+      schema:
+        openAPIV3Schema:
+          type: object
+          properties:
+            spec:
+              type: object
+              description: What the widget should be.
+              properties:
+                size:
+                  type: integer
+                  description: {size_description}
+                colour:
+                  type: string
+"
+    )
+}
+
+fn widget(name: &str, spec: &str) -> String {
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata:\n  name: {name}\n  namespace: default\nspec: {spec}\n"
+    )
+}
+
+/// A server with the Widget CRD applied, and kubectl set up for it in a new directory.
+async fn widget_setup(
+    env: &kinject_testenv::TestEnv,
+    name: &str,
+) -> (kinject_testenv::Server, Kubectl, PathBuf) {
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-{name}-{}", uuid_like()));
+    std::fs::create_dir_all(&dir).unwrap();
+    server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+    let k = Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache: dir.join("cache"),
+    };
+    let crd = write(&dir, "crd.yaml", &widget_crd("How many teeth the widget has."));
+    let out = tokio::task::spawn_blocking(move || (k.run(&["apply", "-f", &crd]), k))
+        .await
+        .unwrap();
+    assert!(out.0.contains("widgets.example.com created"), "{}", out.0);
+    (server, out.1, dir)
+}
+
+/// `kubectl explain` reads the OpenAPI v3 documents: a CRD's fields with their
+/// descriptions, a built-in kind's nested fields, and a CRD's change although
+/// kubectl caches the documents on disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_explains_crd_and_builtin_fields() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = kinject_testenv::TestEnv::new();
+    let (server, k, dir) = widget_setup(&env, "explain").await;
+    let changed = write(&dir, "crd2.yaml", &widget_crd("How many cogs it turns."));
+    tokio::task::spawn_blocking(move || {
+        let out = k.run(&["explain", "widgets.spec"]);
+        assert!(out.contains("KIND:       Widget"), "{out}");
+        assert!(out.contains("FIELD: spec <Object>"), "{out}");
+        assert!(out.contains("What the widget should be."), "{out}");
+        assert!(
+            out.contains("size\t<integer>\n    How many teeth the widget has."),
+            "{out}"
+        );
+        assert!(out.contains("colour\t<string>"), "{out}");
+
+        let out = k.run(&["explain", "pods.spec.containers"]);
+        assert!(out.contains("FIELD: containers <[]Container>"), "{out}");
+        assert!(out.contains("image\t<string>"), "{out}");
+        assert!(out.contains("name\t<string> -required-"), "{out}");
+        let out = k.run(&["explain", "deployments.spec.replicas"]);
+        assert!(out.contains("GROUP:      apps"), "{out}");
+        assert!(out.contains("FIELD: replicas <integer>"), "{out}");
+
+        k.run(&["apply", "-f", &changed]);
+        let out = k.run(&["explain", "widgets.spec.size"]);
+        assert!(out.contains("How many cogs it turns."), "{out}");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
+}
+
+/// kubectl leaves a lone object's validation to a server whose OpenAPI offers
+/// `fieldValidation`, as kube-apiserver's does, and validates the items of a `List`
+/// itself against the OpenAPI v2 schemas: a wrong type or an unknown field is
+/// refused before any request is made, in kubectl's words.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_validates_list_items_on_the_client() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = kinject_testenv::TestEnv::new();
+    let (server, k, dir) = widget_setup(&env, "validate").await;
+    let good = write(&dir, "good.yaml", &widget("good", "{size: 3, colour: red}"));
+    let list = |items: &[String]| {
+        let items: Vec<String> = items
+            .iter()
+            .map(|i| format!("- {}", i.replace('\n', "\n  ")))
+            .collect();
+        format!("apiVersion: v1\nkind: List\nitems:\n{}\n", items.join("\n"))
+    };
+    let good_list = write(&dir, "good-list.yaml", &list(&[widget("in-list", "{size: 4}")]));
+    let wrong_type = write(
+        &dir,
+        "wrong-type.yaml",
+        &list(&[widget("wrong-type", "{size: three}")]),
+    );
+    let unknown = write(
+        &dir,
+        "unknown.yaml",
+        &list(&[widget("unknown", "{size: 3, shape: round}")]),
+    );
+    let lone_wrong_type = write(&dir, "lone.yaml", &widget("lone", "{size: three}"));
+    let env2 = env.clone();
+    tokio::task::spawn_blocking(move || {
+        let out = k.run(&["apply", "-f", &good]);
+        assert!(out.contains("widget.example.com/good created"), "{out}");
+        let out = k.run(&["apply", "-f", &good_list]);
+        assert!(out.contains("widget.example.com/in-list created"), "{out}");
+        let creates = env2.request_count("create", "widgets");
+
+        let err = k.fail(&["apply", "-f", &wrong_type]);
+        assert!(err.contains("error validating data: ValidationError(Widget.spec.size): invalid type for com.example.v1.Widget.spec.size: got \"string\", expected \"integer\""), "{err}");
+        let err = k.fail(&["create", "-f", &unknown]);
+        assert!(err.contains("error validating data: ValidationError(Widget.spec): unknown field \"shape\" in com.example.v1.Widget.spec"), "{err}");
+        assert_eq!(env2.request_count("create", "widgets"), creates, "refused before any request");
+
+        let err = k.fail(&["apply", "-f", &lone_wrong_type]);
+        assert!(err.contains("spec.size: Invalid value: \"string\": spec.size in body must be of type integer: \"string\""), "{err}");
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
 }

@@ -114,6 +114,81 @@ async fn pod_restart_policy_is_one_of_three() {
     );
 }
 
+fn pod_with_resources(resources: &Value) -> Value {
+    json!({"metadata": {"name": "p"}, "spec": {"containers": [
+        {"name": "c", "image": "busybox", "resources": resources}]}})
+}
+
+#[tokio::test]
+async fn pod_resource_amounts_are_not_negative() {
+    let env = TestEnv::new();
+    let resources = json!({"limits": {"memory": "-1Gi"}, "requests": {"cpu": "-100m"}});
+    let (code, st) = send(&env, "POST", PODS, &pod_with_resources(&resources)).await;
+    assert_eq!(
+        causes(code, &st),
+        [
+            cause(
+                "spec.containers[0].resources.limits[memory]",
+                "FieldValueInvalid",
+                "Invalid value: \"-1Gi\": must be greater than or equal to 0"
+            ),
+            cause(
+                "spec.containers[0].resources.requests[cpu]",
+                "FieldValueInvalid",
+                "Invalid value: \"-100m\": must be greater than or equal to 0"
+            ),
+        ]
+    );
+}
+
+/// A request above its limit is reported at `requests` itself, not at the resource.
+#[tokio::test]
+async fn pod_resource_requests_do_not_exceed_limits() {
+    let env = TestEnv::new();
+    let resources = json!({
+        "limits": {"cpu": "500m", "memory": "1Gi"},
+        "requests": {"cpu": "1", "memory": "1024Mi"},
+    });
+    let mut pod = pod_with_resources(&resources);
+    pod["spec"]["initContainers"] = pod["spec"]["containers"].clone();
+    pod["spec"]["initContainers"][0]["name"] = json!("init");
+    let (code, st) = send(&env, "POST", PODS, &pod).await;
+    let want = |list: &str| {
+        cause(
+            &format!("spec.{list}[0].resources.requests"),
+            "FieldValueInvalid",
+            "Invalid value: \"1\": must be less than or equal to cpu limit of 500m",
+        )
+    };
+    assert_eq!(causes(code, &st), [want("containers"), want("initContainers")]);
+    // Equal amounts written differently are within the limit.
+    let resources = json!({"limits": {"cpu": "1.5"}, "requests": {"cpu": "1500m"}});
+    let (code, st) = send(&env, "POST", PODS, &pod_with_resources(&resources)).await;
+    assert_eq!(code, 201, "{st}");
+}
+
+/// A quantity that does not parse fails decoding, as Go's `resource.Quantity` does,
+/// in a Pod and in a workload's template alike.
+#[tokio::test]
+async fn pod_resource_quantities_must_parse() {
+    let env = TestEnv::new();
+    let resources = json!({"limits": {"cpu": "lots"}});
+    let (code, st) = send(&env, "POST", PODS, &pod_with_resources(&resources)).await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(
+        st["message"],
+        "Pod in version \"v1\" cannot be handled as a Pod: quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    );
+    let mut rs = replica_set(&json!({"matchLabels": {"app": "a"}}), &json!({"app": "a"}));
+    rs["spec"]["template"]["spec"]["containers"][0]["resources"] = json!({"requests": {"memory": "1mi"}});
+    let (code, st) = send(&env, "POST", RS, &rs).await;
+    assert_eq!(code, 400, "{st}");
+    assert_eq!(
+        st["message"],
+        "ReplicaSet in version \"v1\" cannot be handled as a ReplicaSet: unable to parse quantity's suffix"
+    );
+}
+
 fn replica_set(selector: &Value, labels: &Value) -> Value {
     json!({"metadata": {"name": "r"}, "spec": {"selector": selector,
         "template": {"metadata": {"labels": labels}, "spec": pod_spec()}}})

@@ -18,6 +18,7 @@ use super::body::{custom_kind_present, json_body};
 use super::discovery;
 use super::hooks::Action;
 use super::list::list;
+use super::openapi;
 use super::proto;
 use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
@@ -96,7 +97,10 @@ fn not_a_resource(inner: &Inner, route: Route, req: &Request) -> Reply {
         Route::GroupList => Reply::ok(discovery::group_list(&inner.registry())),
         Route::Group(g) => discovery::group(&inner.registry(), &g),
         Route::ResourceList(g, v) => Reply::ok(discovery::resource_list(&inner.registry(), &g, &v)),
-        Route::OpenApi => discovery::openapi(&inner.registry(), &req.path),
+        Route::OpenApi => {
+            let builtins = openapi::builtins();
+            openapi::openapi(builtins, &inner.registry(), &req.path, &req.accept)
+        }
         Route::Health => Reply::Text {
             code: 200,
             text: "ok".into(),

@@ -12,6 +12,7 @@ mod discovery;
 mod handler;
 pub(crate) mod hooks;
 mod list;
+mod openapi;
 mod proto;
 mod reply;
 mod request;

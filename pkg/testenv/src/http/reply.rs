@@ -27,6 +27,12 @@ pub(crate) enum Reply {
         content_type: &'static str,
         body: Value,
     },
+    /// A 200 document already encoded (OpenAPI), with its content hash as `ETag`.
+    Document {
+        content_type: &'static str,
+        body: Bytes,
+        etag: String,
+    },
     /// A watch: newline-delimited JSON events, streamed.
     Stream(tokio::sync::mpsc::Receiver<Bytes>),
 }

@@ -193,6 +193,17 @@ fn respond(reply: Reply) -> Response<ResponseBody> {
             builder = builder.status(200).header(header::CONTENT_TYPE, content_type);
             ResponseBody::full(body.to_string())
         }
+        Reply::Document {
+            content_type,
+            body,
+            etag,
+        } => {
+            builder = builder
+                .status(200)
+                .header(header::CONTENT_TYPE, content_type)
+                .header(header::ETAG, format!("\"{etag}\""));
+            ResponseBody::full(body)
+        }
         Reply::Text { code, text } => {
             builder = builder
                 .status(code)

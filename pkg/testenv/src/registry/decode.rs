@@ -123,13 +123,21 @@ impl Registry {
                         v = def.version
                     ))
                 })?;
-                let out = roundtrip(&obj).map_err(|e| {
-                    ErrorStatus::bad_request(format!(
-                        "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
-                        kind = def.kind,
-                        v = def.version
-                    ))
-                })?;
+                let out = roundtrip(&obj)
+                    .and_then(|out| {
+                        // k8s-openapi keeps a quantity as any string; Go's decoder parses it.
+                        match crate::registry::builtin_rules::validation::unparsable_quantity(&obj) {
+                            Some(why) => Err(why.to_owned()),
+                            None => Ok(out),
+                        }
+                    })
+                    .map_err(|e| {
+                        ErrorStatus::bad_request(format!(
+                            "{kind} in version \"{v}\" cannot be handled as a {kind}: {e}",
+                            kind = def.kind,
+                            v = def.version
+                        ))
+                    })?;
                 let mut unknown = Vec::new();
                 unknown_fields(&obj, &out, "", &mut unknown);
                 (out, unknown, Vec::new())

@@ -39,6 +39,7 @@ pub struct BuiltinKind {
     pub skeleton: Value,
     special: Builtin,
     roundtrip: Roundtrip,
+    schema: fn(&mut schemars::SchemaGenerator) -> schemars::Schema,
 }
 
 impl BuiltinKind {
@@ -48,6 +49,12 @@ impl BuiltinKind {
         } else {
             format!("{}/{}", self.group, self.version)
         }
+    }
+
+    /// The kind's schema as a reference into `generator`'s definitions, which it fills
+    /// with the kind's definition and every one that reaches.
+    pub(crate) fn schema_ref(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        (self.schema)(generator)
     }
 }
 
@@ -60,7 +67,12 @@ fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String
 
 fn kind<T>(special: Builtin) -> BuiltinKind
 where
-    T: k8s_openapi::Resource + k8s_openapi::ListableResource + DeserializeOwned + Serialize + Default,
+    T: k8s_openapi::Resource
+        + k8s_openapi::ListableResource
+        + DeserializeOwned
+        + Serialize
+        + Default
+        + schemars::JsonSchema,
     T::Scope: Scope,
 {
     let skeleton = serde_json::to_value(T::default()).unwrap_or(Value::Null);
@@ -83,6 +95,7 @@ where
         skeleton,
         special,
         roundtrip: roundtrip::<T>,
+        schema: schemars::SchemaGenerator::subschema_for::<T>,
     }
 }
 

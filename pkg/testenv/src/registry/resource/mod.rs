@@ -169,6 +169,14 @@ impl ResourceDef {
         matches!(self.imp, KindImpl::Custom(_))
     }
 
+    /// A custom resource's `openAPIV3Schema`.
+    pub(crate) fn custom_schema(&self) -> Option<&Value> {
+        match &self.imp {
+            KindImpl::Custom(s) => Some(&s.root),
+            KindImpl::Builtin(..) => None,
+        }
+    }
+
     pub(crate) fn builtin(&self) -> Option<Builtin> {
         match self.imp {
             KindImpl::Builtin(b, _) => Some(b),

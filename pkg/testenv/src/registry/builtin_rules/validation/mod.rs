@@ -12,6 +12,7 @@ use kinject_types::validation::{is_dns1123_label, is_valid_port_name};
 use serde_json::{Value, json};
 
 use pod::pod_spec;
+pub(crate) use pod::unparsable_quantity;
 
 use crate::errors::{ErrorStatus, FieldError};
 use crate::registry::resource::{Builtin, ResourceDef};

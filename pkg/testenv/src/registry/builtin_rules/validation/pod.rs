@@ -1,11 +1,13 @@
 //! The pod spec, in Pods and in the templates of workloads (`ValidatePodSpec` as far
 //! as controllers commonly meet it): containers with unique valid names and an image,
-//! unique port names, and a known restart policy.
+//! unique port names, resource amounts that are not negative with requests within
+//! limits, and a known restart policy.
 
 use kinject_types::validation::{is_dns1123_label, is_valid_port_name};
 use serde_json::{Value, json};
 
 use crate::errors::{FieldError, FieldErrorKind};
+use crate::quantity::{self, Quantity};
 
 fn duplicate(field: String, value: &str) -> FieldError {
     FieldError::invalid(field, json!(value), "").with_kind(FieldErrorKind::Duplicate)
@@ -46,6 +48,78 @@ fn ports(c: &Value, at: &str, errs: &mut Vec<FieldError>) {
     }
 }
 
+/// A container's `resources.limits` and `requests` by name, parsed; decoding has
+/// refused a quantity that does not parse.
+fn amounts<'a>(c: &'a Value, list: &str) -> Vec<(&'a str, String, Quantity)> {
+    c.pointer(&format!("/resources/{list}"))
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+        .filter_map(|(name, v)| {
+            let text = quantity::text(v)?;
+            let q = quantity::parse(&text).ok()?;
+            Some((name.as_str(), text, q))
+        })
+        .collect()
+}
+
+/// No amount below zero, and no request above its limit.
+fn resources(c: &Value, at: &str, errs: &mut Vec<FieldError>) {
+    let limits = amounts(c, "limits");
+    let requests = amounts(c, "requests");
+    let negative = |list: &str, name: &str, text: &str, q: &Quantity, errs: &mut Vec<FieldError>| {
+        if q.is_negative() {
+            errs.push(FieldError::invalid(
+                format!("{at}.resources.{list}[{name}]"),
+                json!(text),
+                "must be greater than or equal to 0",
+            ));
+        }
+    };
+    for (name, text, q) in &limits {
+        negative("limits", name, text, q, errs);
+    }
+    for (name, text, q) in &requests {
+        negative("requests", name, text, q, errs);
+        if let Some((_, limit, lq)) = limits.iter().find(|(n, ..)| n == name)
+            && q.cmp_value(lq).is_gt()
+        {
+            errs.push(FieldError::invalid(
+                format!("{at}.resources.requests"),
+                json!(text),
+                format!("must be less than or equal to {name} limit of {limit}"),
+            ));
+        }
+    }
+}
+
+/// The first quantity in a container's resources, anywhere in `obj`, that does not
+/// parse, with apimachinery's message: kube-apiserver's decoder refuses the object.
+pub(crate) fn unparsable_quantity(obj: &Value) -> Option<&'static str> {
+    match obj {
+        Value::Object(m) => m.iter().find_map(|(k, v)| {
+            let containers = matches!(
+                k.as_str(),
+                "containers" | "initContainers" | "ephemeralContainers"
+            );
+            let found = v.as_array().filter(|_| containers).and_then(|cs| {
+                cs.iter().find_map(|c| {
+                    ["limits", "requests"].iter().find_map(|list| {
+                        c.pointer(&format!("/resources/{list}"))
+                            .and_then(Value::as_object)?
+                            .values()
+                            .filter_map(quantity::text)
+                            .find_map(|t| quantity::parse(&t).err())
+                    })
+                })
+            });
+            found.or_else(|| unparsable_quantity(v))
+        }),
+        Value::Array(a) => a.iter().find_map(unparsable_quantity),
+        _ => None,
+    }
+}
+
 /// One list of containers; `seen` carries the names across lists, which must differ.
 fn containers(spec: &Value, list: &str, path: &str, seen: &mut Vec<String>, errs: &mut Vec<FieldError>) {
     let items = spec
@@ -75,6 +149,7 @@ fn containers(spec: &Value, list: &str, path: &str, seen: &mut Vec<String>, errs
             errs.push(FieldError::required(format!("{at}.image"), ""));
         }
         ports(c, &at, errs);
+        resources(c, &at, errs);
     }
 }
 
