@@ -158,3 +158,45 @@ pub(crate) fn is_loopback(registry: &str) -> bool {
 fn http_header(value: &'static str) -> http::HeaderValue {
     http::HeaderValue::from_static(value)
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn only_this_machine_gets_plain_http() {
+        for local in [
+            "localhost:5000",
+            "127.0.0.1:5000",
+            "127.0.0.1",
+            "[::1]:5000",
+            "localhost",
+        ] {
+            assert!(is_loopback(local), "{local}");
+        }
+        for remote in [
+            "ghcr.io",
+            "registry.example.com:5000",
+            "10.0.0.1:5000",
+            "localhost.evil.com",
+        ] {
+            assert!(!is_loopback(remote), "{remote}");
+        }
+    }
+
+    #[test]
+    fn a_push_names_a_repository_and_an_optional_tag() {
+        let tagged = reference("localhost:5000/team/controller").unwrap();
+        assert_eq!(tagged.whole(), "localhost:5000/team/controller:latest");
+        let tagged = reference("localhost:5000/controller:v1").unwrap();
+        assert_eq!(tagged.tag(), Some("v1"));
+        let digest = format!("localhost:5000/controller@sha256:{}", "0".repeat(64));
+        assert!(matches!(reference(&digest), Err(Error::Reference { .. })));
+        assert!(matches!(
+            reference("Not A Reference"),
+            Err(Error::Reference { .. })
+        ));
+    }
+}

@@ -181,3 +181,113 @@ fn is_binary_name(name: &str) -> bool {
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_'))
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::panic)]
+
+    use super::*;
+
+    const MANIFESTS: &str = "\
+# Two documents; the second runs the controller.
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: notes} # image: kinject://not-this
+data:
+  text: \"args: kinject://not-this-either\"
+---
+apiVersion: apps/v1
+kind: Deployment
+spec:
+  template:
+    spec:
+      containers:
+      - image: kinject://controller   # built from cmd/controller
+        unknownField: kept
+      - name: sidecar
+        image: \"kinject://webhook\"
+      initContainers: [{name: init, image: 'kinject://controller'}]
+";
+
+    fn pushed(binary: &str) -> Result<String, std::convert::Infallible> {
+        Ok(format!("127.0.0.1:5000/{binary}@sha256:abc"))
+    }
+
+    #[test]
+    fn every_image_value_is_found_with_its_document_and_line() {
+        let uses = references("config/app.yaml", MANIFESTS).unwrap();
+        let found: Vec<(&str, usize, usize)> = uses
+            .iter()
+            .map(|u| (u.binary.as_str(), u.document, u.line))
+            .collect();
+        assert_eq!(
+            found,
+            [("controller", 2, 14), ("webhook", 2, 17), ("controller", 2, 18)]
+        );
+    }
+
+    #[test]
+    fn only_the_references_change_and_each_binary_is_published_once() {
+        let mut calls = Vec::new();
+        let resolved = resolve("config/app.yaml", MANIFESTS, |binary| {
+            calls.push(binary.to_owned());
+            pushed(binary)
+        })
+        .unwrap();
+        assert_eq!(calls, ["controller", "webhook"]);
+        let expected = MANIFESTS
+            .replace(
+                "image: kinject://controller   #",
+                "image: 127.0.0.1:5000/controller@sha256:abc   #",
+            )
+            .replace("\"kinject://webhook\"", "\"127.0.0.1:5000/webhook@sha256:abc\"")
+            .replace("'kinject://controller'", "'127.0.0.1:5000/controller@sha256:abc'");
+        assert_eq!(resolved, expected);
+        assert!(resolved.contains("# image: kinject://not-this\n"));
+    }
+
+    #[test]
+    fn a_bad_reference_names_the_file_document_and_line() {
+        let yaml = "a: 1\n---\nb: 2\n---\nspec:\n  image: kinject://cmd/controller\n";
+        let error = resolve("config/bad.yaml", yaml, pushed).unwrap_err();
+        let Error::BadReference {
+            file,
+            document,
+            line,
+            reference,
+        } = &error
+        else {
+            panic!("{error}");
+        };
+        assert_eq!((file.as_str(), *document, *line), ("config/bad.yaml", 3, 6));
+        assert_eq!(reference, "kinject://cmd/controller");
+        let message = error.to_string();
+        assert!(
+            message.starts_with("config/bad.yaml, document 3, line 6:"),
+            "{message}"
+        );
+
+        let empty = references("x.yaml", "image: kinject://\n").unwrap_err();
+        assert!(matches!(empty, Error::BadReference { line: 1, .. }), "{empty}");
+    }
+
+    #[test]
+    fn a_failed_publish_names_where_the_binary_was_asked_for() {
+        let error = resolve("config/app.yaml", MANIFESTS, |_| Err("no registry")).unwrap_err();
+        assert_eq!(
+            error.to_string(),
+            "config/app.yaml, document 2, line 14: cannot publish kinject://controller: no registry"
+        );
+    }
+
+    #[test]
+    fn a_leading_document_marker_starts_document_one() {
+        let uses = references("a.yaml", "---\nimage: kinject://a\n---\nimage: kinject://b\n").unwrap();
+        let documents: Vec<usize> = uses.iter().map(|u| u.document).collect();
+        assert_eq!(documents, [1, 2]);
+        assert_eq!(
+            resolve("a.yaml", "no: references\n", pushed).unwrap(),
+            "no: references\n"
+        );
+    }
+}
