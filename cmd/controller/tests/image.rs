@@ -4,8 +4,8 @@
 //! root filesystem as user 65532 under `chroot` against testenv, where it
 //! converges an AddressableService.
 //!
-//! `.ci/run` installs the three tools. Without them the test says so and
-//! passes, unless `CI` is set: there a missing tool fails it.
+//! `.ci/run` installs the three programs. Without them the test says so and
+//! passes, unless `CI` is set: there a missing one fails it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
@@ -18,7 +18,7 @@ use kinject_testenv::TestEnv;
 use serde_json::{Value, json};
 
 const NS: &str = "knative-samples";
-const TOOLS: [&str; 3] = ["docker-registry", "skopeo", "umoci"];
+const PROGRAMS: [&str; 3] = ["docker-registry", "skopeo", "umoci"];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -43,13 +43,13 @@ impl Drop for Scratch {
     }
 }
 
-/// The tools this test needs that are not on `PATH`.
-fn missing_tools() -> Vec<&'static str> {
-    TOOLS
+/// The programs this test needs that are not on `PATH`.
+fn missing_programs() -> Vec<&'static str> {
+    PROGRAMS
         .into_iter()
-        .filter(|tool| {
+        .filter(|program| {
             Command::new("sh")
-                .args(["-c", &format!("command -v {tool}")])
+                .args(["-c", &format!("command -v {program}")])
                 .stdout(Stdio::null())
                 .status()
                 .map_or(true, |status| !status.success())
@@ -131,7 +131,7 @@ fn revision() -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_controller_image_runs_from_a_registry_as_nonroot() {
-    let missing = missing_tools();
+    let missing = missing_programs();
     if !missing.is_empty() {
         let message = format!(
             "{missing:?} not installed; `.ci/run` installs them (apt-get install -y docker-registry skopeo umoci)"
@@ -150,7 +150,7 @@ async fn the_controller_image_runs_from_a_registry_as_nonroot() {
         .build()
         .unwrap();
     println!(
-        "controller image {}: {} files, {} bytes compressed ({:.1} MB)",
+        "controller image {}: {} entries, {} bytes compressed ({:.1} MB)",
         image.digest(),
         image.files().len(),
         image.compressed_size(),
