@@ -1,7 +1,12 @@
 //! The `process_*` metrics every Prometheus client exports (CPU time, memory,
 //! file descriptors, start time), read from `/proc` at scrape time, so a
 //! dashboard for any Go or Knative component shows this process too.
-//! prometheus-client has no process collector; procfs reads the numbers.
+//!
+//! prometheus-client has no process collector, and the procfs crate, which
+//! reads these, turns on `std` in bitflags through rustix: every build of a
+//! project that leaves the runtime's process metrics out (a code generator,
+//! a schema command) would then compile tower-http and kube a second time.
+//! The four files read here are simple enough to read by hand.
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -29,33 +34,63 @@ struct Readings {
     start_time_seconds: Option<f64>,
 }
 
+/// Linux reports CPU times and start times in clock ticks of USER_HZ, which
+/// is 100 on every architecture Linux supports for user space (it is part of
+/// the ABI, whatever the kernel's own tick rate).
+#[cfg(target_os = "linux")]
+const TICKS_PER_SECOND: f64 = 100.0;
+
 #[cfg(target_os = "linux")]
 fn read() -> Readings {
-    let Ok(me) = procfs::process::Process::myself() else {
-        return Readings::default();
-    };
-    let ticks = procfs::ticks_per_second() as f64;
-    let page = procfs::page_size();
-    let stat = me.stat().ok();
-    let boot = procfs::boot_time_secs().ok();
-    let max_fds = me
-        .limits()
-        .ok()
-        .and_then(|limits| match limits.max_open_files.soft_limit {
-            procfs::process::LimitValue::Value(n) => i64::try_from(n).ok(),
-            procfs::process::LimitValue::Unlimited => None,
-        });
+    let stat = std::fs::read_to_string("/proc/self/stat").ok();
+    // Fields after the command name, which is in parentheses and may hold
+    // spaces: state is field 3, utime 14, stime 15, starttime 22.
+    let fields: Vec<&str> = stat
+        .as_deref()
+        .and_then(|s| s.rsplit_once(')'))
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
+    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|text| {
+        text.lines()
+            .find_map(|line| line.strip_prefix("btime "))
+            .and_then(|value| value.trim().parse::<u64>().ok())
+    });
     Readings {
-        cpu_seconds: stat.as_ref().map(|s| (s.utime + s.stime) as f64 / ticks),
-        resident_bytes: stat.as_ref().and_then(|s| i64::try_from(s.rss * page).ok()),
-        virtual_bytes: stat.as_ref().and_then(|s| i64::try_from(s.vsize).ok()),
-        open_fds: me.fd_count().ok().and_then(|n| i64::try_from(n).ok()),
-        max_fds,
-        start_time_seconds: stat
-            .as_ref()
+        cpu_seconds: field(14)
+            .zip(field(15))
+            .map(|(user, system)| (user + system) as f64 / TICKS_PER_SECOND),
+        // In kB in /proc/self/status, so no page size is needed.
+        resident_bytes: status_kilobytes("VmRSS:").map(|kb| kb * 1024),
+        virtual_bytes: status_kilobytes("VmSize:").map(|kb| kb * 1024),
+        open_fds: std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .and_then(|entries| i64::try_from(entries.count()).ok()),
+        max_fds: max_open_files(),
+        start_time_seconds: field(22)
             .zip(boot)
-            .map(|(s, boot)| boot as f64 + s.starttime as f64 / ticks),
+            .map(|(ticks, boot)| boot as f64 + ticks as f64 / TICKS_PER_SECOND),
     }
+}
+
+/// A `kB` line of `/proc/self/status` (`VmRSS:   12345 kB`).
+#[cfg(target_os = "linux")]
+fn status_kilobytes(key: &str) -> Option<i64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|line| line.starts_with(key))?;
+    line[key.len()..].split_whitespace().next()?.parse().ok()
+}
+
+/// The soft limit of `Max open files` in `/proc/self/limits`; none when unlimited.
+#[cfg(target_os = "linux")]
+fn max_open_files() -> Option<i64> {
+    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
+    line.trim_start_matches("Max open files")
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -136,5 +171,22 @@ mod tests {
         ] {
             assert!(text.contains(family), "{family} missing:\n{text}");
         }
+        // Plausible values: a test process holds megabytes, has its three
+        // standard descriptors open, and started within the last day.
+        let readings = read();
+        assert!(
+            readings.resident_bytes.unwrap_or_default() > 1 << 20,
+            "{readings:?}"
+        );
+        assert!(readings.open_fds.unwrap_or_default() >= 3, "{readings:?}");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or_default();
+        let started = readings.start_time_seconds.unwrap_or_default();
+        assert!(
+            started <= now + 1.0 && started > now - 86_400.0,
+            "{readings:?} at {now}"
+        );
     }
 }
