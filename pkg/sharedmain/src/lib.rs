@@ -652,6 +652,12 @@ impl Setup {
         .build()
     }
 
+    /// The registry `/metrics` serves, for a component's own families
+    /// (the webhook's admission counts); register before [`Setup::run`].
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
     /// The environment read at start.
     pub fn env(&self) -> &Env {
         &self.env

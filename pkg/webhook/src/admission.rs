@@ -119,9 +119,22 @@ pub enum ReviewError {
 /// Decodes an AdmissionReview, lets `admit` answer it and encodes the
 /// response review (same apiVersion, the request's uid).
 pub fn review_response(admit: &dyn Admit, body: &[u8]) -> Result<String, ReviewError> {
+    review_response_measured(admit, body, None)
+}
+
+/// [`review_response`], counted and timed in `metrics` when given.
+pub fn review_response_measured(
+    admit: &dyn Admit,
+    body: &[u8],
+    metrics: Option<&crate::metrics::AdmissionMetrics>,
+) -> Result<String, ReviewError> {
     let review: AdmissionReview<RawObject> = serde_json::from_slice(body)?;
     let request: Request = review.try_into().map_err(|_| ReviewError::NoRequest)?;
+    let started = std::time::Instant::now();
     let response = admit.admit(&request);
+    if let Some(metrics) = metrics {
+        metrics.observe(&request, response.allowed, started.elapsed());
+    }
     Ok(serde_json::to_string(&response.into_review())?)
 }
 

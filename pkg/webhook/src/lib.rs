@@ -57,6 +57,7 @@
 pub mod admission;
 pub mod certificates;
 pub mod configurations;
+pub mod metrics;
 pub mod server;
 
 use std::net::SocketAddr;
@@ -289,14 +290,11 @@ impl Webhook {
     ) -> Result<(), MainError> {
         let tls = server::tls_config(self.resolver(ctx))
             .map_err(|e| MainError::Serve(format!("cannot configure TLS: {e}")))?;
-        server::serve(
-            listener,
-            Arc::new(tls),
-            self.routes(),
-            self.options.drain,
-            shutdown,
-        )
-        .await;
+        let mut routes = self.routes();
+        if let Some(metrics) = ctx.get::<metrics::AdmissionMetrics>() {
+            routes = routes.metrics((*metrics).clone());
+        }
+        server::serve(listener, Arc::new(tls), routes, self.options.drain, shutdown).await;
         Ok(())
     }
 }
@@ -374,8 +372,10 @@ pub async fn run(
     };
     let webhook = Webhook::new(&env.system_namespace, kinds, config, options);
     let constructors = webhook.constructors();
-    let setup = Setup::read(component, &constructors, flags.common, env).await?;
+    let mut setup = Setup::read(component, &constructors, flags.common, env).await?;
+    let admission = metrics::AdmissionMetrics::register(setup.registry_mut());
     let ctx = setup.context();
+    ctx.insert(admission);
     let controllers = setup.construct(&ctx, &constructors)?;
     tracing::info!(
         address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),

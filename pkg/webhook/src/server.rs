@@ -31,7 +31,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::admission::{Admit, review_response};
+use crate::admission::{Admit, review_response_measured};
 use crate::certificates::{SERVER_CERT, SERVER_KEY};
 
 /// The largest AdmissionReview accepted: the API server's own request limit
@@ -154,6 +154,7 @@ pub fn tls_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<ServerConfig,
 #[derive(Clone, Default)]
 pub struct Routes {
     routes: BTreeMap<String, Arc<dyn Admit>>,
+    metrics: Option<crate::metrics::AdmissionMetrics>,
 }
 
 impl fmt::Debug for Routes {
@@ -171,6 +172,12 @@ impl Routes {
     /// Serves `admit` at `path`.
     pub fn route(mut self, path: impl Into<String>, admit: Arc<dyn Admit>) -> Self {
         self.routes.insert(path.into(), admit);
+        self
+    }
+
+    /// Counts and times every review in `metrics`.
+    pub fn metrics(mut self, metrics: crate::metrics::AdmissionMetrics) -> Self {
+        self.metrics = Some(metrics);
         self
     }
 }
@@ -214,17 +221,19 @@ async fn handle(
         Ok(body) => body.to_bytes(),
         Err(e) => return Ok(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),
     };
-    Ok(match review_response(admit.as_ref(), &body) {
-        Ok(json) => {
-            let mut response = Response::new(Full::new(Bytes::from(json)));
-            response.headers_mut().insert(
-                header::CONTENT_TYPE,
-                http::HeaderValue::from_static("application/json"),
-            );
-            response
-        }
-        Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
-    })
+    Ok(
+        match review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref()) {
+            Ok(json) => {
+                let mut response = Response::new(Full::new(Bytes::from(json)));
+                response.headers_mut().insert(
+                    header::CONTENT_TYPE,
+                    http::HeaderValue::from_static("application/json"),
+                );
+                response
+            }
+            Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
+        },
+    )
 }
 
 /// Serves `routes` over TLS on `listener` until `shutdown`; then answers the
