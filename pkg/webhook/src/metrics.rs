@@ -11,7 +11,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::admission::Request;
+use kube::core::admission::AdmissionRequest;
 
 /// Knative's webhook tags.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -62,7 +62,12 @@ impl AdmissionMetrics {
     }
 
     /// Counts and times one review of `request`.
-    pub(crate) fn observe(&self, request: &Request, allowed: bool, took: Duration) {
+    pub(crate) fn observe<T: kube::core::Resource>(
+        &self,
+        request: &AdmissionRequest<T>,
+        allowed: bool,
+        took: Duration,
+    ) {
         let labels = Labels {
             request_operation: format!("{:?}", request.operation).to_uppercase(),
             kind_group: request.kind.group.clone(),
@@ -84,7 +89,7 @@ impl AdmissionMetrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::admission::{Admit, allowed, bad_request, review_response_measured};
+    use crate::admission::{Admit, Request, allowed, bad_request, review_response_measured};
     use kube::core::admission::AdmissionResponse;
 
     struct RefuseDeletes;
