@@ -49,15 +49,23 @@ fn manifests_in(dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
 /// configurations, and the Deployments, which this process runs in their
 /// stead, so they are marked available. A new manifest needs no list.
 fn apply_config(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
-    for path in manifests_in(dir)? {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        for object in env.create_from_yaml(&path.display().to_string(), &text)? {
-            if object["kind"] == "Deployment" {
-                run_in_process(env, object)?;
-            }
+    for object in apply_manifests(env, dir)? {
+        if object["kind"] == "Deployment" {
+            run_in_process(env, object)?;
         }
     }
     Ok(())
+}
+
+/// Creates the objects of every manifest directly in `dir`, in name order,
+/// and answers them as created.
+fn apply_manifests(env: &TestEnv, dir: &Path) -> Result<Vec<serde_json::Value>, BoxError> {
+    let mut created = Vec::new();
+    for path in manifests_in(dir)? {
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+        created.extend(env.create_from_yaml(&path.display().to_string(), &text)?);
+    }
+    Ok(created)
 }
 
 /// Marks a Deployment of `config/` available, as its one replica is this
@@ -85,12 +93,8 @@ fn run_in_process(env: &TestEnv, mut deployment: serde_json::Value) -> Result<()
 /// AddressableService names.
 fn apply_samples(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
     let samples = dir.join("samples");
-    if !samples.is_dir() {
-        return Ok(());
-    }
-    for path in manifests_in(&samples)? {
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        env.create_from_yaml(&path.display().to_string(), &text)?;
+    if samples.is_dir() {
+        apply_manifests(env, &samples)?;
     }
     Ok(())
 }

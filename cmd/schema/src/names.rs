@@ -27,9 +27,10 @@ fn names_of(kind: &CustomKind) -> Vec<String> {
 /// The kind `name` stands for.
 pub(crate) fn resolve(kinds: &[CustomKind], name: &str) -> Result<KindRef, String> {
     let wanted = name.to_lowercase();
+    // Each kind's names once: they come from its CRD, which is built for them.
+    let named: Vec<(&CustomKind, Vec<String>)> = kinds.iter().map(|kind| (kind, names_of(kind))).collect();
     let mut found: Vec<KindRef> = Vec::new();
-    for kind in kinds {
-        let names = names_of(kind);
+    for (kind, names) in &named {
         let qualified = |n: &String| format!("{n}.{}", kind.group);
         if names.contains(&wanted) || names.iter().map(qualified).any(|q| q == wanted) {
             let candidate = KindRef {
@@ -43,7 +44,7 @@ pub(crate) fn resolve(kinds: &[CustomKind], name: &str) -> Result<KindRef, Strin
     }
     match found.as_slice() {
         [one] => Ok(one.clone()),
-        [] => Err(unknown(kinds, name)),
+        [] => Err(unknown(&named, name)),
         many => {
             let qualified: Vec<String> = many
                 .iter()
@@ -61,19 +62,19 @@ pub(crate) fn resolve(kinds: &[CustomKind], name: &str) -> Result<KindRef, Strin
 
 /// `unknown Kind: <name>, expected one of [...]`, and the closest name when
 /// one is close enough to be a typo.
-fn unknown(kinds: &[CustomKind], name: &str) -> String {
+fn unknown(named: &[(&CustomKind, Vec<String>)], name: &str) -> String {
     let mut known: Vec<&str> = Vec::new();
-    for kind in kinds {
+    for (kind, _) in named {
         if !known.contains(&kind.kind.as_str()) {
             known.push(&kind.kind);
         }
     }
     let listed = format!("unknown Kind: {name}, expected one of [{}]", known.join(", "));
     let wanted = name.to_lowercase();
-    let closest = kinds
+    let closest = named
         .iter()
-        .flat_map(|kind| names_of(kind).into_iter().map(move |n| (n, kind)))
-        .map(|(n, kind)| (strsim::normalized_damerau_levenshtein(&wanted, &n), kind))
+        .flat_map(|(kind, names)| names.iter().map(move |n| (n, kind)))
+        .map(|(n, kind)| (strsim::normalized_damerau_levenshtein(&wanted, n), kind))
         .filter(|(similarity, _)| *similarity >= 0.7)
         .max_by(|a, b| a.0.total_cmp(&b.0));
     match closest {

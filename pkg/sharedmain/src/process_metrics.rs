@@ -51,46 +51,45 @@ fn read() -> Readings {
         .map(|(_, rest)| rest.split_whitespace().collect())
         .unwrap_or_default();
     let field = |n: usize| fields.get(n - 3).and_then(|f| f.parse::<u64>().ok());
-    let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|text| {
-        text.lines()
-            .find_map(|line| line.strip_prefix("btime "))
-            .and_then(|value| value.trim().parse::<u64>().ok())
-    });
+    // Sizes are in kB in /proc/self/status, so no page size is needed.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let limits = std::fs::read_to_string("/proc/self/limits").unwrap_or_default();
     Readings {
         cpu_seconds: field(14)
             .zip(field(15))
             .map(|(user, system)| (user + system) as f64 / TICKS_PER_SECOND),
-        // In kB in /proc/self/status, so no page size is needed.
-        resident_bytes: status_kilobytes("VmRSS:").map(|kb| kb * 1024),
-        virtual_bytes: status_kilobytes("VmSize:").map(|kb| kb * 1024),
+        resident_bytes: number_after(&status, "VmRSS:").map(|kb| kb * 1024),
+        virtual_bytes: number_after(&status, "VmSize:").map(|kb| kb * 1024),
         open_fds: std::fs::read_dir("/proc/self/fd")
             .ok()
             .and_then(|entries| i64::try_from(entries.count()).ok()),
-        max_fds: max_open_files(),
-        start_time_seconds: field(22)
-            .zip(boot)
-            .map(|(ticks, boot)| boot as f64 + ticks as f64 / TICKS_PER_SECOND),
+        // The soft limit; "unlimited" does not parse and is left out.
+        max_fds: number_after(&limits, "Max open files"),
+        start_time_seconds: start_time(field(22)),
     }
 }
 
-/// A `kB` line of `/proc/self/status` (`VmRSS:   12345 kB`).
+/// When the process started: boot time plus its start in ticks. It never
+/// changes, so `/proc/stat` is read at the first scrape only.
 #[cfg(target_os = "linux")]
-fn status_kilobytes(key: &str) -> Option<i64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|line| line.starts_with(key))?;
-    line[key.len()..].split_whitespace().next()?.parse().ok()
+fn start_time(ticks_after_boot: Option<u64>) -> Option<f64> {
+    static STARTED: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/stat").ok().and_then(|text| {
+            text.lines()
+                .find_map(|line| line.strip_prefix("btime "))
+                .and_then(|value| value.trim().parse::<u64>().ok())
+        })?;
+        Some(boot as f64 + ticks_after_boot? as f64 / TICKS_PER_SECOND)
+    })
 }
 
-/// The soft limit of `Max open files` in `/proc/self/limits`; none when unlimited.
+/// The first number after `key` on the line of `text` that starts with it
+/// (`VmRSS:   12345 kB`, `Max open files  1024  4096  files`).
 #[cfg(target_os = "linux")]
-fn max_open_files() -> Option<i64> {
-    let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
-    let line = limits.lines().find(|line| line.starts_with("Max open files"))?;
-    line.trim_start_matches("Max open files")
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
+fn number_after(text: &str, key: &str) -> Option<i64> {
+    let line = text.lines().find(|line| line.starts_with(key))?;
+    line[key.len()..].split_whitespace().next()?.parse().ok()
 }
 
 #[cfg(not(target_os = "linux"))]
