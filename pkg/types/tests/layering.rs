@@ -680,6 +680,11 @@ fn webhook_modules_form_a_tree() {
 }
 
 #[test]
+fn image_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/image");
+}
+
+#[test]
 fn testenv_modules_form_a_tree() {
     module_tree::assert_tree("pkg/testenv");
 }
