@@ -1,0 +1,183 @@
+//! `kinject`: what `ko` and kubebuilder's Makefile targets do for a Go
+//! controller, for a project on this framework, with no container daemon.
+//!
+//! ```sh
+//! kinject build controller --repo registry.example.com/team/controller
+//! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
+//! kinject delete -f config/
+//! kinject install      # the CRDs of config/ alone
+//! kinject uninstall
+//! ```
+//!
+//! **Where it stands.** The command line of the framework, above
+//! `kinject-image` (images and `kinject://` references); it runs `cargo` to
+//! build a binary and `kubectl` to apply, as `ko apply` runs `kubectl`, so a
+//! kubeconfig, context or `--server-side` are kubectl's own flags, passed
+//! after `--`.
+
+mod cargo_build;
+mod kubectl;
+mod manifests;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Build, push and deploy a controller of this framework.
+#[derive(Debug, Parser)]
+#[command(name = "kinject", version)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Build one binary of the workspace in the current directory, make its
+    /// image and push it; prints the pushed reference (`repo@sha256:…`).
+    Build {
+        /// The binary (`controller`).
+        binary: String,
+        #[command(flatten)]
+        image: ImageArgs,
+    },
+    /// Apply manifests, each `image: kinject://<binary>` replaced by the
+    /// digest of that binary's image, built and pushed first (`ko apply`).
+    Apply {
+        /// A manifest, or a directory whose `.yaml`/`.yml` files (not its
+        /// folders, so `config/samples/` stays out) are applied.
+        #[arg(short = 'f', long = "filename", default_value = "config")]
+        path: PathBuf,
+        #[command(flatten)]
+        image: ImageArgs,
+        /// kubectl's own flags (`--kubeconfig`, `--context`, `--server-side`).
+        #[arg(last = true)]
+        kubectl: Vec<String>,
+    },
+    /// Delete what `apply` applied (`kubectl delete --ignore-not-found`).
+    Delete {
+        /// A manifest or a directory, as for `apply`.
+        #[arg(short = 'f', long = "filename", default_value = "config")]
+        path: PathBuf,
+        /// kubectl's own flags.
+        #[arg(last = true)]
+        kubectl: Vec<String>,
+    },
+    /// Apply the CustomResourceDefinitions among the manifests, nothing else.
+    Install {
+        /// A manifest or a directory, as for `apply`.
+        #[arg(short = 'f', long = "filename", default_value = "config")]
+        path: PathBuf,
+        /// kubectl's own flags.
+        #[arg(last = true)]
+        kubectl: Vec<String>,
+    },
+    /// Delete the CustomResourceDefinitions among the manifests (and so every
+    /// object of their kinds).
+    Uninstall {
+        /// A manifest or a directory, as for `apply`.
+        #[arg(short = 'f', long = "filename", default_value = "config")]
+        path: PathBuf,
+        /// kubectl's own flags.
+        #[arg(last = true)]
+        kubectl: Vec<String>,
+    },
+}
+
+/// Where images go and how binaries are built.
+#[derive(Debug, clap::Args)]
+struct ImageArgs {
+    /// The repository, or the prefix each binary's name is added to for
+    /// `apply` (`registry.example.com/team` → `…/team/controller`).
+    #[arg(long, env = "KINJECT_REPO")]
+    repo: String,
+    /// Build with the dev profile instead of release (faster, larger).
+    #[arg(long)]
+    debug: bool,
+}
+
+fn main() -> ExitCode {
+    let result = match Cli::parse().command {
+        Command::Build { binary, image } => build_and_push(&binary, &image, &image.repo).map(|pushed| {
+            println!("{pushed}");
+        }),
+        Command::Apply { path, image, kubectl } => apply(&path, &image, &kubectl),
+        Command::Delete { path, kubectl } => manifests::read(&path).and_then(|docs| {
+            kubectl::run(
+                &["delete", "--ignore-not-found", "-f", "-"],
+                &kubectl,
+                &docs.join(),
+            )
+        }),
+        Command::Install { path, kubectl } => manifests::read(&path)
+            .and_then(|docs| docs.definitions_only(&path))
+            .and_then(|crds| kubectl::run(&["apply", "-f", "-"], &kubectl, &crds.join())),
+        Command::Uninstall { path, kubectl } => manifests::read(&path)
+            .and_then(|docs| docs.definitions_only(&path))
+            .and_then(|crds| {
+                kubectl::run(
+                    &["delete", "--ignore-not-found", "-f", "-"],
+                    &kubectl,
+                    &crds.join(),
+                )
+            }),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("error: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Builds `binary`, makes its image and pushes it to `repository`.
+fn build_and_push(binary: &str, args: &ImageArgs, repository: &str) -> Result<String, String> {
+    let executable = cargo_build::binary(binary, !args.debug)?;
+    let image = kinject_image::Build::new(&executable, cargo_build::revision())
+        .build()
+        .map_err(|e| e.to_string())?;
+    eprintln!(
+        "built the image of {binary}: {} bytes compressed, {}",
+        image.compressed_size(),
+        image.digest()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let pushed = runtime
+        .block_on(kinject_image::push(&image, repository, &credentials()))
+        .map_err(|e| e.to_string())?;
+    eprintln!("pushed {pushed}");
+    Ok(pushed)
+}
+
+/// `KINJECT_REGISTRY_USERNAME` and `KINJECT_REGISTRY_PASSWORD`, when set.
+fn credentials() -> kinject_image::Credentials {
+    match (
+        std::env::var("KINJECT_REGISTRY_USERNAME"),
+        std::env::var("KINJECT_REGISTRY_PASSWORD"),
+    ) {
+        (Ok(username), Ok(password)) => kinject_image::Credentials::Basic { username, password },
+        _ => kinject_image::Credentials::Anonymous,
+    }
+}
+
+fn apply(path: &std::path::Path, args: &ImageArgs, kubectl_args: &[String]) -> Result<(), String> {
+    let documents = manifests::read(path)?;
+    let mut resolved = Vec::new();
+    for (file, text) in documents.files() {
+        let text = kinject_image::resolve(file, text, |binary| {
+            build_and_push(
+                binary,
+                args,
+                &format!("{}/{binary}", args.repo.trim_end_matches('/')),
+            )
+        })
+        .map_err(|e| e.to_string())?;
+        resolved.push(text);
+    }
+    kubectl::run(&["apply", "-f", "-"], kubectl_args, &resolved.join("\n---\n"))
+}
