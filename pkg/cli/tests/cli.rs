@@ -130,16 +130,22 @@ fn registry(dir: &Path) -> (Registry, String) {
         ),
     )
     .unwrap();
+    // The registry logs each HEAD of a blob it lacks (the first step of every
+    // push) as an error; its log goes to a file the failure message names.
+    let log = dir.join("registry.log");
     let child = Command::new("docker-registry")
         .arg("serve")
         .arg(&config)
+        .stdout(std::fs::File::create(&log).unwrap())
+        .stderr(std::fs::File::create(dir.join("registry.stderr")).unwrap())
         .spawn()
         .unwrap();
     let started = Instant::now();
     while TcpStream::connect(&address).is_err() {
         assert!(
             started.elapsed() < Duration::from_secs(20),
-            "docker-registry did not listen on {address}"
+            "docker-registry did not listen on {address}; see {}",
+            dir.join("registry.stderr").display()
         );
         std::thread::sleep(Duration::from_millis(50));
     }

@@ -6,7 +6,8 @@
 //! than on it: a command line (`image`, `apply`) and its tests use it, a
 //! controller never does. It depends on no other `kinject-*` crate and no
 //! crate of an application; on goblin (ELF), tar, flate2 and sha2 (the
-//! layer), and oci-client over rustls with ring (the push). Nothing here
+//! layer), and for the push hyper with rustls (ring), the client stack kube already
+//! brings (the push module says why not a registry crate). Nothing here
 //! runs a container daemon or a shell command.
 //!
 //! What an image holds, and why:

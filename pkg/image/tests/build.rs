@@ -1,5 +1,6 @@
 //! Building images without a registry: what goes in, and that the same
-//! inputs give the same bytes.
+//! inputs give the same bytes; and pushing them to a registry that asks for
+//! a token, or cannot be reached.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::Read;
@@ -304,4 +305,198 @@ fn errors_say_what_where_and_how_to_fix() {
         no_bundle.to_string().contains("apt-get install ca-certificates"),
         "{no_bundle}"
     );
+}
+
+/// A registry as the hosted ones behave: every `/v2/` request without the
+/// token gets `401` and a `Bearer` challenge, the token comes from the realm
+/// for the right basic credentials only, uploads start at a relative
+/// Location that carries a query, and the manifest's digest comes back in
+/// `Docker-Content-Digest`. Answers what it stored: path → body.
+mod token_registry {
+    use std::collections::BTreeMap;
+    use std::sync::{Arc, Mutex};
+
+    use axum::body::{Body, Bytes};
+    use axum::http::{HeaderMap, Method, StatusCode, Uri, header};
+    use axum::response::Response;
+    use sha2::Digest as _;
+
+    fn sha256(data: &[u8]) -> String {
+        let hex: String = sha2::Sha256::digest(data)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        format!("sha256:{hex}")
+    }
+
+    pub(super) type Stored = Arc<Mutex<BTreeMap<String, Vec<u8>>>>;
+
+    pub(super) async fn serve() -> (String, Stored) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let address = listener.local_addr().unwrap().to_string();
+        let stored = Stored::default();
+        let state = (address.clone(), stored.clone());
+        let app =
+            axum::Router::new().fallback(move |method: Method, uri: Uri, headers: HeaderMap, body: Bytes| {
+                let (address, stored) = state.clone();
+                async move { answer(&address, &stored, &method, &uri, &headers, body) }
+            });
+        tokio::spawn(async move { axum::serve(listener, app).await });
+        (address, stored)
+    }
+
+    fn reply(status: StatusCode, headers: &[(header::HeaderName, String)], body: &str) -> Response {
+        let mut response = Response::builder().status(status);
+        for (name, value) in headers {
+            response = response.header(name, value);
+        }
+        response.body(Body::from(body.to_owned())).unwrap()
+    }
+
+    fn answer(
+        address: &str,
+        stored: &Stored,
+        method: &Method,
+        uri: &Uri,
+        headers: &HeaderMap,
+        body: Bytes,
+    ) -> Response {
+        let authorization = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|a| a.to_str().ok())
+            .unwrap_or_default();
+        let path = uri.path();
+        if path == "/token" {
+            // base64("robot:s3cret")
+            return if authorization == "Basic cm9ib3Q6czNjcmV0"
+                && uri
+                    .query()
+                    .unwrap_or_default()
+                    .contains("scope=repository%3Ateam%2Fhello%3Apull%2Cpush")
+            {
+                reply(StatusCode::OK, &[], r#"{"token":"t0k","expires_in":300}"#)
+            } else {
+                reply(
+                    StatusCode::UNAUTHORIZED,
+                    &[],
+                    r#"{"details":"incorrect username or password"}"#,
+                )
+            };
+        }
+        if authorization != "Bearer t0k" {
+            let challenge = format!(
+                r#"Bearer realm="http://{address}/token",service="fake",scope="repository:team/hello:pull,push""#
+            );
+            return reply(
+                StatusCode::UNAUTHORIZED,
+                &[(header::WWW_AUTHENTICATE, challenge)],
+                r#"{"errors":[{"code":"UNAUTHORIZED","message":"authentication required"}]}"#,
+            );
+        }
+        match (method.as_str(), path) {
+            ("HEAD", _) => reply(StatusCode::NOT_FOUND, &[], ""),
+            ("POST", "/v2/team/hello/blobs/uploads/") => reply(
+                StatusCode::ACCEPTED,
+                &[(header::LOCATION, "/upload/7?_state=abc".to_owned())],
+                "",
+            ),
+            ("PUT", "/upload/7") => {
+                let query = uri.query().unwrap_or_default();
+                let Some(digest) = query.split('&').find_map(|p| p.strip_prefix("digest=")) else {
+                    return reply(StatusCode::BAD_REQUEST, &[], "no digest");
+                };
+                let digest = digest.replace("%3A", ":");
+                let actual = sha256(&body);
+                if !query.contains("_state=abc") || digest != actual {
+                    return reply(
+                        StatusCode::BAD_REQUEST,
+                        &[],
+                        r#"{"errors":[{"code":"DIGEST_INVALID","message":"provided digest did not match uploaded content"}]}"#,
+                    );
+                }
+                stored.lock().unwrap().insert(digest, body.to_vec());
+                reply(StatusCode::CREATED, &[], "")
+            }
+            ("PUT", "/v2/team/hello/manifests/v1") => {
+                let digest = sha256(&body);
+                stored
+                    .lock()
+                    .unwrap()
+                    .insert("manifest".to_owned(), body.to_vec());
+                reply(
+                    StatusCode::CREATED,
+                    &[("docker-content-digest".parse().unwrap(), digest)],
+                    "",
+                )
+            }
+            _ => reply(StatusCode::NOT_FOUND, &[], "{}"),
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_push_answers_the_registrys_token_challenge() {
+    let dir = temp_dir("token-push");
+    let image = Build::new(static_executable(&dir), "0123abc").build().unwrap();
+    let (address, stored) = token_registry::serve().await;
+    let repository = format!("localhost:{}/team/hello:v1", address.rsplit(':').next().unwrap());
+    let credentials = kinject_image::Credentials::Basic {
+        username: "robot".into(),
+        password: "s3cret".into(),
+    };
+
+    let pushed = kinject_image::push(&image, &repository, &credentials)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        pushed,
+        format!("{}@{}", repository.trim_end_matches(":v1"), image.digest())
+    );
+    let stored = stored.lock().unwrap().clone();
+    assert_eq!(stored[image.layer_digest()], image.layer());
+    assert_eq!(stored[image.config_digest()], image.config());
+    assert_eq!(stored["manifest"], image.manifest());
+
+    let wrong = kinject_image::Credentials::Basic {
+        username: "robot".into(),
+        password: "wrong".into(),
+    };
+    let refused = kinject_image::push(&image, &repository, &wrong)
+        .await
+        .unwrap_err();
+    let message = refused.to_string();
+    assert!(matches!(refused, Error::Push { .. }), "{message}");
+    assert!(message.contains("incorrect username or password"), "{message}");
+    assert!(message.contains("KINJECT_REGISTRY_PASSWORD"), "{message}");
+
+    let anonymous = kinject_image::push(&image, &repository, &Default::default())
+        .await
+        .unwrap_err();
+    assert!(
+        anonymous.to_string().contains("/token answered 401"),
+        "{anonymous}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[tokio::test]
+async fn a_registry_that_cannot_be_reached_is_named_with_the_cause() {
+    let dir = temp_dir("unreachable");
+    let image = Build::new(static_executable(&dir), "0123abc").build().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let error = kinject_image::push(&image, &format!("127.0.0.1:{port}/hello"), &Default::default())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        error.contains(&format!("cannot reach http://127.0.0.1:{port}/v2/hello/blobs/")),
+        "{error}"
+    );
+    assert!(error.to_lowercase().contains("refused"), "{error}");
+    std::fs::remove_dir_all(&dir).unwrap();
 }
