@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use apis::v1alpha1::SimpleDeployment;
+use apis::v1alpha1::{SIMPLE_DEPLOYMENT_CONDITION_READY, SimpleDeployment};
 use generated::core::v1::pod;
 use generated::samples::v1alpha1::simpledeployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
@@ -49,7 +49,17 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         // stored without the webhook ends in a clear status and event instead.
         if let Err(invalid) = d.validate() {
             let message = invalid.to_string();
+            // The status update below brings the object back through the
+            // informer; the event is for the change of spec, not each pass.
+            let said_already = d
+                .status
+                .as_ref()
+                .and_then(|s| s.status.get_condition(&SIMPLE_DEPLOYMENT_CONDITION_READY))
+                .is_some_and(|ready| ready.is_false() && ready.reason == "InvalidSpec" && ready.message == message);
             d.status_mut().mark_invalid_spec(&message);
+            if said_already {
+                return Ok(Reconciled::done());
+            }
             return Ok(Reconciled::event(Event::warning("InvalidSpec", message)));
         }
         let namespace = d.namespace().unwrap_or_default();

@@ -332,6 +332,37 @@ async fn negative_replicas_end_in_a_status_and_an_event() {
 }
 
 #[tokio::test]
+async fn an_invalid_spec_is_announced_once() {
+    // The status update of the first pass brings the object back; the second
+    // pass finds the same complaint already in the status.
+    let announced = with_status(sd(-1, "img:1"), |s| {
+        s.mark_invalid_spec("invalid value: -1: spec.replicas")
+    });
+    let changed_again = with_status(sd(-2, "img:1"), |s| {
+        s.mark_invalid_spec("invalid value: -1: spec.replicas")
+    });
+    run(vec![
+        TableRow {
+            name: "the same invalid spec, already in the status",
+            objects: vec![obj(&announced)],
+            key: "ns/sd",
+            ..TableRow::default()
+        },
+        TableRow {
+            name: "another invalid value",
+            objects: vec![obj(&changed_again)],
+            key: "ns/sd",
+            want_status_updates: vec![obj(&with_status(sd(-2, "img:1"), |s| {
+                s.mark_invalid_spec("invalid value: -2: spec.replicas")
+            }))],
+            want_events: vec!["Warning InvalidSpec invalid value: -2: spec.replicas".into()],
+            ..TableRow::default()
+        },
+    ])
+    .await;
+}
+
+#[tokio::test]
 async fn a_pod_without_containers_is_replaced() {
     let mut empty = pod("sd-00001", "sd", "ns", "img:1", true);
     if let Some(spec) = empty.spec.as_mut() {
