@@ -1,6 +1,9 @@
 //! The webhook's own certificates (Knative's `webhook/certificates`): a
 //! self-signed ECDSA CA and a serving certificate for the webhook's Service,
-//! kept in a Secret and renewed before they expire.
+//! kept in a Secret and renewed before they expire. The CA has a subject of
+//! its own and both carry key identifiers (the serving certificate's
+//! Authority Key Identifier is the CA's Subject Key Identifier), so
+//! `openssl verify`, Go, Python and rustls all accept the chain.
 //!
 //! The reconciler writes the Secret only when a key is missing, the serving
 //! certificate does not parse, or it expires within [`RENEW_BEFORE`]; the
@@ -100,8 +103,10 @@ impl Certificates {
         let mut ca = CertificateParams::new(Vec::<String>::new())?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name.push(DnType::OrganizationName, ORGANIZATION);
+        // A subject of its own: with the serving certificate's, OpenSSL takes
+        // the serving certificate for self-signed and refuses the chain.
         ca.distinguished_name
-            .push(DnType::CommonName, format!("{service}.{namespace}.svc"));
+            .push(DnType::CommonName, format!("{service}.{namespace}.svc CA"));
         ca.key_usages = vec![
             KeyUsagePurpose::KeyCertSign,
             KeyUsagePurpose::DigitalSignature,
@@ -131,6 +136,12 @@ impl Certificates {
         server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
         server.not_before = not_before;
         server.not_after = not_after;
+        // Names the CA's key, so verifiers find the issuer by key and not by
+        // subject alone (OpenSSL, Go and Python look for it).
+        server.use_authority_key_identifier_extension = true;
+        // BasicConstraints CA:FALSE, which also makes rcgen write the
+        // certificate's own Subject Key Identifier.
+        server.is_ca = IsCa::ExplicitNoCa;
         let server_cert = server.signed_by(&server_key, &issuer)?;
         Ok(Certificates {
             server_key: server_key.serialize_pem(),
@@ -271,9 +282,12 @@ impl Reconciler for CertReconciler {
 }
 
 /// The certificates reconciler, leader-elected, over the Secret informer of
-/// `options.namespace` (it needs no cluster-wide read access).
+/// `options.namespace` that watches `options.secret` alone (it needs no
+/// read access to any other Secret).
 pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
-    let secrets = ctx.in_namespace(options.namespace.clone()).informer::<Secret>();
+    let secrets = ctx
+        .in_namespace(options.namespace.clone())
+        .named_informer::<Secret>(&options.secret);
     let key = ObjectKey::new(options.namespace.clone(), options.secret.clone());
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = Arc::new(CertReconciler {

@@ -129,3 +129,90 @@ async fn a_graceful_stop_finishes_the_review_in_flight_and_accepts_no_more() {
     assert!(body.contains(r#""allowed":true"#), "{body}");
     server.await.unwrap();
 }
+
+/// The CA's and the serving certificate's subjects and key identifiers.
+fn subject_and_key_ids(pem: &str) -> (String, Option<Vec<u8>>, Option<Vec<u8>>) {
+    use x509_cert::der::{Decode, DecodePem};
+    use x509_cert::ext::pkix::{AuthorityKeyIdentifier, SubjectKeyIdentifier};
+    let cert = x509_cert::Certificate::from_pem(pem).unwrap();
+    let tbs = &cert.tbs_certificate;
+    let extension = |oid: &str| {
+        tbs.extensions
+            .iter()
+            .flatten()
+            .find(|e| e.extn_id.to_string() == oid)
+            .map(|e| e.extn_value.as_bytes().to_vec())
+    };
+    let ski =
+        extension("2.5.29.14").map(|v| SubjectKeyIdentifier::from_der(&v).unwrap().0.as_bytes().to_vec());
+    let aki = extension("2.5.29.35").and_then(|v| {
+        AuthorityKeyIdentifier::from_der(&v)
+            .unwrap()
+            .key_identifier
+            .map(|k| k.as_bytes().to_vec())
+    });
+    (tbs.subject.to_string(), ski, aki)
+}
+
+#[test]
+fn the_chain_verifies_with_webpki_and_openssl() {
+    let (certs, _) = certificates();
+    let (ca_subject, ca_ski, _) = subject_and_key_ids(&certs.ca_cert);
+    let (server_subject, server_ski, server_aki) = subject_and_key_ids(&certs.server_cert);
+    assert_ne!(
+        ca_subject, server_subject,
+        "a CA with the leaf's subject looks self-signed"
+    );
+    assert!(
+        ca_ski.is_some() && server_ski.is_some(),
+        "both carry a Subject Key Identifier"
+    );
+    assert_eq!(server_aki, ca_ski, "the leaf names its issuer's key");
+
+    // The pure-Rust verifier, as an API server written in Rust would run it.
+    use rustls::client::danger::ServerCertVerifier as _;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(CertificateDer::from_pem_slice(certs.ca_cert.as_bytes()).unwrap())
+        .unwrap();
+    let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(
+        Arc::new(roots),
+        Arc::new(rustls::crypto::ring::default_provider()),
+    )
+    .build()
+    .unwrap();
+    let leaf = CertificateDer::from_pem_slice(certs.server_cert.as_bytes()).unwrap();
+    let now = rustls::pki_types::UnixTime::now();
+    for name in ["webhook.ns.svc", "webhook.ns.svc.cluster.local", "webhook"] {
+        verifier
+            .verify_server_cert(&leaf, &[], &ServerName::try_from(name).unwrap(), &[], now)
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
+    }
+
+    // OpenSSL, as kube-apiserver's Go and a Python client are strict alike.
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
+        eprintln!("openssl is not installed; checked with webpki only");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("kinject-webhook-chain-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("ca.pem"), &certs.ca_cert).unwrap();
+    std::fs::write(dir.join("server.pem"), &certs.server_cert).unwrap();
+    let verified = std::process::Command::new("openssl")
+        .args(["verify", "-CAfile"])
+        .arg(dir.join("ca.pem"))
+        .arg(dir.join("server.pem"))
+        .output()
+        .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(
+        verified.status.success(),
+        "openssl verify: {}{}",
+        String::from_utf8_lossy(&verified.stdout),
+        String::from_utf8_lossy(&verified.stderr)
+    );
+}
