@@ -687,8 +687,14 @@ impl Setup {
         shutdown: CancellationToken,
     ) -> Result<(), MainError> {
         let system = ctx.in_namespace(self.env.system_namespace.clone());
-        let ((), own_config) =
-            ctx.recording(|_| follow_logging_config(&system, &self.env.config_logging_name, &self.levels));
+        let ((), own_config) = ctx.recording(|_| {
+            follow_logging_config(&system, &self.env.config_logging_name, &self.levels);
+            announce_start_config_edits(
+                &system,
+                &self.env.config_leader_election_name,
+                &self.env.config_observability_name,
+            );
+        });
 
         // Probes and metrics come first: /readiness says which informers are
         // still syncing (and why) instead of the port being closed.
@@ -932,6 +938,69 @@ fn follow_logging_config(system: &Context, name: &str, levels: &logging::LevelHa
             }),
     );
 }
+/// The ConfigMaps read only at start (leader election, observability): an
+/// edit is announced when it happens, not at the next start. An invalid one
+/// is an error line naming the key and why, while the process keeps the
+/// values it started with; a valid one says it applies at the next start.
+fn announce_start_config_edits(system: &Context, leader_election: &str, observability: &str) {
+    let names = [
+        (leader_election.to_owned(), StartConfig::LeaderElection),
+        (observability.to_owned(), StartConfig::Observability),
+    ];
+    let filter_names = names.clone();
+    system.informer::<ConfigMap>().add_event_handler(
+        EventHandler::new()
+            .with_filter(move |cm: &ConfigMap| {
+                filter_names
+                    .iter()
+                    .any(|(name, _)| cm.metadata.name.as_deref() == Some(name.as_str()))
+            })
+            .on_update(move |old: &ConfigMap, new: &ConfigMap| {
+                let Some((name, which)) = names
+                    .iter()
+                    .find(|(name, _)| new.metadata.name.as_deref() == Some(name.as_str()))
+                else {
+                    return;
+                };
+                if old.data == new.data {
+                    return;
+                }
+                match start_config_edit(name, *which, &new.data.clone().unwrap_or_default()) {
+                    Err(message) => tracing::error!("{message}"),
+                    Ok(message) => tracing::info!("{message}"),
+                }
+            }),
+    );
+}
+
+/// Which ConfigMap read only at start.
+#[derive(Clone, Copy, Debug)]
+enum StartConfig {
+    LeaderElection,
+    Observability,
+}
+
+/// What to say of an edit of a ConfigMap read only at start: `Err` when the
+/// new data would stop the next start.
+fn start_config_edit(
+    name: &str,
+    which: StartConfig,
+    data: &BTreeMap<String, String>,
+) -> Result<String, String> {
+    let checked = match which {
+        StartConfig::LeaderElection => leader_election_config(data).map(drop),
+        StartConfig::Observability => metrics_enabled(data).map(drop),
+    };
+    match checked {
+        Ok(()) => Ok(format!(
+            "{name} changed; the new values apply when the process restarts"
+        )),
+        Err(why) => Err(format!(
+            "{name} is invalid: {why}; this process keeps the values it started with, and it would not start again until {name} is fixed"
+        )),
+    }
+}
+
 /// `component`'s log level and the line encoding from `config-logging` data,
 /// or why the ConfigMap cannot be used.
 pub fn logging_config(
@@ -993,6 +1062,38 @@ pub fn metrics_enabled(data: &BTreeMap<String, String>) -> Result<bool, String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_edit_of_a_start_config_says_which_key_and_what_is_kept() {
+        let data = |pairs: &[(&str, &str)]| {
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect::<BTreeMap<_, _>>()
+        };
+        let bad = start_config_edit(
+            "config-leader-election",
+            StartConfig::LeaderElection,
+            &data(&[("leaseDuration", "banana")]),
+        )
+        .unwrap_err();
+        assert!(bad.contains("leaseDuration"), "{bad}");
+        assert!(bad.contains("keeps the values it started with"), "{bad}");
+        let bad = start_config_edit(
+            "config-observability",
+            StartConfig::Observability,
+            &data(&[("metrics-protocol", "carrier-pigeon")]),
+        )
+        .unwrap_err();
+        assert!(bad.contains("metrics-protocol \"carrier-pigeon\""), "{bad}");
+        let good = start_config_edit(
+            "config-leader-election",
+            StartConfig::LeaderElection,
+            &data(&[("lease-duration", "90s")]),
+        )
+        .unwrap();
+        assert!(good.contains("when the process restarts"), "{good}");
+    }
 
     #[test]
     fn help_lists_every_variable_the_environment_is_read_for() {
