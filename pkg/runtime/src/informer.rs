@@ -348,12 +348,19 @@ impl<K: Object> Informer<K> {
         api: Api<K>,
         namespace: Option<&str>,
         selector: Option<&Selector>,
+        name: Option<&str>,
         settings: InformerSettings<K>,
         resync_period: Duration,
         reporting: Reporting,
     ) -> Self {
         let mut config = watcher::Config::default();
         let mut description = describe_kind::<K>();
+        if let Some(name) = name {
+            // A field selector on the name: the API server authorizes the
+            // list and watch against a Role's resourceNames.
+            config = config.fields(&format!("metadata.name={name}"));
+            description.push_str(&format!(" {name}"));
+        }
         if let Some(namespace) = namespace {
             description.push_str(&format!(" in {namespace}"));
         }
@@ -471,7 +478,15 @@ impl<K: Object> Informer<K> {
             Some(namespace) => Api::namespaced_with(client, namespace, &resource),
             None => Api::all_with(client, &resource),
         };
-        let mut events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+        // Set while the resource answers 404: the retries then wait at most
+        // a few seconds, so a CRD that comes back is listed soon after.
+        let missing = Arc::new(AtomicBool::new(false));
+        let watch = |missing: &Arc<AtomicBool>| {
+            Box::pin(
+                watcher(untyped.clone(), shared.config.clone()).backoff(RetryBackoff::new(missing.clone())),
+            )
+        };
+        let mut events = watch(&missing);
         // A zero period means no resync, as in client-go (tokio's interval
         // would panic on it).
         let mut resync = (!shared.resync_period.is_zero()).then(|| {
@@ -497,6 +512,9 @@ impl<K: Object> Informer<K> {
                         Some(Ok(event)) => match versions.went_back(&event) {
                             Some(back) => Some(back.to_string()),
                             None => {
+                                if matches!(event, watcher::Event::InitDone) {
+                                    missing.store(false, Ordering::SeqCst);
+                                }
                                 self.apply_untyped_event(event);
                                 shared.history_changed.swap(false, Ordering::SeqCst).then(|| {
                                     "an object was replaced by another of the same name without a delete: \
@@ -507,6 +525,16 @@ impl<K: Object> Informer<K> {
                         // The server's resource versions went back: the watcher
                         // would retry its old version forever.
                         Some(Err(err)) if is_server_reset(&err) => Some(err.to_string()),
+                        Some(Err(err)) if is_not_found(&err) => {
+                            if !missing.swap(true, Ordering::SeqCst) {
+                                tracing::warn!(informer = %shared.description, error = %err,
+                                    "the resource is not served (its CRD deleted?); emptying the cache until it is listed again");
+                                self.forget_everything();
+                                versions = Versions::default();
+                            }
+                            *shared.last_error.lock() = Some(err.to_string());
+                            None
+                        }
                         Some(Err(err)) => {
                             tracing::warn!(informer = %shared.description, error = %err,
                                 "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
@@ -521,12 +549,27 @@ impl<K: Object> Informer<K> {
                         *shared.last_error.lock() = Some(why);
                         shared.synced.send_replace(false);
                         versions = Versions::default();
-                        events = Box::pin(watcher(untyped.clone(), shared.config.clone()).default_backoff());
+                        events = watch(&missing);
                     }
                 }
             }
         }
         tracing::debug!(informer = %shared.description, "informer stopped");
+    }
+
+    /// The resource is gone: every cached object leaves the cache as a
+    /// delete (so controllers stop acting on them) and the informer is
+    /// unsynced until a list succeeds again.
+    fn forget_everything(&self) {
+        let shared = &self.shared;
+        shared.synced.send_replace(false);
+        let (changes, errors) = {
+            let mut store = shared.store.write();
+            store.begin_relist();
+            store.finish_relist()
+        };
+        self.report_cache_errors(errors);
+        self.dispatch(&changes);
     }
 
     fn prepare(&self, mut obj: K) -> K {
@@ -890,6 +933,63 @@ fn is_server_reset(err: &watcher::Error) -> bool {
     err.to_string().contains("Too large resource version")
 }
 
+/// The API server answered 404 for the resource itself: its CRD is deleted
+/// or not yet established (a relist after a reset finds it missing too).
+fn is_not_found(err: &watcher::Error) -> bool {
+    let status = match err {
+        watcher::Error::InitialListFailed(e)
+        | watcher::Error::WatchStartFailed(e)
+        | watcher::Error::WatchFailed(e) => match e {
+            kube::Error::Api(status) => status.code,
+            _ => return false,
+        },
+        watcher::Error::WatchError(status) => status.code,
+        _ => return false,
+    };
+    status == 404
+}
+
+/// kube-runtime's default retry timing (800 ms doubling to 30 s, with
+/// jitter, reset after 2 minutes of quiet), except that while the resource
+/// answers 404 no wait exceeds [`MISSING_RESOURCE_RETRY`]: a deleted CRD
+/// that is installed again is listed within seconds, not after the half
+/// minute the default backoff has grown to.
+struct RetryBackoff {
+    default: watcher::DefaultBackoff,
+    missing: Arc<AtomicBool>,
+}
+
+/// The longest wait between lists of a resource that answers 404.
+pub const MISSING_RESOURCE_RETRY: Duration = Duration::from_secs(4);
+
+impl RetryBackoff {
+    fn new(missing: Arc<AtomicBool>) -> Self {
+        RetryBackoff {
+            default: watcher::DefaultBackoff::default(),
+            missing,
+        }
+    }
+}
+
+impl Iterator for RetryBackoff {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let wait = self.default.next()?;
+        Some(if self.missing.load(Ordering::SeqCst) {
+            wait.min(MISSING_RESOURCE_RETRY)
+        } else {
+            wait
+        })
+    }
+}
+
+impl kube::runtime::utils::Backoff for RetryBackoff {
+    fn reset(&mut self) {
+        self.default.reset();
+    }
+}
+
 fn describe_kind<K: Object>() -> String {
     let group = K::group(&());
     if group.is_empty() {
@@ -948,6 +1048,7 @@ mod tests {
     fn informer(settings: InformerSettings<ConfigMap>) -> Informer<ConfigMap> {
         Informer::new(
             Api::all(offline_client()),
+            None,
             None,
             None,
             settings,
@@ -1132,10 +1233,26 @@ mod tests {
         assert_eq!(take(&seen), ["update:a@1->a@1"]);
     }
 
+    #[test]
+    fn retries_of_a_missing_resource_wait_a_few_seconds_at_most() {
+        let missing = Arc::new(AtomicBool::new(false));
+        let mut backoff = RetryBackoff::new(missing.clone());
+        let grown = (0..20).filter_map(|_| backoff.next()).max().unwrap();
+        assert!(
+            grown > MISSING_RESOURCE_RETRY,
+            "the default grows to 30 s: {grown:?}"
+        );
+        missing.store(true, Ordering::SeqCst);
+        for _ in 0..20 {
+            assert!(backoff.next().unwrap() <= MISSING_RESOURCE_RETRY);
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_zero_resync_period_means_no_resync() {
         let inf = Informer::new(
             Api::<ConfigMap>::all(offline_client()),
+            None,
             None,
             None,
             InformerSettings::default(),
@@ -1215,6 +1332,7 @@ mod tests {
     async fn a_resync_holds_one_decoded_object_at_a_time_not_the_whole_cache() {
         let inf = Informer::<Counted>::new(
             Api::all(offline_client()),
+            None,
             None,
             None,
             InformerSettings::default(),

@@ -410,7 +410,7 @@ impl Context {
     where
         K: Object<Scope: ApiScope>,
     {
-        self.informer_for(None)
+        self.informer_for(None, None)
     }
 
     /// The shared informer for the objects of `K` whose labels match `selector`
@@ -419,10 +419,22 @@ impl Context {
     where
         K: Object<Scope: ApiScope>,
     {
-        self.informer_for(Some(selector))
+        self.informer_for(Some(selector), None)
     }
 
-    fn informer_for<K>(&self, selector: Option<&Selector>) -> Informer<K>
+    /// The shared informer for the one object of `K` named `name` (in the
+    /// context's namespace, for a namespaced kind): it lists and watches with
+    /// the field selector `metadata.name=<name>`, so the process needs
+    /// `list` and `watch` on that object alone, and the RBAC it records is a
+    /// rule with `resourceNames`. For a Secret or ConfigMap a process owns.
+    pub fn named_informer<K>(&self, name: &str) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        self.informer_for(None, Some(name))
+    }
+
+    fn informer_for<K>(&self, selector: Option<&Selector>, name: Option<&str>) -> Informer<K>
     where
         K: Object<Scope: ApiScope>,
     {
@@ -433,7 +445,10 @@ impl Context {
         } else {
             None
         };
-        let selector_key = selector.map(ToString::to_string).unwrap_or_default();
+        let mut selector_key = selector.map(ToString::to_string).unwrap_or_default();
+        if let Some(name) = name {
+            selector_key.push_str(&format!(" metadata.name={name}"));
+        }
         let mut informers = self.inner.informers.lock();
         if let Some(existing) = informers
             .iter()
@@ -468,13 +483,21 @@ impl Context {
             recorder: Some(recorder),
             metrics: self.get::<InformerMetrics>().map(|m| (*m).clone()),
         };
-        self.needs::<K>(&[Verb::List, Verb::Watch]);
+        match name {
+            Some(name) => self.inner.permissions.lock().allow_named::<K>(
+                namespace.as_deref(),
+                name,
+                &[Verb::List, Verb::Watch],
+            ),
+            None => self.needs::<K>(&[Verb::List, Verb::Watch]),
+        }
         // An informer reports objects it cannot decode as Warning events.
         self.needs::<k8s_openapi::api::core::v1::Event>(&[Verb::Create, Verb::Patch]);
         let informer = Informer::new(
             api,
             namespace.as_deref(),
             selector,
+            name,
             settings,
             self.inner.resync_period,
             reporting,
@@ -506,6 +529,15 @@ impl Context {
             .permissions
             .lock()
             .allow_subresource::<K>(self.namespace(), subresource, verbs);
+    }
+
+    /// Declares `verbs` on the one object of `K` named `name` (a rule with
+    /// `resourceNames`), e.g. the update of a Secret the process keeps.
+    pub fn needs_named<K: kube::Resource<DynamicType = ()>>(&self, name: &str, verbs: &[Verb]) {
+        self.inner
+            .permissions
+            .lock()
+            .allow_named::<K>(self.namespace(), name, verbs);
     }
 
     /// Everything declared so far (see [`needs`](Self::needs)).

@@ -37,6 +37,9 @@ struct Target {
     group: String,
     /// The resource, with `/<subresource>` for a subresource.
     resource: String,
+    /// `None`: every object; else only this one (the rule's `resourceNames`,
+    /// which also covers a list or watch selecting `metadata.name`).
+    name: Option<String>,
 }
 
 /// Verbs on resources, each in every namespace or in one.
@@ -67,6 +70,24 @@ impl Permissions {
         self.allow_resource(namespace, &K::group(&()), &resource, verbs);
     }
 
+    /// `verbs` on the one object of kind `K` named `name`: a rule with
+    /// `resourceNames`, as a process that reads or writes a single Secret or
+    /// ConfigMap should be granted.
+    pub fn allow_named<K: Resource<DynamicType = ()>>(
+        &mut self,
+        namespace: Option<&str>,
+        name: &str,
+        verbs: &[Verb],
+    ) {
+        let target = Target {
+            namespace: namespace.map(str::to_owned),
+            group: K::group(&()).into_owned(),
+            resource: K::plural(&()).into_owned(),
+            name: Some(name.to_owned()),
+        };
+        self.grants.entry(target).or_default().extend(verbs);
+    }
+
     /// `verbs` on `resource` (`<plural>` or `<plural>/<subresource>`) of API group
     /// `group` (`""` for the core group).
     pub fn allow_resource(&mut self, namespace: Option<&str>, group: &str, resource: &str, verbs: &[Verb]) {
@@ -74,6 +95,7 @@ impl Permissions {
             namespace: namespace.map(str::to_owned),
             group: group.to_owned(),
             resource: resource.to_owned(),
+            name: None,
         };
         self.grants.entry(target).or_default().extend(verbs);
     }
@@ -93,34 +115,47 @@ impl Permissions {
 
     /// The rules granting what is allowed in `namespace` (`None`: everywhere, a
     /// ClusterRole's), one per API group and set of verbs, resources sorted; what
-    /// is allowed everywhere is left out of a namespace's rules.
+    /// is allowed everywhere is left out of a namespace's rules, and what is
+    /// allowed on every object out of a named object's rule.
     pub fn rules(&self, namespace: Option<&str>) -> Vec<PolicyRule> {
-        let mut grouped: BTreeMap<(String, Vec<Verb>), BTreeSet<String>> = BTreeMap::new();
+        type Key = (String, Vec<Verb>, Option<String>);
+        let mut grouped: BTreeMap<Key, BTreeSet<String>> = BTreeMap::new();
         for (target, verbs) in &self.grants {
             if target.namespace.as_deref() != namespace {
                 continue;
             }
-            let everywhere = Target {
-                namespace: None,
-                ..target.clone()
-            };
-            let verbs: Vec<Verb> = match (namespace, self.grants.get(&everywhere)) {
-                (Some(_), Some(covered)) => verbs.difference(covered).copied().collect(),
-                _ => verbs.iter().copied().collect(),
-            };
+            let mut covered = BTreeSet::new();
+            for (wider_namespace, wider_name) in [
+                (None, target.name.clone()),
+                (target.namespace.clone(), None),
+                (None, None),
+            ] {
+                let wider = Target {
+                    namespace: wider_namespace,
+                    name: wider_name,
+                    ..target.clone()
+                };
+                if wider != *target
+                    && let Some(granted) = self.grants.get(&wider)
+                {
+                    covered.extend(granted);
+                }
+            }
+            let verbs: Vec<Verb> = verbs.difference(&covered).copied().collect();
             if verbs.is_empty() {
                 continue;
             }
             grouped
-                .entry((target.group.clone(), verbs))
+                .entry((target.group.clone(), verbs, target.name.clone()))
                 .or_default()
                 .insert(target.resource.clone());
         }
         grouped
             .into_iter()
-            .map(|((group, verbs), resources)| PolicyRule {
+            .map(|((group, verbs, name), resources)| PolicyRule {
                 api_groups: Some(vec![group]),
                 resources: Some(resources.into_iter().collect()),
+                resource_names: name.map(|name| vec![name]),
                 verbs: verbs.iter().map(|v| v.as_str().to_owned()).collect(),
                 ..PolicyRule::default()
             })
@@ -131,7 +166,7 @@ impl Permissions {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{ConfigMap, Pod, Service};
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service};
 
     #[test]
     fn rules_group_resources_by_api_group_and_verbs() {
@@ -171,5 +206,26 @@ mod tests {
         assert_eq!(rules[0].resources, Some(vec!["configmaps".to_owned()]));
         assert_eq!(rules[0].verbs, vec!["get".to_owned()]);
         assert_eq!(rules[1].api_groups, Some(vec!["coordination.k8s.io".to_owned()]));
+    }
+
+    #[test]
+    fn a_named_object_gets_a_rule_of_its_own() {
+        let mut p = Permissions::new();
+        p.allow_named::<Secret>(
+            Some("system"),
+            "certs",
+            &[Verb::Get, Verb::List, Verb::Watch, Verb::Update],
+        );
+        p.allow::<Secret>(Some("system"), &[Verb::Get]);
+        let rules = p.rules(Some("system"));
+        assert_eq!(rules.len(), 2, "{rules:?}");
+        let named = rules.iter().find(|r| r.resource_names.is_some()).unwrap();
+        assert_eq!(named.resource_names, Some(vec!["certs".to_owned()]));
+        assert_eq!(
+            named.verbs,
+            ["list", "watch", "update"],
+            "get is granted on every Secret already"
+        );
+        assert!(p.rules(None).is_empty());
     }
 }

@@ -9,7 +9,7 @@ mod common;
 
 use common::{api_err, asvc, asvc_api, env_with_crd};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kinject_testenv::TestEnv;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
@@ -2855,6 +2855,67 @@ async fn a_service_account_gets_what_rbac_grants_and_a_403_for_the_rest() {
             .unwrap_err(),
     );
     assert_eq!((err.code, err.message.as_str()), (401, "Unauthorized"));
+}
+
+#[tokio::test]
+async fn resource_names_grant_a_list_and_watch_that_select_the_name() {
+    use futures::{StreamExt, TryStreamExt};
+    use kube::api::{WatchEvent, WatchParams};
+
+    let env = TestEnv::new();
+    for obj in [
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": "one-secret", "namespace": "default"},
+            "rules": [{"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["certs"],
+                "verbs": ["get", "list", "watch"]}]}),
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": "bot-one-secret", "namespace": "default"},
+            "subjects": [{"kind": "ServiceAccount", "namespace": "default", "name": "bot"}],
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "one-secret"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "certs", "namespace": "default"}}),
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "other", "namespace": "default"}}),
+    ] {
+        env.create_object(obj).unwrap();
+    }
+    let server = env.serve().await.unwrap();
+    let token = env.service_account_token("default", "bot");
+    let bot = client_with_kubeconfig(&server.kubeconfig_with_token(&token)).await;
+    let secrets: Api<Secret> = Api::namespaced(bot, "default");
+
+    let mine = secrets
+        .list(&ListParams::default().fields("metadata.name=certs"))
+        .await
+        .unwrap();
+    assert_eq!(mine.items.len(), 1);
+    let mut events = secrets
+        .watch(&WatchParams::default().fields("metadata.name==certs"), "0")
+        .await
+        .unwrap()
+        .boxed();
+    assert!(matches!(events.try_next().await, Ok(Some(WatchEvent::Added(_)))));
+
+    for (what, fields) in [
+        ("every Secret", ""),
+        ("another Secret", "metadata.name=other"),
+        ("all but one", "metadata.name!=certs"),
+    ] {
+        let err = api_err(
+            secrets
+                .list(&ListParams::default().fields(fields))
+                .await
+                .unwrap_err(),
+        );
+        assert_eq!(err.code, 403, "{what}: {}", err.message);
+    }
+    let err = api_err(secrets.watch(&WatchParams::default(), "0").await.err().unwrap());
+    assert!(
+        err.message
+            .ends_with("cannot watch resource \"secrets\" in API group \"\" in the namespace \"default\""),
+        "{}",
+        err.message
+    );
+    secrets.get("certs").await.unwrap();
+    assert_eq!(api_err(secrets.get("other").await.unwrap_err()).code, 403);
 }
 
 fn crd_with_spec_schema(spec: Value) -> Value {

@@ -303,15 +303,16 @@ where
 
 /// A leader-elected reconciler that keeps the `C` named `spec.name` as
 /// `spec` says, with the `ca-cert.pem` of `home`'s Secret as its caBundle;
-/// `queue` names it (and its lease). It watches the Secret in `home`'s
-/// namespace only.
+/// `queue` names it (and its lease). It watches that one Secret only.
 fn new_controller<C>(ctx: &Context, queue: &str, spec: WebhookSpec, home: &Home) -> Impl
 where
     C: Configuration,
     C::Scope: kinject_runtime::client::ApiScope,
 {
     let configurations = ctx.informer::<C>();
-    let secrets = ctx.in_namespace(home.namespace.clone()).informer::<Secret>();
+    let secrets = ctx
+        .in_namespace(home.namespace.clone())
+        .named_informer::<Secret>(&home.secret);
     let key = ObjectKey::new("", spec.name.clone());
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     let reconciler = ConfigReconciler::<C> {

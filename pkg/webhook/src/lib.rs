@@ -266,12 +266,12 @@ impl Webhook {
         ]
     }
 
-    /// The certificate resolver over the Secret informer of the system
-    /// namespace, derived from `ctx`.
+    /// The certificate resolver over the informer of the certificates
+    /// Secret alone, derived from `ctx`.
     pub fn resolver(&self, ctx: &Context) -> Arc<SecretCertResolver> {
         Arc::new(SecretCertResolver::new(
             ctx.in_namespace(self.namespace.clone())
-                .informer::<Secret>()
+                .named_informer::<Secret>(&self.options.secret_name)
                 .lister(),
             &self.namespace,
             &self.options.secret_name,
@@ -467,7 +467,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn secrets_are_watched_in_the_system_namespace_only() {
+    async fn only_the_certificates_secret_is_watched() {
         let ctx = offline_context();
         kinject_sharedmain::construct(&ctx, &webhook().constructors(), &[]).unwrap();
         let secrets: Vec<String> = ctx
@@ -477,5 +477,15 @@ mod tests {
             .collect();
         assert_eq!(secrets.len(), 1, "{secrets:?}");
         assert!(secrets[0].contains("system"), "{secrets:?}");
+        assert!(secrets[0].contains(&webhook().options.secret_name), "{secrets:?}");
+        let rules = ctx.permissions().rules(Some("system"));
+        let secret_rules: Vec<_> = rules
+            .iter()
+            .filter(|r| r.resources.as_deref() == Some(&["secrets".to_owned()][..]))
+            .collect();
+        assert!(
+            secret_rules.iter().all(|r| r.resource_names.is_some()),
+            "every Secret rule names its Secret: {secret_rules:?}"
+        );
     }
 }

@@ -653,6 +653,54 @@ async fn a_server_that_restarted_empty_behind_the_watch_is_listed_again() {
     stop.cancel();
 }
 
+/// A resource that stops being served (its CRD deleted) empties its
+/// informer's cache and unsyncs it; once the CRD is back, the informer lists
+/// again within a few seconds (the retries of a 404 are capped) and syncs.
+#[tokio::test]
+async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
+    use crate::fixtures::Scaler;
+
+    let env = TestEnv::new();
+    let crd = kinject_types::crd::custom_resource_definition::<Scaler>().unwrap();
+    env.install_crd(crd.clone()).unwrap();
+    env.create_object(scaler("before", 1)).unwrap();
+    let server = env.serve().await.unwrap();
+    let ctx = Context::new(server.client().unwrap());
+    let informer = ctx.informer::<Scaler>();
+    let deleted = Arc::new(Mutex::new(Vec::new()));
+    let seen = deleted.clone();
+    informer.add_event_handler(
+        EventHandler::new().on_delete(move |s: &Scaler| seen.lock().unwrap().push(s.metadata.name.clone())),
+    );
+    let stop = started(&ctx).await;
+    let lister = informer.lister();
+    assert_eq!(lister.keys().len(), 1);
+
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client().unwrap());
+    crds.delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the cache to empty and the informer to unsync", || {
+        lister.keys().is_empty() && !informer.has_synced()
+    })
+    .await;
+    assert_eq!(*deleted.lock().unwrap(), [Some("before".to_owned())]);
+
+    env.install_crd(crd).unwrap();
+    env.create_object(scaler("after", 1)).unwrap();
+    for _ in 0..200 {
+        if informer.has_synced() && lister.keys() == [(NS.to_string(), "after".to_string())] {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(informer.has_synced(), "listed again once the CRD is back");
+    assert_eq!(lister.keys(), [(NS.to_string(), "after".to_string())]);
+    stop.cancel();
+}
+
 /// A scope for another namespace is the same process context: what the
 /// process set once (resync period, pod name, extensions) holds there too,
 /// and its informers are started, waited for and reported with the rest.

@@ -139,19 +139,44 @@ fn unserved_subresource(target: &Target) -> Option<Reply> {
 /// [`TestEnv::denied_requests`].
 fn authorize(inner: &Inner, verb: &str, target: &Target, req: &Request) -> Result<(), ErrorStatus> {
     let def = &target.def;
+    let selected;
+    let name = match target.name.as_deref() {
+        Some(name) => name,
+        None if verb == "list" || verb == "watch" => {
+            selected = selected_name(req);
+            selected.as_deref().unwrap_or_default()
+        }
+        None => "",
+    };
     let attributes = Attributes {
         verb,
         group: &def.group,
         resource: &def.plural,
         subresource: target.subresource.as_deref().unwrap_or_default(),
         namespace: target.namespace.as_deref().unwrap_or_default(),
-        name: target.name.as_deref().unwrap_or_default(),
+        name,
     };
     let authorized = rbac::authorize(&inner.registry(), &req.user, &attributes);
     if let Err(e) = &authorized {
         inner.denials().push(e.message.clone());
     }
     authorized
+}
+
+/// The name a list or watch is authorized for, as kube-apiserver's
+/// RequestInfo takes it: the value of a `metadata.name=` (or `==`) term of
+/// the field selector, when it is a valid path segment. So a Role with
+/// `resourceNames` grants list and watch of exactly those objects.
+fn selected_name(req: &Request) -> Option<String> {
+    let query = QueryView(&req.query);
+    let selector = query.get("fieldSelector")?;
+    let fields = crate::selector::FieldSelector::parse(selector).ok()?;
+    fields
+        .terms
+        .into_iter()
+        .find(|t| t.field == "metadata.name" && !t.negate)
+        .map(|t| t.value)
+        .filter(|name| !name.is_empty() && name != "." && name != ".." && !name.contains(['/', '%']))
 }
 
 /// Logs and counts the request; the failure a reactor answers it with, if any.
