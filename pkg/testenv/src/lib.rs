@@ -171,11 +171,16 @@ pub enum Error {
     },
 }
 
+/// The default bound of the watch history in bytes of objects (see
+/// [`Builder::watch_history_bytes`]).
+pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
+
 /// Tunables, set through [`TestEnv::builder`].
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) bookmark_interval: Duration,
     pub(crate) history: usize,
+    pub(crate) history_bytes: usize,
     pub(crate) default_watch_timeout: Duration,
     pub(crate) port: u16,
     pub(crate) address: std::net::IpAddr,
@@ -279,6 +284,17 @@ impl Builder {
         self
     }
 
+    /// How many bytes of objects the watch history keeps, besides its count
+    /// (default [`DEFAULT_WATCH_HISTORY_BYTES`], 64 MiB): a few updates of a
+    /// large object then cost a bounded amount of memory, and older watches
+    /// and `continue` tokens get `410 Gone` as after a compaction. The newest
+    /// event is always kept.
+    #[must_use]
+    pub fn watch_history_bytes(mut self, bytes: usize) -> Self {
+        self.config.history_bytes = bytes;
+        self
+    }
+
     /// The watch timeout when a request sets no `timeoutSeconds` (default 30 min).
     #[must_use]
     pub fn default_watch_timeout(mut self, d: Duration) -> Self {
@@ -353,7 +369,7 @@ impl Builder {
 
     pub fn build(self) -> TestEnv {
         let registry = Registry {
-            store: Store::new(self.config.history),
+            store: Store::new(self.config.history, self.config.history_bytes),
             resources: registry::resource::builtins().into_iter().map(Arc::new).collect(),
             names: self.names,
             uids: self.uids,
@@ -413,6 +429,7 @@ impl TestEnv {
             config: Config {
                 bookmark_interval: Duration::from_secs(1),
                 history: 10_000,
+                history_bytes: DEFAULT_WATCH_HISTORY_BYTES,
                 default_watch_timeout: Duration::from_secs(1800),
                 port: 0,
                 address: std::net::Ipv4Addr::LOCALHOST.into(),

@@ -100,6 +100,27 @@ pub(crate) struct StoredEvent {
     pub(crate) object: Arc<Value>,
     /// The object before the write (`None` for creations).
     pub(crate) prev: Option<Arc<Value>>,
+    /// About how much memory the event keeps alive ([`approximate_bytes`] of
+    /// its object): what the byte bound of the history counts.
+    pub(crate) bytes: usize,
+}
+
+/// About how many bytes `value` takes in memory: its strings and a node's
+/// worth per value. Cheap next to the write that made it, and within a
+/// small factor of the heap it holds, which is all a bound needs.
+pub(crate) fn approximate_bytes(value: &Value) -> usize {
+    const NODE: usize = 32;
+    match value {
+        Value::String(s) => NODE + s.len(),
+        Value::Array(items) => NODE + items.iter().map(approximate_bytes).sum::<usize>(),
+        Value::Object(fields) => {
+            NODE + fields
+                .iter()
+                .map(|(k, v)| NODE + k.len() + approximate_bytes(v))
+                .sum::<usize>()
+        }
+        _ => NODE,
+    }
 }
 
 /// The requested revision has been compacted away.
@@ -117,6 +138,8 @@ struct Window {
     /// The revision the window starts after (the watch cache's initial list).
     list_rv: u64,
     events: VecDeque<Arc<StoredEvent>>,
+    /// The [`StoredEvent::bytes`] of `events`.
+    bytes: usize,
     /// Whether an event has been dropped since `list_rv`.
     trimmed: bool,
     /// The resource is no longer served; the events stay for watches still sending them.
@@ -128,6 +151,7 @@ impl Window {
         Self {
             list_rv,
             events: VecDeque::new(),
+            bytes: 0,
             trimmed: false,
             closed: false,
         }
@@ -155,6 +179,10 @@ pub(crate) struct Store {
     objects: HashMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>,
     history: VecDeque<Arc<StoredEvent>>,
     history_limit: usize,
+    /// The [`StoredEvent::bytes`] of `history`.
+    history_bytes: usize,
+    /// The most bytes of events the history (and each window) keeps.
+    history_bytes_limit: usize,
     windows: HashMap<ResKey, Window>,
     /// The revision the server started at: where the windows of built-ins begin.
     start_rv: u64,
@@ -164,13 +192,15 @@ pub(crate) struct Store {
 }
 
 impl Store {
-    pub(crate) fn new(history_limit: usize) -> Self {
+    pub(crate) fn new(history_limit: usize, history_bytes_limit: usize) -> Self {
         let (notify, _) = tokio::sync::watch::channel(0);
         Self {
             rv: 0,
             objects: HashMap::new(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
+            history_bytes: 0,
+            history_bytes_limit,
             windows: HashMap::new(),
             start_rv: 0,
             compacted: 0,
@@ -215,6 +245,7 @@ impl Store {
             res: res.clone(),
             key,
             kind,
+            bytes: approximate_bytes(&obj),
             object: Arc::clone(&obj),
             prev,
         });
@@ -235,6 +266,7 @@ impl Store {
             res: res.clone(),
             key: key.clone(),
             kind: EventType::Deleted,
+            bytes: approximate_bytes(&last),
             object: Arc::clone(&last),
             prev: Some(prev),
         });
@@ -257,14 +289,26 @@ impl Store {
             .windows
             .entry(ev.res.clone())
             .or_insert_with(|| Window::new(start));
+        window.bytes += ev.bytes;
         window.events.push_back(Arc::clone(&ev));
-        while window.events.len() > self.history_limit {
-            window.events.pop_front();
+        // By count and by bytes, as kube-apiserver's watch cache is bounded by
+        // its capacity and etcd's history by compaction: a watch from before
+        // the oldest kept event gets 410 Expired. The newest always stays.
+        while window.events.len() > self.history_limit
+            || (window.bytes > self.history_bytes_limit && window.events.len() > 1)
+        {
+            if let Some(old) = window.events.pop_front() {
+                window.bytes -= old.bytes;
+            }
             window.trimmed = true;
         }
+        self.history_bytes += ev.bytes;
         self.history.push_back(ev);
-        while self.history.len() > self.history_limit {
+        while self.history.len() > self.history_limit
+            || (self.history_bytes > self.history_bytes_limit && self.history.len() > 1)
+        {
             if let Some(old) = self.history.pop_front() {
+                self.history_bytes -= old.bytes;
                 self.compacted = old.rv;
             }
         }
@@ -292,6 +336,7 @@ impl Store {
     /// compaction followed by a restart of every watch cache).
     pub(crate) fn compact(&mut self) {
         self.history.clear();
+        self.history_bytes = 0;
         self.compacted = self.rv;
         self.start_rv = self.rv;
         for w in self.windows.values_mut() {
@@ -440,9 +485,42 @@ mod tests {
     }
 
     #[test]
+    fn the_history_is_bounded_by_bytes_too() {
+        let res = ResKey::new("", "configmaps");
+        let big = |generation: u64| {
+            let mut o = obj("big", generation);
+            o["data"] = serde_json::json!({"blob": "x".repeat(100_000)});
+            o
+        };
+        let one = approximate_bytes(&big(0));
+        let mut store = Store::new(10_000, 3 * one + one / 2);
+        store.put(&res, ObjKey::new("a", "big"), big(0));
+        let first = store.rv();
+        for generation in 1..10 {
+            store.put(&res, ObjKey::new("a", "big"), big(generation));
+        }
+        assert_eq!(store.history.len(), 3, "three objects' worth of bytes");
+        assert!(store.history_bytes <= 3 * one + one / 2);
+        assert!(
+            store.watch_window_check(&res, first).is_err(),
+            "an early watch is too old"
+        );
+        assert!(
+            store.snapshot(&res, first).is_err(),
+            "an early continue token expired"
+        );
+        assert!(store.watch_window_check(&res, store.rv() - 1).is_ok());
+
+        // One object larger than the bound still has its event.
+        let mut tiny = Store::new(10_000, 10);
+        tiny.put(&res, ObjKey::new("a", "big"), big(0));
+        assert_eq!(tiny.history.len(), 1);
+    }
+
+    #[test]
     fn a_page_takes_its_own_items_not_a_copy_of_the_collection() {
         let res = ResKey::new("", "configmaps");
-        let mut store = Store::new(10_000);
+        let mut store = Store::new(10_000, usize::MAX);
         for i in 0..1000 {
             store.put(
                 &res,
@@ -464,7 +542,7 @@ mod tests {
     #[test]
     fn a_page_at_an_older_revision_shows_the_objects_as_they_were() {
         let res = ResKey::new("", "configmaps");
-        let mut store = Store::new(10_000);
+        let mut store = Store::new(10_000, usize::MAX);
         for name in ["o1", "o2", "o3", "o4"] {
             store.put(&res, ObjKey::new("a", name), obj(name, 0));
         }
