@@ -99,6 +99,36 @@ impl InformerMetrics {
 pub(crate) struct Reporting {
     pub(crate) recorder: Option<Arc<dyn Recorder>>,
     pub(crate) metrics: Option<InformerMetrics>,
+    /// The process's other informers, which list again with this one.
+    pub(crate) world: Option<World>,
+}
+
+/// The API server's history as all the informers of one process know it.
+///
+/// When one informer learns that the server's history is not its cache's (a
+/// resource version the server never reached, an event older than one
+/// delivered, an object replaced without a delete, a resource that 404s
+/// after it was listed), it says so here and every informer of the process
+/// lists again, unsynced until done. Controllers wait for their informers
+/// before each reconcile, so none writes from a cache of the old world while
+/// another already shows the new one. client-go and kube-runtime leave each
+/// informer to find out alone, seconds apart.
+#[derive(Clone, Debug)]
+pub(crate) struct World {
+    /// Bumped on every reset; each informer watches it.
+    epoch: watch::Sender<u64>,
+}
+
+impl World {
+    pub(crate) fn new() -> Self {
+        World {
+            epoch: watch::Sender::new(0),
+        }
+    }
+
+    fn reset(&self) {
+        self.epoch.send_modify(|epoch| *epoch += 1);
+    }
 }
 
 type Callback<K> = Arc<dyn Fn(&K) + Send + Sync>;
@@ -496,10 +526,22 @@ impl<K: Object> Informer<K> {
             interval
         });
         let mut versions = Versions::default();
+        let world = shared.reporting.world.clone();
+        let mut world_changes = world.as_ref().map(|w| w.epoch.subscribe());
+        let mut listed_once = false;
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
+                Some(Ok(())) = async { Some(world_changes.as_mut()?.changed().await) } => {
+                    tracing::info!(informer = %shared.description,
+                        "another informer found the API server's history changed; listing again");
+                    *shared.last_error.lock() =
+                        Some("listing again: another informer of this process found the API server's history changed".to_owned());
+                    shared.synced.send_replace(false);
+                    versions = Versions::default();
+                    events = watch(&missing);
+                }
                 event = events.next() => {
                     // Why the cache no longer matches the server's history,
                     // when it does not: then the informer lists afresh,
@@ -514,6 +556,7 @@ impl<K: Object> Informer<K> {
                             None => {
                                 if matches!(event, watcher::Event::InitDone) {
                                     missing.store(false, Ordering::SeqCst);
+                                    listed_once = true;
                                 }
                                 self.apply_untyped_event(event);
                                 shared.history_changed.swap(false, Ordering::SeqCst).then(|| {
@@ -531,6 +574,14 @@ impl<K: Object> Informer<K> {
                                     "the resource is not served (its CRD deleted?); emptying the cache until it is listed again");
                                 self.forget_everything();
                                 versions = Versions::default();
+                                // Served before and gone now: maybe the
+                                // server restarted empty, so the others look too.
+                                if listed_once
+                                    && let (Some(world), Some(changes)) = (&world, world_changes.as_mut())
+                                {
+                                    world.reset();
+                                    changes.borrow_and_update();
+                                }
                             }
                             *shared.last_error.lock() = Some(err.to_string());
                             None
@@ -550,6 +601,11 @@ impl<K: Object> Informer<K> {
                         shared.synced.send_replace(false);
                         versions = Versions::default();
                         events = watch(&missing);
+                        if let (Some(world), Some(changes)) = (&world, world_changes.as_mut()) {
+                            world.reset();
+                            // This informer lists again already.
+                            changes.borrow_and_update();
+                        }
                     }
                 }
             }

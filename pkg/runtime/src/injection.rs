@@ -49,7 +49,7 @@ use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
 use crate::clock::Clock;
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
-use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
+use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting, World};
 use crate::network;
 use crate::rbac::{Permissions, Verb};
 
@@ -91,6 +91,9 @@ struct Inner {
     informer_recorder: std::sync::OnceLock<Arc<dyn Recorder>>,
     /// What the constructors asked of the API server, for the RBAC that grants it.
     permissions: Mutex<Permissions>,
+    /// One history for all the informers: when one finds the server's
+    /// changed, all list again.
+    world: World,
 }
 
 struct Registration {
@@ -250,6 +253,7 @@ impl ContextBuilder {
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
                 permissions: Mutex::new(Permissions::default()),
+                world: World::new(),
             }),
         }
     }
@@ -266,6 +270,19 @@ impl fmt::Debug for InformerSet {
         f.debug_list()
             .entries(self.informers.iter().map(|i| i.description()))
             .finish()
+    }
+}
+
+impl crate::controller::SyncGate for InformerSet {
+    fn synced(&self) -> bool {
+        self.informers.iter().all(|i| i.has_synced())
+    }
+    fn wait(&self) -> BoxFuture<'static, ()> {
+        let set = self.clone();
+        Box::pin(async move { set.wait_for_sync().await })
+    }
+    fn describe_unsynced(&self) -> String {
+        describe_unsynced(&self.unsynced())
     }
 }
 
@@ -482,6 +499,7 @@ impl Context {
         let reporting = Reporting {
             recorder: Some(recorder),
             metrics: self.get::<InformerMetrics>().map(|m| (*m).clone()),
+            world: Some(self.inner.world.clone()),
         };
         match name {
             Some(name) => self.inner.permissions.lock().allow_named::<K>(

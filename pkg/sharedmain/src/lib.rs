@@ -890,6 +890,9 @@ async fn run_when_synced(
         }
     }
     tracing::info!(controller = %controller.name(), "Caches synced; starting workers");
+    // Informers that list again later (the API server's history changed)
+    // hold back this controller's reconciles until they are done.
+    controller.reconcile_only_when_synced(Arc::new(informers.clone()));
     controller.run(stop).await;
 }
 

@@ -217,6 +217,20 @@ struct Inner {
     startup: parking_lot::Mutex<Option<Startup>>,
     /// controller-runtime's reconcile-loop metrics, when the process has a registry.
     loop_metrics: Option<metrics::LoopMetrics>,
+    /// The informers each reconcile waits for; see [`Impl::reconcile_only_when_synced`].
+    gate: parking_lot::Mutex<Option<Arc<dyn SyncGate>>>,
+}
+
+/// The caches a controller reads: whether they are in sync, and a future
+/// that ends when they are. `InformerSet` (from the injection context) is
+/// one.
+pub trait SyncGate: Send + Sync {
+    /// Whether every cache is in sync.
+    fn synced(&self) -> bool;
+    /// Ends once every cache is in sync.
+    fn wait(&self) -> futures::future::BoxFuture<'static, ()>;
+    /// What is not in sync, for the log line of a wait.
+    fn describe_unsynced(&self) -> String;
 }
 
 /// How the first reconcile of the keys queued at start is going.
@@ -315,9 +329,18 @@ impl Impl {
                 tracker,
                 startup: parking_lot::Mutex::new(None),
                 loop_metrics,
+                gate: parking_lot::Mutex::new(None),
             }
         });
         Impl { inner }
+    }
+
+    /// Makes every reconcile wait until `gate`'s caches are in sync. A cache
+    /// that lists again (the API server restarted, another informer of the
+    /// process saw its history change) then holds back the reconciles, and
+    /// so the writes, that would act on what it held before.
+    pub fn reconcile_only_when_synced(&self, gate: Arc<dyn SyncGate>) {
+        *self.inner.gate.lock() = Some(gate);
     }
 
     /// The controller's name.
@@ -630,8 +653,8 @@ impl Impl {
         }
         let mut workers = JoinSet::new();
         for _ in 0..inner.concurrency {
-            let this = self.clone();
-            workers.spawn(async move { this.work().await }.in_current_span());
+            let (this, shutdown) = (self.clone(), shutdown.clone());
+            workers.spawn(async move { this.work(shutdown).await }.in_current_span());
         }
         tracing::info!("Started workers");
         drop(entered);
@@ -657,8 +680,20 @@ impl Impl {
     }
 
     /// One worker: takes keys until the queue shuts down.
-    async fn work(&self) {
+    async fn work(&self, shutdown: CancellationToken) {
         while let Some(key) = self.inner.queue.get().await {
+            let gate = self.inner.gate.lock().clone();
+            if let Some(gate) = gate.filter(|g| !g.synced()) {
+                tracing::info!(key = %key, "waiting for the caches to list again before reconciling: {}",
+                    gate.describe_unsynced());
+                tokio::select! {
+                    () = gate.wait() => {}
+                    () = shutdown.cancelled() => {
+                        self.inner.queue.done(&key);
+                        break;
+                    }
+                }
+            }
             let first = self.process(&key).await;
             self.inner.queue.done(&key);
             // Outside the key's span: the summary is about the controller.

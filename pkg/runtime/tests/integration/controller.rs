@@ -88,6 +88,55 @@ fn obj_key() -> ObjectKey {
     ObjectKey::new("ns", "obj")
 }
 
+/// Caches that say they are out of sync until told otherwise.
+struct Gate(tokio::sync::watch::Sender<bool>);
+
+impl kinject_runtime::controller::SyncGate for Gate {
+    fn synced(&self) -> bool {
+        *self.0.borrow()
+    }
+    fn wait(&self) -> futures::future::BoxFuture<'static, ()> {
+        let mut synced = self.0.subscribe();
+        Box::pin(async move {
+            let _ = synced.wait_for(|s| *s).await;
+        })
+    }
+    fn describe_unsynced(&self) -> String {
+        "Widget (listing again)".into()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_reconcile_runs_while_its_caches_list_again() {
+    let reconciler = Scripted::new(Vec::new());
+    let controller = Impl::new("gated", reconciler.clone(), ControllerOptions::default());
+    let gate = Arc::new(Gate(tokio::sync::watch::Sender::new(false)));
+    controller.reconcile_only_when_synced(gate.clone());
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    controller.enqueue_key(obj_key());
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(
+        reconciler.calls().is_empty(),
+        "reconciled from a cache that was listing again"
+    );
+
+    gate.0.send_replace(true);
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(reconciler.calls(), [Duration::from_secs(60)]);
+
+    // A shutdown while a worker waits at the gate still ends the run.
+    gate.0.send_replace(false);
+    controller.enqueue_key(obj_key());
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    shutdown.cancel();
+    run.await.unwrap();
+    assert_eq!(reconciler.calls().len(), 1);
+}
+
 #[tokio::test(start_paused = true)]
 async fn success_forgets_the_backoff() {
     let r = Scripted::new(vec![transient(), transient()]);

@@ -701,6 +701,45 @@ async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
     stop.cancel();
 }
 
+/// One world per process: when one informer finds the API server's history
+/// changed (here, its resource 404s after it was listed), every informer of
+/// the context lists again and is unsynced until it has.
+#[tokio::test]
+async fn a_reset_seen_by_one_informer_relists_every_informer() {
+    use crate::fixtures::Scaler;
+
+    let env = TestEnv::new();
+    let crd = kinject_types::crd::custom_resource_definition::<Scaler>().unwrap();
+    env.install_crd(crd.clone()).unwrap();
+    env.create_object(serde_json::to_value(cm("kept", "x", "1")).unwrap())
+        .unwrap();
+    let server = env.serve().await.unwrap();
+    let ctx = Context::new(server.client().unwrap());
+    let configmaps = ctx.informer::<ConfigMap>();
+    let _scalers = ctx.informer::<Scaler>();
+    let stop = started(&ctx).await;
+    let lists = || list_watch_requests(&env).iter().filter(|r| *r == "list").count();
+    assert_eq!(lists(), 1);
+
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client().unwrap());
+    crds.delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the ConfigMap informer to list again", || {
+        lists() == 2 && configmaps.has_synced()
+    })
+    .await;
+    assert_eq!(configmaps.lister().keys(), [(NS.to_string(), "kept".to_string())]);
+    let unsynced = ctx.unsynced_informers();
+    assert!(
+        unsynced.iter().all(|(what, _)| what.starts_with("Scaler")),
+        "only the missing resource stays unsynced: {unsynced:?}"
+    );
+    stop.cancel();
+}
+
 /// A scope for another namespace is the same process context: what the
 /// process set once (resync period, pod name, extensions) holds there too,
 /// and its informers are started, waited for and reported with the rest.
