@@ -525,10 +525,21 @@ impl<K: Object> Informer<K> {
             interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             interval
         });
-        let mut versions = Versions::default();
+        let mut watching = Watching {
+            versions: Versions::default(),
+            missing,
+            listed_once: false,
+        };
         let world = shared.reporting.world.clone();
         let mut world_changes = world.as_ref().map(|w| w.epoch.subscribe());
-        let mut listed_once = false;
+        // Tells the process's other informers to list again; this one does
+        // already, so it skips the change it made.
+        let tell_the_others = |changes: &mut Option<watch::Receiver<u64>>| {
+            if let (Some(world), Some(changes)) = (&world, changes.as_mut()) {
+                world.reset();
+                changes.borrow_and_update();
+            }
+        };
         loop {
             tokio::select! {
                 () = shutdown.cancelled() => break,
@@ -539,78 +550,89 @@ impl<K: Object> Informer<K> {
                     *shared.last_error.lock() =
                         Some("listing again: another informer of this process found the API server's history changed".to_owned());
                     shared.synced.send_replace(false);
-                    versions = Versions::default();
-                    events = watch(&missing);
+                    watching.versions = Versions::default();
+                    events = watch(&watching.missing);
                 }
-                event = events.next() => {
-                    // Why the cache no longer matches the server's history,
-                    // when it does not: then the informer lists afresh,
-                    // unsynced until done, instead of resuming a watch that
-                    // would never delete what the server lost.
-                    let reset = match event {
-                        // A watch that resumed on a server with another
-                        // history (restarted empty, restored from a backup)
-                        // and already past our version.
-                        Some(Ok(event)) => match versions.went_back(&event) {
-                            Some(back) => Some(back.to_string()),
-                            None => {
-                                if matches!(event, watcher::Event::InitDone) {
-                                    missing.store(false, Ordering::SeqCst);
-                                    listed_once = true;
-                                }
-                                self.apply_untyped_event(event);
-                                shared.history_changed.swap(false, Ordering::SeqCst).then(|| {
-                                    "an object was replaced by another of the same name without a delete: \
-                                     the API server's history changed".to_owned()
-                                })
-                            }
-                        },
-                        // The server's resource versions went back: the watcher
-                        // would retry its old version forever.
-                        Some(Err(err)) if is_server_reset(&err) => Some(err.to_string()),
-                        Some(Err(err)) if is_not_found(&err) => {
-                            if !missing.swap(true, Ordering::SeqCst) {
-                                tracing::warn!(informer = %shared.description, error = %err,
-                                    "the resource is not served (its CRD deleted?); emptying the cache until it is listed again");
-                                self.forget_everything();
-                                versions = Versions::default();
-                                // Served before and gone now: maybe the
-                                // server restarted empty, so the others look too.
-                                if listed_once
-                                    && let (Some(world), Some(changes)) = (&world, world_changes.as_mut())
-                                {
-                                    world.reset();
-                                    changes.borrow_and_update();
-                                }
-                            }
-                            *shared.last_error.lock() = Some(err.to_string());
-                            None
-                        }
-                        Some(Err(err)) => {
-                            tracing::warn!(informer = %shared.description, error = %err,
-                                "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
-                            *shared.last_error.lock() = Some(err.to_string());
-                            None
-                        }
-                        None => break,
-                    };
-                    if let Some(why) = reset {
+                event = events.next() => match self.on_event(&mut watching, event) {
+                    Next::Continue => {}
+                    Next::Stop => break,
+                    // Served before and gone now: maybe the server restarted
+                    // empty, so the others look too.
+                    Next::ResourceGone => tell_the_others(&mut world_changes),
+                    Next::ListAgain(why) => {
                         tracing::warn!(informer = %shared.description, error = %why,
                             "the API server's history is not the cache's; listing again from scratch");
                         *shared.last_error.lock() = Some(why);
                         shared.synced.send_replace(false);
-                        versions = Versions::default();
-                        events = watch(&missing);
-                        if let (Some(world), Some(changes)) = (&world, world_changes.as_mut()) {
-                            world.reset();
-                            // This informer lists again already.
-                            changes.borrow_and_update();
-                        }
+                        watching.versions = Versions::default();
+                        events = watch(&watching.missing);
+                        tell_the_others(&mut world_changes);
                     }
-                }
+                },
             }
         }
         tracing::debug!(informer = %shared.description, "informer stopped");
+    }
+
+    /// Handles what the watch stream gave: an event for the cache, or an
+    /// error, and what the run loop does next. A reset is the cache no
+    /// longer matching the server's history: then the informer lists
+    /// afresh, unsynced until done, instead of resuming a watch that would
+    /// never delete what the server lost.
+    fn on_event(
+        &self,
+        watching: &mut Watching,
+        event: Option<Result<watcher::Event<DynamicObject>, watcher::Error>>,
+    ) -> Next {
+        let shared = &self.shared;
+        match event {
+            // A watch that resumed on a server with another history
+            // (restarted empty, restored from a backup) and already past our
+            // version.
+            Some(Ok(event)) => {
+                if let Some(back) = watching.versions.went_back(&event) {
+                    return Next::ListAgain(back.to_string());
+                }
+                if matches!(event, watcher::Event::InitDone) {
+                    watching.missing.store(false, Ordering::SeqCst);
+                    watching.listed_once = true;
+                }
+                self.apply_untyped_event(event);
+                if shared.history_changed.swap(false, Ordering::SeqCst) {
+                    return Next::ListAgain(
+                        "an object was replaced by another of the same name without a delete: \
+                         the API server's history changed"
+                            .to_owned(),
+                    );
+                }
+                Next::Continue
+            }
+            // The server's resource versions went back: the watcher would
+            // retry its old version forever.
+            Some(Err(err)) if is_server_reset(&err) => Next::ListAgain(err.to_string()),
+            Some(Err(err)) if is_not_found(&err) => {
+                let first = !watching.missing.swap(true, Ordering::SeqCst);
+                if first {
+                    tracing::warn!(informer = %shared.description, error = %err,
+                        "the resource is not served (its CRD deleted?); emptying the cache until it is listed again");
+                    self.forget_everything();
+                    watching.versions = Versions::default();
+                }
+                *shared.last_error.lock() = Some(err.to_string());
+                if first && watching.listed_once {
+                    Next::ResourceGone
+                } else {
+                    Next::Continue
+                }
+            }
+            Some(Err(err)) => {
+                tracing::warn!(informer = %shared.description, error = %err,
+                    "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
+                *shared.last_error.lock() = Some(err.to_string());
+                Next::Continue
+            }
+            None => Next::Stop,
+        }
     }
 
     /// The resource is gone: every cached object leaves the cache as a
@@ -987,6 +1009,25 @@ fn typed<K: Object>(obj: DynamicObject) -> Result<K, Box<Undecodable>> {
 /// some of its variants.
 fn is_server_reset(err: &watcher::Error) -> bool {
     err.to_string().contains("Too large resource version")
+}
+
+/// What an informer's run loop keeps between events.
+struct Watching {
+    versions: Versions,
+    /// Set while the resource answers 404 (its [`RetryBackoff`] reads it).
+    missing: Arc<AtomicBool>,
+    /// Whether a list has completed: a 404 after one means the resource went.
+    listed_once: bool,
+}
+
+/// What the run loop does after an event.
+enum Next {
+    Continue,
+    Stop,
+    /// The cache is not the server's: list again, and tell the others.
+    ListAgain(String),
+    /// The resource answered 404 after it was listed; the cache is empty.
+    ResourceGone,
 }
 
 /// The API server answered 404 for the resource itself: its CRD is deleted
