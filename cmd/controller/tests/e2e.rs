@@ -1036,6 +1036,94 @@ async fn a_missing_crd_holds_back_only_its_controller() {
     assert!(exit.success());
 }
 
+/// One world at a time: the API server restarts empty on the same address
+/// and gets its setup back (without `leave_out`, a CRD, when given). The
+/// controller's SimpleDeployment `ghost` (2 pods in the old world) exists
+/// nowhere now; no reconcile may act on it, so no pod is created in the new
+/// world for a uid the new server never had, and /readiness answers 500 from
+/// the first detection until every informer has listed the new world.
+async fn ghost_scenario(name: &str, leave_out: &str) {
+    let dir = tempdir(name);
+    let (env, server, kubeconfig) = cluster(&dir).await;
+    let port = server.addr().port();
+    env.create_object(json!({
+        "apiVersion": "samples.knative.dev/v1alpha1", "kind": "SimpleDeployment",
+        "metadata": {"name": "ghost", "namespace": NS}, "spec": {"image": "nginx", "replicas": 2}
+    }))
+    .unwrap();
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("the ghost's two pods", Duration::from_secs(60), || {
+        env.list_objects("", "v1", "pods", Some(NS)).len() == 2
+    })
+    .await;
+
+    // The old world's history runs well past what the new one will have when
+    // the watches come back, so they resume behind it, as after etcd is
+    // lost: "Too large resource version".
+    for i in 0..100 {
+        env.create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": format!("history-{i}"), "namespace": NS}}))
+            .unwrap();
+    }
+    server.shutdown().await;
+    // Each request of the new world takes a second, so the relists last
+    // long enough for /readiness to be seen failing.
+    let reborn = TestEnv::builder()
+        .port(port)
+        .latency(Duration::from_secs(1))
+        .build();
+    apply_setup_except(&reborn, leave_out);
+    let _server = reborn.serve().await.unwrap();
+    let relisted = |lines: &[Value]| {
+        lines
+            .iter()
+            .any(|l| l["msg"].as_str().is_some_and(|m| m.contains("listing again")))
+    };
+    wait_for(
+        "the controller to find the new world",
+        Duration::from_secs(60),
+        || relisted(&log_lines(&controller)),
+    )
+    .await;
+    let detected = Instant::now();
+    wait_for("readiness to fail", Duration::from_secs(10), || {
+        probe(&controller, "/readiness").starts_with("HTTP/1.1 500")
+    })
+    .await;
+    let unready_after = detected.elapsed();
+    // Every informer lists the new world; the pods' informer sees the
+    // ghost's pods gone, which would have the ghost reconciled again.
+    wait_for(
+        "the pods' informer to list the new world",
+        Duration::from_secs(60),
+        || reborn.request_count("list", "pods") >= 1,
+    )
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let pods = reborn.list_objects("", "v1", "pods", Some(NS));
+    eprintln!(
+        "{name}: /readiness 500 {unready_after:?} after the first detection was logged; {} pods in the new world",
+        pods.len()
+    );
+    assert!(pods.is_empty(), "pods created from the old world: {pods:#?}");
+    if !leave_out.is_empty() {
+        let readiness = probe(&controller, "/readiness");
+        assert!(readiness.contains("SimpleDeployment"), "{readiness}");
+    }
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_empty_gets_no_write_from_the_old_world() {
+    ghost_scenario("ghost", "").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_restarted_without_a_crd_gets_no_write_for_its_kind() {
+    ghost_scenario("ghost-no-crd", "300-simpledeployment.yaml").await;
+}
+
 /// The webhook of `config/`, in this process, as its service account, reached
 /// by testenv through the `webhook` Service; returns when its configurations
 /// trust its CA and have their rules.

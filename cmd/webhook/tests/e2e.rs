@@ -384,7 +384,10 @@ async fn the_webhook_honours_the_process_flags_as_the_controller_does() {
         !informers.contains("MutatingWebhookConfiguration"),
         "the disabled reconciler's informer was registered: {informers}"
     );
-    assert!(informers.contains("Secret v1 webhook-certs in knative-samples"), "{informers}");
+    assert!(
+        informers.contains("Secret v1 webhook-certs in knative-samples"),
+        "{informers}"
+    );
 
     let metrics = wait_for("the metrics address", || {
         let line = webhook.log_line("Serving /metrics")?;

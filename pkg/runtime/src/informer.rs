@@ -113,20 +113,47 @@ pub(crate) struct Reporting {
 /// before each reconcile, so none writes from a cache of the old world while
 /// another already shows the new one. client-go and kube-runtime leave each
 /// informer to find out alone, seconds apart.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 pub(crate) struct World {
-    /// Bumped on every reset; each informer watches it.
-    epoch: watch::Sender<u64>,
+    /// Bumped on every reset; each informer's task watches it and lists again.
+    epoch: Arc<watch::Sender<u64>>,
+    /// Unsyncs each informer of the process at once, in the resetting call,
+    /// so no controller passes its sync check between the reset and the
+    /// moment each informer's task sees it. `false` once the informer is gone.
+    unsync: Arc<Mutex<Vec<Unsync>>>,
+}
+
+/// Unsyncs one informer; `false` once it is gone.
+type Unsync = Box<dyn Fn() -> bool + Send + Sync>;
+
+impl fmt::Debug for World {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("World")
+            .field("epoch", &*self.epoch.borrow())
+            .finish()
+    }
 }
 
 impl World {
     pub(crate) fn new() -> Self {
         World {
-            epoch: watch::Sender::new(0),
+            epoch: Arc::new(watch::Sender::new(0)),
+            unsync: Arc::default(),
         }
     }
 
+    fn join<K: Send + Sync + 'static>(&self, shared: std::sync::Weak<Shared<K>>) {
+        self.unsync.lock().push(Box::new(move || match shared.upgrade() {
+            Some(shared) => {
+                shared.synced.send_replace(false);
+                true
+            }
+            None => false,
+        }));
+    }
+
     fn reset(&self) {
+        self.unsync.lock().retain(|unsync| unsync());
         self.epoch.send_modify(|epoch| *epoch += 1);
     }
 }
@@ -412,7 +439,8 @@ impl<K: Object> Informer<K> {
                 informer: description.clone(),
             });
         }
-        Informer {
+        let world = reporting.world.clone();
+        let informer = Informer {
             shared: Arc::new(Shared {
                 description,
                 api,
@@ -429,7 +457,11 @@ impl<K: Object> Informer<K> {
                 history_changed: AtomicBool::new(false),
                 reported: Mutex::default(),
             }),
+        };
+        if let Some(world) = world {
+            world.join(Arc::downgrade(&informer.shared));
         }
+        informer
     }
 
     /// The informer's cache, read-only.
