@@ -6,6 +6,15 @@
 //! ```sh
 //! cargo run --release -p webhook --example admission-bench [-- --connections 4 --requests 50000]
 //! ```
+//!
+//! Under hostile load, the same reviews while other clients hold uploads of
+//! 15 MiB open, trickle request heads, and send 3 MB reviews with 200,000
+//! labels; the process's peak RSS growth is printed beside the latencies:
+//!
+//! ```sh
+//! cargo run --release -p webhook --example admission-bench -- --requests 20000 \
+//!     --held-uploads 40 --slow-headers 200 --heavy-reviews 4
+//! ```
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -35,6 +44,148 @@ struct Args {
     /// Reviews in all, after a warm-up of one per connection.
     #[arg(long, default_value_t = 50_000)]
     requests: usize,
+    /// Clients that announce a 15 MiB review, send all of it but the last
+    /// byte, and then one byte every 5 s.
+    #[arg(long, default_value_t = 0)]
+    held_uploads: usize,
+    /// Clients that finish the TLS handshake and then send a request head one
+    /// byte a second, reconnecting when cut off.
+    #[arg(long, default_value_t = 0)]
+    slow_headers: usize,
+    /// Clients sending 3 MB reviews of a ConfigMap with 200,000 labels, one
+    /// after another.
+    #[arg(long, default_value_t = 0)]
+    heavy_reviews: usize,
+}
+
+/// The process's resident and peak resident memory, in bytes.
+fn memory() -> (u64, u64) {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find(|l| l.starts_with(name))
+            .and_then(|l| l.split_whitespace().nth(1)?.parse::<u64>().ok())
+            .unwrap_or_default()
+            * 1024
+    };
+    (field("VmRSS:"), field("VmHWM:"))
+}
+
+/// Starts the hostile clients of `args`; they run until the process ends.
+async fn start_hostile_clients(args: &Args, port: u16, tls: &Arc<rustls::ClientConfig>) {
+    for _ in 0..args.held_uploads {
+        tokio::spawn(held_upload(port, tls.clone()));
+    }
+    for _ in 0..args.slow_headers {
+        tokio::spawn(slow_header(port, tls.clone()));
+    }
+    let heavy = heavy_review();
+    for _ in 0..args.heavy_reviews {
+        tokio::spawn(heavy_reviews(port, tls.clone(), heavy.clone()));
+    }
+    // Let them take hold before the measured reviews start.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+}
+
+async fn connect(
+    port: u16,
+    tls: &Arc<rustls::ClientConfig>,
+) -> Option<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
+    tokio_rustls::TlsConnector::from(tls.clone())
+        .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
+        .await
+        .ok()
+}
+
+async fn held_upload(port: u16, tls: Arc<rustls::ClientConfig>) {
+    use tokio::io::AsyncWriteExt;
+    const SIZE: usize = 15 * 1024 * 1024;
+    let chunk = vec![b' '; 64 * 1024];
+    loop {
+        let Some(mut stream) = connect(port, &tls).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let head =
+            format!("POST /resource-validation HTTP/1.1\r\nHost: webhook\r\nContent-Length: {SIZE}\r\n\r\n");
+        let mut sent = 0;
+        let mut alive = stream.write_all(head.as_bytes()).await.is_ok();
+        while alive && sent + chunk.len() < SIZE {
+            alive = stream.write_all(&chunk).await.is_ok();
+            sent += chunk.len();
+        }
+        while alive && sent < SIZE - 1 {
+            alive = stream.write_all(b" ").await.is_ok() && stream.flush().await.is_ok();
+            sent += 1;
+            tokio::time::sleep(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+async fn slow_header(port: u16, tls: Arc<rustls::ClientConfig>) {
+    use tokio::io::AsyncWriteExt;
+    loop {
+        let Some(mut stream) = connect(port, &tls).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        for byte in b"POST /resource-validation HTTP/1.1\r\nHost: webhook\r\n"
+            .iter()
+            .cycle()
+        {
+            if stream.write_all(&[*byte]).await.is_err() || stream.flush().await.is_err() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// A 3 MB review of a ConfigMap with 200,000 labels.
+fn heavy_review() -> Bytes {
+    let labels: serde_json::Map<String, serde_json::Value> =
+        (0..200_000).map(|i| (format!("l{i}"), json!("v"))).collect();
+    Bytes::from(
+        json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u", "kind": {"group": "", "version": "v1", "kind": "ConfigMap"},
+                "resource": {"group": "", "version": "v1", "resource": "configmaps"},
+                "namespace": NS, "operation": "CREATE", "userInfo": {},
+                "object": {"apiVersion": "v1", "kind": "ConfigMap",
+                           "metadata": {"name": "heavy", "namespace": NS, "labels": labels}},
+            }
+        })
+        .to_string(),
+    )
+}
+
+async fn heavy_reviews(port: u16, tls: Arc<rustls::ClientConfig>, review: Bytes) {
+    loop {
+        let Some(stream) = connect(port, &tls).await else {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            continue;
+        };
+        let Ok((mut sender, connection)) = hyper::client::conn::http1::handshake(TokioIo::new(stream)).await
+        else {
+            continue;
+        };
+        tokio::spawn(connection);
+        loop {
+            let request = http::Request::post("/config-validation")
+                .header("content-type", "application/json")
+                .body(Full::new(review.clone()))
+                .unwrap();
+            let Ok(response) = sender.send_request(request).await else {
+                break;
+            };
+            if response.into_body().collect().await.is_err() {
+                break;
+            }
+        }
+    }
 }
 
 const NS: &str = "knative-samples";
@@ -46,6 +197,11 @@ async fn main() {
     let (port, ca_cert, stop, server) = start_webhook(&env).await;
     let tls = client_tls(&ca_cert);
     let review = review();
+    let (before, _) = memory();
+    let hostile = args.held_uploads + args.slow_headers + args.heavy_reviews > 0;
+    if hostile {
+        start_hostile_clients(&args, port, &tls).await;
+    }
 
     let per_connection = args.requests / args.connections.max(1);
     let started = Instant::now();
@@ -75,6 +231,22 @@ async fn main() {
         percentile(0.99),
         latencies.last().copied().unwrap_or_default(),
     );
+    if hostile {
+        let (now, peak) = memory();
+        println!(
+            "under {} held 15 MiB uploads, {} slow-header connections and {} 3 MB reviews at a time: \
+             RSS {} MiB before, {} MiB at the end, peak {} MiB",
+            args.held_uploads,
+            args.slow_headers,
+            args.heavy_reviews,
+            before >> 20,
+            now >> 20,
+            peak >> 20,
+        );
+        // The hostile clients hold connections open; a graceful stop would
+        // wait out their body deadline.
+        std::process::exit(0);
+    }
     stop.cancel();
     server.await.unwrap().unwrap();
 }

@@ -34,11 +34,75 @@ use tokio_util::task::TaskTracker;
 use crate::admission::{Admit, review_response_measured};
 use crate::certificates::{SERVER_CERT, SERVER_KEY};
 
-/// The largest AdmissionReview accepted: the API server's own request limit
-/// is 3 MiB of object, and a review carries two.
-const MAX_BODY: usize = 16 * 1024 * 1024;
 /// How long a client gets to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// What one client, or many, may hold of the server: bounds on memory,
+/// time and connections, so a hostile or broken client cannot take the
+/// webhook (and, through its `failurePolicy: Fail`, every write it admits)
+/// down with it. The defaults fit the 200Mi memory limit of
+/// `config/webhook.yaml`.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// The largest AdmissionReview accepted (413 past it): the API server's
+    /// own request limit is 3 MiB of object, and a review carries two.
+    pub max_body: usize,
+    /// The bytes of request bodies all connections may hold at once; a
+    /// request that would pass it gets 429 at once, before its body is read.
+    pub body_budget: usize,
+    /// How long a connection may take to send a request's head, from the
+    /// handshake or the previous response (kube-apiserver's
+    /// `ReadHeaderTimeout` is 32 s).
+    pub header_read_timeout: Duration,
+    /// How long a request's body may take to arrive (408 past it); the API
+    /// server gives up on a review after at most 30 s anyway.
+    pub body_deadline: Duration,
+    /// The most connections served at once; more are closed on accept.
+    pub max_connections: usize,
+    /// Reviews of at least this many bytes are decoded and admitted on a
+    /// blocking thread, at most `max_heavy_reviews` at a time, so the async
+    /// workers stay free for the probes and small reviews.
+    pub heavy_review: usize,
+    /// How many heavy reviews are worked on at once (half the cores by
+    /// default): a 3 MB review with 200,000 labels decodes to tens of
+    /// megabytes and takes a core for a quarter of a second.
+    pub max_heavy_reviews: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body: 16 * 1024 * 1024,
+            body_budget: 32 * 1024 * 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_deadline: Duration::from_secs(30),
+            max_connections: 1024,
+            heavy_review: 64 * 1024,
+            // Half the cores: the other half keeps answering the probes and
+            // small reviews while heavy ones run.
+            max_heavy_reviews: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+        }
+    }
+}
+
+/// The shared side of [`Limits`]: the budgets requests draw from.
+struct Budgets {
+    limits: Limits,
+    /// Kibibytes of body, as permits.
+    bodies: Arc<tokio::sync::Semaphore>,
+    heavy: Arc<tokio::sync::Semaphore>,
+}
+
+impl Budgets {
+    fn new(limits: Limits) -> Self {
+        let kib = (limits.body_budget / 1024).clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
+        Budgets {
+            bodies: Arc::new(tokio::sync::Semaphore::new(kib)),
+            heavy: Arc::new(tokio::sync::Semaphore::new(limits.max_heavy_reviews.max(1))),
+            limits,
+        }
+    }
+}
 
 /// Serves the certificate of a Secret, read from an informer's cache on each
 /// handshake and parsed again only when the Secret's PEM changes.
@@ -155,6 +219,7 @@ pub fn tls_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<ServerConfig,
 pub struct Routes {
     routes: BTreeMap<String, Arc<dyn Admit>>,
     metrics: Option<crate::metrics::AdmissionMetrics>,
+    limits: Limits,
 }
 
 impl fmt::Debug for Routes {
@@ -180,6 +245,12 @@ impl Routes {
         self.metrics = Some(metrics);
         self
     }
+
+    /// Serves within `limits` instead of [`Limits::default`].
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
 }
 
 fn text(status: StatusCode, body: impl Into<String>) -> Response<Full<Bytes>> {
@@ -194,6 +265,7 @@ fn text(status: StatusCode, body: impl Into<String>) -> Response<Full<Bytes>> {
 
 async fn handle(
     routes: Arc<Routes>,
+    budgets: Arc<Budgets>,
     draining: CancellationToken,
     request: Request<Incoming>,
 ) -> Result<Response<Full<Bytes>>, Infallible> {
@@ -217,23 +289,79 @@ async fn handle(
             format!("{path} takes an AdmissionReview by POST"),
         ));
     }
-    let body = match Limited::new(request.into_body(), MAX_BODY).collect().await {
-        Ok(body) => body.to_bytes(),
-        Err(e) => return Ok(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),
+    let body = match read_body(request, &budgets).await {
+        Ok(body) => body,
+        Err(refused) => return Ok(refused),
     };
-    Ok(
-        match review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref()) {
-            Ok(json) => {
-                let mut response = Response::new(Full::new(Bytes::from(json)));
-                response.headers_mut().insert(
-                    header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("application/json"),
-                );
-                response
+    let reviewed = if body.len() < budgets.limits.heavy_review {
+        review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref())
+    } else {
+        // Decoding and admitting megabytes takes milliseconds to seconds of
+        // CPU: off the async workers, a few at a time.
+        let Ok(_turn) = budgets.heavy.clone().acquire_owned().await else {
+            return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
+        };
+        let routes = routes.clone();
+        match tokio::task::spawn_blocking(move || {
+            review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref())
+        })
+        .await
+        {
+            Ok(reviewed) => reviewed,
+            Err(e) => {
+                tracing::error!(error = %e, "an admission review failed");
+                return Ok(text(StatusCode::INTERNAL_SERVER_ERROR, "the review failed"));
             }
-            Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
-        },
-    )
+        }
+    };
+    Ok(match reviewed {
+        Ok(json) => {
+            let mut response = Response::new(Full::new(Bytes::from(json)));
+            response.headers_mut().insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static("application/json"),
+            );
+            response
+        }
+        Err(e) => text(StatusCode::BAD_REQUEST, e.to_string()),
+    })
+}
+
+/// Reads a request's body within the limits: 413 past `max_body` (by its
+/// Content-Length, before reading), 429 when the bodies in flight would pass
+/// `body_budget`, 408 past `body_deadline`. The budget is held until the
+/// body is read; the body itself lives on until the review is answered.
+async fn read_body(request: Request<Incoming>, budgets: &Budgets) -> Result<Bytes, Response<Full<Bytes>>> {
+    let limits = &budgets.limits;
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok());
+    if declared.is_some_and(|n| n > limits.max_body) {
+        return Err(text(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the review is larger than {} bytes", limits.max_body),
+        ));
+    }
+    // Without a length (chunked), the most a body may be.
+    let reserved = declared.unwrap_or(limits.max_body);
+    let kib = u32::try_from(reserved.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
+    let Ok(_held) = budgets.bodies.try_acquire_many(kib) else {
+        return Err(text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many review bytes in flight; retry shortly",
+        ));
+    };
+    let read = Limited::new(request.into_body(), reserved.min(limits.max_body)).collect();
+    match tokio::time::timeout(limits.body_deadline, read).await {
+        Ok(Ok(body)) => Ok(body.to_bytes()),
+        Ok(Err(e)) => Err(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),
+        Err(_) => Err(text(
+            StatusCode::REQUEST_TIMEOUT,
+            format!("the body did not arrive within {:?}", limits.body_deadline),
+        )),
+    }
 }
 
 /// Serves `routes` over TLS on `listener` until `shutdown`; then answers the
@@ -248,6 +376,8 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) {
     let acceptor = TlsAcceptor::from(tls);
+    let budgets = Arc::new(Budgets::new(routes.limits.clone()));
+    let slots = Arc::new(tokio::sync::Semaphore::new(routes.limits.max_connections.max(1)));
     let routes = Arc::new(routes);
     let connections = TaskTracker::new();
     let closing = CancellationToken::new();
@@ -261,15 +391,22 @@ pub async fn serve(
             () = &mut stop_accepting => break,
             accepted = listener.accept() => match accepted {
                 Ok((tcp, peer)) => {
+                    let Ok(slot) = slots.clone().try_acquire_owned() else {
+                        tracing::debug!(%peer, "too many connections; closing a new one");
+                        continue;
+                    };
                     let _ = tcp.set_nodelay(true);
-                    connections.spawn(connection(
-                        tcp,
-                        peer,
-                        acceptor.clone(),
-                        routes.clone(),
-                        shutdown.clone(),
-                        closing.clone(),
-                    ));
+                    let served = Served {
+                        routes: routes.clone(),
+                        budgets: budgets.clone(),
+                        draining: shutdown.clone(),
+                        closing: closing.clone(),
+                    };
+                    let acceptor = acceptor.clone();
+                    connections.spawn(async move {
+                        connection(tcp, peer, acceptor, served).await;
+                        drop(slot);
+                    });
                 }
                 Err(e) => {
                     // Out of file descriptors, typically: let some close.
@@ -286,14 +423,21 @@ pub async fn serve(
     tracing::info!("Webhook server stopped");
 }
 
-async fn connection(
-    tcp: tokio::net::TcpStream,
-    peer: SocketAddr,
-    acceptor: TlsAcceptor,
+/// What each connection shares with the server.
+struct Served {
     routes: Arc<Routes>,
+    budgets: Arc<Budgets>,
     draining: CancellationToken,
     closing: CancellationToken,
-) {
+}
+
+async fn connection(tcp: tokio::net::TcpStream, peer: SocketAddr, acceptor: TlsAcceptor, served: Served) {
+    let Served {
+        routes,
+        budgets,
+        draining,
+        closing,
+    } = served;
     let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
         Ok(Ok(tls)) => tls,
         Ok(Err(e)) => {
@@ -305,8 +449,13 @@ async fn connection(
             return;
         }
     };
-    let service = service_fn(move |request| handle(routes.clone(), draining.clone(), request));
-    let conn = http1::Builder::new().serve_connection(TokioIo::new(tls), service);
+    let header_read_timeout = budgets.limits.header_read_timeout;
+    let service =
+        service_fn(move |request| handle(routes.clone(), budgets.clone(), draining.clone(), request));
+    let conn = http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(header_read_timeout)
+        .serve_connection(TokioIo::new(tls), service);
     tokio::pin!(conn);
     let result = tokio::select! {
         result = conn.as_mut() => result,

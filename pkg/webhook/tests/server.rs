@@ -216,3 +216,139 @@ fn the_chain_verifies_with_webpki_and_openssl() {
         String::from_utf8_lossy(&verified.stderr)
     );
 }
+
+/// Admits everything at once.
+struct AllowAll;
+
+impl Admit for AllowAll {
+    fn admit(&self, request: &Request) -> AdmissionResponse {
+        allowed(request)
+    }
+}
+
+/// A server with small limits on a loopback port; its CA and port.
+async fn limited_server(limits: kinject_webhook::server::Limits) -> (String, u16, CancellationToken) {
+    let (certs, key) = certificates();
+    let routes = Routes::new().route("/allow", Arc::new(AllowAll)).limits(limits);
+    let tls = Arc::new(tls_config(Arc::new(Fixed(key))).unwrap());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let shutdown = CancellationToken::new();
+    tokio::spawn(serve(listener, tls, routes, Duration::ZERO, shutdown.clone()));
+    (certs.ca_cert, port, shutdown)
+}
+
+async fn tls_stream(ca: &str, port: u16) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = ServerName::try_from("webhook.ns.svc").unwrap();
+    client(ca).connect(name, tcp).await.unwrap()
+}
+
+/// Sends a request head announcing `length` bytes and `sent` of them.
+async fn upload(
+    stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    length: usize,
+    sent: &[u8],
+) {
+    use tokio::io::AsyncWriteExt;
+    let head = format!("POST /allow HTTP/1.1\r\nHost: webhook\r\nContent-Length: {length}\r\n\r\n");
+    stream.write_all(head.as_bytes()).await.unwrap();
+    stream.write_all(sent).await.unwrap();
+    stream.flush().await.unwrap();
+}
+
+/// What the server answered on `stream`, up to the end of its head, or
+/// `None` when it closed the connection without a word.
+async fn status_line(stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 1024];
+    loop {
+        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => {
+                answer.extend_from_slice(&buf[..n]);
+                if answer.windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            Err(_) => panic!("the server neither answered nor closed within 20 s"),
+        }
+    }
+    let answer = String::from_utf8_lossy(&answer).into_owned();
+    answer.lines().next().map(str::to_owned).filter(|l| !l.is_empty())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_clients_get_refused_or_cut_off_within_the_limits() {
+    let limits = kinject_webhook::server::Limits {
+        max_body: 600 * 1024,
+        body_budget: 1024 * 1024,
+        header_read_timeout: Duration::from_millis(300),
+        body_deadline: Duration::from_secs(2),
+        max_connections: 6,
+        ..Default::default()
+    };
+    let (ca, port, shutdown) = limited_server(limits).await;
+
+    // Past the size of one review: 413 without reading the body.
+    let mut huge = tls_stream(&ca, port).await;
+    upload(&mut huge, 10 * 1024 * 1024, b"").await;
+    assert_eq!(
+        status_line(&mut huge).await.as_deref(),
+        Some("HTTP/1.1 413 Payload Too Large")
+    );
+
+    // One upload of 500 KiB held open takes half the budget; a second fits,
+    // a third is refused at once with 429.
+    let mut first = tls_stream(&ca, port).await;
+    upload(&mut first, 500 * 1024, b"{").await;
+    let mut second = tls_stream(&ca, port).await;
+    upload(&mut second, 500 * 1024, b"{").await;
+    // Long enough for the server to take both in; the deadline is 2 s.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut third = tls_stream(&ca, port).await;
+    upload(&mut third, 500 * 1024, b"{").await;
+    assert_eq!(
+        status_line(&mut third).await.as_deref(),
+        Some("HTTP/1.1 429 Too Many Requests")
+    );
+    // The held bodies never finish: 408 once the deadline passes.
+    assert_eq!(
+        status_line(&mut first).await.as_deref(),
+        Some("HTTP/1.1 408 Request Timeout")
+    );
+
+    // A head trickled byte by byte is cut off after the header timeout.
+    let mut slow = tls_stream(&ca, port).await;
+    {
+        use tokio::io::AsyncWriteExt;
+        slow.write_all(b"POST /al").await.unwrap();
+        slow.flush().await.unwrap();
+    }
+    assert_eq!(status_line(&mut slow).await, None, "a slow head is closed");
+
+    // Past the connection cap, new connections are closed on accept (the
+    // ones above are closed by now: idle past the header timeout).
+    drop((huge, first, second, third));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut held = Vec::new();
+    for _ in 0..6 {
+        held.push(tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap());
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let name = ServerName::try_from("webhook.ns.svc").unwrap();
+    assert!(
+        client(&ca).connect(name, tcp).await.is_err(),
+        "the seventh connection is served"
+    );
+    drop(held);
+
+    // And a normal review still goes through.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut normal = tls_stream(&ca, port).await;
+    upload(&mut normal, REVIEW.len(), REVIEW.as_bytes()).await;
+    assert_eq!(status_line(&mut normal).await.as_deref(), Some("HTTP/1.1 200 OK"));
+    shutdown.cancel();
+}
