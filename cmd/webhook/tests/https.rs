@@ -19,7 +19,7 @@ use kinject_runtime::controller::Impl;
 use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kinject_webhook::admission::ConfigValidation;
-use kinject_webhook::certificates::{CA_CERT, SERVER_CERT};
+use kinject_webhook::certificates::{CA_CERT, NEXT_CA_CERT, SERVER_CERT};
 use kinject_webhook::{Options, Webhook};
 use parking_lot::Mutex;
 use rustls::pki_types::pem::PemObject;
@@ -413,30 +413,10 @@ async fn eventually_connect(
     panic!("no TLS connection trusting the CA: {last}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_expiring_certificate_is_renewed_without_a_restart_or_a_failed_request() {
-    let running = start().await;
-    let old_ca = eventually("the certificates Secret is filled", || {
-        running.secret_data(CA_CERT)
-    })
-    .await;
-    let old_cert = running.secret_data(SERVER_CERT).unwrap();
-    let mut before = eventually_connect(running.port, &old_ca, &running.clock).await;
-
-    // A day before expiry nothing changes.
-    *running.clock.lock() += Duration::from_secs(5 * 24 * 3600);
-    let certificates = &running.controllers[0];
-    certificates
-        .reconcile_once("knative-samples/webhook-certs")
-        .await
-        .ok();
-    assert_eq!(running.secret_data(SERVER_CERT).unwrap(), old_cert);
-
-    // Reviews keep flowing on a connection opened before the renewal, while
-    // the clock passes the renewal point and the reconciler replaces the
-    // certificates.
-    let port = running.port;
-    let flowing = tokio::spawn(async move {
+/// 200 reviews on a connection opened before a renewal, each answered;
+/// answers how many were.
+fn keep_posting(mut before: SendRequest<Full<Bytes>>) -> tokio::task::JoinHandle<usize> {
+    tokio::spawn(async move {
         let mut answered = 0;
         for i in 0..200 {
             let (status, body) = post(
@@ -451,38 +431,91 @@ async fn an_expiring_certificate_is_renewed_without_a_restart_or_a_failed_reques
             tokio::task::yield_now().await;
         }
         answered
-    });
-    *running.clock.lock() += Duration::from_secs(24 * 3600 + 60);
-    certificates
-        .reconcile_once("knative-samples/webhook-certs")
-        .await
-        .unwrap();
-    let new_ca = running.secret_data(CA_CERT).unwrap();
-    assert_ne!(new_ca, old_ca, "a new CA and certificate were generated");
-    assert_ne!(running.secret_data(SERVER_CERT).unwrap(), old_cert);
-    assert_eq!(
-        flowing.await.unwrap(),
-        200,
-        "no request failed during the renewal"
-    );
-
-    // The configurations follow, and new connections get the new certificate
-    // from the same server.
-    eventually("the caBundle follows the new CA", || {
-        (running.ca_bundle(
-            "mutatingwebhookconfigurations",
-            "defaulting.webhook.knative-samples.knative.dev",
-        ) == Some(new_ca.clone()))
-        .then_some(())
     })
-    .await;
-    let mut after = eventually_connect(port, &new_ca, &running.clock).await;
+}
+
+impl Running {
+    /// Waits until the defaulting configuration's caBundle is `want`.
+    async fn wait_for_bundle(&self, what: &str, want: &[u8]) {
+        eventually(&format!("the caBundle to carry {what}"), || {
+            (self
+                .ca_bundle(
+                    "mutatingwebhookconfigurations",
+                    "defaulting.webhook.knative-samples.knative.dev",
+                )
+                .as_deref()
+                == Some(want))
+            .then_some(())
+        })
+        .await;
+    }
+}
+
+/// A client that, like the API server, opens new connections trusting
+/// whatever caBundle the configuration carries at that moment, until the
+/// flag drops; answers how many handshakes succeeded and the failures.
+type Throughout = tokio::task::JoinHandle<(usize, Vec<String>)>;
+
+fn connect_throughout(running: &Running) -> (Arc<std::sync::atomic::AtomicBool>, Throughout) {
+    let (env, clock, port) = (running.env.clone(), running.clock.clone(), running.port);
+    let rotating = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let still = rotating.clone();
+    let watcher = tokio::spawn(async move {
+        let (mut handshakes, mut failures) = (0, Vec::new());
+        while still.load(std::sync::atomic::Ordering::SeqCst) {
+            let config = env
+                .get_object(
+                    "admissionregistration.k8s.io",
+                    "v1",
+                    "mutatingwebhookconfigurations",
+                    None,
+                    "defaulting.webhook.knative-samples.knative.dev",
+                )
+                .unwrap();
+            let bundle = base64_decode(
+                config["webhooks"][0]["clientConfig"]["caBundle"]
+                    .as_str()
+                    .unwrap(),
+            )
+            .unwrap();
+            match connect(port, &bundle, &clock).await {
+                Ok(_) => handshakes += 1,
+                Err(e) => failures.push(e),
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        (handshakes, failures)
+    });
+    (rotating, watcher)
+}
+
+/// Reconciles the certificates Secret until `done` holds (the reconciler
+/// reads its informer, which follows its own writes a moment later).
+async fn reconcile_until(running: &Running, what: &str, mut done: impl FnMut(&Running) -> bool) {
+    for _ in 0..400 {
+        running.controllers[0]
+            .reconcile_once("knative-samples/webhook-certs")
+            .await
+            .ok();
+        if done(running) {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("{what} never happened");
+}
+
+/// New connections trust the new CA and get an answer; the old CA no
+/// longer verifies.
+async fn only_the_new_ca_verifies(running: &Running, new_ca: &[u8], old_ca: &[u8]) {
+    let port = running.port;
+    let mut after = eventually_connect(port, new_ca, &running.clock).await;
     let (_, body) = post(&mut after, "/resource-validation", &asvc_review("n-1", "")).await;
     assert_eq!(
         body["response"]["status"]["message"],
         "validation failed: missing field(s): spec.serviceName"
     );
-    let refused = connect(port, &old_ca, &running.clock)
+    let refused = connect(port, old_ca, &running.clock)
         .await
         .err()
         .unwrap_or_default();
@@ -490,5 +523,98 @@ async fn an_expiring_certificate_is_renewed_without_a_restart_or_a_failed_reques
         refused.contains("invalid peer certificate"),
         "the old CA no longer verifies: {refused}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expiring_certificate_rotates_in_three_steps_without_a_failed_handshake() {
+    let running = start().await;
+    let old_ca = eventually("the certificates Secret is filled", || {
+        running.secret_data(CA_CERT)
+    })
+    .await;
+    let old_cert = running.secret_data(SERVER_CERT).unwrap();
+    let before = eventually_connect(running.port, &old_ca, &running.clock).await;
+
+    // A day before expiry nothing changes.
+    *running.clock.lock() += Duration::from_secs(5 * 24 * 3600);
+    let certificates = &running.controllers[0];
+    certificates
+        .reconcile_once("knative-samples/webhook-certs")
+        .await
+        .ok();
+    assert_eq!(running.secret_data(SERVER_CERT).unwrap(), old_cert);
+
+    // Reviews keep flowing on a connection opened before the renewal, while
+    // the clock passes the renewal point and the reconciler replaces the
+    // certificates.
+    let flowing = keep_posting(before);
+    let (rotating, watcher) = connect_throughout(&running);
+
+    // Step 1: the new CA joins the bundle; the serving certificate stays.
+    *running.clock.lock() += Duration::from_secs(24 * 3600 + 60);
+    certificates
+        .reconcile_once("knative-samples/webhook-certs")
+        .await
+        .ok();
+    let bundle = running.secret_data(CA_CERT).unwrap();
+    let bundle_text = String::from_utf8_lossy(&bundle).into_owned();
+    assert!(
+        bundle_text.contains(String::from_utf8_lossy(&old_ca).trim()),
+        "the old CA stays"
+    );
+    assert_eq!(
+        bundle_text.matches("BEGIN CERTIFICATE").count(),
+        2,
+        "{bundle_text}"
+    );
+    assert_eq!(
+        running.secret_data(SERVER_CERT).unwrap(),
+        old_cert,
+        "not switched yet"
+    );
+    let new_ca = running.secret_data(NEXT_CA_CERT).unwrap();
+    assert_eq!(
+        flowing.await.unwrap(),
+        200,
+        "no request failed during the renewal"
+    );
+
+    // Step 2: once the configurations carry both, the certificate switches.
+    running.wait_for_bundle("both CAs", &bundle).await;
+    reconcile_until(&running, "the next step", |r| {
+        r.secret_data(SERVER_CERT).unwrap() != old_cert
+    })
+    .await;
+    assert_ne!(running.secret_data(SERVER_CERT).unwrap(), old_cert, "switched");
+    assert_eq!(
+        running.secret_data(CA_CERT).unwrap(),
+        bundle,
+        "both CAs stay a while"
+    );
+
+    // Step 3: a minute later the old CA leaves the bundle.
+    *running.clock.lock() += kinject_webhook::certificates::RETIRE_AFTER + Duration::from_secs(1);
+    reconcile_until(&running, "the next step", |r| {
+        r.secret_data(CA_CERT).unwrap() == new_ca
+    })
+    .await;
+    assert_eq!(
+        running.secret_data(CA_CERT).unwrap(),
+        new_ca,
+        "only the new CA is left"
+    );
+
+    // The configurations follow, and new connections get the new certificate
+    // from the same server.
+    running.wait_for_bundle("the new CA alone", &new_ca).await;
+    rotating.store(false, std::sync::atomic::Ordering::SeqCst);
+    let (handshakes, failures) = watcher.await.unwrap();
+    assert!(
+        failures.is_empty(),
+        "{} of {handshakes} handshakes failed: {failures:?}",
+        failures.len()
+    );
+    assert!(handshakes > 10, "the client connected throughout: {handshakes}");
+    only_the_new_ca_verifies(&running, &new_ca, &old_ca).await;
     running.stop().await;
 }

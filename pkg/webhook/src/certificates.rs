@@ -8,7 +8,14 @@
 //! The reconciler writes the Secret only when a key is missing, the serving
 //! certificate does not parse, or it expires within [`RENEW_BEFORE`]; the
 //! TLS server reads the Secret on every handshake, so a renewal needs no
-//! restart.
+//! restart. A renewal rotates in three steps, so no client that trusts the
+//! configurations' `caBundle` ever sees a certificate it cannot verify:
+//!
+//! 1. the new CA joins the bundle ([`CA_CERT`] holds both) and the new
+//!    serving certificate waits under [`NEXT_SERVER_CERT`];
+//! 2. once every webhook configuration that trusted the old CA trusts the new
+//!    one too, the serving certificate switches;
+//! 3. [`RETIRE_AFTER`] later, the old CA leaves the bundle.
 //!
 //! ```
 //! use std::time::{Duration, SystemTime};
@@ -25,12 +32,16 @@ use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use k8s_openapi::ByteString;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
 use kinject_runtime::lister::Lister;
+use kinject_runtime::rbac::Verb;
 use kube::Api;
 use kube::api::PostParams;
 use rcgen::{
@@ -42,8 +53,23 @@ use rcgen::{
 pub const SERVER_KEY: &str = "server-key.pem";
 /// The Secret key of the serving certificate (PEM).
 pub const SERVER_CERT: &str = "server-cert.pem";
-/// The Secret key of the CA certificate: the webhook configurations' `caBundle`.
+/// The Secret key of the CA bundle: the webhook configurations' `caBundle`.
+/// One CA, or two while a rotation is under way.
 pub const CA_CERT: &str = "ca-cert.pem";
+/// The Secret keys of a rotation under way: the next serving key and
+/// certificate, and the CA that signed them, kept until every webhook
+/// configuration trusts that CA.
+pub const NEXT_SERVER_KEY: &str = "next-server-key.pem";
+/// See [`NEXT_SERVER_KEY`].
+pub const NEXT_SERVER_CERT: &str = "next-server-cert.pem";
+/// See [`NEXT_SERVER_KEY`].
+pub const NEXT_CA_CERT: &str = "next-ca-cert.pem";
+/// The annotation on the Secret saying when the previous CA leaves the
+/// bundle (seconds since 1970): [`RETIRE_AFTER`] after the serving certificate
+/// switched, so every replica's cache serves the new one first.
+pub const RETIRE_PREVIOUS_CA_AT: &str = "webhook.kinject.dev/retire-previous-ca-at";
+/// How long the previous CA stays in the bundle after the switch.
+pub const RETIRE_AFTER: Duration = Duration::from_secs(60);
 /// How long generated certificates are valid (Knative's 7 days).
 pub const VALIDITY: Duration = Duration::from_secs(7 * 24 * 60 * 60);
 /// Certificates expiring sooner than this are replaced (Knative's one day).
@@ -225,9 +251,194 @@ pub const QUEUE: &str = "webhookcertificates";
 struct CertReconciler {
     options: CertificatesOptions,
     secrets: Lister<Secret>,
+    mutating: Api<MutatingWebhookConfiguration>,
+    validating: Api<ValidatingWebhookConfiguration>,
     api: Api<Secret>,
     cluster_domain: String,
     leadership: Arc<LeaderAwareFuncs>,
+}
+
+/// What a reconcile does to the Secret's data.
+enum Step {
+    /// Nothing to do until this long from now (none: until the Secret changes).
+    Wait(Option<Duration>),
+    /// Write this data (and this retirement annotation, or remove it).
+    Write {
+        data: BTreeMap<String, ByteString>,
+        retire_at: Option<String>,
+        why: String,
+    },
+}
+
+fn text(data: &BTreeMap<String, ByteString>, key: &str) -> String {
+    data.get(key)
+        .map(|v| String::from_utf8_lossy(&v.0).into_owned())
+        .unwrap_or_default()
+}
+
+/// The PEM blocks of a bundle, each ending in a newline.
+fn pem_blocks(bundle: &str) -> Vec<String> {
+    let mut blocks = Vec::new();
+    let mut current = String::new();
+    for line in bundle.lines() {
+        current.push_str(line);
+        current.push('\n');
+        if line.starts_with("-----END") {
+            blocks.push(std::mem::take(&mut current));
+        }
+    }
+    blocks
+}
+
+impl CertReconciler {
+    /// Whether every webhook configuration whose caBundle trusts `old` also
+    /// trusts `new`. Read from the API server, not an informer: it is asked
+    /// once a week, during a rotation, and the process keeps no cache of
+    /// every configuration for it.
+    async fn configurations_trust(&self, old: &str, new: &str) -> Result<bool, kube::Error> {
+        let params = kube::api::ListParams::default();
+        let mutating = self.mutating.list(&params).await?;
+        let validating = self.validating.list(&params).await?;
+        let bundles: Vec<String> = mutating
+            .items
+            .iter()
+            .flat_map(|c| {
+                c.webhooks
+                    .iter()
+                    .flatten()
+                    .map(|w| w.client_config.ca_bundle.clone())
+            })
+            .chain(validating.items.iter().flat_map(|c| {
+                c.webhooks
+                    .iter()
+                    .flatten()
+                    .map(|w| w.client_config.ca_bundle.clone())
+            }))
+            .flatten()
+            .map(|b| String::from_utf8_lossy(&b.0).into_owned())
+            .collect();
+        Ok(bundles
+            .iter()
+            .filter(|b| b.contains(old.trim()))
+            .all(|b| b.contains(new.trim())))
+    }
+
+    /// Step 2: serve the next certificate once the configurations trust its CA.
+    async fn switch(
+        &self,
+        mut data: BTreeMap<String, ByteString>,
+        now: SystemTime,
+    ) -> Result<Step, kube::Error> {
+        let next_ca = text(&data, NEXT_CA_CERT);
+        let previous = pem_blocks(&text(&data, CA_CERT))
+            .into_iter()
+            .find(|b| b.trim() != next_ca.trim())
+            .unwrap_or_default();
+        if !self.configurations_trust(&previous, &next_ca).await? {
+            return Ok(Step::Wait(Some(Duration::from_secs(2))));
+        }
+        for (from, to) in [(NEXT_SERVER_KEY, SERVER_KEY), (NEXT_SERVER_CERT, SERVER_CERT)] {
+            if let Some(value) = data.remove(from) {
+                data.insert(to.to_owned(), value);
+            }
+        }
+        data.remove(NEXT_CA_CERT);
+        let retire_at = (now + RETIRE_AFTER)
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_secs()
+            .to_string();
+        Ok(Step::Write {
+            data,
+            retire_at: Some(retire_at),
+            why: "every webhook configuration trusts the new CA; serving the new certificate".into(),
+        })
+    }
+
+    /// Step 1, or the first certificates: a new CA and serving certificate
+    /// when the current ones are missing or expire within a day.
+    fn renew(
+        &self,
+        mut data: BTreeMap<String, ByteString>,
+        now: SystemTime,
+        namespace: &str,
+    ) -> Result<Step, CertificateError> {
+        let Some(why) = needs_renewal(&data, now) else {
+            // Look again when the certificate enters its last day, in case
+            // nothing else touches the Secret until then.
+            return Ok(Step::Wait(not_after(&data).map(|expiry| {
+                expiry
+                    .checked_sub(RENEW_BEFORE)
+                    .and_then(|d| d.duration_since(now).ok())
+                    .unwrap_or_default()
+                    + Duration::from_secs(1)
+            })));
+        };
+        let certs = Certificates::generate(&self.options.service, namespace, &self.cluster_domain, now)?;
+        let current = pem_blocks(&text(&data, CA_CERT)).pop();
+        let Some(current) = current.filter(|_| not_after(&data).is_some()) else {
+            // Nothing trusts anything yet (or what is there cannot be
+            // served): install at once.
+            data.extend(certs.to_data());
+            return Ok(Step::Write {
+                data,
+                retire_at: None,
+                why,
+            });
+        };
+        data.insert(
+            CA_CERT.to_owned(),
+            ByteString(format!("{current}{}", certs.ca_cert).into_bytes()),
+        );
+        data.insert(NEXT_CA_CERT.to_owned(), ByteString(certs.ca_cert.into_bytes()));
+        data.insert(
+            NEXT_SERVER_KEY.to_owned(),
+            ByteString(certs.server_key.into_bytes()),
+        );
+        data.insert(
+            NEXT_SERVER_CERT.to_owned(),
+            ByteString(certs.server_cert.into_bytes()),
+        );
+        Ok(Step::Write {
+            data,
+            retire_at: None,
+            why: format!("{why}; the new CA joins the bundle first"),
+        })
+    }
+
+    /// The next step of the certificates' life at `now`.
+    async fn step(&self, secret: &Secret, now: SystemTime, namespace: &str) -> Result<Step, ReconcileError> {
+        let data = secret.data.clone().unwrap_or_default();
+        if data.contains_key(NEXT_CA_CERT) {
+            return self
+                .switch(data, now)
+                .await
+                .map_err(|e| ReconcileError::new(e).context("cannot read the webhook configurations"));
+        }
+        let retire_at = secret
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(RETIRE_PREVIOUS_CA_AT))
+            .and_then(|t| t.parse::<u64>().ok())
+            .and_then(|t| SystemTime::UNIX_EPOCH.checked_add(Duration::from_secs(t)));
+        if let Some(at) = retire_at {
+            // Step 3: the old CA leaves the bundle.
+            if let Ok(left) = at.duration_since(now) {
+                return Ok(Step::Wait(Some(left + Duration::from_secs(1))));
+            }
+            let mut data = data;
+            let current = pem_blocks(&text(&data, CA_CERT)).pop().unwrap_or_default();
+            data.insert(CA_CERT.to_owned(), ByteString(current.into_bytes()));
+            return Ok(Step::Write {
+                data,
+                retire_at: None,
+                why: "the previous CA leaves the bundle".into(),
+            });
+        }
+        self.renew(data, now, namespace)
+            .map_err(|e| ReconcileError::permanent(ReconcileError::new(e.to_string())))
+    }
 }
 
 impl Reconciler for CertReconciler {
@@ -251,28 +462,24 @@ impl Reconciler for CertReconciler {
             return Ok(());
         };
         let now = (self.options.clock)();
-        let data = secret.data.clone().unwrap_or_default();
-        let Some(why) = needs_renewal(&data, now) else {
-            // Look again when the certificate enters its last day, in case
-            // nothing else touches the Secret until then.
-            return match not_after(&data) {
-                Some(expiry) => {
-                    let due = expiry
-                        .checked_sub(RENEW_BEFORE)
-                        .and_then(|d| d.duration_since(now).ok())
-                        .unwrap_or_default();
-                    Err(ReconcileError::requeue_after(due + Duration::from_secs(1)))
-                }
-                None => Ok(()),
-            };
+        let step = self.step(&secret, now, &key.namespace).await?;
+        let (data, retire_at, why) = match step {
+            Step::Wait(Some(after)) => return Err(ReconcileError::requeue_after(after)),
+            Step::Wait(None) => return Ok(()),
+            Step::Write { data, retire_at, why } => (data, retire_at, why),
         };
-        tracing::info!(secret = %key, reason = %why, "Generating new webhook certificates");
-        let certs = Certificates::generate(&self.options.service, &key.namespace, &self.cluster_domain, now)
-            .map_err(|e| ReconcileError::permanent(ReconcileError::new(e.to_string())))?;
+        tracing::info!(secret = %key, reason = %why, "Updating the webhook certificates");
         let mut updated = (*secret).clone();
-        let mut new_data = data;
-        new_data.extend(certs.to_data());
-        updated.data = Some(new_data);
+        updated.data = Some(data);
+        let annotations = updated.metadata.annotations.get_or_insert_with(BTreeMap::new);
+        match retire_at {
+            Some(at) => {
+                annotations.insert(RETIRE_PREVIOUS_CA_AT.to_owned(), at);
+            }
+            None => {
+                annotations.remove(RETIRE_PREVIOUS_CA_AT);
+            }
+        }
         self.api
             .replace(&key.name, &PostParams::default(), &updated)
             .await
@@ -290,10 +497,14 @@ pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
         .named_informer::<Secret>(&options.secret);
     let key = ObjectKey::new(options.namespace.clone(), options.secret.clone());
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
+    ctx.needs::<MutatingWebhookConfiguration>(&[Verb::List]);
+    ctx.needs::<ValidatingWebhookConfiguration>(&[Verb::List]);
     let reconciler = Arc::new(CertReconciler {
         api: Api::namespaced(ctx.client(), &options.namespace),
         cluster_domain: ctx.cluster_domain().to_owned(),
         secrets: secrets.lister(),
+        mutating: Api::all(ctx.client()),
+        validating: Api::all(ctx.client()),
         options,
         leadership: leadership.clone(),
     });
