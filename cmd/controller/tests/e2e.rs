@@ -1257,6 +1257,37 @@ async fn the_controller_converges_behind_the_webhook_which_defaults_and_refuses_
     let created = sdeploys.create(&post, &without_replicas).await.unwrap();
     assert_eq!(created.data["spec"], json!({"image": "img", "replicas": 0}));
 
+    // A bad edit of a configuration ConfigMap is refused with its key and
+    // reason, before the running process or its next start sees it.
+    let configmaps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+        kube::Api::namespaced(server.client().unwrap(), NS);
+    for (name, key, value) in [
+        ("config-leader-election", "lease-duration", "banana"),
+        ("config-observability", "metrics-protocol", "carrier-pigeon"),
+    ] {
+        let patch = json!({"data": {key: value}});
+        let refused = match configmaps
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+        {
+            Err(kube::Error::Api(status)) => status,
+            other => panic!("{key}: {value} in {name} must be refused, got {other:?}"),
+        };
+        assert!(
+            refused
+                .message
+                .contains("config.webhook.knative-samples.knative.dev")
+                && refused.message.contains(key)
+                && refused.message.contains(value),
+            "{}",
+            refused.message
+        );
+    }
+
     let (exit, _) = controller.terminate();
     assert!(exit.success(), "exit status {exit}");
     stop.cancel();

@@ -1,5 +1,7 @@
-//! `testenv serve --kubeconfig <path> [--port N]`: runs the in-memory API server on
-//! 127.0.0.1 until SIGINT or SIGTERM.
+//! `testenv serve --kubeconfig <path> [--port N] [--route-service NS/NAME[:PORT]=ADDR]...`:
+//! runs the in-memory API server on 127.0.0.1 until SIGINT or SIGTERM. A route
+//! sends the API server's calls to a Service (an admission webhook's, a
+//! conversion webhook's) to a local address, as a cluster's network would.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,13 +26,62 @@ enum Command {
         /// The port to listen on; 0 picks a free one.
         #[arg(long, default_value_t = 0)]
         port: u16,
+        /// Calls to the Service NS/NAME (port 443 unless :PORT) go to ADDR,
+        /// e.g. `knative-samples/webhook=127.0.0.1:8443` for a webhook run
+        /// locally. Repeatable.
+        #[arg(long = "route-service", value_name = "NS/NAME[:PORT]=ADDR", value_parser = parse_route)]
+        routes: Vec<Route>,
     },
+}
+
+/// A `--route-service` value.
+#[derive(Clone, Debug)]
+struct Route {
+    namespace: String,
+    name: String,
+    port: u16,
+    addr: std::net::SocketAddr,
+}
+
+fn parse_route(value: &str) -> Result<Route, String> {
+    let usage = "write NS/NAME[:PORT]=ADDR, e.g. knative-samples/webhook=127.0.0.1:8443";
+    let (service, addr) = value
+        .split_once('=')
+        .ok_or_else(|| format!("{value:?} has no '='; {usage}"))?;
+    let addr = addr
+        .parse()
+        .map_err(|e| format!("{addr:?} is not an address (IP:PORT): {e}; {usage}"))?;
+    let (service, port) = match service.rsplit_once(':') {
+        Some((service, port)) => (
+            service,
+            port.parse()
+                .map_err(|e| format!("{port:?} is not a port: {e}; {usage}"))?,
+        ),
+        None => (service, 443),
+    };
+    let (namespace, name) = service
+        .split_once('/')
+        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty())
+        .ok_or_else(|| format!("{service:?} is not NS/NAME; {usage}"))?;
+    Ok(Route {
+        namespace: namespace.to_owned(),
+        name: name.to_owned(),
+        port,
+        addr,
+    })
 }
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    let Command::Serve { kubeconfig, port } = Cli::parse().command;
+    let Command::Serve {
+        kubeconfig,
+        port,
+        routes,
+    } = Cli::parse().command;
     let env = kinject_testenv::TestEnv::builder().port(port).build();
+    for route in &routes {
+        env.route_service(&route.namespace, &route.name, route.port, route.addr);
+    }
     let server = match env.serve().await {
         Ok(s) => s,
         Err(e) => {

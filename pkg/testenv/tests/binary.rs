@@ -10,7 +10,12 @@ async fn serve_writes_kubeconfig_prints_url_and_stops_on_sigterm() {
     std::fs::create_dir_all(&dir).unwrap();
     let kubeconfig = dir.join("kubeconfig");
     let mut child = Command::new(env!("CARGO_BIN_EXE_kinject-testenv"))
-        .args(["serve", "--kubeconfig"])
+        .args([
+            "serve",
+            "--route-service",
+            "knative-samples/webhook=127.0.0.1:8443",
+            "--kubeconfig",
+        ])
         .arg(&kubeconfig)
         .stdout(Stdio::piped())
         .spawn()
@@ -55,5 +60,26 @@ async fn serve_writes_kubeconfig_prints_url_and_stops_on_sigterm() {
             && stderr.contains("--kubeconfig"),
         "{stderr}"
     );
+
+    for (route, says) in [
+        ("knative-samples/webhook", "has no '='"),
+        ("webhook=127.0.0.1:8443", "is not NS/NAME"),
+        ("ns/webhook=nowhere", "is not an address"),
+        ("ns/webhook:x=127.0.0.1:1", "is not a port"),
+    ] {
+        let bad = Command::new(env!("CARGO_BIN_EXE_kinject-testenv"))
+            .args(["serve", "--kubeconfig"])
+            .arg(&kubeconfig)
+            .args(["--route-service", route])
+            .stderr(Stdio::piped())
+            .output()
+            .unwrap();
+        assert_eq!(bad.status.code(), Some(2), "{route}");
+        let stderr = String::from_utf8_lossy(&bad.stderr);
+        assert!(
+            stderr.contains(says) && stderr.contains("NS/NAME[:PORT]=ADDR"),
+            "{route}: {stderr}"
+        );
+    }
     let _ = std::fs::remove_dir_all(dir);
 }
