@@ -452,6 +452,11 @@ impl Tracker {
     /// [`get_observers`](Self::get_observers)). Wire it to every event of the
     /// referent kind's informer.
     pub fn on_changed<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        // A resync re-delivers what did not change; the observers' own
+        // informer resyncs them (see `Impl::enqueue_controller_of`).
+        if crate::informer::delivering_resync() {
+            return;
+        }
         for observer in self.get_observers(obj) {
             (self.inner.callback)(observer);
         }

@@ -383,6 +383,19 @@ impl Impl {
         }
     }
 
+    /// Enqueues `key` because another object it depends on changed (its
+    /// child, its namespace, an object it tracks). Not while an informer
+    /// re-delivers its cache: the key's own informer resyncs too and enqueues
+    /// every key once; a second enqueue from a dependent's resync would
+    /// reconcile the key twice whenever the first was already processed (at
+    /// 100,000 objects, every key).
+    fn enqueue_related(&self, key: ObjectKey) {
+        if informer::delivering_resync() {
+            return;
+        }
+        self.enqueue_key(key);
+    }
+
     /// Enqueues the object's key in the fast lane after `delay`.
     pub fn enqueue_after<K: Resource>(&self, obj: &K, delay: Duration) {
         self.enqueue_key_after(ObjectKey::of(obj), delay);
@@ -442,7 +455,7 @@ impl Impl {
     pub fn enqueue_controller_of<K: Resource>(&self, obj: &K) {
         if let Some(owner) = filter::controller_of(obj) {
             let namespace = obj.meta().namespace.clone().unwrap_or_default();
-            self.enqueue_key(ObjectKey::new(namespace, owner.name.clone()));
+            self.enqueue_related(ObjectKey::new(namespace, owner.name.clone()));
         }
     }
 
@@ -456,7 +469,7 @@ impl Impl {
         C: Resource,
     {
         if let Some(key) = owner::controller_key::<O, C>(child) {
-            self.enqueue_key(key);
+            self.enqueue_related(key);
         }
     }
 
@@ -507,11 +520,11 @@ impl Impl {
                 return;
             };
             if namespace_label.is_empty() {
-                this.enqueue_key(ObjectKey::new(own.namespace, name.clone()));
+                this.enqueue_related(ObjectKey::new(own.namespace, name.clone()));
                 return;
             }
             match labels.and_then(|l| l.get(&namespace_label)) {
-                Some(namespace) => this.enqueue_key(ObjectKey::new(namespace.clone(), name.clone())),
+                Some(namespace) => this.enqueue_related(ObjectKey::new(namespace.clone(), name.clone())),
                 None => tracing::debug!(
                     "Object {}/{} does not have a referring namespace label {namespace_label}",
                     own.namespace,
@@ -531,7 +544,7 @@ impl Impl {
         let this = self.clone();
         let name_label = name_label.into();
         move |obj: &K| match obj.meta().labels.as_ref().and_then(|l| l.get(&name_label)) {
-            Some(name) => this.enqueue_key(ObjectKey::new("", name.clone())),
+            Some(name) => this.enqueue_related(ObjectKey::new("", name.clone())),
             None => {
                 let own = ObjectKey::of(obj);
                 tracing::debug!(
@@ -548,7 +561,7 @@ impl Impl {
     /// `Namespace` objects.
     pub fn enqueue_namespace_of<K: Resource>(&self, obj: &K) {
         let namespace = obj.meta().namespace.clone().unwrap_or_default();
-        self.enqueue_key(ObjectKey::new("", namespace));
+        self.enqueue_related(ObjectKey::new("", namespace));
     }
 
     /// Enqueues every key in the slow lane, so that a resync does not delay real
