@@ -146,6 +146,15 @@ impl Counts {
         self.asvcs + self.deployments
     }
 
+    /// The keys of a reconciled kind, as the reconcile metrics name it.
+    fn keys_of(&self, kind: &str) -> Option<usize> {
+        match kind {
+            k if k.contains("AddressableService") || k.contains("addressableservice") => Some(self.asvcs),
+            k if k.contains("SimpleDeployment") || k.contains("simpledeployment") => Some(self.deployments),
+            _ => None,
+        }
+    }
+
     /// Objects the controller's informers cache.
     fn cached(&self) -> usize {
         self.asvcs + self.services + self.deployments + self.pods
@@ -700,7 +709,16 @@ impl Phase {
             counts.deployments,
             counts.pods
         );
-        let reconciles: Vec<String> = self.reconciles.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        // Per key of the kind: 1.00 in every phase means no key was
+        // reconciled twice (a resync or a restart reconciles each once).
+        let reconciles: Vec<String> = self
+            .reconciles
+            .iter()
+            .map(|(kind, n)| match counts.keys_of(kind).filter(|&keys| keys > 0) {
+                Some(keys) => format!("{kind} {n} ({:.2} per key)", *n as f64 / keys as f64),
+                None => format!("{kind} {n}"),
+            })
+            .collect();
         println!("    reconciles: {}", reconciles.join(", "));
         println!("    log lines: {}", self.log_lines);
         self.requests.print(counts);
