@@ -8,7 +8,6 @@
 //! passes, unless `CI` is set: there a missing one fails it.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -67,43 +66,6 @@ impl Drop for Process {
     }
 }
 
-/// `docker-registry` on a free loopback port, its storage in `dir`.
-fn start_registry(dir: &Path) -> (Process, String) {
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let address = format!("127.0.0.1:{port}");
-    let config = dir.join("registry.yml");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-            dir.join("registry").display()
-        ),
-    )
-    .unwrap();
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::fs::File::create(dir.join("registry.log")).unwrap())
-        .stderr(std::fs::File::create(dir.join("registry.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let registry = Process(child);
-    let started = Instant::now();
-    while TcpStream::connect(&address).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "docker-registry did not listen on {address} within 20 s; see {}",
-            dir.join("registry.stderr").display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (registry, address)
-}
-
 /// Runs `program` and answers its standard output, failing with its
 /// standard error.
 fn run(program: &str, args: &[&str]) -> String {
@@ -114,19 +76,6 @@ fn run(program: &str, args: &[&str]) -> String {
         String::from_utf8_lossy(&output.stderr)
     );
     String::from_utf8_lossy(&output.stdout).into_owned()
-}
-
-fn revision() -> String {
-    Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .current_dir(repo())
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(
-            || "unknown".to_owned(),
-            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-        )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -142,9 +91,10 @@ async fn the_controller_image_runs_from_a_registry_as_nonroot() {
     }
     let scratch = Scratch::new();
     let dir = &scratch.0;
-    let (_registry, address) = start_registry(dir);
+    let registry = kinject_image::LocalRegistry::start(dir).unwrap();
+    let address = registry.address().to_owned();
 
-    let revision = revision();
+    let revision = kinject_image::source_revision(&repo());
     let image = Build::new(env!("CARGO_BIN_EXE_controller"), revision.as_str())
         .source("https://github.com/kinject/kinject")
         .build()

@@ -49,17 +49,3 @@ pub(crate) fn binary(binary: &str, release: bool) -> Result<PathBuf, String> {
         format!("cargo built no binary named {binary}; name a [[bin]] of this workspace (`cargo run --bin` lists them)")
     })
 }
-
-/// The commit checked out (`git rev-parse HEAD`), for the image's revision
-/// label; `unknown` outside a git repository.
-pub(crate) fn revision() -> String {
-    Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map_or_else(
-            || "unknown".to_owned(),
-            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-        )
-}

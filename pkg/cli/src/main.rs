@@ -135,9 +135,12 @@ fn main() -> ExitCode {
 /// Builds `binary`, makes its image and pushes it to `repository`.
 fn build_and_push(binary: &str, args: &ImageArgs, repository: &str) -> Result<String, String> {
     let executable = cargo_build::binary(binary, !args.debug)?;
-    let image = kinject_image::Build::new(&executable, cargo_build::revision())
-        .build()
-        .map_err(|e| e.to_string())?;
+    let image = kinject_image::Build::new(
+        &executable,
+        kinject_image::source_revision(std::path::Path::new(".")),
+    )
+    .build()
+    .map_err(|e| e.to_string())?;
     eprintln!(
         "built the image of {binary}: {} bytes compressed, {}",
         image.compressed_size(),

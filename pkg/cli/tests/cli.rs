@@ -4,10 +4,8 @@
 //! (`.ci/run` installs them).
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
-use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output};
 
 use kinject_testenv::TestEnv;
 
@@ -103,55 +101,6 @@ fn kinject(dir: &Path, args: &[&str]) -> Output {
     output
 }
 
-struct Registry(Child);
-
-impl Drop for Registry {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-/// `docker-registry` on a free loopback port, its storage in `dir`.
-fn registry(dir: &Path) -> (Registry, String) {
-    let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let address = format!("127.0.0.1:{port}");
-    let config = dir.join("registry.yml");
-    let storage = dir.join("registry");
-    std::fs::write(
-        &config,
-        format!(
-            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
-            storage.display()
-        ),
-    )
-    .unwrap();
-    // The registry logs each HEAD of a blob it lacks (the first step of every
-    // push) as an error; its log goes to a file the failure message names.
-    let log = dir.join("registry.log");
-    let child = Command::new("docker-registry")
-        .arg("serve")
-        .arg(&config)
-        .stdout(std::fs::File::create(&log).unwrap())
-        .stderr(std::fs::File::create(dir.join("registry.stderr")).unwrap())
-        .spawn()
-        .unwrap();
-    let started = Instant::now();
-    while TcpStream::connect(&address).is_err() {
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "docker-registry did not listen on {address}; see {}",
-            dir.join("registry.stderr").display()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    (Registry(child), address)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn install_applies_the_crds_alone_and_uninstall_removes_them() {
     if missing("kubectl") {
@@ -188,7 +137,8 @@ async fn apply_builds_pushes_and_deploys_by_digest_and_delete_undeploys() {
     }
     let dir = scratch("apply");
     project(&dir);
-    let (_registry, address) = registry(&dir);
+    let registry = kinject_image::LocalRegistry::start(&dir).unwrap();
+    let address = registry.address().to_owned();
     // kubectl delete waits for the namespace to go, as a cluster's namespace
     // controller makes it go.
     let env = TestEnv::builder().namespace_deletion(true).build();

@@ -44,10 +44,12 @@ pub mod elf;
 mod error;
 mod image;
 mod layer;
+mod local_registry;
 mod push;
 mod resolve;
 
 pub use error::Error;
 pub use image::{APP_DIR, Build, CA_CERTIFICATES, Image, NONROOT, media_type};
+pub use local_registry::{LocalRegistry, LocalRegistryError, source_revision};
 pub use push::{Credentials, push};
 pub use resolve::{SCHEME, Use, references, resolve};

@@ -653,6 +653,30 @@ async fn a_server_that_restarted_empty_behind_the_watch_is_listed_again() {
     stop.cancel();
 }
 
+/// A server with the Scaler CRD installed, and the CRD.
+fn env_with_scalers() -> (
+    TestEnv,
+    k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) {
+    let env = TestEnv::new();
+    let crd = kinject_types::crd::custom_resource_definition::<crate::fixtures::Scaler>().unwrap();
+    env.install_crd(crd.clone()).unwrap();
+    (env, crd)
+}
+
+/// Deletes `crd` through the API, as `kubectl delete crd` does.
+async fn delete_crd(
+    server: &kinject_testenv::Server,
+    crd: &k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+) {
+    let crds: Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = Api::all(server.client().unwrap());
+    crds.delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+}
+
 /// A resource that stops being served (its CRD deleted) empties its
 /// informer's cache and unsyncs it; once the CRD is back, the informer lists
 /// again within a few seconds (the retries of a 404 are capped) and syncs.
@@ -660,9 +684,7 @@ async fn a_server_that_restarted_empty_behind_the_watch_is_listed_again() {
 async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
     use crate::fixtures::Scaler;
 
-    let env = TestEnv::new();
-    let crd = kinject_types::crd::custom_resource_definition::<Scaler>().unwrap();
-    env.install_crd(crd.clone()).unwrap();
+    let (env, crd) = env_with_scalers();
     env.create_object(scaler("before", 1)).unwrap();
     let server = env.serve().await.unwrap();
     let ctx = Context::new(server.client().unwrap());
@@ -676,12 +698,7 @@ async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
     let lister = informer.lister();
     assert_eq!(lister.keys().len(), 1);
 
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(server.client().unwrap());
-    crds.delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_crd(&server, &crd).await;
     eventually("the cache to empty and the informer to unsync", || {
         lister.keys().is_empty() && !informer.has_synced()
     })
@@ -708,9 +725,7 @@ async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
 async fn a_reset_seen_by_one_informer_relists_every_informer() {
     use crate::fixtures::Scaler;
 
-    let env = TestEnv::new();
-    let crd = kinject_types::crd::custom_resource_definition::<Scaler>().unwrap();
-    env.install_crd(crd.clone()).unwrap();
+    let (env, crd) = env_with_scalers();
     env.create_object(serde_json::to_value(cm("kept", "x", "1")).unwrap())
         .unwrap();
     let server = env.serve().await.unwrap();
@@ -721,12 +736,7 @@ async fn a_reset_seen_by_one_informer_relists_every_informer() {
     let lists = || list_watch_requests(&env).iter().filter(|r| *r == "list").count();
     assert_eq!(lists(), 1);
 
-    let crds: Api<
-        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
-    > = Api::all(server.client().unwrap());
-    crds.delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
-        .await
-        .unwrap();
+    delete_crd(&server, &crd).await;
     eventually("the ConfigMap informer to list again", || {
         lists() == 2 && configmaps.has_synced()
     })

@@ -1,0 +1,111 @@
+//! A registry on this machine, for tests and trying `kinject apply` without
+//! a cloud account: Debian's `docker-registry` (the distribution project's
+//! reference registry) on a free loopback port, its storage and log in a
+//! directory of the caller's, stopped when dropped.
+
+use std::net::{Ipv4Addr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+/// A running `docker-registry`; dropping it stops the process.
+#[derive(Debug)]
+pub struct LocalRegistry {
+    child: Child,
+    address: String,
+    log: PathBuf,
+}
+
+/// Why the registry did not start: the program is missing, or it did not
+/// listen within 20 s (its log says why).
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct LocalRegistryError(String);
+
+impl LocalRegistry {
+    /// Starts `docker-registry` on a free loopback port with its storage
+    /// under `dir/registry` and its output in `dir/registry.log`, and waits
+    /// until it listens.
+    ///
+    /// # Errors
+    /// When the program cannot be started (install Debian's
+    /// `docker-registry`), or does not listen within 20 s.
+    pub fn start(dir: &Path) -> Result<LocalRegistry, LocalRegistryError> {
+        let failed = |what: String| LocalRegistryError(what);
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .and_then(|l| l.local_addr())
+            .map_err(|e| failed(format!("no free loopback port: {e}")))?
+            .port();
+        let address = format!("127.0.0.1:{port}");
+        let config = dir.join("registry.yml");
+        let log = dir.join("registry.log");
+        // Warnings only: it logs every HEAD of a blob it lacks, the first
+        // step of each push, as an error otherwise.
+        let text = format!(
+            "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n    rootdirectory: {}\nhttp:\n  addr: {address}\n",
+            dir.join("registry").display()
+        );
+        let written = std::fs::write(&config, text).and_then(|()| std::fs::File::create(&log));
+        let log_file = written.map_err(|e| failed(format!("cannot write in {}: {e}", dir.display())))?;
+        let stderr = log_file
+            .try_clone()
+            .map_err(|e| failed(format!("cannot write {}: {e}", log.display())))?;
+        let child = Command::new("docker-registry")
+            .arg("serve")
+            .arg(&config)
+            .stdout(log_file)
+            .stderr(stderr)
+            .spawn()
+            .map_err(|e| {
+                failed(format!(
+                    "cannot run docker-registry: {e}; install it (apt-get install docker-registry)"
+                ))
+            })?;
+        let registry = LocalRegistry { child, address, log };
+        let started = Instant::now();
+        while TcpStream::connect(&registry.address).is_err() {
+            if started.elapsed() > Duration::from_secs(20) {
+                return Err(failed(format!(
+                    "docker-registry did not listen on {} within 20 s; see {}",
+                    registry.address,
+                    registry.log.display()
+                )));
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        Ok(registry)
+    }
+
+    /// `127.0.0.1:<port>`: a repository prefix for [`push`](crate::push).
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    /// Where the registry writes its log.
+    pub fn log(&self) -> &Path {
+        &self.log
+    }
+}
+
+impl Drop for LocalRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The commit `dir` is checked out at (`git rev-parse HEAD`), the revision
+/// an image's `org.opencontainers.image.revision` label names; `unknown`
+/// outside a git checkout.
+pub fn source_revision(dir: &Path) -> String {
+    Command::new("git")
+        .args(["rev-parse", "HEAD"])
+        .current_dir(dir)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map_or_else(
+            || "unknown".to_owned(),
+            |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+        )
+}
