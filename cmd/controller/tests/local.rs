@@ -211,3 +211,144 @@ async fn a_healthy_start_converges_the_examples_and_logs_no_warning() {
         lines.join("\n")
     );
 }
+
+/// Waits for `check` to answer something, polling the API server.
+async fn until<T, F>(what: &str, job: &Job, mut check: impl FnMut() -> F) -> T
+where
+    F: std::future::Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not happen:\n{}",
+            job.lines.lock().unwrap().join("\n")
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// The pods of `selector` in `default` that are not being deleted.
+async fn pods(client: &kube::Client, selector: &str) -> Vec<k8s_openapi::api::core::v1::Pod> {
+    Api::<k8s_openapi::api::core::v1::Pod>::namespaced(client.clone(), "default")
+        .list(&kube::api::ListParams::default().labels(selector))
+        .await
+        .map(|list| list.items)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none())
+        .collect()
+}
+
+fn pod_ip(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.pod_ip.as_deref())
+        .unwrap_or_default()
+}
+
+/// The local cluster runs workloads as a small cluster does: pods get IPs,
+/// a Job's pods run to completion (or fail on request) and the Job says so,
+/// a Deployment gets a ReplicaSet and its pods, and scales.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn workloads_run_as_in_a_small_cluster() {
+    use k8s_openapi::api::batch::v1::Job as BatchJob;
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("local-workloads-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let job = start(&kubeconfig);
+    let client = client(&kubeconfig).await;
+    let post = kube::api::PostParams::default();
+    let jobs = Api::<BatchJob>::namespaced(client.clone(), "default");
+    let batch = |name: &str, completions: i32, exit_code: &str| {
+        serde_json::from_value::<BatchJob>(serde_json::json!({
+            "metadata": {"name": name},
+            "spec": {"completions": completions, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"local.kinject.dev/exit-code": exit_code}},
+                "spec": {"restartPolicy": "Never", "containers": [{"name": "work", "image": "busybox"}]}}},
+        }))
+        .unwrap()
+    };
+    until("the API server to answer", &job, || async {
+        jobs.create(&post, &batch("count", 2, "0")).await.ok()
+    })
+    .await;
+    jobs.create(&post, &batch("fails", 1, "1")).await.unwrap();
+    let condition = |j: &BatchJob, kind: &str| {
+        j.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .is_some_and(|c| c.iter().any(|c| c.type_ == kind && c.status == "True"))
+    };
+    let done = until("the Job to complete", &job, || async {
+        jobs.get("count").await.ok().filter(|j| condition(j, "Complete"))
+    })
+    .await;
+    assert_eq!(done.status.and_then(|s| s.succeeded), Some(2));
+    let ran = pods(&client, "job-name=count").await;
+    assert_eq!(ran.len(), 2);
+    for pod in &ran {
+        assert!(pod_ip(pod).starts_with("10.244."), "{:?}", pod.status);
+        assert_eq!(
+            pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+            Some("Succeeded")
+        );
+    }
+    until("the failing Job to fail", &job, || async {
+        jobs.get("fails").await.ok().filter(|j| condition(j, "Failed"))
+    })
+    .await;
+
+    a_deployment_gets_pods_and_scales(&client, &job).await;
+}
+
+/// A Deployment of two gets a ReplicaSet and two Running pods, each with an
+/// IP of its own, and is available; scaled to one, one pod is left.
+async fn a_deployment_gets_pods_and_scales(client: &kube::Client, job: &Job) {
+    use k8s_openapi::api::apps::v1::Deployment;
+
+    let post = kube::api::PostParams::default();
+    let deployments = Api::<Deployment>::namespaced(client.clone(), "default");
+    let web = serde_json::from_value::<Deployment>(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"replicas": 2, "selector": {"matchLabels": {"app": "web"}}, "template": {
+            "metadata": {"labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "web", "image": "nginx"}]}}},
+    }))
+    .unwrap();
+    deployments.create(&post, &web).await.unwrap();
+    until("the Deployment to be available", job, || async {
+        deployments
+            .get("web")
+            .await
+            .ok()
+            .filter(|d| d.status.as_ref().and_then(|s| s.available_replicas) == Some(2))
+    })
+    .await;
+    let running = pods(client, "app=web").await;
+    assert_eq!(running.len(), 2);
+    assert!(running.iter().all(|p| pod_ip(p).starts_with("10.244.")));
+    let ips: std::collections::BTreeSet<&str> = running.iter().map(pod_ip).collect();
+    assert_eq!(ips.len(), 2, "each pod has an IP of its own");
+
+    let scale = serde_json::json!({"spec": {"replicas": 1}});
+    deployments
+        .patch(
+            "web",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&scale),
+        )
+        .await
+        .unwrap();
+    let client_ = client.clone();
+    until("the Deployment to scale down", job, || {
+        let client = client_.clone();
+        async move { (pods(&client, "app=web").await.len() == 1).then_some(()) }
+    })
+    .await;
+}

@@ -14,19 +14,21 @@
 //! behaves like a small cluster where a bare API server would not: owned
 //! objects are garbage-collected when their owner goes (background and
 //! foreground, `blockOwnerDeletion`), `kubectl delete namespace` empties and
-//! removes a namespace, and a stand-in kubelet marks every pod in every
-//! namespace Running and Ready with container statuses. It runs the admission
-//! webhook too, which testenv calls as kube-apiserver would, so an invalid
-//! object is refused at `kubectl apply`. Each of the four can be switched off
-//! (`--help`). Ctrl-C stops it.
+//! removes a namespace, a stand-in kubelet starts every pod (an IP of
+//! 10.244.0.0/16, Running and Ready; a Job's pods run to completion), and
+//! Job, ReplicaSet and Deployment controllers create and scale pods
+//! ([`workloads`]). It runs the admission webhook too, which testenv calls
+//! as kube-apiserver would, so an invalid object is refused at `kubectl
+//! apply`. Each of these can be switched off (`--help`). Ctrl-C stops it.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+mod workloads;
+
 use clap::Parser;
 use kinject_sharedmain::{Env, Flags};
 use kinject_testenv::{Server, TestEnv};
-use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -48,13 +50,15 @@ fn manifests_in(dir: &Path) -> Result<Vec<std::path::PathBuf>, BoxError> {
 /// namespace, RBAC, CRDs, ConfigMaps, the webhook's Service and
 /// configurations, and the Deployments, which this process runs in their
 /// stead, so they are marked available. A new manifest needs no list.
-fn apply_config(env: &TestEnv, dir: &Path) -> Result<(), BoxError> {
+fn apply_config(env: &TestEnv, dir: &Path) -> Result<Vec<String>, BoxError> {
+    let mut in_process = Vec::new();
     for object in apply_manifests(env, dir)? {
         if object["kind"] == "Deployment" {
+            in_process.push(object["metadata"]["name"].as_str().unwrap_or_default().to_owned());
             run_in_process(env, object)?;
         }
     }
-    Ok(())
+    Ok(in_process)
 }
 
 /// Creates the objects of every manifest directly in `dir`, in name order,
@@ -148,6 +152,10 @@ struct Args {
     /// Leave pods Pending, as a cluster without nodes would.
     #[arg(long)]
     no_kubelet: bool,
+    /// Leave Jobs, ReplicaSets and Deployments without pods, as a bare API
+    /// server does.
+    #[arg(long)]
+    no_workload_controllers: bool,
     /// Keep owned objects when their owner is deleted, as a bare API server does.
     #[arg(long)]
     no_garbage_collection: bool,
@@ -160,50 +168,20 @@ struct Args {
     no_webhook: bool,
 }
 
-/// Stands in for the kubelet: every pod that is not Running yet becomes
-/// Running and Ready, each container with a running status.
-async fn kubelet(env: TestEnv, stop: CancellationToken) {
-    while !stop.is_cancelled() {
-        for mut pod in env.list_objects("", "v1", "pods", None) {
-            if pod.pointer("/status/phase") == Some(&Value::String("Running".into()))
-                || pod.pointer("/metadata/deletionTimestamp").is_some()
-            {
-                continue;
-            }
-            let now = k8s_openapi::jiff::Timestamp::now().to_string();
-            let statuses: Vec<Value> = pod
-                .pointer("/spec/containers")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(|c| {
-                    json!({"name": c["name"], "image": c["image"], "imageID": "", "ready": true,
-                           "started": true, "restartCount": 0, "state": {"running": {"startedAt": now}}})
-                })
-                .collect();
-            pod["status"] = json!({
-                "phase": "Running",
-                "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": now}],
-                "containerStatuses": statuses,
-                "startTime": now,
-            });
-            // The pod may be gone or changed since the list; the next round retries.
-            let _ = env.update_status(pod);
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
 #[tokio::main]
 async fn main() -> Result<(), BoxError> {
     let args = Args::parse();
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let (env, server, kubeconfig) = serve(&args, &root).await?;
+    let (env, server, kubeconfig, in_process) = serve(&args, &root).await?;
 
     let shutdown = CancellationToken::new();
-    if !args.no_kubelet {
-        tokio::spawn(kubelet(env.clone(), shutdown.clone()));
-    }
+    tokio::spawn(workloads::run(
+        env.clone(),
+        !args.no_kubelet,
+        !args.no_workload_controllers,
+        in_process,
+        shutdown.clone(),
+    ));
     tokio::spawn({
         let shutdown = shutdown.clone();
         async move {
@@ -269,14 +247,14 @@ async fn main() -> Result<(), BoxError> {
 
 /// The API server with `config/` applied, serving over loopback, and the
 /// kubeconfig written for it.
-async fn serve(args: &Args, root: &Path) -> Result<(TestEnv, Server, PathBuf), BoxError> {
+async fn serve(args: &Args, root: &Path) -> Result<(TestEnv, Server, PathBuf, Vec<String>), BoxError> {
     let env = TestEnv::builder()
         .port(args.port)
         .address(args.address)
         .garbage_collection(!args.no_garbage_collection)
         .namespace_deletion(!args.no_namespace_deletion)
         .build();
-    apply_config(&env, &root.join("config"))?;
+    let in_process = apply_config(&env, &root.join("config"))?;
     let server = env.serve().await?;
     let kubeconfig = if args.kubeconfig.is_absolute() {
         args.kubeconfig.clone()
@@ -292,7 +270,7 @@ async fn serve(args: &Args, root: &Path) -> Result<(TestEnv, Server, PathBuf), B
         server.url(),
         kubeconfig.display()
     );
-    Ok((env, server, kubeconfig))
+    Ok((env, server, kubeconfig, in_process))
 }
 
 /// The webhook, as a cluster runs it beside the controller: testenv calls
