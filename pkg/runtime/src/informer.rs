@@ -39,7 +39,8 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
-use kube::core::{ApiResource, DynamicObject, Selector};
+use kube::Resource as _;
+use kube::core::Selector;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use parking_lot::{Mutex, RwLock};
@@ -50,10 +51,13 @@ use prometheus_client::registry::Registry;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod lenient;
+
 use crate::apis::Object;
 use crate::events::{Event, Recorder};
 use crate::lister::Lister;
 use crate::store::{Change, Store, StoreKey};
+use lenient::Lenient;
 
 pub use crate::store::{CacheError, CacheFormat, IndexError, IndexFn};
 
@@ -530,22 +534,22 @@ impl<K: Object> Informer<K> {
     async fn run(self, shutdown: CancellationToken) {
         let shared = &self.shared;
         tracing::debug!(informer = %shared.description, "starting informer");
-        // Objects arrive untyped and are decoded one by one, so one object the
-        // kind cannot hold (say, a replica count beyond i32 that a CRD without
-        // bounds let in) is skipped and reported instead of failing the whole
-        // list, as a typed watch (and client-go) would, forever.
-        let resource = ApiResource::erase::<K>(&());
+        // Each object is decoded on its own, once, from its text (see
+        // `lenient`), so one object the kind cannot hold (say, a replica
+        // count beyond i32 that a CRD without bounds let in) is skipped and
+        // reported instead of failing the whole list, as a typed watch (and
+        // client-go) would, forever.
         let client = shared.api.clone().into_client();
-        let untyped: Api<DynamicObject> = match shared.api.namespace() {
-            Some(namespace) => Api::namespaced_with(client, namespace, &resource),
-            None => Api::all_with(client, &resource),
+        let lenient: Api<Lenient<K>> = match shared.api.namespace() {
+            Some(namespace) => Api::namespaced_with(client, namespace, &()),
+            None => Api::all_with(client, &()),
         };
         // Set while the resource answers 404: the retries then wait at most
         // a few seconds, so a CRD that comes back is listed soon after.
         let missing = Arc::new(AtomicBool::new(false));
         let watch = |missing: &Arc<AtomicBool>| {
             Box::pin(
-                watcher(untyped.clone(), shared.config.clone()).backoff(RetryBackoff::new(missing.clone())),
+                watcher(lenient.clone(), shared.config.clone()).backoff(RetryBackoff::new(missing.clone())),
             )
         };
         let mut events = watch(&missing);
@@ -614,7 +618,7 @@ impl<K: Object> Informer<K> {
     fn on_event(
         &self,
         watching: &mut Watching,
-        event: Option<Result<watcher::Event<DynamicObject>, watcher::Error>>,
+        event: Option<Result<watcher::Event<Lenient<K>>, watcher::Error>>,
     ) -> Next {
         let shared = &self.shared;
         match event {
@@ -629,7 +633,7 @@ impl<K: Object> Informer<K> {
                     watching.missing.store(false, Ordering::SeqCst);
                     watching.listed_once = true;
                 }
-                self.apply_untyped_event(event);
+                self.apply_lenient_event(event);
                 if shared.history_changed.swap(false, Ordering::SeqCst) {
                     return Next::ListAgain(
                         "an object was replaced by another of the same name without a delete: \
@@ -739,11 +743,11 @@ impl<K: Object> Informer<K> {
         }
     }
 
-    /// Applies a watch event whose objects are still untyped: each is decoded
-    /// on its own; one that does not decode is left out of the cache (its
+    /// Applies a watch event whose objects were decoded one by one: one that
+    /// did not decode is left out of the cache (its
     /// last good version leaves it too) and reported, and comes back with its
     /// next change.
-    fn apply_untyped_event(&self, event: watcher::Event<DynamicObject>) {
+    fn apply_lenient_event(&self, event: watcher::Event<Lenient<K>>) {
         let typed = match event {
             watcher::Event::Init => {
                 self.shared.reported.lock().relisted = Some(HashSet::new());
@@ -766,35 +770,31 @@ impl<K: Object> Informer<K> {
                 Err(key) => return self.forget(&key),
             },
             watcher::Event::Delete(obj) => {
-                let key = store_key(&obj);
+                let key = store_key(obj.meta());
                 self.shared.reported.lock().versions.remove(&key);
-                match typed::<K>(obj) {
-                    Ok(obj) => watcher::Event::Delete(obj),
-                    Err(_) => return self.forget(&key),
+                match obj {
+                    Lenient::Decoded(obj) => watcher::Event::Delete(obj),
+                    Lenient::Undecodable { .. } => return self.forget(&key),
                 }
             }
         };
         self.apply_event(typed);
     }
 
-    /// `obj` as a `K`; when it cannot be one, reports why and returns its key.
-    fn decode(&self, obj: DynamicObject) -> Result<K, StoreKey> {
-        let key = store_key(&obj);
-        match typed::<K>(obj) {
-            Ok(obj) => {
+    fn decode(&self, obj: Lenient<K>) -> Result<K, StoreKey> {
+        let key = store_key(obj.meta());
+        match obj {
+            Lenient::Decoded(obj) => {
                 self.shared.reported.lock().versions.remove(&key);
                 Ok(obj)
             }
-            Err(undecodable) => {
-                self.report_undecodable(&key, &undecodable.reference, &undecodable.error);
+            Lenient::Undecodable { metadata, error } => {
+                self.report_undecodable(&key, &reference_of::<K>(*metadata), &error);
                 Err(key)
             }
         }
     }
 
-    /// Logs, counts and (once per resource version) records a Warning event
-    /// on an object that cannot be decoded: the person who stored it learns
-    /// why the controller ignores it.
     fn report_undecodable(&self, key: &StoreKey, reference: &ObjectReference, error: &serde_json::Error) {
         let shared = &self.shared;
         let skipped = shared.undecodable.fetch_add(1, Ordering::Relaxed) + 1;
@@ -932,10 +932,10 @@ impl Drop for ResyncGuard {
     }
 }
 
-fn store_key(obj: &DynamicObject) -> StoreKey {
+fn store_key(metadata: &ObjectMeta) -> StoreKey {
     StoreKey {
-        namespace: obj.metadata.namespace.as_deref().unwrap_or_default().into(),
-        name: obj.metadata.name.as_deref().unwrap_or_default().into(),
+        namespace: metadata.namespace.as_deref().unwrap_or_default().into(),
+        name: metadata.name.as_deref().unwrap_or_default().into(),
     }
 }
 
@@ -966,8 +966,8 @@ impl fmt::Display for WentBack {
 }
 
 impl Versions {
-    fn went_back(&mut self, event: &watcher::Event<DynamicObject>) -> Option<WentBack> {
-        let version = |obj: &DynamicObject| obj.metadata.resource_version.as_deref()?.parse::<u64>().ok();
+    fn went_back<R: kube::Resource>(&mut self, event: &watcher::Event<R>) -> Option<WentBack> {
+        let version = |obj: &R| obj.meta().resource_version.as_deref()?.parse::<u64>().ok();
         match event {
             watcher::Event::Init => self.highest = 0,
             watcher::Event::InitDone => {}
@@ -988,51 +988,18 @@ impl Versions {
     }
 }
 
-/// An object that is not a `K`: why, and a reference to it for an event.
-struct Undecodable {
-    error: serde_json::Error,
-    reference: ObjectReference,
-}
-
-/// `obj` as a `K`. The body is moved, not copied (a round trip through
-/// `serde_json::to_value` would clone every field of every object listed);
-/// the metadata is kept, so a reference for an event is built only for an
-/// object that does not decode.
-fn typed<K: Object>(obj: DynamicObject) -> Result<K, Box<Undecodable>> {
-    let DynamicObject {
-        types,
-        metadata,
-        data,
-    } = obj;
-    let undecodable = |error, metadata: ObjectMeta| {
-        Box::new(Undecodable {
-            error,
-            // The object came from `K`'s resource, so it is of `K`'s kind.
-            reference: ObjectReference {
-                api_version: Some(K::api_version(&()).into_owned()),
-                kind: Some(K::kind(&()).into_owned()),
-                namespace: metadata.namespace,
-                name: metadata.name,
-                uid: metadata.uid,
-                resource_version: metadata.resource_version,
-                field_path: None,
-            },
-        })
-    };
-    let mut body = match data {
-        serde_json::Value::Object(body) => body,
-        serde_json::Value::Null => serde_json::Map::new(),
-        other => return serde_json::from_value(other).map_err(|e| undecodable(e, metadata)),
-    };
-    match serde_json::to_value(&metadata) {
-        Ok(value) => body.insert("metadata".to_owned(), value),
-        Err(e) => return Err(undecodable(e, metadata)),
-    };
-    if let Some(types) = types {
-        body.insert("apiVersion".to_owned(), types.api_version.into());
-        body.insert("kind".to_owned(), types.kind.into());
+/// A reference to an object of `K`'s resource, for the event that reports
+/// it cannot be decoded.
+fn reference_of<K: Object>(metadata: ObjectMeta) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(K::api_version(&()).into_owned()),
+        kind: Some(K::kind(&()).into_owned()),
+        namespace: metadata.namespace,
+        name: metadata.name,
+        uid: metadata.uid,
+        resource_version: metadata.resource_version,
+        field_path: None,
     }
-    serde_json::from_value(serde_json::Value::Object(body)).map_err(|e| undecodable(e, metadata))
 }
 
 /// kube-apiserver's answer to a resource version beyond its own ("Too large
@@ -1146,18 +1113,23 @@ mod tests {
     #[test]
     fn a_watch_event_older_than_what_came_before_means_another_history() {
         let obj = |rv: &str| {
-            let mut obj = DynamicObject::new("a", &ApiResource::erase::<ConfigMap>(&()));
+            let mut obj = cm("a", rv, "web");
             obj.metadata.resource_version = Some(rv.into());
             obj
         };
+        let init = || watcher::Event::<ConfigMap>::Init;
         let mut versions = Versions::default();
-        assert!(versions.went_back(&watcher::Event::Init).is_none());
+        assert!(versions.went_back(&init()).is_none());
         assert!(versions.went_back(&watcher::Event::InitApply(obj("7"))).is_none());
         assert!(
             versions.went_back(&watcher::Event::InitApply(obj("3"))).is_none(),
             "a list comes in any order"
         );
-        assert!(versions.went_back(&watcher::Event::InitDone).is_none());
+        assert!(
+            versions
+                .went_back(&watcher::Event::<ConfigMap>::InitDone)
+                .is_none()
+        );
         assert!(versions.went_back(&watcher::Event::Apply(obj("9"))).is_none());
         let back = versions.went_back(&watcher::Event::Delete(obj("8")));
         assert_eq!(back.map(|b| (b.seen, b.highest)), Some((8, 9)));
@@ -1167,7 +1139,7 @@ mod tests {
                 .is_none(),
             "versions that are not integers are not compared"
         );
-        assert!(versions.went_back(&watcher::Event::Init).is_none());
+        assert!(versions.went_back(&init()).is_none());
         assert!(
             versions.went_back(&watcher::Event::Apply(obj("2"))).is_none(),
             "a new list starts over"

@@ -38,10 +38,12 @@ struct Spec {
     bookmarks: bool,
 }
 
+/// One watch event as kube-apiserver writes it: `type` before `object` (its
+/// Go struct's order; a JSON map would sort `object` first), which lets a
+/// client decode the object straight from the text while it reads the line.
 fn line(kind: &str, object: &Value) -> Bytes {
-    let mut s = json!({"type": kind, "object": object}).to_string();
-    s.push('\n');
-    Bytes::from(s)
+    let kind = Value::String(kind.to_owned());
+    Bytes::from(format!("{{\"type\":{kind},\"object\":{object}}}\n"))
 }
 
 fn error_line(e: &ErrorStatus) -> Bytes {
