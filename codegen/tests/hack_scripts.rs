@@ -209,6 +209,7 @@ fn the_out_of_tree_example_builds_and_passes_its_tests() {
         "{}",
         run.stdout
     );
+    the_readmes_commands_run(&run.stdout);
     // Cargo names a path crate outside the workspace root by its absolute
     // path, so the example (unlike the copies, whose framework folders are
     // links) gets the framework's crates built for it, under other names
@@ -219,6 +220,117 @@ fn the_out_of_tree_example_builds_and_passes_its_tests() {
         .filter(|name| name.starts_with("kinject_"))
         .collect();
     assert_only_compiled(&example, &built, &own_crates(&example), &framework);
+}
+
+/// A process killed when the check ends, however it ends.
+struct Running(std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `kubectl --kubeconfig <kubeconfig> <args>` with `stdin`, as the example's
+/// README types it; its output, or a failure naming the command.
+fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> String {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("kubectl runs (the README's commands need it)");
+    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The example README's commands, as written, against the in-memory API
+/// server it names: the CRDs applied with kubectl, the namespace created,
+/// the greeter run with `SYSTEM_NAMESPACE`, and a Greeting published in its
+/// ConfigMap.
+fn the_readmes_commands_run(crds: &str) {
+    let dir = scratch().join("out-of-tree-readme");
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let built = cargo(
+        &repo_root(),
+        &["build", "-q", "-p", "kinject-testenv", "--bin", "kinject-testenv"],
+    );
+    assert!(built.ok, "{}", built.stderr);
+    let bin = scratch().join("target").join("debug");
+    let _server = Running(
+        std::process::Command::new(bin.join("kinject-testenv"))
+            .arg("serve")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let waited = std::time::Instant::now();
+    while !kubeconfig.exists() {
+        assert!(
+            waited.elapsed().as_secs() < 30,
+            "testenv serve wrote no kubeconfig"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    kubectl(&kubeconfig, &["apply", "-f", "-"], crds);
+    kubectl(&kubeconfig, &["create", "namespace", "greeter"], "");
+    let log = dir.join("greeter.log");
+    let _greeter = Running(
+        std::process::Command::new(bin.join("greeter"))
+            .env("SYSTEM_NAMESPACE", "greeter")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .stdout(std::fs::File::create(&log).unwrap())
+            .stderr(std::fs::File::create(dir.join("greeter.stderr")).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    kubectl(
+        &kubeconfig,
+        &["apply", "-f", "-"],
+        "apiVersion: hello.example.com/v1alpha1\nkind: Greeting\nmetadata:\n  name: hi\n  namespace: default\nspec:\n  message: Hello from the README\n",
+    );
+    let waited = std::time::Instant::now();
+    loop {
+        let published = std::process::Command::new("kubectl")
+            .arg("--kubeconfig")
+            .arg(&kubeconfig)
+            .args([
+                "get",
+                "configmap",
+                "hi",
+                "-n",
+                "default",
+                "-o",
+                "jsonpath={.data.message}",
+            ])
+            .output()
+            .unwrap();
+        if String::from_utf8_lossy(&published.stdout) == "Hello from the README" {
+            break;
+        }
+        assert!(
+            waited.elapsed().as_secs() < 60,
+            "the greeter published no ConfigMap; its log: {}",
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
 }
 
 /// The copy's manifest is this workspace's minus the framework's members:
