@@ -31,7 +31,7 @@ impl LocalRegistry {
     /// When the program cannot be started (install Debian's
     /// `docker-registry`), or does not listen within 20 s.
     pub fn start(dir: &Path) -> Result<LocalRegistry, LocalRegistryError> {
-        let failed = |what: String| LocalRegistryError(what);
+        let failed = LocalRegistryError;
         let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .and_then(|l| l.local_addr())
             .map_err(|e| failed(format!("no free loopback port: {e}")))?

@@ -76,7 +76,7 @@ impl std::fmt::Debug for Credentials {
 /// [`Error::DigestMismatch`] when it stored the manifest under another digest.
 pub async fn push(image: &Image, repository: &str, credentials: &Credentials) -> Result<String, Error> {
     let target = Target::parse(repository)?;
-    let mut session = Session::new(&target, credentials.clone());
+    let mut session = Session::new(&target, credentials.clone())?;
     for (what, data, digest) in [
         ("the layer", image.layer(), image.layer_digest()),
         ("the config", image.config(), image.config_digest()),
@@ -214,35 +214,41 @@ struct Answer {
 }
 
 impl<'a> Session<'a> {
-    fn new(target: &'a Target, credentials: Credentials) -> Self {
+    fn new(target: &'a Target, credentials: Credentials) -> Result<Self, Error> {
         // hyper-rustls takes rustls' process-wide provider; installing ring
         // is a no-op when the process chose one already.
         let _ = rustls::crypto::ring::default_provider().install_default();
         let mut http = HttpConnector::new();
         http.enforce_http(false);
         http.set_connect_timeout(Some(Duration::from_secs(30)));
-        let connector = hyper_rustls::HttpsConnectorBuilder::new()
-            .with_native_roots()
-            .unwrap_or_else(|_| {
-                // No readable system roots: HTTPS registries then fail the
-                // handshake with a message that says so; a loopback one
-                // (plain HTTP) still works.
-                hyper_rustls::HttpsConnectorBuilder::new().with_tls_config(
+        let base = target.base();
+        let builder = match hyper_rustls::HttpsConnectorBuilder::new().with_native_roots() {
+            Ok(builder) => builder,
+            // A loopback registry speaks plain HTTP and needs no roots.
+            Err(_) if base.starts_with("http://") => hyper_rustls::HttpsConnectorBuilder::new()
+                .with_tls_config(
                     rustls::ClientConfig::builder()
                         .with_root_certificates(rustls::RootCertStore::empty())
                         .with_no_client_auth(),
-                )
-            })
-            .https_or_http()
-            .enable_http1()
-            .wrap_connector(http);
-        Session {
+                ),
+            Err(e) => {
+                return Err(Error::Push {
+                    what: "a connection".into(),
+                    reference: target.whole(),
+                    reason: format!(
+                        "this machine has no CA certificates to check the registry's with ({e}); install them (apt-get install ca-certificates) or set SSL_CERT_FILE"
+                    ),
+                });
+            }
+        };
+        let connector = builder.https_or_http().enable_http1().wrap_connector(http);
+        Ok(Session {
             target,
-            base: target.base(),
+            base,
             client: Client::builder(TokioExecutor::new()).build(connector),
             credentials,
             authorization: None,
-        }
+        })
     }
 
     fn failed(&self, what: &str, reason: impl std::fmt::Display) -> Error {

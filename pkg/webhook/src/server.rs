@@ -353,7 +353,7 @@ async fn read_body(request: Request<Incoming>, budgets: &Budgets) -> Result<Byte
             "too many review bytes in flight; retry shortly",
         ));
     };
-    let read = Limited::new(request.into_body(), reserved.min(limits.max_body)).collect();
+    let read = Limited::new(request.into_body(), reserved).collect();
     match tokio::time::timeout(limits.body_deadline, read).await {
         Ok(Ok(body)) => Ok(body.to_bytes()),
         Ok(Err(e)) => Err(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),

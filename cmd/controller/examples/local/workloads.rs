@@ -31,16 +31,37 @@ pub(crate) async fn run(
     stop: CancellationToken,
 ) {
     let mut node = Kubelet::default();
+    let mut refused = Refused::default();
     while !stop.is_cancelled() {
         if kubelet {
             node.pass(&env);
         }
         if controllers {
-            jobs(&env);
-            deployments(&env, &in_process);
-            replica_sets(&env);
+            // One list of pods for both pod owners: a Job's creates are
+            // not a ReplicaSet's, and the kubelet has already run.
+            let pods = list(&env, "", "v1", "pods");
+            jobs(&env, &pods, &mut refused);
+            deployments(&env, &in_process, &mut refused);
+            replica_sets(&env, &pods, &mut refused);
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+/// Creates the controllers' objects; a create the API server refuses (an
+/// invalid pod template, say) is logged once per owner and reason, as a
+/// cluster's controllers record a `FailedCreate` event, not every pass.
+#[derive(Default)]
+struct Refused(std::collections::BTreeSet<String>);
+
+impl Refused {
+    fn create(&mut self, env: &TestEnv, owner: &Value, obj: Value) {
+        if let Err(e) = env.create_object(obj) {
+            let what = format!("{}/{}: {e}", namespace(owner), name(owner));
+            if self.0.insert(what.clone()) {
+                eprintln!("warning: the local cluster cannot create what {what} asks for");
+            }
+        }
     }
 }
 
@@ -206,8 +227,7 @@ impl Kubelet {
 /// The Job controller: keeps `parallelism` pods running until
 /// `completions` have succeeded (Complete), or more than `backoffLimit`
 /// have failed (Failed).
-fn jobs(env: &TestEnv) {
-    let pods = list(env, "", "v1", "pods");
+fn jobs(env: &TestEnv, pods: &[Value], refused: &mut Refused) {
     for job in list(env, "batch", "v1", "jobs") {
         let finished = job
             .pointer("/status/conditions")
@@ -219,7 +239,7 @@ fn jobs(env: &TestEnv) {
         if deleting(&job) || finished || job.pointer("/spec/suspend") == Some(&json!(true)) {
             continue;
         }
-        let mine = owned(&pods, &job);
+        let mine = owned(pods, &job);
         let count =
             |p: &str| i64::try_from(mine.iter().filter(|pod| phase(pod) == p).count()).unwrap_or(i64::MAX);
         let (succeeded, failed) = (count("Succeeded"), count("Failed"));
@@ -256,13 +276,8 @@ fn jobs(env: &TestEnv) {
                 "batch.kubernetes.io/controller-uid": uid(&job), "controller-uid": uid(&job),
             });
             for _ in 0..wanted.max(0) {
-                let _ = env.create_object(pod_from(
-                    &job["spec"]["template"],
-                    &job,
-                    "batch/v1",
-                    "Job",
-                    labels.clone(),
-                ));
+                let pod = pod_from(&job["spec"]["template"], &job, "batch/v1", "Job", labels.clone());
+                refused.create(env, &job, pod);
             }
         }
         set_status(env, job, status);
@@ -270,23 +285,17 @@ fn jobs(env: &TestEnv) {
 }
 
 /// The ReplicaSet controller: `replicas` pods of the template, no more.
-fn replica_sets(env: &TestEnv) {
-    let pods = list(env, "", "v1", "pods");
+fn replica_sets(env: &TestEnv, pods: &[Value], refused: &mut Refused) {
     for rs in list(env, "apps", "v1", "replicasets") {
         if deleting(&rs) {
             continue;
         }
-        let mine: Vec<&Value> = owned(&pods, &rs).into_iter().filter(|p| !deleting(p)).collect();
+        let mine: Vec<&Value> = owned(pods, &rs).into_iter().filter(|p| !deleting(p)).collect();
         let replicas = int(&rs, "/spec/replicas", 1);
         let have = i64::try_from(mine.len()).unwrap_or(i64::MAX);
         for _ in have..replicas {
-            let _ = env.create_object(pod_from(
-                &rs["spec"]["template"],
-                &rs,
-                "apps/v1",
-                "ReplicaSet",
-                json!({}),
-            ));
+            let pod = pod_from(&rs["spec"]["template"], &rs, "apps/v1", "ReplicaSet", json!({}));
+            refused.create(env, &rs, pod);
         }
         for surplus in mine.iter().skip(usize::try_from(replicas.max(0)).unwrap_or(0)) {
             let _ = env.delete_object("", "v1", "pods", Some(namespace(surplus)), name(surplus));
@@ -314,7 +323,7 @@ fn template_hash(template: &Value) -> String {
 /// The Deployment controller: one ReplicaSet per template (the current one
 /// at `replicas`, older ones at zero, as `Recreate` does), and the
 /// Deployment's status from the current one.
-fn deployments(env: &TestEnv, in_process: &[String]) {
+fn deployments(env: &TestEnv, in_process: &[String], refused: &mut Refused) {
     let sets = list(env, "apps", "v1", "replicasets");
     for deployment in list(env, "apps", "v1", "deployments") {
         if deleting(&deployment) || in_process.iter().any(|n| n == name(&deployment)) {
@@ -338,7 +347,7 @@ fn deployments(env: &TestEnv, in_process: &[String]) {
             None => {
                 let mut selector = deployment["spec"]["selector"].clone();
                 selector["matchLabels"]["pod-template-hash"] = json!(hash);
-                let _ = env.create_object(json!({
+                let replica_set = json!({
                     "apiVersion": "apps/v1", "kind": "ReplicaSet",
                     "metadata": {
                         "name": current_name, "namespace": namespace(&deployment),
@@ -348,7 +357,8 @@ fn deployments(env: &TestEnv, in_process: &[String]) {
                             "controller": true, "blockOwnerDeletion": true}],
                     },
                     "spec": {"replicas": replicas, "selector": selector, "template": template},
-                }));
+                });
+                refused.create(env, &deployment, replica_set);
             }
             Some(rs) if int(rs, "/spec/replicas", 0) != replicas => {
                 let mut scaled = (*rs).clone();
