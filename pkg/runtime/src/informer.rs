@@ -578,6 +578,9 @@ impl<K: Object> Informer<K> {
         };
         loop {
             tokio::select! {
+                // A stop wins over a watch error that arrives with it (the
+                // API server going away at the same moment is no failure).
+                biased;
                 () = shutdown.cancelled() => break,
                 Some(_) = async { Some(resync.as_mut()?.tick().await) } => self.resync(),
                 Some(Ok(())) = async { Some(world_changes.as_mut()?.changed().await) } => {

@@ -706,7 +706,9 @@ impl Setup {
 
         tracing::info!(informers = ?ctx.informer_descriptions(), "Starting informers...");
         let informer_stop = CancellationToken::new();
-        ctx.start_informers(&informer_stop);
+        // Joined before returning: a watch still running when the caller
+        // stops the API server would log its closed connection as a failure.
+        let informers = ctx.start_informers(&informer_stop);
         // Only the process's own configuration must sync; each controller
         // waits for its informers below.
         tokio::select! {
@@ -714,6 +716,7 @@ impl Setup {
             () = shutdown.cancelled() => {
                 informer_stop.cancel();
                 stop_servers.cancel();
+                join_informers(informers).await;
                 while servers.join_next().await.is_some() {}
                 return Ok(());
             }
@@ -745,6 +748,7 @@ impl Setup {
         }
         informer_stop.cancel();
         stop_servers.cancel();
+        join_informers(informers).await;
         while servers.join_next().await.is_some() {}
         tracing::info!("Stopped");
         Ok(())
@@ -862,6 +866,15 @@ pub fn construct(
     }
     tracing::info!("Registered {} controllers", controllers.len());
     Ok(controllers)
+}
+
+/// Waits for stopped informers to end, reporting one that panicked.
+async fn join_informers(informers: Vec<tokio::task::JoinHandle<()>>) {
+    for informer in informers {
+        if let Err(e) = informer.await {
+            tracing::error!(error = %e, "an informer task failed");
+        }
+    }
 }
 
 /// Runs `built`'s controller once its informers have synced, until `stop`;
