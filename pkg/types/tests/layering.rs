@@ -594,10 +594,13 @@ fn the_framework_depends_on_no_crate_of_the_sample_app() {
 
 /// The framework's crates as `cargo package` makes them for a registry:
 /// complete metadata, no dependency a registry could not resolve, and the
-/// test server a normal dependency of the table-test harness alone, so a
+/// test server a normal dependency of development tools alone, so a
 /// production build of a user's controller never carries it.
 #[test]
 fn the_framework_crates_package_for_a_registry() {
+    /// The table-test harness, and the schema command that checks CRDs as
+    /// the API server would: neither is linked into a controller.
+    const DEVELOPMENT_TOOLS: [&str; 2] = ["kinject-testing", "kinject-schema"];
     let output = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
         .current_dir(workspace())
@@ -629,7 +632,7 @@ fn the_framework_crates_package_for_a_registry() {
         }
         for dep in package["dependencies"].as_array().into_iter().flatten() {
             let (dep_name, kind) = (dep["name"].as_str().unwrap_or_default(), &dep["kind"]);
-            if dep_name == "kinject-testenv" && kind.is_null() && name != "kinject-testing" {
+            if dep_name == "kinject-testenv" && kind.is_null() && !DEVELOPMENT_TOOLS.contains(&name) {
                 problems.push(format!(
                     "{name} has the test server as a normal dependency; make it a dev-dependency"
                 ));
@@ -686,6 +689,11 @@ fn webhook_modules_form_a_tree() {
 #[test]
 fn image_modules_form_a_tree() {
     module_tree::assert_tree("pkg/image");
+}
+
+#[test]
+fn schema_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/schema");
 }
 
 #[test]
