@@ -24,6 +24,7 @@
 //! [scaffold]                     # where `hack/new-kind.sh` (`kinject-codegen new-kind`) writes
 //! reconcilers = "reconcilers"    # the crate whose src/lib.rs holds `controllers! { ... }`
 //! samples = "config/samples"     # one example object per kind
+//! apis = "apis"                  # the API crate a first group goes into, while no [[api]] names one
 //! ```
 //!
 //! Relative paths are resolved against the directory holding the config file.
@@ -65,6 +66,9 @@ pub struct ScaffoldPaths {
     pub reconcilers: PathBuf,
     /// The directory of example objects.
     pub samples: PathBuf,
+    /// The API crate's directory, where a new group goes while no `[[api]]`
+    /// names a module (a project that has no kind yet).
+    pub apis: Option<PathBuf>,
 }
 
 /// One Rust module of API types.
@@ -123,6 +127,7 @@ struct RawConfig {
 struct RawScaffold {
     reconcilers: String,
     samples: String,
+    apis: Option<String>,
 }
 
 fn yes() -> bool {
@@ -217,6 +222,7 @@ impl Config {
             scaffold: raw.scaffold.map(|s| ScaffoldPaths {
                 reconcilers: base.join(s.reconcilers),
                 samples: base.join(s.samples),
+                apis: s.apis.map(|a| base.join(a)),
             }),
         })
     }

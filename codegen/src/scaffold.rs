@@ -735,11 +735,16 @@ fn locate_api_module(
     config_path: &Path,
 ) -> Result<ApiTarget, Error> {
     let Some(first) = config.apis.first() else {
-        return Err(Error::one(Diagnostic::file(
-            config_path,
-            "names no [[api]] module; new-kind puts a new group into the crate of the first one, so add one \
-             (see the example at the top of codegen/src/config.rs)",
-        )));
+        // A project with no kind yet: the first group goes into the crate
+        // `[scaffold] apis` names.
+        let Some(dir) = config.scaffold.as_ref().and_then(|s| s.apis.as_ref()) else {
+            return Err(Error::one(Diagnostic::file(
+                config_path,
+                "names no [[api]] module, nor an API crate under [scaffold] (`apis = \"apis\"`); new-kind \
+                 puts a new group into that crate, so add one (see the example at the top of codegen/src/config.rs)",
+            )));
+        };
+        return new_group_module(&rust_name(&package_name(dir)?), &dir.join("src"), new, names);
     };
     let group_of = |module: &str| {
         scanned
@@ -772,7 +777,7 @@ fn locate_api_module(
     {
         return sibling_version_module(api, new);
     }
-    new_group_module(first, new, names)
+    new_group_module(&first.krate, &crate_src(&first.source)?, new, names)
 }
 
 /// A new version module beside `api`, the module of another version of the
@@ -799,14 +804,13 @@ fn sibling_version_module(api: &ApiModule, new: &NewKind) -> Result<ApiTarget, E
     })
 }
 
-/// `<crate>/src/<group>/<version>` in the crate of `first`, the group
-/// module created unless it exists.
-fn new_group_module(first: &ApiModule, new: &NewKind, names: &Names) -> Result<ApiTarget, Error> {
-    let src = crate_src(&first.source)?;
+/// `<src>/<group>/<version>` in the crate `krate` whose sources are `src`,
+/// the group module created unless it exists.
+fn new_group_module(krate: &str, src: &Path, new: &NewKind, names: &Names) -> Result<ApiTarget, Error> {
     let group_dir = src.join(&names.group_module);
     let dir = group_dir.join(&new.version);
     refuse_existing(&dir)?;
-    let krate = first.krate.replace('-', "_");
+    let module_krate = krate.replace('-', "_");
     let parent = if group_dir.join("mod.rs").is_file() {
         vec![ParentLink::Edit {
             path: group_dir.join("mod.rs"),
@@ -820,14 +824,14 @@ fn new_group_module(first: &ApiModule, new: &NewKind, names: &Names) -> Result<A
                 body: format!("//! The API group `{}`.\n\npub mod {};\n", new.group, new.version),
             },
             ParentLink::Edit {
-                path: module_file(&src)?,
+                path: module_file(src)?,
                 line: format!("pub mod {};", names.group_module),
             },
         ]
     };
     Ok(ApiTarget {
-        krate: first.krate.clone(),
-        module: format!("{krate}::{}::{}", names.group_module, new.version),
+        krate: krate.to_owned(),
+        module: format!("{module_krate}::{}::{}", names.group_module, new.version),
         module_file: ModuleFile::New {
             path: dir.join("mod.rs"),
             parent,
@@ -1209,5 +1213,56 @@ mod tests {
             insert_api_entry(toml, "apis", "apis::tutorial::v1", "apis/src/tutorial/v1"),
             "output = \"g\"\n\n[[api]]\ncrate = \"apis\"\nmodule = \"apis::v1\"\nsource = \"apis/src/v1\"\n\n[[api]]\ncrate = \"apis\"\nmodule = \"apis::tutorial::v1\"\nsource = \"apis/src/tutorial/v1\"\n\n# Kinds from k8s-openapi.\n\n[[external]]\npath = \"x\"\n"
         );
+    }
+
+    /// A project with no kind yet (what `kinject init` writes): the first
+    /// group goes into the crate `[scaffold] apis` names, with its `[[api]]`
+    /// entry; without that key the error says what to add.
+    #[test]
+    fn the_first_kind_of_a_project_goes_into_the_scaffold_api_crate() {
+        let root = std::env::temp_dir().join(format!("scaffold-first-kind-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let write = |path: &str, text: &str| {
+            let path = root.join(path);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        let scaffold = "output = \"generated/src\"\n\n[scaffold]\nreconcilers = \"reconcilers\"\nsamples = \"config/samples\"\n";
+        write("codegen.toml", &format!("{scaffold}apis = \"apis\"\n"));
+        write("apis/Cargo.toml", "[package]\nname = \"my-apis\"\n");
+        write("apis/src/lib.rs", "//! Types.\n");
+        write("generated/Cargo.toml", "[package]\nname = \"generated\"\n");
+        write("generated/src/lib.rs", "");
+        write("reconcilers/Cargo.toml", "[package]\nname = \"reconcilers\"\n");
+        write("reconcilers/src/lib.rs", "kinject_runtime::controllers! {\n}\n");
+        let new = new_kind("shop.example.com", "v1alpha1", "Cart");
+        let plan = plan(&root.join("codegen.toml"), &new).unwrap();
+        let file = |path: &str| {
+            plan.files
+                .iter()
+                .find(|f| f.path == root.join(path))
+                .map(|f| f.content.clone())
+                .unwrap_or_else(|| panic!("{path} is not planned: {:?}", plan.files))
+        };
+        assert!(file("apis/src/lib.rs").contains("pub mod shop;"));
+        assert!(file("apis/src/shop/mod.rs").contains("pub mod v1alpha1;"));
+        assert!(file("apis/src/shop/v1alpha1/cart_types.rs").contains("pub struct CartSpec"));
+        assert!(
+            file("codegen.toml")
+                .contains("[[api]]\ncrate = \"my_apis\"\nmodule = \"my_apis::shop::v1alpha1\"\nsource = \"apis/src/shop/v1alpha1\""),
+            "{}",
+            file("codegen.toml")
+        );
+        assert!(file("reconcilers/src/lib.rs").contains("    pub mod cart;\n}"));
+
+        write("codegen.toml", scaffold);
+        let err = super::plan(&root.join("codegen.toml"), &new)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("nor an API crate under [scaffold] (`apis = \"apis\"`)"),
+            "{err}"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
     }
 }
