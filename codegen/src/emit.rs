@@ -217,11 +217,11 @@ fn crd_function(group: &str, crds: &[syn::Path]) -> TokenStream {
 
 /// The one list of the application's custom resource kinds, which tools and
 /// tests read instead of naming kinds by hand.
+///
+/// Written even while there is no kind, so a new project's binaries (which
+/// read it) build before its first kind.
 fn registry_module(kinds: &[KindPlan]) -> Option<Module> {
     let mut custom: Vec<&KindPlan> = kinds.iter().filter(|k| k.is_crd).collect();
-    if custom.is_empty() {
-        return None;
-    }
     custom.sort_unstable_by_key(|k| k.rust_path.as_str());
     let custom = custom.into_iter().map(|k| {
         let ty = path(&k.rust_path);

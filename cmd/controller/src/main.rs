@@ -1,4 +1,4 @@
-//! The sample controller process: every reconciler of `reconcilers` (its
+//! The controller process: every reconciler of `reconcilers` (its
 //! `controllers()` list) under `sharedmain`, with leader election, logging,
 //! metrics and probes.
 //!

@@ -2,9 +2,9 @@
 //! resource kinds (see `kinject_schema`).
 //!
 //! ```sh
-//! cargo run -p schema -- dump AddressableService     # openAPIV3Schema as YAML
-//! cargo run -p schema -- crd SimpleDeployment        # the whole CRD as YAML
-//! cargo run -p schema -- update-crds config          # refresh config/300-<kind>.yaml in place
+//! cargo run -p schema -- dump <Kind>         # openAPIV3Schema as YAML
+//! cargo run -p schema -- crd <Kind>          # the whole CRD as YAML
+//! cargo run -p schema -- update-crds config  # refresh config/300-<kind>.yaml in place
 //! ```
 
 fn main() -> std::process::ExitCode {

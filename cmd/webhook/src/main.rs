@@ -1,4 +1,4 @@
-//! The samples' admission webhook: defaulting and validation of every kind
+//! The project's admission webhook: defaulting and validation of every kind
 //! the generated registry lists with a `Defaultable` or `Validatable` hook,
 //! validation of `config-logging`, `config-leader-election` and
 //! `config-observability`, and the certificates and webhook configurations

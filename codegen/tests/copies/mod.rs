@@ -21,9 +21,12 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::SystemTime;
 
+/// The checkout: the nearest directory above the test's package holding
+/// the lock file (other packages' tests include this module too).
 pub(crate) fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())
         .unwrap()
         .to_path_buf()
 }

@@ -2,6 +2,8 @@
 //! controller, for a project on this framework, with no container daemon.
 //!
 //! ```sh
+//! kinject init shop --group shop.example.com   # a new project, laid out as the sample app is
+//! kinject create api --group shop.example.com --version v1alpha1 --kind Widget
 //! kinject build controller --repo registry.example.com/team/controller
 //! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
 //! kinject delete -f config/
@@ -16,6 +18,7 @@
 //! after `--`.
 
 mod cargo_build;
+mod init;
 mod kubectl;
 mod manifests;
 
@@ -34,6 +37,39 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start a project of one's own in DIR (created if missing; no file in
+    /// it may exist yet): workspace, apis, generated, reconcilers, the
+    /// binaries, config/, hack/, CI, an IDE launch configuration and a README.
+    Init {
+        /// The project's directory; its name names the project.
+        dir: PathBuf,
+        /// The API group its kinds go in (`shop.example.com`); also the
+        /// prefix of its manifests' labels.
+        #[arg(long)]
+        group: String,
+        /// The namespace the controller runs in (`SYSTEM_NAMESPACE`);
+        /// default: the directory's name.
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Take the framework from this checkout (default: the one this
+        /// command was installed from, while it exists).
+        #[arg(long, value_name = "DIR", conflicts_with_all = ["framework_git", "framework_version"])]
+        framework_path: Option<PathBuf>,
+        /// Take the framework from this git repository.
+        #[arg(long, value_name = "URL", conflicts_with = "framework_version")]
+        framework_git: Option<String>,
+        /// The commit, tag or branch of --framework-git.
+        #[arg(long, value_name = "REV", requires = "framework_git")]
+        rev: Option<String>,
+        /// Take the framework from a registry, at this version.
+        #[arg(long, value_name = "VERSION")]
+        framework_version: Option<String>,
+    },
+    /// Start a new kind in the project around the current directory: its
+    /// types, reconciler, table test and example object (`hack/new-kind.sh`).
+    /// Then run `hack/update-codegen.sh`.
+    #[command(subcommand)]
+    Create(Create),
     /// Build one binary of the workspace in the current directory, make its
     /// image and push it; prints the pushed reference (`repo@sha256:…`).
     Build {
@@ -85,6 +121,12 @@ enum Command {
     },
 }
 
+#[derive(Debug, Subcommand)]
+enum Create {
+    /// A new kind (kubebuilder's `create api`).
+    Api(init::CreateApi),
+}
+
 /// Where images go and how binaries are built.
 #[derive(Debug, clap::Args)]
 struct ImageArgs {
@@ -99,6 +141,29 @@ struct ImageArgs {
 
 fn main() -> ExitCode {
     let result = match Cli::parse().command {
+        Command::Init {
+            dir,
+            group,
+            namespace,
+            framework_path,
+            framework_git,
+            rev,
+            framework_version,
+        } => {
+            let framework = match (framework_path, framework_git, framework_version) {
+                (Some(path), _, _) => init::Framework::Path(path),
+                (_, Some(url), _) => init::Framework::Git { url, rev },
+                (_, _, Some(version)) => init::Framework::Version(version),
+                (None, None, None) => init::Framework::default_source(),
+            };
+            init::init(&init::Init {
+                dir,
+                group,
+                namespace,
+                framework,
+            })
+        }
+        Command::Create(Create::Api(request)) => init::create_api(&request),
         Command::Build { binary, image } => build_and_push(&binary, &image, &image.repo).map(|pushed| {
             println!("{pushed}");
         }),

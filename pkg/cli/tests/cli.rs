@@ -9,6 +9,10 @@ use std::process::{Command, Output};
 
 use kinject_testenv::TestEnv;
 
+// Scratch projects that build in this workspace's build directory.
+#[path = "../../../codegen/tests/copies/mod.rs"]
+mod copies;
+
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata:
@@ -179,4 +183,155 @@ async fn apply_builds_pushes_and_deploys_by_digest_and_delete_undeploys() {
             .is_none()
     );
     server.shutdown().await;
+}
+
+/// The packages `kinject init` writes, each given a profile setting of its
+/// own here so its build in the shared build directory is not taken for the
+/// sample app's crate of the same name (see `copies::copy_manifest`).
+const INIT_PACKAGES: [&str; 7] = [
+    "apis",
+    "generated",
+    "reconcilers",
+    "codegen",
+    "controller",
+    "schema",
+    "webhook",
+];
+
+/// The new project's manifest, made to share this workspace's build: the
+/// framework's folders are links inside the project (cargo names a path
+/// crate's build by its path from the workspace root, so only there do they
+/// match this workspace's build), which makes the framework's crates inherit
+/// from the project's workspace; they get the rest of this workspace's
+/// settings (dependencies the project does not name, package fields, lints,
+/// profiles), and the project's packages a profile setting of their own so
+/// their builds are not taken for the sample app's crates of the same names.
+/// The dependencies the project does name are the workspace's already
+/// (`init`'s unit tests check it).
+fn sharing_manifest(root: &Path, project: &Path) -> String {
+    let read = |dir: &Path| -> toml::Table {
+        std::fs::read_to_string(dir.join("Cargo.toml"))
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let (ours, mut theirs) = (read(root), read(project));
+    let workspace = theirs["workspace"].as_table_mut().unwrap();
+    let dependencies = workspace["dependencies"].as_table_mut().unwrap();
+    for (name, spec) in ours["workspace"]["dependencies"].as_table().unwrap() {
+        dependencies.entry(name.clone()).or_insert_with(|| spec.clone());
+    }
+    for key in ["package", "lints"] {
+        workspace.insert(key.into(), ours["workspace"][key].clone());
+    }
+    let mut profile = ours["profile"].clone();
+    let packages = profile["dev"]["package"].as_table_mut().unwrap();
+    for package in INIT_PACKAGES {
+        let mut own = toml::Table::new();
+        own.insert("debug".into(), "line-tables-only".into());
+        own.insert("codegen-units".into(), 253.into());
+        packages.insert(package.into(), own.into());
+    }
+    theirs.insert("profile".into(), profile);
+    toml::to_string(&theirs).unwrap()
+}
+
+/// kubebuilder's quick start, here: `init` a project, `create api` a kind,
+/// generate, and the project's own tests and generated-code check pass with
+/// no hand edit. The project takes the framework by path (links to this
+/// checkout) and builds in this workspace's build directory, so only its own
+/// crates compile, which the test checks.
+#[test]
+fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
+    let root = copies::repo_root();
+    let project = copies::scratch().join("init/shop");
+    let _ = std::fs::remove_dir_all(&project);
+    std::fs::create_dir_all(&project).unwrap();
+    copies::link_framework(&root, &project);
+    let path = project.to_string_lossy().into_owned();
+    kinject(
+        &project,
+        &[
+            "init",
+            &path,
+            "--group",
+            "shop.example.com",
+            "--framework-path",
+            &path,
+        ],
+    );
+    std::fs::copy(root.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
+    std::fs::write(project.join("Cargo.toml"), sharing_manifest(&root, &project)).unwrap();
+    let before = copies::artifacts();
+
+    let mut create = Command::new(env!("CARGO_BIN_EXE_kinject"));
+    create.current_dir(&project).args([
+        "create",
+        "api",
+        "--group",
+        "shop.example.com",
+        "--version",
+        "v1alpha1",
+        "--kind",
+        "Widget",
+    ]);
+    let created = copies::run(create);
+    assert!(created.ok, "create api:\n{}", created.stderr);
+    // The project's packages, where its README says `--workspace`: the
+    // framework's folders linked into it are members here, and their own
+    // tests are not the project's.
+    let mut project_tests = vec!["test", "--offline"];
+    for package in INIT_PACKAGES {
+        project_tests.extend(["-p", package]);
+    }
+    for (step, run) in [
+        ("update-codegen", copies::script(&project, "update-codegen.sh")),
+        ("cargo test", copies::cargo(&project, &project_tests)),
+        ("verify-codegen", copies::script(&project, "verify-codegen.sh")),
+    ] {
+        assert!(
+            run.ok,
+            "{step} failed in the new project:\n{}\n{}",
+            run.stdout, run.stderr
+        );
+    }
+    for file in [
+        "apis/src/shop/v1alpha1/widget_types.rs",
+        "reconcilers/src/widget.rs",
+        "config/samples/shop_v1alpha1_widget.yaml",
+        "config/300-widget.yaml",
+        "config/200-clusterrole.yaml",
+    ] {
+        assert!(project.join(file).is_file(), "{file} was not written");
+    }
+    let namespace = std::fs::read_to_string(project.join("config/100-namespace.yaml")).unwrap();
+    assert!(
+        namespace.contains("name: shop") && !namespace.contains("knative"),
+        "{namespace}"
+    );
+    copies::assert_only_own_crates_compiled(&project, &before);
+}
+
+/// `init` refuses a directory that already holds one of its files, and
+/// writes nothing there.
+#[test]
+fn init_changes_no_file_of_an_existing_project() {
+    let dir = scratch("init-taken");
+    std::fs::write(dir.join("README.md"), "mine\n").unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_kinject"))
+        .args([
+            "init",
+            "--group",
+            "shop.example.com",
+            "--framework-version",
+            "0.1.0",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success());
+    assert!(stderr.contains("already holds README.md"), "{stderr}");
+    assert_eq!(std::fs::read_to_string(dir.join("README.md")).unwrap(), "mine\n");
+    assert!(!dir.join("Cargo.toml").exists());
 }

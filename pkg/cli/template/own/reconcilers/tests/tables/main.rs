@@ -1,0 +1,1 @@
+//! The reconcilers' table tests, one module per reconciler, in one binary.
