@@ -262,6 +262,10 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     );
     std::fs::copy(root.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
     std::fs::write(project.join("Cargo.toml"), sharing_manifest(&root, &project)).unwrap();
+    // The generator runs alone (`cargo run -p codegen`), resolving fewer
+    // features of its dependencies than the whole workspace: its build here
+    // is the one the project's generator shares.
+    copies::build_the_generator_here();
     let before = copies::artifacts();
 
     let mut create = Command::new(env!("CARGO_BIN_EXE_kinject"));
