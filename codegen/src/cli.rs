@@ -2,7 +2,8 @@
 //! regenerates the typed layer from the API sources named in `codegen.toml`,
 //! or with `--verify` only checks that it is up to date;
 //! `new-kind --group G --version V --kind K [--scope cluster]` starts a new
-//! kind (see [`crate::scaffold`]).
+//! kind, and `new-kind --for KIND` a controller of a Kubernetes kind, either
+//! with `--owns KIND` and `--watches KIND` (see [`crate::scaffold`]).
 //!
 //! A project runs it through a binary of its own whose `main` is
 //! [`main`] (the sample app's `cmd/codegen`, which `hack/update-codegen.sh`,
@@ -15,7 +16,7 @@ use std::process::ExitCode;
 use std::time::Instant;
 
 use crate::model::Scope;
-use crate::scaffold::{self, NewKind};
+use crate::scaffold::{self, NewController, NewKind};
 use crate::{Config, Generated, Layout};
 use clap::{Parser, Subcommand, ValueEnum};
 
@@ -42,17 +43,30 @@ enum Command {
     /// hack/update-codegen.sh afterwards.
     NewKind {
         /// The API group, a domain you own (`tutorial.example.com`).
-        #[arg(long)]
-        group: String,
+        #[arg(long, required_unless_present = "for_kind")]
+        group: Option<String>,
         /// The version (`v1alpha1`, `v1beta1`, `v1`).
-        #[arg(long)]
-        version: String,
+        #[arg(long, required_unless_present = "for_kind")]
+        version: Option<String>,
         /// The kind, CamelCase (`Widget`).
-        #[arg(long)]
-        kind: String,
+        #[arg(long, required_unless_present = "for_kind")]
+        kind: Option<String>,
         /// Whether objects live in a namespace or are cluster-wide.
         #[arg(long, value_enum, ignore_case = true, default_value = "namespaced")]
         scope: ScopeArg,
+        /// Instead of a new kind, a controller keyed by a Kubernetes kind
+        /// (`Pod`, `apps/v1/Deployment`): kubebuilder's `For`.
+        #[arg(long = "for", value_name = "KIND", conflicts_with_all = ["group", "version", "kind"])]
+        for_kind: Option<String>,
+        /// A kind the reconciler creates and controls (`Job`, `batch/v1/Job`,
+        /// a kind of this project): its changes enqueue the owner.
+        /// Repeatable; kubebuilder's `Owns`.
+        #[arg(long, value_name = "KIND")]
+        owns: Vec<String>,
+        /// A kind the reconciler reads and tracks: a change to one it
+        /// tracks enqueues it. Repeatable; kubebuilder's `Watches`.
+        #[arg(long, value_name = "KIND")]
+        watches: Vec<String>,
     },
 }
 
@@ -88,21 +102,32 @@ pub fn main() -> ExitCode {
         version,
         kind,
         scope,
+        for_kind,
+        owns,
+        watches,
     }) = command
     {
+        if let Some(for_kind) = for_kind {
+            let new = NewController {
+                for_kind,
+                owns,
+                watches,
+            };
+            return scaffold_and_format(&config_path, scaffold::plan_controller(&config_path, &new));
+        }
         let scope = match scope {
             ScopeArg::Namespaced => Scope::Namespaced,
             ScopeArg::Cluster => Scope::Cluster,
         };
-        return new_kind(
-            &config_path,
-            &NewKind {
-                group,
-                version,
-                kind,
-                scope,
-            },
-        );
+        let new = NewKind {
+            group: group.unwrap_or_default(),
+            version: version.unwrap_or_default(),
+            kind: kind.unwrap_or_default(),
+            scope,
+            owns,
+            watches,
+        };
+        return scaffold_and_format(&config_path, scaffold::plan(&config_path, &new));
     }
 
     generate(&config_path, verify)
@@ -179,8 +204,10 @@ fn verify_up_to_date(config_path: &Path, config: &Config, generated: &Generated)
     }
 }
 
-fn new_kind(config_path: &Path, new: &NewKind) -> ExitCode {
-    let plan = match scaffold::plan(config_path, new).and_then(|plan| plan.write().map(|()| plan)) {
+/// Writes `planned` (all files or none), then formats them with the
+/// project's settings.
+fn scaffold_and_format(config_path: &Path, planned: Result<scaffold::Plan, crate::Error>) -> ExitCode {
+    let plan = match planned.and_then(|plan| plan.write().map(|()| plan)) {
         Ok(plan) => plan,
         Err(err) => {
             eprintln!("{err}");
@@ -266,5 +293,24 @@ mod tests {
                 ..
             })
         ));
+        let args = Args::try_parse_from([
+            "kinject-codegen",
+            "new-kind",
+            "--for",
+            "Pod",
+            "--owns",
+            "ConfigMap",
+            "--owns",
+            "batch/v1/Job",
+        ])
+        .unwrap();
+        assert!(matches!(
+            args.command,
+            Some(Command::NewKind { for_kind: Some(ref k), ref owns, .. }) if k == "Pod" && owns.len() == 2
+        ));
+        let both = Args::try_parse_from(["kinject-codegen", "new-kind", "--for", "Pod", "--kind", "Widget"]);
+        assert!(both.is_err(), "--for and --kind together must be refused");
+        let neither = Args::try_parse_from(["kinject-codegen", "new-kind", "--group", "a.example.com"]);
+        assert!(neither.is_err(), "a new kind needs --version and --kind");
     }
 }

@@ -8,6 +8,10 @@
 //! reconciler glue, registry entry, CRD and RBAC (the reconciler's needs are
 //! recorded when it is built, so nothing here edits the ClusterRole).
 //!
+//! `--owns` and `--watches` wire what the reconciler owns and watches, and
+//! `--for` starts a controller keyed by a Kubernetes kind instead of a new
+//! kind (see `relations`).
+//!
 //! For a kind that exists in another version of its group, it writes only the
 //! new version's type, sharing the existing version's spec and status (see
 //! `plan_version`).
@@ -27,6 +31,8 @@ use crate::model::{Scope, pluralize};
 use crate::scan::{self, KindPlan, group_module};
 use crate::stage;
 
+mod relations;
+
 /// The longest `spec.description` the scaffolded kind accepts.
 const MAX_DESCRIPTION: usize = 256;
 
@@ -41,6 +47,22 @@ pub struct NewKind {
     pub kind: String,
     /// Namespaced or cluster-scoped.
     pub scope: Scope,
+    /// Kinds its reconciler owns (`Job`, `batch/v1/Job`; see `relations`).
+    pub owns: Vec<String>,
+    /// Kinds its reconciler watches through the tracker.
+    pub watches: Vec<String>,
+}
+
+/// A controller for a kind that is not new: a Kubernetes kind, as
+/// kubebuilder's `For(&corev1.Pod{})`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewController {
+    /// The kind it is keyed by (`Pod`, `apps/v1/Deployment`).
+    pub for_kind: String,
+    /// Kinds it owns.
+    pub owns: Vec<String>,
+    /// Kinds it watches through the tracker.
+    pub watches: Vec<String>,
 }
 
 /// What [`plan`] would write: every file, new or edited, with its whole content.
@@ -173,16 +195,143 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     refuse_taken(config_path, &scanned, &versions, new, &names)?;
     let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
     if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
+        if !new.owns.is_empty() || !new.watches.is_empty() {
+            return Err(Error::one(Diagnostic::file(
+                config_path,
+                format!(
+                    "{} exists in another version, whose reconciler stays the kind's; --owns and --watches \
+                     go with a kind's first version (add the wiring to reconcilers/src/{}.rs)",
+                    new.kind, names.module
+                ),
+            )));
+        }
         let stored_elsewhere = versions.iter().any(|k| k.storage);
         return plan_version(config_path, &root, new, &names, &api, older, stored_elsewhere);
     }
+    let relations = Relations::resolve(&new.owns, &new.watches, &scanned, config_path)?;
     let repo = Repo {
         config_path,
         root: &root,
         config: &config,
         paths: &paths,
     };
-    plan_kind(&repo, new, &names, &api)
+    plan_kind(&repo, new, &names, &api, &relations)
+}
+
+/// What a new controller owns and watches, resolved.
+struct Relations {
+    owns: Vec<relations::Related>,
+    watches: Vec<relations::Related>,
+}
+
+impl Relations {
+    fn resolve(
+        owns: &[String],
+        watches: &[String],
+        scanned: &scan::Scanned,
+        at: &Path,
+    ) -> Result<Self, Error> {
+        let all = |names: &[String]| -> Result<Vec<relations::Related>, Error> {
+            names.iter().map(|n| relations::resolve(n, scanned, at)).collect()
+        };
+        Ok(Relations {
+            owns: all(owns)?,
+            watches: all(watches)?,
+        })
+    }
+
+    /// `codegen.toml` with an `[[external]]` for each Kubernetes kind.
+    fn externals(&self, toml: &str) -> String {
+        self.owns
+            .iter()
+            .chain(&self.watches)
+            .filter_map(|r| r.external.as_deref())
+            .fold(toml.to_owned(), |text, path| {
+                relations::ensure_external(&text, path, false)
+            })
+    }
+}
+
+/// A controller keyed by a kind that exists (a Kubernetes kind): its
+/// reconciler and table test, registered, and the kind's `[[external]]`
+/// entry with `reconciler = true`. No API type, no example object.
+pub fn plan_controller(config_path: &Path, new: &NewController) -> Result<Plan, Error> {
+    let config = Config::load(config_path)?;
+    let root = config_path.parent().unwrap_or(Path::new("")).to_path_buf();
+    let Some(paths) = config.scaffold.clone() else {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            "has no [scaffold] table; add one naming the reconcilers crate:\n[scaffold]\nreconcilers = \"reconcilers\"\nsamples = \"config/samples\"",
+        )));
+    };
+    let scanned = scan::scan(&config)?;
+    let keyed = relations::resolve(&new.for_kind, &scanned, config_path)?;
+    let Some(external) = keyed.external.clone() else {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            format!(
+                "{} is a kind of this project, which got its reconciler when it was started; --for is for a \
+                 Kubernetes kind (Pod, apps/v1/Deployment)",
+                keyed.kind
+            ),
+        )));
+    };
+    let relations = Relations::resolve(&new.owns, &new.watches, &scanned, config_path)?;
+    let generated_crate = rust_name(&package_name(&config.output)?);
+    let reconcilers_dir = root.join(&paths.reconcilers);
+    let reconcilers_package = package_name(&reconcilers_dir.join("src"))?;
+    let (uses, wiring) =
+        relations::wiring(&generated_crate, &keyed.kind, &relations.owns, &relations.watches);
+    let var = snake(&keyed.kind);
+    let (key_prefix, set_namespace) = if keyed.cluster_scoped {
+        ("", String::new())
+    } else {
+        (
+            "ns/",
+            format!("\n    {var}.metadata.namespace = Some(\"ns\".into());"),
+        )
+    };
+    let fill = |template: &str| {
+        [
+            ("{{Kind}}", keyed.kind.as_str()),
+            ("{{module}}", keyed.module()),
+            ("{{var}}", &var),
+            ("{{type_path}}", &keyed.rust_path),
+            (
+                "{{generated_module}}",
+                &format!("{generated_crate}::{}", keyed.generated_module),
+            ),
+            ("{{generated_crate}}", &generated_crate),
+            ("{{reconcilers_crate}}", &rust_name(&reconcilers_package)),
+            ("{{key_prefix}}", key_prefix),
+            ("{{set_namespace}}", &set_namespace),
+            ("{{uses}}", &uses),
+            ("{{wiring}}", &wiring),
+        ]
+        .iter()
+        .fold(template.to_owned(), |text, (placeholder, value)| {
+            text.replace(placeholder, value)
+        })
+    };
+    let mut files = Files::default();
+    add_reconciler(
+        &mut files,
+        keyed.module(),
+        &keyed.kind,
+        fill(include_str!("scaffold/reconciler_for.rs.tmpl")),
+        fill(include_str!("scaffold/table_for.rs.tmpl")),
+        &reconcilers_dir,
+    )?;
+    let toml = relations::ensure_external(&read(config_path)?, &external, true);
+    files.edit(config_path.to_path_buf(), relations.externals(&toml));
+    Ok(Plan {
+        files: files.0,
+        packages: vec![reconcilers_package],
+        summary: format!(
+            "started a controller of {} ({}); now run hack/update-codegen.sh, then cargo test --workspace",
+            keyed.kind, keyed.rust_path
+        ),
+    })
 }
 
 /// The repository new-kind writes into.
@@ -232,12 +381,19 @@ fn refuse_taken(
 
 /// A kind new in every version: its API files, reconciler, table test and
 /// example object.
-fn plan_kind(repo: &Repo<'_>, new: &NewKind, names: &Names, api: &ApiTarget) -> Result<Plan, Error> {
+fn plan_kind(
+    repo: &Repo<'_>,
+    new: &NewKind,
+    names: &Names,
+    api: &ApiTarget,
+    relations: &Relations,
+) -> Result<Plan, Error> {
     let generated_crate = rust_name(&package_name(&repo.config.output)?);
     let reconcilers_dir = repo.root.join(&repo.paths.reconcilers);
     let reconcilers_package = package_name(&reconcilers_dir.join("src"))?;
     let reconcilers_crate = rust_name(&reconcilers_package);
     let api_package = package_name(&api.dir)?;
+    let (uses, wiring) = relations::wiring(&generated_crate, &new.kind, &relations.owns, &relations.watches);
     let values = Values {
         names,
         new,
@@ -245,10 +401,19 @@ fn plan_kind(repo: &Repo<'_>, new: &NewKind, names: &Names, api: &ApiTarget) -> 
         generated_module: &format!("{generated_crate}::{}::{}", names.group_module, new.version),
         generated_crate: &generated_crate,
         reconcilers_crate: &reconcilers_crate,
+        uses: &uses,
+        wiring: &wiring,
     };
     let mut files = Files::default();
     add_api_files(&mut files, &values, api, repo)?;
-    add_reconciler(&mut files, &values, &reconcilers_dir)?;
+    add_reconciler(
+        &mut files,
+        &names.module,
+        &new.kind,
+        values.fill(include_str!("scaffold/reconciler.rs.tmpl")),
+        values.fill(include_str!("scaffold/table.rs.tmpl")),
+        &reconcilers_dir,
+    )?;
     files.create(
         repo.root.join(&repo.paths.samples).join(format!(
             "{}_{}_{}.yaml",
@@ -256,6 +421,11 @@ fn plan_kind(repo: &Repo<'_>, new: &NewKind, names: &Names, api: &ApiTarget) -> 
         )),
         values.fill(include_str!("scaffold/sample.yaml.tmpl")),
     )?;
+    let toml = files.current(repo.config_path)?;
+    let with_externals = relations.externals(&toml);
+    if with_externals != toml {
+        files.edit(repo.config_path.to_path_buf(), with_externals);
+    }
     let mut packages = vec![api_package, reconcilers_package];
     packages.dedup();
     Ok(Plan {
@@ -315,27 +485,26 @@ fn add_api_files(
 /// The reconciler module, its place in the `controllers!` list, and its
 /// table test: one more module of the table-test binary when there is one,
 /// else a test binary of its own.
-fn add_reconciler(files: &mut Files, values: &Values<'_>, reconcilers_dir: &Path) -> Result<(), Error> {
-    let module = &values.names.module;
+fn add_reconciler(
+    files: &mut Files,
+    module: &str,
+    kind: &str,
+    reconciler: String,
+    table: String,
+    reconcilers_dir: &Path,
+) -> Result<(), Error> {
     let reconcilers_src = reconcilers_dir.join("src");
     if reconcilers_src.join(module).exists() {
         return Err(Error::one(Diagnostic::file(
             reconcilers_src.join(module),
-            format!(
-                "exists; kind {} would put its reconciler in module `{module}`",
-                values.new.kind
-            ),
+            format!("exists; kind {kind} would put its reconciler in module `{module}`"),
         )));
     }
-    files.create(
-        reconcilers_src.join(format!("{module}.rs")),
-        values.fill(include_str!("scaffold/reconciler.rs.tmpl")),
-    )?;
+    files.create(reconcilers_src.join(format!("{module}.rs")), reconciler)?;
     let lib = reconcilers_src.join("lib.rs");
     let text = read(&lib)?;
     files.edit(lib.clone(), insert_controller(&text, &lib, module)?);
 
-    let table = values.fill(include_str!("scaffold/table.rs.tmpl"));
     let tables_main = reconcilers_dir.join("tests/tables/main.rs");
     if tables_main.is_file() {
         files.create(reconcilers_dir.join(format!("tests/tables/{module}.rs")), table)?;
@@ -624,6 +793,10 @@ struct Values<'a> {
     generated_module: &'a str,
     generated_crate: &'a str,
     reconcilers_crate: &'a str,
+    /// The `use` lines and `new_controller` statements of what the
+    /// reconciler owns and watches (empty without `--owns`/`--watches`).
+    uses: &'a str,
+    wiring: &'a str,
 }
 
 impl Values<'_> {
@@ -635,7 +808,7 @@ impl Values<'_> {
         } else {
             String::new()
         };
-        let pairs: [(&str, &str); 15] = [
+        let pairs: [(&str, &str); 17] = [
             ("{{Kind}}", &self.new.kind),
             ("{{KIND}}", &self.names.upper),
             ("{{module}}", &self.names.module),
@@ -656,6 +829,8 @@ impl Values<'_> {
             ("{{reconcilers_crate}}", self.reconcilers_crate),
             ("{{max_description}}", &MAX_DESCRIPTION.to_string()),
             ("{{set_namespace}}", &set_namespace),
+            ("{{uses}}", self.uses),
+            ("{{wiring}}", self.wiring),
             ("{{key_prefix}}", if namespaced { "ns/" } else { "" }),
             (
                 "{{sample_namespace}}",
@@ -688,6 +863,14 @@ impl Files {
             created: true,
         });
         Ok(())
+    }
+
+    /// `path`'s content as planned so far, or as on disk.
+    fn current(&self, path: &Path) -> Result<String, Error> {
+        match self.0.iter().find(|f| f.path == path) {
+            Some(file) => Ok(file.content.clone()),
+            None => read(path),
+        }
     }
 
     fn edit(&mut self, path: PathBuf, content: String) {
@@ -1108,6 +1291,8 @@ mod tests {
             version: version.into(),
             kind: kind.into(),
             scope: Scope::Namespaced,
+            owns: Vec::new(),
+            watches: Vec::new(),
         }
     }
 

@@ -337,11 +337,71 @@ pub(crate) struct CreateApi {
     /// `namespaced` (default) or `cluster`.
     #[arg(long)]
     scope: Option<String>,
+    #[command(flatten)]
+    relations: Relations,
 }
 
-/// Runs the project's generator's `new-kind` from the project's root (the
-/// nearest directory above the current one holding `codegen.toml`).
+/// What `create controller` is asked for: a controller keyed by a
+/// Kubernetes kind (`new-kind --for`).
+#[derive(Debug, clap::Args)]
+pub(crate) struct CreateController {
+    /// The kind it reconciles (`Pod`, `apps/v1/Deployment`).
+    #[arg(long = "for", value_name = "KIND")]
+    for_kind: String,
+    #[command(flatten)]
+    relations: Relations,
+}
+
+/// kubebuilder's `Owns` and `Watches`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct Relations {
+    /// A kind the reconciler creates and controls (`Job`, `batch/v1/Job`, a
+    /// kind of the project); repeatable.
+    #[arg(long, value_name = "KIND")]
+    owns: Vec<String>,
+    /// A kind the reconciler reads and tracks; repeatable.
+    #[arg(long, value_name = "KIND")]
+    watches: Vec<String>,
+}
+
+impl Relations {
+    fn args(&self) -> Vec<String> {
+        let owns = self.owns.iter().flat_map(|k| ["--owns".to_owned(), k.clone()]);
+        let watches = self
+            .watches
+            .iter()
+            .flat_map(|k| ["--watches".to_owned(), k.clone()]);
+        owns.chain(watches).collect()
+    }
+}
+
+/// Runs the project's generator's `new-kind` for a new kind.
 pub(crate) fn create_api(request: &CreateApi) -> Result<(), String> {
+    let mut args = vec![
+        "--group".to_owned(),
+        request.group.clone(),
+        "--version".to_owned(),
+        request.version.clone(),
+        "--kind".to_owned(),
+        request.kind.clone(),
+    ];
+    if let Some(scope) = &request.scope {
+        args.extend(["--scope".to_owned(), scope.clone()]);
+    }
+    args.extend(request.relations.args());
+    new_kind(&args)
+}
+
+/// Runs the project's generator's `new-kind --for`.
+pub(crate) fn create_controller(request: &CreateController) -> Result<(), String> {
+    let mut args = vec!["--for".to_owned(), request.for_kind.clone()];
+    args.extend(request.relations.args());
+    new_kind(&args)
+}
+
+/// Runs the project's generator's `new-kind` with `args` from the project's
+/// root (the nearest directory above the current one holding `codegen.toml`).
+fn new_kind(args: &[String]) -> Result<(), String> {
     let here = std::env::current_dir().map_err(|e| format!("cannot read the current directory: {e}"))?;
     let root = here
         .ancestors()
@@ -353,25 +413,19 @@ pub(crate) fn create_api(request: &CreateApi) -> Result<(), String> {
             )
         })?;
     let mut command = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    command.current_dir(root).args([
-        "run",
-        "--quiet",
-        "-p",
-        "codegen",
-        "--",
-        "--config",
-        "codegen.toml",
-        "new-kind",
-        "--group",
-        &request.group,
-        "--version",
-        &request.version,
-        "--kind",
-        &request.kind,
-    ]);
-    if let Some(scope) = &request.scope {
-        command.args(["--scope", scope]);
-    }
+    command
+        .current_dir(root)
+        .args([
+            "run",
+            "--quiet",
+            "-p",
+            "codegen",
+            "--",
+            "--config",
+            "codegen.toml",
+            "new-kind",
+        ])
+        .args(args);
     eprintln!("running the project's generator (the first build takes a minute)");
     let status = command
         .status()

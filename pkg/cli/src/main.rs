@@ -3,7 +3,8 @@
 //!
 //! ```sh
 //! kinject init shop --group shop.example.com   # a new project, laid out as the sample app is
-//! kinject create api --group shop.example.com --version v1alpha1 --kind Widget
+//! kinject create api --group shop.example.com --version v1alpha1 --kind Widget --owns Job
+//! kinject create controller --for Pod --watches ConfigMap
 //! kinject build controller --repo registry.example.com/team/controller
 //! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
 //! kinject delete -f config/
@@ -123,8 +124,12 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum Create {
-    /// A new kind (kubebuilder's `create api`).
+    /// A new kind (kubebuilder's `create api`), with `--owns` and
+    /// `--watches` for what its reconciler owns and watches.
     Api(init::CreateApi),
+    /// A controller keyed by a Kubernetes kind (`--for Pod`): no new API
+    /// type, a reconciler and its table test.
+    Controller(init::CreateController),
 }
 
 /// Where images go and how binaries are built.
@@ -164,6 +169,7 @@ fn main() -> ExitCode {
             })
         }
         Command::Create(Create::Api(request)) => init::create_api(&request),
+        Command::Create(Create::Controller(request)) => init::create_controller(&request),
         Command::Build { binary, image } => build_and_push(&binary, &image, &image.repo).map(|pushed| {
             println!("{pushed}");
         }),

@@ -236,18 +236,14 @@ fn sharing_manifest(root: &Path, project: &Path) -> String {
     toml::to_string(&theirs).unwrap()
 }
 
-/// kubebuilder's quick start, here: `init` a project, `create api` a kind,
-/// generate, and the project's own tests and generated-code check pass with
-/// no hand edit. The project takes the framework by path (links to this
-/// checkout) and builds in this workspace's build directory, so only its own
-/// crates compile, which the test checks.
-#[test]
-fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
-    let root = copies::repo_root();
+/// `kinject init` of a project in the scratch directory, taking the
+/// framework through links to this checkout, with this workspace's lock
+/// file and a manifest that shares its build.
+fn init_project(root: &Path) -> PathBuf {
     let project = copies::scratch().join("init/shop");
     let _ = std::fs::remove_dir_all(&project);
     std::fs::create_dir_all(&project).unwrap();
-    copies::link_framework(&root, &project);
+    copies::link_framework(root, &project);
     let path = project.to_string_lossy().into_owned();
     kinject(
         &project,
@@ -261,26 +257,49 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
         ],
     );
     std::fs::copy(root.join("Cargo.lock"), project.join("Cargo.lock")).unwrap();
-    std::fs::write(project.join("Cargo.toml"), sharing_manifest(&root, &project)).unwrap();
+    std::fs::write(project.join("Cargo.toml"), sharing_manifest(root, &project)).unwrap();
+    project
+}
+
+/// kubebuilder's quick start, here: `init` a project, `create api` a kind,
+/// generate, and the project's own tests and generated-code check pass with
+/// no hand edit. The project takes the framework by path (links to this
+/// checkout) and builds in this workspace's build directory, so only its own
+/// crates compile, which the test checks.
+#[test]
+fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
+    let root = copies::repo_root();
+    let project = init_project(&root);
     // The generator runs alone (`cargo run -p codegen`), resolving fewer
     // features of its dependencies than the whole workspace: its build here
     // is the one the project's generator shares.
     copies::build_the_generator_here();
     let before = copies::artifacts();
 
-    let mut create = Command::new(env!("CARGO_BIN_EXE_kinject"));
-    create.current_dir(&project).args([
-        "create",
-        "api",
-        "--group",
-        "shop.example.com",
-        "--version",
-        "v1alpha1",
-        "--kind",
-        "Widget",
-    ]);
-    let created = copies::run(create);
-    assert!(created.ok, "create api:\n{}", created.stderr);
+    // A kind that owns Jobs and watches Secrets, and a controller keyed by
+    // Pods that owns ConfigMaps: kubebuilder's For, Owns and Watches.
+    for args in [
+        &[
+            "create",
+            "api",
+            "--group",
+            "shop.example.com",
+            "--version",
+            "v1alpha1",
+            "--kind",
+            "Widget",
+            "--owns",
+            "Job",
+            "--watches",
+            "Secret",
+        ][..],
+        &["create", "controller", "--for", "Pod", "--owns", "ConfigMap"][..],
+    ] {
+        let mut create = Command::new(env!("CARGO_BIN_EXE_kinject"));
+        create.current_dir(&project).args(args);
+        let created = copies::run(create);
+        assert!(created.ok, "kinject {args:?}:\n{}", created.stderr);
+    }
     // The project's packages, where its README says `--workspace`: the
     // framework's folders linked into it are members here, and their own
     // tests are not the project's.
@@ -288,6 +307,7 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     for package in INIT_PACKAGES {
         project_tests.extend(["-p", package]);
     }
+    let mut tested = String::new();
     for (step, run) in [
         ("update-codegen", copies::script(&project, "update-codegen.sh")),
         ("cargo test", copies::cargo(&project, &project_tests)),
@@ -298,16 +318,32 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
             "{step} failed in the new project:\n{}\n{}",
             run.stdout, run.stderr
         );
+        tested.push_str(&run.stdout);
+    }
+    for test in [
+        "widget::a_valid_object_becomes_ready ... ok",
+        "pod::a_stored_object_is_reconciled_with_no_write ... ok",
+    ] {
+        assert!(tested.contains(test), "{test}:\n{tested}");
     }
     for file in [
         "apis/src/shop/v1alpha1/widget_types.rs",
         "reconcilers/src/widget.rs",
+        "reconcilers/src/pod.rs",
         "config/samples/shop_v1alpha1_widget.yaml",
         "config/300-widget.yaml",
         "config/200-clusterrole.yaml",
     ] {
         assert!(project.join(file).is_file(), "{file} was not written");
     }
+    // The owned kinds' writes reach the generated RBAC.
+    let rules = std::fs::read_to_string(project.join("config/200-clusterrole.yaml")).unwrap();
+    assert!(
+        rules.contains(
+            "resources: [\"jobs\"]\n    verbs: [\"list\", \"watch\", \"create\", \"update\", \"delete\"]"
+        ),
+        "{rules}"
+    );
     let namespace = std::fs::read_to_string(project.join("config/100-namespace.yaml")).unwrap();
     assert!(
         namespace.contains("name: shop") && !namespace.contains("knative"),
