@@ -5,7 +5,7 @@
 # files or none. Then run hack/update-codegen.sh. Runs from any directory.
 #
 #   hack/new-kind.sh --group tutorial.example.com --version v1alpha1 --kind Widget [--scope cluster]
-#                    [--owns Job]... [--watches Secret]...
+#                    [--field replicas:int32]... [--owns Job]... [--watches Secret]...
 #   hack/new-kind.sh --for Pod [--owns ConfigMap]...    # a controller of a Kubernetes kind
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

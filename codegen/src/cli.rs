@@ -67,6 +67,11 @@ enum Command {
         /// tracks enqueues it. Repeatable; kubebuilder's `Watches`.
         #[arg(long, value_name = "KIND")]
         watches: Vec<String>,
+        /// A spec field, NAME:TYPE (`replicas:int32`; types string, int32,
+        /// int64, bool, float64, []string). Repeatable; without any, one
+        /// example field, `description`, with a validation rule.
+        #[arg(long, value_name = "NAME:TYPE", conflicts_with = "for_kind")]
+        field: Vec<String>,
     },
 }
 
@@ -105,6 +110,7 @@ pub fn main() -> ExitCode {
         for_kind,
         owns,
         watches,
+        field,
     }) = command
     {
         if let Some(for_kind) = for_kind {
@@ -126,6 +132,7 @@ pub fn main() -> ExitCode {
             scope,
             owns,
             watches,
+            fields: field,
         };
         return scaffold_and_format(&config_path, scaffold::plan(&config_path, &new));
     }

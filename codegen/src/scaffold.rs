@@ -31,6 +31,7 @@ use crate::model::{Scope, pluralize};
 use crate::scan::{self, KindPlan, group_module};
 use crate::stage;
 
+mod fields;
 mod relations;
 
 /// The longest `spec.description` the scaffolded kind accepts.
@@ -51,6 +52,9 @@ pub struct NewKind {
     pub owns: Vec<String>,
     /// Kinds its reconciler watches through the tracker.
     pub watches: Vec<String>,
+    /// Its spec's fields, `NAME:TYPE` (`replicas:int32`); none gives one
+    /// example field, `description`.
+    pub fields: Vec<String>,
 }
 
 /// A controller for a kind that is not new: a Kubernetes kind, as
@@ -157,6 +161,7 @@ pub fn check_names(new: &NewKind) -> Result<(), Error> {
     if let Some(problem) = is_kube_version(&new.version).into_iter().next() {
         problems.push(format!("--version {:?} {problem}", new.version));
     }
+    fields::parse(&new.fields, &mut problems);
 
     if problems.is_empty() {
         Ok(())
@@ -195,12 +200,13 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
     refuse_taken(config_path, &scanned, &versions, new, &names)?;
     let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
     if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
-        if !new.owns.is_empty() || !new.watches.is_empty() {
+        if !new.owns.is_empty() || !new.watches.is_empty() || !new.fields.is_empty() {
             return Err(Error::one(Diagnostic::file(
                 config_path,
                 format!(
-                    "{} exists in another version, whose reconciler stays the kind's; --owns and --watches \
-                     go with a kind's first version (add the wiring to reconcilers/src/{}.rs)",
+                    "{} exists in another version, whose fields and reconciler the new version shares; \
+                     --field, --owns and --watches go with a kind's first version (edit its types, or the \
+                     wiring in reconcilers/src/{}.rs)",
                     new.kind, names.module
                 ),
             )));
@@ -394,6 +400,8 @@ fn plan_kind(
     let reconcilers_crate = rust_name(&reconcilers_package);
     let api_package = package_name(&api.dir)?;
     let (uses, wiring) = relations::wiring(&generated_crate, &new.kind, &relations.owns, &relations.watches);
+    let fields = fields::parse(&new.fields, &mut Vec::new());
+    let spec = fields::spec_text(&new.kind, &fields, MAX_DESCRIPTION);
     let values = Values {
         names,
         new,
@@ -403,6 +411,8 @@ fn plan_kind(
         reconcilers_crate: &reconcilers_crate,
         uses: &uses,
         wiring: &wiring,
+        spec: &spec,
+        example_field: fields.is_empty(),
     };
     let mut files = Files::default();
     add_api_files(&mut files, &values, api, repo)?;
@@ -451,7 +461,14 @@ fn add_api_files(
         ("types", include_str!("scaffold/types.rs.tmpl")),
         ("lifecycle", include_str!("scaffold/lifecycle.rs.tmpl")),
         ("defaults", include_str!("scaffold/defaults.rs.tmpl")),
-        ("validation", include_str!("scaffold/validation.rs.tmpl")),
+        (
+            "validation",
+            if values.example_field {
+                include_str!("scaffold/validation.rs.tmpl")
+            } else {
+                include_str!("scaffold/validation_fields.rs.tmpl")
+            },
+        ),
     ] {
         files.create(
             api.dir.join(format!("{snake}_{suffix}.rs")),
@@ -466,11 +483,15 @@ fn add_api_files(
     ];
     let kind = &values.new.kind;
     let upper = &values.names.upper;
-    let use_lines = [
+    let mut use_lines = vec![
         format!("pub use {snake}_lifecycle::{upper}_CONDITION_READY;"),
         format!("pub use {snake}_types::{{{kind}, {kind}List, {kind}Spec, {kind}Status}};"),
-        format!("pub use {snake}_validation::{upper}_MAX_DESCRIPTION_CHARS;"),
     ];
+    if values.example_field {
+        use_lines.push(format!(
+            "pub use {snake}_validation::{upper}_MAX_DESCRIPTION_CHARS;"
+        ));
+    }
     register_module(
         files,
         api,
@@ -797,6 +818,11 @@ struct Values<'a> {
     /// reconciler owns and watches (empty without `--owns`/`--watches`).
     uses: &'a str,
     wiring: &'a str,
+    /// The spec's fields, as each file names them.
+    spec: &'a fields::SpecText,
+    /// True for the example field `description` (no `--field`), which
+    /// comes with a validation rule and its table row.
+    example_field: bool,
 }
 
 impl Values<'_> {
@@ -808,7 +834,17 @@ impl Values<'_> {
         } else {
             String::new()
         };
-        let pairs: [(&str, &str); 17] = [
+        let invalid_spec_row = if self.example_field {
+            format!("\n{}", include_str!("scaffold/table_invalid_row.rs.tmpl"))
+        } else {
+            String::new()
+        };
+        let pairs: [(&str, &str); 21] = [
+            // First: they hold other placeholders.
+            ("{{invalid_spec_row}}", &invalid_spec_row),
+            ("{{spec_fields}}", &self.spec.declarations),
+            ("{{example_spec}}", &self.spec.example),
+            ("{{sample_spec}}", &self.spec.sample),
             ("{{Kind}}", &self.new.kind),
             ("{{KIND}}", &self.names.upper),
             ("{{module}}", &self.names.module),
@@ -1293,6 +1329,7 @@ mod tests {
             scope: Scope::Namespaced,
             owns: Vec::new(),
             watches: Vec::new(),
+            fields: Vec::new(),
         }
     }
 

@@ -337,6 +337,10 @@ pub(crate) struct CreateApi {
     /// `namespaced` (default) or `cluster`.
     #[arg(long)]
     scope: Option<String>,
+    /// A spec field, NAME:TYPE (`replicas:int32`); repeatable. Without any,
+    /// one example field, `description`.
+    #[arg(long, value_name = "NAME:TYPE")]
+    field: Vec<String>,
     #[command(flatten)]
     relations: Relations,
 }
@@ -387,6 +391,9 @@ pub(crate) fn create_api(request: &CreateApi) -> Result<(), String> {
     ];
     if let Some(scope) = &request.scope {
         args.extend(["--scope".to_owned(), scope.clone()]);
+    }
+    for field in &request.field {
+        args.extend(["--field".to_owned(), field.clone()]);
     }
     args.extend(request.relations.args());
     new_kind(&args)

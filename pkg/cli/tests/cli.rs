@@ -276,27 +276,16 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     copies::build_the_generator_here();
     let before = copies::artifacts();
 
-    // A kind that owns Jobs and watches Secrets, and a controller keyed by
-    // Pods that owns ConfigMaps: kubebuilder's For, Owns and Watches.
-    for args in [
-        &[
-            "create",
-            "api",
-            "--group",
-            "shop.example.com",
-            "--version",
-            "v1alpha1",
-            "--kind",
-            "Widget",
-            "--owns",
-            "Job",
-            "--watches",
-            "Secret",
-        ][..],
-        &["create", "controller", "--for", "Pod", "--owns", "ConfigMap"][..],
+    // A kind with fields that owns Jobs and watches Secrets, and a Pod
+    // controller that owns ConfigMaps: kubebuilder's For, Owns and Watches.
+    for line in [
+        "create api --group shop.example.com --version v1alpha1 --kind Widget --owns Job --watches Secret \
+         --field replicas:int32 --field tags:[]string",
+        "create controller --for Pod --owns ConfigMap",
     ] {
+        let args: Vec<&str> = line.split_whitespace().collect();
         let mut create = Command::new(env!("CARGO_BIN_EXE_kinject"));
-        create.current_dir(&project).args(args);
+        create.current_dir(&project).args(&args);
         let created = copies::run(create);
         assert!(created.ok, "kinject {args:?}:\n{}", created.stderr);
     }
@@ -336,7 +325,13 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     ] {
         assert!(project.join(file).is_file(), "{file} was not written");
     }
-    // The owned kinds' writes reach the generated RBAC.
+    // The fields reach the example object, and the owned kinds' writes the
+    // generated RBAC.
+    let sample = std::fs::read_to_string(project.join("config/samples/shop_v1alpha1_widget.yaml")).unwrap();
+    assert!(
+        sample.ends_with("spec:\n  replicas: 1\n  tags: [example]\n"),
+        "{sample}"
+    );
     let rules = std::fs::read_to_string(project.join("config/200-clusterrole.yaml")).unwrap();
     assert!(
         rules.contains(
