@@ -6,4 +6,4 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-TESTENV_REGENERATE=1 cargo test --package kinject-testenv --test proto_generated
+TESTENV_REGENERATE=1 cargo test --package kinject-testenv --test integration proto_generated

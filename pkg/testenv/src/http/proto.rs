@@ -8,7 +8,7 @@
 //!
 //! k8s-pb has neither serde support nor conversions to k8s-openapi, and prost keeps no
 //! field names at run time, so the [`Json`] impls of its messages are generated into
-//! `proto/generated.rs` by `tests/proto_generated.rs`, which reads both crates'
+//! `proto/generated.rs` by `tests/integration/proto_generated.rs`, which reads both crates'
 //! sources: k8s-pb for each message's fields, k8s-openapi for their JSON names (prost's
 //! snake case loses the case of names such as `podIPs` and `nonResourceURLs`). A field
 //! k8s-openapi does not name is one Go embeds, and its fields are written inline. The

@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The `testenv serve` binary: writes a kubeconfig, prints the URL, serves until SIGTERM.
 
 use std::io::{BufRead, BufReader};

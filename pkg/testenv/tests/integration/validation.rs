@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! kube-apiserver's validation of the built-in kinds controllers write most: one test
 //! per rule, each checking the field path, cause type and message of the 422.
 
-mod common;
+use crate::common;
 
 use kinject_testenv::TestEnv;
 use serde_json::{Value, json};

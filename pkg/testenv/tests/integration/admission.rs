@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Admission webhooks called over HTTPS, as kube-apiserver calls them.
 
 use std::net::SocketAddr;

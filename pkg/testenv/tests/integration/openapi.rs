@@ -1,9 +1,8 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! The OpenAPI documents: v3's root and group-version documents, v2 as JSON and as
 //! gnostic's protobuf, with the built-in kinds' and the CRDs' schemas, and their
 //! hashes following the CRDs.
 
-mod common;
+use crate::common;
 
 use kinject_testenv::TestEnv;
 use prost::Message as _;

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! kubectl against the loopback server: apply a CRD and an instance, get (table and
 //! YAML), watch a change, delete. Skips with a notice when kubectl is not installed.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -471,7 +470,7 @@ fn a_missing_kubectl_is_a_visible_skip() {
     let empty = std::env::temp_dir().join(format!("testenv-no-kubectl-{}", uuid_like()));
     std::fs::create_dir_all(&empty).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "kubectl_apply_get_watch_delete", "--test-threads=1"])
+        .args(["--exact", "kubectl::kubectl_apply_get_watch_delete", "--test-threads=1"])
         .env("PATH", &empty)
         .env_remove("TESTENV_REQUIRE_KUBECTL")
         .output()

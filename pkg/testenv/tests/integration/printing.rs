@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! What kube-apiserver prints for a CRD's `additionalPrinterColumns`, how it validates
 //! them, and the limit on the size of an object's annotations.
 
-mod common;
+use crate::common;
 
 use serde_json::{Value, json};
 

@@ -1,8 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Answers that a differential run against kube-apiserver 1.36 found different: each
 //! test walks one of them through a real `kube::Client`.
 
-mod common;
+use crate::common;
 
 use kinject_testenv::TestEnv;
 use serde_json::{Value, json};

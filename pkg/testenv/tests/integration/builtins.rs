@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 //! Every built-in kind the server declares, through a real `kube::Client`; the list of
 //! kinds comes from the server's own table, so a kind added there is covered here.
 

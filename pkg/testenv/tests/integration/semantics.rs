@@ -1,11 +1,10 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(
     clippy::too_many_lines,
     reason = "each test walks one behaviour through a sequence of requests that build on each other"
 )]
 //! Storage and verb semantics, driven through a real `kube::Client`.
 
-mod common;
+use crate::common;
 
 use common::{api_err, asvc, asvc_api, env_with_crd};
 use k8s_openapi::api::apps::v1::Deployment;
