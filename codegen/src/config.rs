@@ -405,7 +405,7 @@ impl FilledExternal {
 /// The API group of each module of k8s-openapi's `api` tree (and of its
 /// `apiextensions` and `apiregistration` kinds), by the module's name: every
 /// Kubernetes API group, which also tells the generator which module names
-/// are Kubernetes'. A test (`codegen/tests/k8s_openapi_paths.rs`) checks it
+/// are Kubernetes'. A test (`codegen/tests/integration/k8s_openapi_paths.rs`) checks it
 /// against k8s-openapi's `Resource::GROUP` for a kind of every group.
 pub(crate) const K8S_OPENAPI_GROUPS: &[(&str, &str)] = &[
     ("admissionregistration", "admissionregistration.k8s.io"),

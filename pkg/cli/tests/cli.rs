@@ -10,7 +10,7 @@ use std::process::{Command, Output};
 use kinject_testenv::TestEnv;
 
 // Scratch projects that build in this workspace's build directory.
-#[path = "../../../codegen/tests/copies/mod.rs"]
+#[path = "../../../codegen/tests/integration/copies/mod.rs"]
 mod copies;
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1

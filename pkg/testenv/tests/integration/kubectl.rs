@@ -470,7 +470,11 @@ fn a_missing_kubectl_is_a_visible_skip() {
     let empty = std::env::temp_dir().join(format!("testenv-no-kubectl-{}", uuid_like()));
     std::fs::create_dir_all(&empty).unwrap();
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "kubectl::kubectl_apply_get_watch_delete", "--test-threads=1"])
+        .args([
+            "--exact",
+            "kubectl::kubectl_apply_get_watch_delete",
+            "--test-threads=1",
+        ])
         .env("PATH", &empty)
         .env_remove("TESTENV_REQUIRE_KUBECTL")
         .output()

@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 //! Errors name the file, line and column, say what is wrong and how to fix it.
 
 use std::path::{Path, PathBuf};

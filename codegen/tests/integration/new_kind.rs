@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(
     clippy::too_many_lines,
     reason = "a scenario test reads best top to bottom, in one function"
@@ -13,11 +12,9 @@
 //! built once with the new kinds and their tests run; nothing else is
 //! compiled (see `copies`).
 
-mod copies;
-
 use std::path::{Path, PathBuf};
 
-use copies::*;
+use crate::copies::*;
 
 /// The files of a tree with their contents, to show a refused scaffold
 /// changed nothing (the framework's linked folders left out).

@@ -138,7 +138,7 @@ pub(crate) fn copy_manifest(root: &Path, number: u32) -> String {
         overrides.insert(package, own.into());
     }
     format!(
-        "# A copy of the sample app, written by codegen/tests/copies/mod.rs.\n{}",
+        "# A copy of the sample app, written by codegen/tests/integration/copies/mod.rs.\n{}",
         toml::to_string(&manifest).unwrap()
     )
 }

@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 //! An `[[external]]` given by its k8s-openapi path alone gets the group,
 //! version, kind and plural k8s-openapi's `Resource` says, for a kind of every
 //! API group and the plurals English gets wrong.

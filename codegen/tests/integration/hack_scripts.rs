@@ -1,4 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 #![allow(
     clippy::too_many_lines,
     reason = "a scenario test reads best top to bottom, in one function"
@@ -16,12 +15,10 @@
 //! builds the copy's `generated`, `schema` and `rbac` again after the edit
 //! before it; nothing else is compiled (see `copies`).
 
-mod copies;
-
 use std::collections::BTreeSet;
 use std::ffi::OsString;
 
-use copies::*;
+use crate::copies::*;
 
 /// The modification time of every file of `dir` that is its own (not behind
 /// a link to the framework, not a build output), by path.

@@ -1,9 +1,7 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 //! Golden files: the generator's output for the fixture API set
 //! (`tests/fixtures`), in both layouts, is compared byte for byte with
 //! `tests/golden`. After an intended change, regenerate them with
-//! `UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test golden` and review the diff.
+//! `UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test integration golden` and review the diff.
 
 use std::path::{Path, PathBuf};
 
@@ -23,7 +21,7 @@ fn golden(layout: &Layout, dir: &Path) {
     let stale = generated.check(dir).unwrap();
     assert!(
         stale.is_empty(),
-        "golden files differ: {stale:?}\nrun UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test golden and review the diff"
+        "golden files differ: {stale:?}\nrun UPDATE_GOLDEN=1 cargo test -p kinject-codegen --test integration golden and review the diff"
     );
 }
 

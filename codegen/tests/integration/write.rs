@@ -1,5 +1,3 @@
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 //! Writing is idempotent, all or nothing, and only ever touches generated
 //! files; the binary prints a one-line summary and `--verify` lists stale
 //! files with the fix.
