@@ -4,8 +4,6 @@
 //! only the CA the configurations carry; the certificate is renewed (by an
 //! injected clock) without a restart and without a failed request.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};

@@ -1,7 +1,5 @@
 //! The admission controllers on the sample kinds, against Knative's strings.
 
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
-
 use kinject_webhook::admission::{
     Admit, ConfigValidation, Defaulting, Request, Validation, example_checksum,
 };

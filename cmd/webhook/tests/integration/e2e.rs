@@ -9,7 +9,6 @@
     clippy::too_many_lines,
     reason = "a scenario test reads best top to bottom, in one function"
 )]
-#![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
