@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release -p kinject-runtime --example cache-memory
 //! cargo run --release -p kinject-runtime --example cache-memory -- json   # one form only
+//! cargo run --release -p kinject-runtime --example cache-memory -- kube-runtime
 //! ```
 //!
 //! Loads 10,000 copies of the reference Pod (1 container, a projected
@@ -18,7 +19,10 @@
 //! 20,567 B. Then the pods are relisted once and the peak is reported.
 //!
 //! Each [`CacheFormat`] is measured in a process of its own (the example runs
-//! itself once per form), since a heap's peak cannot be reset.
+//! itself once per form), since a heap's peak cannot be reset; the last
+//! process loads the same pods into kube-runtime's reflector `Store`, as it
+//! holds them by default (whole objects, managedFields included), for the
+//! anchor measured on this machine.
 
 use k8s_openapi::api::core::v1::Pod;
 use kinject_runtime::informer::{CacheFormat, Informer, InformerSettings};
@@ -90,7 +94,7 @@ fn load<K: Object>(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let format = match std::env::args().nth(1).as_deref() {
         None => {
-            for form in ["decoded", "json"] {
+            for form in ["decoded", "json", "kube-runtime"] {
                 let status = std::process::Command::new(std::env::current_exe()?)
                     .arg(form)
                     .status()?;
@@ -102,11 +106,34 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Some("decoded") => CacheFormat::Decoded,
         Some("json") => CacheFormat::Json,
-        Some(other) => return Err(format!("unknown cache format {other:?}; use decoded or json").into()),
+        Some("kube-runtime") => return measure_kube_runtime(),
+        Some(other) => {
+            return Err(format!("unknown cache format {other:?}; use decoded, json or kube-runtime").into());
+        }
     };
     tokio::runtime::Builder::new_current_thread()
         .build()?
         .block_on(measure(format))
+}
+
+/// kube-runtime's reflector `Store` of the same pods.
+fn measure_kube_runtime() -> Result<(), Box<dyn std::error::Error>> {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let (store, mut writer) = kube::runtime::reflector::store::<Pod>();
+    let before = live_bytes();
+    writer.apply_watcher_event(&Event::Init);
+    for i in 0..N {
+        writer.apply_watcher_event(&Event::InitApply(pod(i)?));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    let bytes = live_bytes().saturating_sub(before);
+    if store.state().len() != N {
+        return Err(format!("the store holds {} of {N} pods", store.state().len()).into());
+    }
+    println!("kube-runtime Store:");
+    println!("  pod bytes/object: {}", bytes / N);
+    println!("    ({N} pods, {bytes} bytes; whole objects, managedFields included)");
+    Ok(())
 }
 
 async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {

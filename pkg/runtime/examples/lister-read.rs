@@ -8,6 +8,8 @@
 //! Loads 10,000 reference Pods into an informer (as the watch would), once per
 //! [`CacheFormat`], and times `get` of each one, `list` of the 1,000 that
 //! carry one label value (`shard=3`, out of ten), and `list` of all of them.
+//! Then the same reads from kube-runtime's reflector `Store`, fed the same
+//! pods, as the anchor they compare with.
 
 use std::time::{Duration, Instant};
 
@@ -28,6 +30,59 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for format in [CacheFormat::Decoded, CacheFormat::Json] {
         measure(format)?;
     }
+    measure_kube_runtime()
+}
+
+/// A reference Pod with its `shard` label.
+fn labelled_pod(i: usize) -> Result<Pod, Box<dyn std::error::Error>> {
+    let mut pod = pod(i)?;
+    pod.metadata
+        .labels
+        .get_or_insert_default()
+        .insert("shard".into(), (i % SHARDS).to_string());
+    Ok(pod)
+}
+
+/// kube-runtime's `Store` (`Arc<Pod>` per object, no index): `get` by
+/// `ObjectRef`, and a label selection as a filter over `state()`, which is
+/// what a kube-runtime controller does without an index of its own.
+fn measure_kube_runtime() -> Result<(), Box<dyn std::error::Error>> {
+    use kube::ResourceExt;
+    use kube::runtime::reflector::{self, ObjectRef};
+
+    let (store, mut writer) = reflector::store::<Pod>();
+    writer.apply_watcher_event(&Event::Init);
+    for i in 0..N {
+        writer.apply_watcher_event(&Event::InitApply(labelled_pod(i)?));
+    }
+    writer.apply_watcher_event(&Event::InitDone);
+    let refs: Vec<ObjectRef<Pod>> = (0..N)
+        .map(|i| ObjectRef::new(&format!("web-7d4f4bd8dc-{i:05}")).within("default"))
+        .collect();
+    let started = Instant::now();
+    for r in &refs {
+        if store.get(r).is_none() {
+            return Err(format!("pod {} missing from the store", r.name).into());
+        }
+    }
+    let get = started.elapsed() / N as u32;
+    let mut by_label = Duration::MAX;
+    let mut selected = 0;
+    for _ in 0..5 {
+        let started = Instant::now();
+        selected = store
+            .state()
+            .iter()
+            .filter(|p| p.labels().get("shard").is_some_and(|v| v == "3"))
+            .count();
+        by_label = by_label.min(started.elapsed());
+    }
+    if selected != N / SHARDS {
+        return Err(format!("selected {selected} pods by label").into());
+    }
+    println!("kube-runtime Store:");
+    println!("  get: {get:.2?} per pod");
+    println!("  list by label: {by_label:.2?} for {selected} of {N} pods");
     Ok(())
 }
 
@@ -45,12 +100,7 @@ fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {
     let pods = ctx.informer::<Pod>();
     pods.apply_event(Event::Init);
     for i in 0..N {
-        let mut pod = pod(i)?;
-        pod.metadata
-            .labels
-            .get_or_insert_default()
-            .insert("shard".into(), (i % SHARDS).to_string());
-        pods.apply_event(Event::InitApply(pod));
+        pods.apply_event(Event::InitApply(labelled_pod(i)?));
     }
     pods.apply_event(Event::InitDone);
     let lister = pods.lister();
