@@ -11,7 +11,10 @@ command -v kubectl >/dev/null || { echo "error: kubectl is not on PATH; install 
 # On a terminal cargo shows its progress (the first build takes minutes).
 quiet=(--quiet)
 if [ -t 2 ]; then quiet=(); fi
-cargo build ${quiet[@]+"${quiet[@]}"} -p kinject-testenv --bin kinject-testenv -p controller --bin controller
+# One command per package: given both at once, cargo reports that the
+# dependency (kinject-testenv) "did not match any packages".
+cargo build ${quiet[@]+"${quiet[@]}"} -p kinject-testenv --bin kinject-testenv
+cargo build ${quiet[@]+"${quiet[@]}"} -p controller --bin controller
 target_dir=$(cargo metadata --format-version 1 --no-deps --offline | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 mkdir -p .testenv
