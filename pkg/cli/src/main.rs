@@ -5,6 +5,7 @@
 //! kinject init shop --group shop.example.com   # a new project, laid out as the sample app is
 //! kinject create api --group shop.example.com --version v1alpha1 --kind Widget --owns Job
 //! kinject create controller --for Pod --watches ConfigMap
+//! kinject serve --kubeconfig .testenv/kubeconfig   # a local API server until Ctrl-C
 //! kinject build controller --repo registry.example.com/team/controller
 //! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
 //! kinject delete -f config/
@@ -66,6 +67,10 @@ enum Command {
         #[arg(long, value_name = "VERSION")]
         framework_version: Option<String>,
     },
+    /// Serve an in-memory API server on 127.0.0.1 until Ctrl-C, its
+    /// kubeconfig written to --kubeconfig: the local cluster of
+    /// `hack/run-local.sh` (kinject-testenv's `serve`).
+    Serve(kinject_testenv::serve::ServeArgs),
     /// Start a new kind in the project around the current directory: its
     /// types, reconciler, table test and example object (`hack/new-kind.sh`).
     /// Then run `hack/update-codegen.sh`.
@@ -167,6 +172,15 @@ fn main() -> ExitCode {
                 namespace,
                 framework,
             })
+        }
+        Command::Serve(args) => {
+            return match tokio::runtime::Runtime::new() {
+                Ok(runtime) => runtime.block_on(kinject_testenv::serve::serve(args)),
+                Err(e) => {
+                    eprintln!("error: cannot start the async runtime: {e}");
+                    ExitCode::FAILURE
+                }
+            };
         }
         Command::Create(Create::Api(request)) => init::create_api(&request),
         Command::Create(Create::Controller(request)) => init::create_controller(&request),

@@ -84,6 +84,7 @@ mod patches;
 mod quantity;
 mod registry;
 mod selector;
+pub mod serve;
 mod store;
 mod timestamps;
 

@@ -598,9 +598,10 @@ fn the_framework_depends_on_no_crate_of_the_sample_app() {
 /// production build of a user's controller never carries it.
 #[test]
 fn the_framework_crates_package_for_a_registry() {
-    /// The table-test harness, and the schema command that checks CRDs as
-    /// the API server would: neither is linked into a controller.
-    const DEVELOPMENT_TOOLS: [&str; 2] = ["kinject-testing", "kinject-schema"];
+    /// The table-test harness, the schema command that checks CRDs as the
+    /// API server would, and the `kinject` command that serves the local
+    /// cluster: none is linked into a controller.
+    const DEVELOPMENT_TOOLS: [&str; 3] = ["kinject-testing", "kinject-schema", "kinject-cli"];
     let output = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
         .current_dir(workspace())

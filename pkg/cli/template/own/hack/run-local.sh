@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The controller against a local in-memory API server (kinject-testenv) until
+# The controller against a local in-memory API server (`kinject serve`) until
 # Ctrl-C: starts the server, writes its kubeconfig to .testenv/kubeconfig,
 # applies config/ with kubectl, and runs the controller with
 # SYSTEM_NAMESPACE={{namespace}}. Runs from any directory.
@@ -7,19 +7,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 command -v kubectl >/dev/null || { echo "error: kubectl is not on PATH; install it to apply config/" >&2; exit 1; }
+command -v kinject >/dev/null || {
+  echo "error: the kinject command is not on PATH; install it from the framework: cargo install --path <framework>/pkg/cli" >&2
+  exit 1
+}
 
 # On a terminal cargo shows its progress (the first build takes minutes).
 quiet=(--quiet)
 if [ -t 2 ]; then quiet=(); fi
-# One command per package: given both at once, cargo reports that the
-# dependency (kinject-testenv) "did not match any packages".
-cargo build ${quiet[@]+"${quiet[@]}"} -p kinject-testenv --bin kinject-testenv
 cargo build ${quiet[@]+"${quiet[@]}"} -p controller --bin controller
 target_dir=$(cargo metadata --format-version 1 --no-deps --offline | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 
 mkdir -p .testenv
 rm -f .testenv/kubeconfig
-"${target_dir}/debug/kinject-testenv" serve --kubeconfig .testenv/kubeconfig &
+kinject serve --kubeconfig .testenv/kubeconfig &
 server=$!
 trap 'kill "${server}" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
