@@ -54,6 +54,9 @@ use std::path::{Path, PathBuf};
 pub use config::{ApiModule, Config, ExternalKind, ScaffoldPaths};
 pub use emit::{HEADER, Layout};
 pub use error::{Diagnostic, Error};
+/// All-or-nothing writes of several files (see the `stage` module), for
+/// tools that write a tree of their own, as `kinject init` does.
+pub use stage::write_all;
 
 /// The rendered output of one run, not yet written.
 #[derive(Debug)]

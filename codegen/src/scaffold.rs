@@ -137,25 +137,8 @@ pub fn check_names(new: &NewKind) -> Result<(), Error> {
     }
 
     let group = new.group.as_str();
-    if !group.contains('.') {
-        problems.push(format!(
-            "--group {group:?} must contain a dot: custom resources live in a domain you own, \
-             e.g. \"{}.example.com\" (kube-apiserver refuses a CRD group without one)",
-            if group.is_empty() { "widgets" } else { group }
-        ));
-    } else if let Some(problem) = is_dns1123_subdomain(group).into_iter().next() {
-        problems.push(format!(
-            "--group {group:?} is not a DNS subdomain: {problem}; e.g. \"tutorial.example.com\""
-        ));
-    } else if group == "k8s.io"
-        || group == "kubernetes.io"
-        || group.ends_with(".k8s.io")
-        || group.ends_with(".kubernetes.io")
-    {
-        problems.push(format!(
-            "--group {group:?} is reserved for Kubernetes' own APIs (a CRD there needs the \
-             api-approved.kubernetes.io annotation); use a domain you own, e.g. \"tutorial.example.com\""
-        ));
+    if let Some(problem) = group_problem(group) {
+        problems.push(format!("--group {group:?} {problem}"));
     }
 
     if let Some(problem) = is_kube_version(&new.version).into_iter().next() {
@@ -175,12 +158,38 @@ pub fn check_names(new: &NewKind) -> Result<(), Error> {
     }
 }
 
-/// Plans the files for `new` in the repository `config_path` (its
-/// `codegen.toml`) describes, writing nothing. Fails, naming the file and the
-/// fix, when the kind exists, a file it would create exists, or a file it
-/// must edit does not have the expected shape.
-pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
-    check_names(new)?;
+/// The first rule a custom resource group breaks, worded to follow the
+/// group (`"batch" must contain a dot: …`); `None` for a group a CRD may use.
+/// `kinject init` checks a project's group with it too.
+pub fn group_problem(group: &str) -> Option<String> {
+    if !group.contains('.') {
+        Some(format!(
+            "must contain a dot: custom resources live in a domain you own, \
+             e.g. \"{}.example.com\" (kube-apiserver refuses a CRD group without one)",
+            if group.is_empty() { "widgets" } else { group }
+        ))
+    } else if let Some(problem) = is_dns1123_subdomain(group).into_iter().next() {
+        Some(format!(
+            "is not a DNS subdomain: {problem}; e.g. \"tutorial.example.com\""
+        ))
+    } else if group == "k8s.io"
+        || group == "kubernetes.io"
+        || group.ends_with(".k8s.io")
+        || group.ends_with(".kubernetes.io")
+    {
+        Some(
+            "is reserved for Kubernetes' own APIs (a CRD there needs the \
+             api-approved.kubernetes.io annotation); use a domain you own, e.g. \"tutorial.example.com\""
+                .to_owned(),
+        )
+    } else {
+        None
+    }
+}
+
+/// The config at `config_path`, the directory its paths are relative to,
+/// and its `[scaffold]` table, which every scaffold needs.
+fn load_scaffold(config_path: &Path) -> Result<(Config, PathBuf, ScaffoldPaths), Error> {
     let config = Config::load(config_path)?;
     let root = config_path.parent().unwrap_or(Path::new("")).to_path_buf();
     let Some(paths) = config.scaffold.clone() else {
@@ -190,6 +199,29 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
              [scaffold]\nreconcilers = \"reconcilers\"\nsamples = \"config/samples\"",
         )));
     };
+    Ok((config, root, paths))
+}
+
+/// The `{{key_prefix}}` and `{{set_namespace}}` of a table test whose object
+/// is `var`: a namespace `ns` for a namespaced kind, none for a cluster one.
+fn namespace_placeholders(var: &str, namespaced: bool) -> (&'static str, String) {
+    if namespaced {
+        (
+            "ns/",
+            format!("\n    {var}.metadata.namespace = Some(\"ns\".into());"),
+        )
+    } else {
+        ("", String::new())
+    }
+}
+
+/// Plans the files for `new` in the repository `config_path` (its
+/// `codegen.toml`) describes, writing nothing. Fails, naming the file and the
+/// fix, when the kind exists, a file it would create exists, or a file it
+/// must edit does not have the expected shape.
+pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
+    check_names(new)?;
+    let (config, root, paths) = load_scaffold(config_path)?;
     let scanned = scan::scan(&config)?;
     let names = Names::new(new);
     let versions: Vec<&KindPlan> = scanned
@@ -262,14 +294,7 @@ impl Relations {
 /// reconciler and table test, registered, and the kind's `[[external]]`
 /// entry with `reconciler = true`. No API type, no example object.
 pub fn plan_controller(config_path: &Path, new: &NewController) -> Result<Plan, Error> {
-    let config = Config::load(config_path)?;
-    let root = config_path.parent().unwrap_or(Path::new("")).to_path_buf();
-    let Some(paths) = config.scaffold.clone() else {
-        return Err(Error::one(Diagnostic::file(
-            config_path,
-            "has no [scaffold] table; add one naming the reconcilers crate:\n[scaffold]\nreconcilers = \"reconcilers\"\nsamples = \"config/samples\"",
-        )));
-    };
+    let (config, root, paths) = load_scaffold(config_path)?;
     let scanned = scan::scan(&config)?;
     let keyed = relations::resolve(&new.for_kind, &scanned, config_path)?;
     let Some(external) = keyed.external.clone() else {
@@ -289,14 +314,7 @@ pub fn plan_controller(config_path: &Path, new: &NewController) -> Result<Plan, 
     let (uses, wiring) =
         relations::wiring(&generated_crate, &keyed.kind, &relations.owns, &relations.watches);
     let var = snake(&keyed.kind);
-    let (key_prefix, set_namespace) = if keyed.cluster_scoped {
-        ("", String::new())
-    } else {
-        (
-            "ns/",
-            format!("\n    {var}.metadata.namespace = Some(\"ns\".into());"),
-        )
-    };
+    let (key_prefix, set_namespace) = namespace_placeholders(&var, !keyed.cluster_scoped);
     let fill = |template: &str| {
         [
             ("{{Kind}}", keyed.kind.as_str()),
@@ -829,11 +847,7 @@ impl Values<'_> {
     fn fill(&self, template: &str) -> String {
         let namespaced = self.new.scope == Scope::Namespaced;
         let var = &self.names.snake;
-        let set_namespace = if namespaced {
-            format!("\n    {var}.metadata.namespace = Some(\"ns\".into());")
-        } else {
-            String::new()
-        };
+        let (key_prefix, set_namespace) = namespace_placeholders(var, namespaced);
         let invalid_spec_row = if self.example_field {
             format!("\n{}", include_str!("scaffold/table_invalid_row.rs.tmpl"))
         } else {
@@ -867,7 +881,7 @@ impl Values<'_> {
             ("{{set_namespace}}", &set_namespace),
             ("{{uses}}", self.uses),
             ("{{wiring}}", self.wiring),
-            ("{{key_prefix}}", if namespaced { "ns/" } else { "" }),
+            ("{{key_prefix}}", key_prefix),
             (
                 "{{sample_namespace}}",
                 if namespaced { "\n  namespace: default" } else { "" },

@@ -26,7 +26,7 @@ use crate::io_error;
 static NEXT: AtomicU64 = AtomicU64::new(0);
 
 /// Writes each `(target, content)`, all or none: on `Err` no target changed.
-pub(crate) fn write_all<'a>(files: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Result<(), Error> {
+pub fn write_all<'a>(files: impl IntoIterator<Item = (&'a Path, &'a str)>) -> Result<(), Error> {
     stage(files)?.commit()
 }
 
