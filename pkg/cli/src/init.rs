@@ -19,7 +19,7 @@
 use std::path::{Component, Path, PathBuf};
 use std::process::Command;
 
-use kinject_codegen::model::validation::{is_dns1123_label, is_dns1123_subdomain};
+use kinject_codegen::model::validation::is_dns1123_label;
 
 /// Lists template files as `(path, content)`, each embedded at build time.
 macro_rules! templates {
@@ -114,10 +114,9 @@ impl Framework {
     /// The checkout this command was built from when it still exists (a
     /// `cargo install --path` of a clone), else this command's version.
     pub(crate) fn default_source() -> Self {
-        let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        match checkout.join("pkg/runtime/Cargo.toml").canonicalize() {
-            Ok(_) => Framework::Path(checkout.canonicalize().unwrap_or(checkout)),
-            Err(_) => Framework::Version(env!("CARGO_PKG_VERSION").to_owned()),
+        match checkout_at(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")) {
+            Some(root) => Framework::Path(root),
+            None => Framework::Version(env!("CARGO_PKG_VERSION").to_owned()),
         }
     }
 
@@ -173,16 +172,12 @@ pub(crate) fn init(request: &Init) -> Result<(), String> {
         .canonicalize()
         .map_err(|e| format!("{}: {e}", request.dir.display()))?;
     let framework = match &request.framework {
-        Framework::Path(root) => {
-            let found = root.join("pkg/runtime/Cargo.toml").is_file();
-            let root = root.canonicalize().ok().filter(|_| found).ok_or_else(|| {
-                format!(
-                    "--framework-path {}: no checkout of the framework there (it has no pkg/runtime/Cargo.toml)",
-                    root.display()
-                )
-            })?;
-            Framework::Path(root)
-        }
+        Framework::Path(root) => Framework::Path(checkout_at(root).ok_or_else(|| {
+            format!(
+                "--framework-path {}: no checkout of the framework there (it has no pkg/runtime/Cargo.toml)",
+                root.display()
+            )
+        })?),
         other => other.clone(),
     };
     let files = render(&dir, &name, &request.group, &namespace, &framework)?;
@@ -198,8 +193,14 @@ pub(crate) fn init(request: &Init) -> Result<(), String> {
             taken.join(", ")
         ));
     }
-    for (path, content) in &files {
-        write(&dir.join(path), content)?;
+    let targets: Vec<(PathBuf, &str)> = files
+        .iter()
+        .map(|(path, content)| (dir.join(path), content.as_str()))
+        .collect();
+    kinject_codegen::write_all(targets.iter().map(|(path, content)| (path.as_path(), *content)))
+        .map_err(|e| e.to_string())?;
+    for (path, _) in &targets {
+        make_executable_if_script(path)?;
     }
     generate(&dir)?;
     eprintln!(
@@ -241,11 +242,17 @@ fn render(
     Ok(files)
 }
 
-fn write(path: &Path, content: &str) -> Result<(), String> {
-    if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| format!("{}: cannot create: {e}", parent.display()))?;
-    }
-    std::fs::write(path, content).map_err(|e| format!("{}: cannot write: {e}", path.display()))?;
+/// The canonical path of a checkout of the framework at `dir`, if it is one.
+fn checkout_at(dir: &Path) -> Option<PathBuf> {
+    dir.join("pkg/runtime/Cargo.toml")
+        .is_file()
+        .then(|| dir.canonicalize().ok())
+        .flatten()
+}
+
+/// The hack scripts and `.ci/run` are run by path, so they must be
+/// executable.
+fn make_executable_if_script(path: &Path) -> Result<(), String> {
     let script = path.extension().is_some_and(|e| e == "sh") || path.ends_with(".ci/run");
     if script {
         use std::os::unix::fs::PermissionsExt;
@@ -277,15 +284,11 @@ fn project_name(dir: &Path) -> Result<String, String> {
 
 fn check_names(group: &str, namespace: &str) -> Result<(), String> {
     let mut problems = Vec::new();
-    let group_problems = is_dns1123_subdomain(group);
-    if !group_problems.is_empty() || !group.contains('.') {
+    // The rules new-kind applies to each kind's group.
+    if let Some(problem) = kinject_codegen::scaffold::group_problem(group) {
         problems.push(format!(
-            "--group {group:?} is not an API group: a lowercase DNS name with a dot, like shop.example.com{}",
-            if group_problems.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", group_problems.join("; "))
-            }
+            "--group {group:?} is not an API group: a lowercase DNS name with a dot, like shop.example.com \
+             (it {problem})"
         ));
     }
     let namespace_problems = is_dns1123_label(namespace);

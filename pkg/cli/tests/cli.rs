@@ -185,18 +185,15 @@ async fn apply_builds_pushes_and_deploys_by_digest_and_delete_undeploys() {
     server.shutdown().await;
 }
 
-/// The packages `kinject init` writes, each given a profile setting of its
-/// own here so its build in the shared build directory is not taken for the
-/// sample app's crate of the same name (see `copies::copy_manifest`).
-const INIT_PACKAGES: [&str; 7] = [
-    "apis",
-    "generated",
-    "reconcilers",
-    "codegen",
-    "controller",
-    "schema",
-    "webhook",
-];
+/// The packages `kinject init` wrote: its workspace's members (the
+/// framework's linked folders are members too, but not listed).
+fn project_packages(project: &Path) -> Vec<String> {
+    let manifest: toml::Table = std::fs::read_to_string(project.join("Cargo.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    copies::member_packages(project, manifest["workspace"]["members"].as_array().unwrap())
+}
 
 /// The new project's manifest, made to share this workspace's build: the
 /// framework's folders are links inside the project (cargo names a path
@@ -224,13 +221,16 @@ fn sharing_manifest(root: &Path, project: &Path) -> String {
     for key in ["package", "lints"] {
         workspace.insert(key.into(), ours["workspace"][key].clone());
     }
+    // Each of the project's packages gets a profile setting of its own, so
+    // its build is not taken for the sample app's crate of the same name
+    // (see `copies::copy_manifest`).
     let mut profile = ours["profile"].clone();
     let packages = profile["dev"]["package"].as_table_mut().unwrap();
-    for package in INIT_PACKAGES {
+    for package in project_packages(project) {
         let mut own = toml::Table::new();
         own.insert("debug".into(), "line-tables-only".into());
         own.insert("codegen-units".into(), 253.into());
-        packages.insert(package.into(), own.into());
+        packages.insert(package, own.into());
     }
     theirs.insert("profile".into(), profile);
     toml::to_string(&theirs).unwrap()
@@ -300,9 +300,10 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     // The project's packages, where the tutorial says `--workspace`: the
     // framework's folders linked into it are members here, and their own
     // tests are not the project's.
+    let packages = project_packages(&project);
     let mut project_tests = vec!["test", "--offline"];
-    for package in INIT_PACKAGES {
-        project_tests.extend(["-p", package]);
+    for package in &packages {
+        project_tests.extend(["-p", package.as_str()]);
     }
     let mut tested = String::new();
     for command in &commands[1..] {

@@ -31,7 +31,7 @@ pub struct Route {
     addr: std::net::SocketAddr,
 }
 
-pub fn parse_route(value: &str) -> Result<Route, String> {
+fn parse_route(value: &str) -> Result<Route, String> {
     let usage = "write NS/NAME[:PORT]=ADDR, e.g. knative-samples/webhook=127.0.0.1:8443";
     let (service, addr) = value
         .split_once('=')

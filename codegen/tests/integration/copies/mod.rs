@@ -119,17 +119,7 @@ pub(crate) fn copy_manifest(root: &Path, number: u32) -> String {
     let members = workspace["members"].as_array_mut().unwrap();
     members.retain(|member| !in_framework(member.as_str().unwrap()));
     assert!(!members.is_empty(), "the workspace has no sample app members");
-    let packages: Vec<String> = members
-        .iter()
-        .map(|member| {
-            let member: toml::Table =
-                std::fs::read_to_string(root.join(member.as_str().unwrap()).join("Cargo.toml"))
-                    .unwrap()
-                    .parse()
-                    .unwrap();
-            member["package"]["name"].as_str().unwrap().to_owned()
-        })
-        .collect();
+    let packages = member_packages(root, members);
     let overrides = manifest["profile"]["dev"]["package"].as_table_mut().unwrap();
     for package in packages {
         let mut own = toml::Table::new();
@@ -141,6 +131,21 @@ pub(crate) fn copy_manifest(root: &Path, number: u32) -> String {
         "# A copy of the sample app, written by codegen/tests/integration/copies/mod.rs.\n{}",
         toml::to_string(&manifest).unwrap()
     )
+}
+
+/// The package names of a workspace's `members` (paths from `root`).
+pub(crate) fn member_packages(root: &Path, members: &[toml::Value]) -> Vec<String> {
+    members
+        .iter()
+        .map(|member| {
+            let member: toml::Table =
+                std::fs::read_to_string(root.join(member.as_str().unwrap()).join("Cargo.toml"))
+                    .unwrap()
+                    .parse()
+                    .unwrap();
+            member["package"]["name"].as_str().unwrap().to_owned()
+        })
+        .collect()
 }
 
 /// What the shared build directory holds: its compiled files, each with when
