@@ -36,23 +36,126 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// The commands of `docs/tutorial.md`'s blocks marked `<!-- tested -->`, in order.
-fn tutorial_commands() -> Vec<String> {
+/// The commands of `docs/tutorial.md`'s sh blocks marked `marker`, in order,
+/// a command continued with `\` joined into one line.
+fn tutorial_commands(marker: &str) -> Vec<String> {
     let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
     let mut commands = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
-        if line.trim() != "<!-- tested -->" {
+        if line.trim() != marker {
             continue;
         }
         assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
-        for command in lines.by_ref().take_while(|l| l.trim() != "```") {
-            if !command.trim().is_empty() && !command.trim_start().starts_with('#') {
-                commands.push(command.trim().to_owned());
+        let mut command = String::new();
+        for line in lines.by_ref().take_while(|l| l.trim() != "```") {
+            let line = line.trim();
+            if command.is_empty() && (line.is_empty() || line.starts_with('#')) {
+                continue;
+            }
+            match line.strip_suffix('\\') {
+                Some(continued) => command.push_str(continued),
+                None => {
+                    command.push_str(line);
+                    commands.push(std::mem::take(&mut command));
+                }
             }
         }
+        assert!(
+            command.is_empty(),
+            "a tested block ends in the middle of a command: {command}"
+        );
     }
     commands
+}
+
+/// Polls `command` in the copy until `done` accepts its output.
+fn until(copy: &Path, command: &str, log: &Path, done: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = shell(copy, command);
+        if run.ok && done(&run.stdout) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{command}\n{}{}\nthe local job's log: {}",
+            run.stdout,
+            run.stderr,
+            log.display()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The log lines of the local job at one of `levels`.
+fn lines_at<'a>(log: &'a str, levels: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|v| v["level"].as_str().is_some_and(|l| levels.contains(&l)))
+        })
+        .collect()
+}
+
+/// The lines of a log that say something went wrong: JSON at WARN or worse,
+/// and the plain `error:` and `warning:` lines of the job and of cargo.
+fn loud_lines(log: &str) -> Vec<&str> {
+    let mut loud = lines_at(log, &["warn", "error", "fatal", "panic", "dpanic"]);
+    loud.extend(
+        log.lines()
+            .filter(|line| line.starts_with("error") || line.starts_with("warning")),
+    );
+    loud
+}
+
+/// Tutorial step 4, as written, in the copy with every kind scaffolded
+/// above: the local job applies them all with their samples, the Widget
+/// becomes Ready, a change of its spec is logged at info by its reconciler
+/// and its status follows, and nothing is logged at WARN or ERROR.
+fn step_4_runs_as_written(copy: &Path) {
+    let job = tutorial_commands("<!-- tested: the local job -->");
+    let beside = tutorial_commands("<!-- tested beside the local job -->");
+    assert!(job.len() == 1 && beside.len() == 3, "{job:?} {beside:?}");
+    if !has_kubectl("the tutorial's step 4") {
+        return;
+    }
+    // Built first, so the wait below is for the job, not the compiler.
+    let run = cargo(copy, &["build", "-p", "controller", "--example", "local"]);
+    assert!(run.ok, "{}", run.stderr);
+    let log = copy.join("local.log");
+    // The controller's default ports may be held by another test.
+    let line = format!("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 {}", job[0]);
+    let mut running = background(copy, &line, &log);
+    until(copy, &beside[0], &log, |out| {
+        out.lines()
+            .any(|l| l.contains("example-widget") && l.split_whitespace().nth(2) == Some("True"))
+    });
+    let run = shell(copy, &beside[1]);
+    assert!(run.ok, "{}: {}", beside[1], run.stderr);
+    until(copy, &beside[2], &log, |out| out.trim() == "2");
+    let changed = || {
+        let text = std::fs::read_to_string(&log).unwrap();
+        lines_at(&text, &["info"]).iter().any(|line| {
+            let v: serde_json::Value = serde_json::from_str(line).unwrap();
+            line.contains("reconciling a changed spec")
+                && line.contains("example-widget")
+                && v["generation"] == 2
+        })
+    };
+    // The status was written by the reconcile that logged the line.
+    assert!(
+        changed(),
+        "no info line for the change; the log: {}",
+        log.display()
+    );
+    assert!(
+        interrupt(&mut running),
+        "Ctrl-C did not stop the local job cleanly"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let loud = loud_lines(&text);
+    assert!(loud.is_empty(), "a healthy start logged:\n{loud:#?}");
 }
 
 #[test]
@@ -84,7 +187,7 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     // first command (the scaffold) runs now; the rest (generate, test,
     // dump) after the other kinds below are scaffolded, so one generation
     // and one build serve both.
-    let commands = tutorial_commands();
+    let commands = tutorial_commands("<!-- tested -->");
     assert!(commands.len() >= 4, "{commands:?}");
     assert!(commands[0].starts_with("hack/new-kind.sh"), "{commands:?}");
     let run = shell(&copy, &commands[0]);
@@ -201,6 +304,7 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     }
     let run = script(&copy, "verify-codegen.sh");
     assert!(run.ok, "{}{}", run.stdout, run.stderr);
+    step_4_runs_as_written(&copy);
 
     // The app's own tests and those of its binaries that read the registry
     // (the schema command, the webhook's rules and admission), now with four

@@ -117,10 +117,22 @@ pub(crate) fn copy_manifest(root: &Path, number: u32) -> String {
     let in_framework = |path: &str| FRAMEWORK.iter().any(|top| Path::new(path).starts_with(top));
     let workspace = manifest["workspace"].as_table_mut().unwrap();
     let members = workspace["members"].as_array_mut().unwrap();
-    members.retain(|member| !in_framework(member.as_str().unwrap()));
+    let (framework, app): (Vec<_>, Vec<_>) = members
+        .drain(..)
+        .partition(|member| in_framework(member.as_str().unwrap()));
+    members.extend(app);
     assert!(!members.is_empty(), "the workspace has no sample app members");
     let packages = member_packages(root, members);
     let overrides = manifest["profile"]["dev"]["package"].as_table_mut().unwrap();
+    // A framework package without a library (the `kinject` command) is in no
+    // copy's build; cargo would warn that its profile setting matches nothing.
+    for (member, package) in framework.iter().zip(member_packages(root, &framework)) {
+        let dir = root.join(member.as_str().unwrap());
+        let manifest = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        if !dir.join("src/lib.rs").exists() && !manifest.contains("[lib]") {
+            overrides.remove(&package);
+        }
+    }
     for package in packages {
         let mut own = toml::Table::new();
         own.insert("debug".into(), "line-tables-only".into());
@@ -282,15 +294,18 @@ pub(crate) fn without_test_environment(command: &mut Command) -> &mut Command {
     command
 }
 
-/// Runs `command` with its intermediate files in this workspace's build
+/// `command` with its intermediate files in this workspace's build
 /// directory and its binaries in the copies' own target directory.
-pub(crate) fn run(mut command: Command) -> Run {
-    let out = without_test_environment(&mut command)
+pub(crate) fn in_copies(command: &mut Command) -> &mut Command {
+    without_test_environment(command)
         .env("CARGO_BUILD_BUILD_DIR", build_dir())
         .env("CARGO_TARGET_DIR", scratch().join("target"))
         .env("CARGO_NET_OFFLINE", "true")
-        .output()
-        .unwrap();
+}
+
+/// Runs `command` to its end (see [`in_copies`]).
+pub(crate) fn run(mut command: Command) -> Run {
+    let out = in_copies(&mut command).output().unwrap();
     Run {
         ok: out.status.success(),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -325,4 +340,59 @@ pub(crate) fn shell(copy: &Path, line: &str) -> Run {
     let mut command = Command::new("bash");
     command.args(["-c", line]).current_dir(copy);
     run(command)
+}
+
+/// A process killed when the check ends, however it ends.
+pub(crate) struct Running(pub(crate) std::process::Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// A shell command line in the copy, as a user types it in a shell of its
+/// own: started in a process group of its own (so [`interrupt`] reaches
+/// every process it starts, as Ctrl-C does), its output (both streams, as
+/// a terminal shows them) in `log`.
+pub(crate) fn background(copy: &Path, line: &str, log: &Path) -> Running {
+    use std::os::unix::process::CommandExt as _;
+    let output = std::fs::File::create(log).unwrap();
+    let mut command = Command::new("bash");
+    command
+        .args(["-c", line])
+        .current_dir(copy)
+        .process_group(0)
+        .stdin(std::process::Stdio::null())
+        .stdout(output.try_clone().unwrap())
+        .stderr(output);
+    Running(in_copies(&mut command).spawn().unwrap())
+}
+
+/// Ctrl-C for a command started by [`background`]: SIGINT to its process
+/// group; whether it exited cleanly.
+pub(crate) fn interrupt(running: &mut Running) -> bool {
+    let group = format!("-{}", running.0.id());
+    let sent = Command::new("kill").args(["-INT", "--", &group]).status();
+    assert!(sent.is_ok_and(|s| s.success()), "kill -INT {group} failed");
+    running.0.wait().unwrap().success()
+}
+
+/// Whether kubectl runs here. Without it a check that needs it is skipped,
+/// saying so; in CI (`CI` set) its absence is a failure.
+pub(crate) fn has_kubectl(what: &str) -> bool {
+    use std::io::Write as _;
+    let has = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !has {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "kubectl is not installed but CI is set: {what} need it"
+        );
+        let _ = writeln!(std::io::stderr(), "skipped: {what} (kubectl is not installed)");
+    }
+    has
 }
