@@ -203,12 +203,41 @@ async fn a_healthy_start_converges_the_examples_and_logs_no_warning() {
         })
         .collect();
     assert!(loud.is_empty(), "a healthy start logged:\n{loud:#?}");
+    each_line_names_its_component(&lines);
     assert!(
         lines
             .iter()
             .any(|l| l.contains("Reconciled every key queued at start once")),
         "the log was not captured, so its silence proves nothing:\n{}",
         lines.join("\n")
+    );
+}
+
+/// One process, two components: each line names the one that wrote it.
+fn each_line_names_its_component(lines: &[String]) {
+    let logger_of = |needle: &str| -> Vec<String> {
+        lines
+            .iter()
+            .filter(|l| l.contains(needle))
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| v["logger"].as_str().unwrap_or_default().to_owned())
+            .collect()
+    };
+    for (needle, component) in [
+        ("make-it-addressable", "controller"),
+        ("Serving admission webhooks over TLS", "webhook"),
+        ("Caches synced; starting workers", "controller"),
+    ] {
+        let loggers = logger_of(needle);
+        assert!(
+            !loggers.is_empty() && loggers.iter().any(|l| l == component),
+            "no line of {needle:?} names the {component}: {loggers:?}"
+        );
+    }
+    let reconciles = logger_of(r#""knative.dev/key":"knative-samples/make-it-addressable""#);
+    assert!(
+        !reconciles.is_empty() && reconciles.iter().all(|l| l == "controller"),
+        "the controller's reconciles are logged as {reconciles:?}"
     );
 }
 

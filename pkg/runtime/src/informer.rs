@@ -528,7 +528,11 @@ impl<K: Object> Informer<K> {
         }
         let this = self.clone();
         let shutdown = shutdown.clone();
-        Some(tokio::spawn(async move { this.run(shutdown).await }))
+        // In the span of whoever starts it: the component that owns the
+        // informer names the logger of its lines.
+        Some(tokio::spawn(tracing::Instrument::in_current_span(async move {
+            this.run(shutdown).await
+        })))
     }
 
     async fn run(self, shutdown: CancellationToken) {

@@ -103,6 +103,7 @@ use prometheus_client::registry::Registry;
 use thiserror::Error;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use client_layers::{RateLimitLayer, RequestMetricsLayer};
 use kinject_runtime::controller::{Impl, WorkqueueMetrics};
@@ -506,9 +507,24 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), MainError> {
     let setup = Setup::read(component, constructors, flags, env).await?;
-    let ctx = setup.context();
-    let controllers = setup.construct(&ctx, constructors)?;
-    setup.run(&ctx, controllers, shutdown).await
+    async {
+        let ctx = setup.context();
+        let controllers = setup.construct(&ctx, constructors)?;
+        setup.run(&ctx, controllers, shutdown).await
+    }
+    .instrument(component_span(component))
+    .await
+}
+
+/// The span a component runs in, tasks it starts included. Its `logger`
+/// field names the logger of every line logged in it, so where two
+/// components share a process (the local job runs the controller and the
+/// webhook) each line still says which one wrote it. Create it after
+/// [`Setup::read`]: a span made before the logger is installed stays off.
+pub fn component_span(component: &str) -> tracing::Span {
+    // At error level, the least verbose, so it is on whenever a line is
+    // written at all, whatever level config-logging sets.
+    tracing::error_span!("component", logger = component)
 }
 
 /// What the process learned before building controllers: flags, environment,
@@ -730,7 +746,7 @@ impl Setup {
         let electors = self.elect(&impls, &election_stop)?;
         let mut running = JoinSet::new();
         for built in controllers {
-            running.spawn(run_when_synced(built, shutdown.clone()));
+            running.spawn(run_when_synced(built, shutdown.clone()).in_current_span());
         }
 
         shutdown.cancelled().await;
@@ -770,18 +786,14 @@ impl Setup {
             .await
             .map_err(MainError::Serve)?;
         tracing::info!(address = %probes.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /health and /readiness");
-        servers.spawn(servers::serve_probes(
-            probes,
-            shutdown.clone(),
-            unsynced,
-            stop.clone(),
-        ));
+        servers
+            .spawn(servers::serve_probes(probes, shutdown.clone(), unsynced, stop.clone()).in_current_span());
         if self.serve_metrics {
             let metrics = servers::bind(address, self.env.metrics_port)
                 .await
                 .map_err(MainError::Serve)?;
             tracing::info!(address = %metrics.local_addr().map(|a| a.to_string()).unwrap_or_default(), "Serving /metrics");
-            servers.spawn(servers::serve_metrics(metrics, registry, stop.clone()));
+            servers.spawn(servers::serve_metrics(metrics, registry, stop.clone()).in_current_span());
         }
         Ok(servers)
     }

@@ -74,6 +74,7 @@ use kinject_runtime::reconciler::ThreadsPerController;
 use kinject_sharedmain::{Env, Flags, MainError, Setup};
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use admission::{ConfigValidation, Defaulting, Validation};
 use certificates::{CertificatesOptions, Clock};
@@ -373,23 +374,27 @@ pub async fn run(
     let webhook = Webhook::new(&env.system_namespace, kinds, config, options);
     let constructors = webhook.constructors();
     let mut setup = Setup::read(component, &constructors, flags.common, env).await?;
-    let admission = metrics::AdmissionMetrics::register(setup.registry_mut());
-    let ctx = setup.context();
-    ctx.insert(admission);
-    let controllers = setup.construct(&ctx, &constructors)?;
-    tracing::info!(
-        address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
-        "Serving admission webhooks over TLS"
-    );
-    // A failed run must not leave the server waiting for a signal.
-    let stop_server = shutdown.child_token();
-    let run = async {
-        let ran = setup.run(&ctx, controllers, shutdown.clone()).await;
-        stop_server.cancel();
-        ran
-    };
-    let (served, ran) = tokio::join!(webhook.serve(&ctx, listener, stop_server.clone()), run);
-    ran.and(served)
+    async {
+        let admission = metrics::AdmissionMetrics::register(setup.registry_mut());
+        let ctx = setup.context();
+        ctx.insert(admission);
+        let controllers = setup.construct(&ctx, &constructors)?;
+        tracing::info!(
+            address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),
+            "Serving admission webhooks over TLS"
+        );
+        // A failed run must not leave the server waiting for a signal.
+        let stop_server = shutdown.child_token();
+        let run = async {
+            let ran = setup.run(&ctx, controllers, shutdown.clone()).await;
+            stop_server.cancel();
+            ran
+        };
+        let (served, ran) = tokio::join!(webhook.serve(&ctx, listener, stop_server.clone()), run);
+        ran.and(served)
+    }
+    .instrument(kinject_sharedmain::component_span(component))
+    .await
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
 
 use crate::admission::{Admit, review_response_measured};
 use crate::certificates::{SERVER_CERT, SERVER_KEY};
@@ -403,10 +404,13 @@ pub async fn serve(
                         closing: closing.clone(),
                     };
                     let acceptor = acceptor.clone();
-                    connections.spawn(async move {
-                        connection(tcp, peer, acceptor, served).await;
-                        drop(slot);
-                    });
+                    connections.spawn(
+                        async move {
+                            connection(tcp, peer, acceptor, served).await;
+                            drop(slot);
+                        }
+                        .in_current_span(),
+                    );
                 }
                 Err(e) => {
                     // Out of file descriptors, typically: let some close.

@@ -242,7 +242,8 @@ pub fn spawn_electors(
         );
     }
     let queue = queue.to_owned();
-    Ok(runtime.spawn(async move {
+    Ok(runtime.spawn(
+        async move {
         while let Some(joined) = electors.join_next().await {
             if let Err(err) = joined
                 && err.is_panic()
@@ -254,7 +255,9 @@ pub fn spawn_electors(
                 );
             }
         }
-    }))
+        }
+        .in_current_span(),
+    ))
 }
 
 /// Makes `controller` lead every key, without elections: for a replica that
