@@ -6,6 +6,7 @@
 //! kinject create api --group shop.example.com --version v1alpha1 --kind Widget --owns Job
 //! kinject create controller --for Pod --watches ConfigMap
 //! kinject serve --kubeconfig .testenv/kubeconfig   # a local API server until Ctrl-C
+//! kinject registry     # a registry on 127.0.0.1:5000 until Ctrl-C
 //! kinject build controller --repo registry.example.com/team/controller
 //! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
 //! kinject delete -f config/
@@ -71,6 +72,17 @@ enum Command {
     /// kubeconfig written to --kubeconfig: the local cluster of
     /// `hack/run-local.sh` (kinject-testenv's `serve`).
     Serve(kinject_testenv::serve::ServeArgs),
+    /// Run a container registry on 127.0.0.1 until Ctrl-C, without
+    /// authentication, for `kinject apply --repo 127.0.0.1:<port>` (Debian's
+    /// `docker-registry`; `apt-get install docker-registry`).
+    Registry {
+        /// The port to listen on; 0 picks a free one.
+        #[arg(long, default_value_t = 5000)]
+        port: u16,
+        /// Where the images and the registry's log are kept.
+        #[arg(long, value_name = "DIR", default_value = ".testenv/registry")]
+        dir: PathBuf,
+    },
     /// Start a new kind in the project around the current directory: its
     /// types, reconciler, table test and example object (`hack/new-kind.sh`).
     /// Then run `hack/update-codegen.sh`.
@@ -182,6 +194,7 @@ fn main() -> ExitCode {
                 }
             };
         }
+        Command::Registry { port, dir } => registry(&dir, port),
         Command::Create(Create::Api(request)) => init::create_api(&request),
         Command::Create(Create::Controller(request)) => init::create_controller(&request),
         Command::Build { binary, image } => build_and_push(&binary, &image, &image.repo).map(|pushed| {
@@ -215,6 +228,42 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// Runs a registry until Ctrl-C or SIGTERM, or until it stops on its own.
+fn registry(dir: &std::path::Path, port: u16) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let mut registry = kinject_image::LocalRegistry::start_on(dir, port).map_err(|e| e.to_string())?;
+    println!("{}", registry.address());
+    eprintln!(
+        "a registry at {} until Ctrl-C (kinject apply --repo {}); images and log in {}",
+        registry.address(),
+        registry.address(),
+        dir.display()
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    runtime.block_on(async {
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
+        let mut poll = tokio::time::interval(std::time::Duration::from_millis(200));
+        loop {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => return Ok(()),
+                _ = term.recv() => return Ok(()),
+                _ = poll.tick() => {
+                    if let Some(status) = registry.exited() {
+                        return Err(format!(
+                            "the registry stopped ({status}); see {}",
+                            registry.log().display()
+                        ));
+                    }
+                }
+            }
+        }
+    })
 }
 
 /// Builds `binary`, makes its image and pushes it to `repository`.

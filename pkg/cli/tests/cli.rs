@@ -236,15 +236,13 @@ fn sharing_manifest(root: &Path, project: &Path) -> String {
     toml::to_string(&theirs).unwrap()
 }
 
-/// The commands of the tutorial's block "in a repository of your own".
-fn tutorial_commands() -> Vec<String> {
+/// The commands of the tutorial's block marked `marker`.
+fn tutorial_commands(marker: &str) -> Vec<String> {
     let text = std::fs::read_to_string(copies::repo_root().join("docs/tutorial.md")).unwrap();
-    let mut lines = text
-        .lines()
-        .skip_while(|l| l.trim() != "<!-- tested in pkg/cli/tests/cli.rs -->");
+    let mut lines = text.lines().skip_while(|l| l.trim() != marker);
     assert!(
         lines.next().is_some(),
-        "docs/tutorial.md has no block tested here"
+        "docs/tutorial.md has no block marked {marker}"
     );
     assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
     lines
@@ -283,7 +281,7 @@ fn init_project(root: &Path, init_args: &[&str]) -> PathBuf {
 #[test]
 fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     let root = copies::repo_root();
-    let commands = tutorial_commands();
+    let commands = tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs -->");
     let init: Vec<&str> = commands[0].split_whitespace().collect();
     assert_eq!(
         init[..2],
@@ -360,7 +358,166 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
         namespace.contains("name: shop") && !namespace.contains("knative"),
         "{namespace}"
     );
+    if copies::has_kubectl("hack/run-local.sh and the tutorial's step 6") {
+        run_local_runs_the_controller(&project);
+        if !missing("docker-registry") {
+            step_6_ships_the_project(&project);
+        }
+    }
     copies::assert_only_own_crates_compiled(&project, &before);
+}
+
+/// A command line in `project` with the `kinject` under test first on
+/// `PATH`, as `cargo install` would put it there.
+fn with_kinject_on_path(line: &str) -> String {
+    let bin = Path::new(env!("CARGO_BIN_EXE_kinject")).parent().unwrap();
+    format!("PATH={}:\"$PATH\" {line}", bin.display())
+}
+
+/// Polls `kubectl <args>` against the project's local cluster until its
+/// output is `want`.
+fn until_kubectl(project: &Path, args: &str, want: &str, log: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = copies::shell(
+            project,
+            &format!("kubectl --kubeconfig .testenv/kubeconfig {args}"),
+        );
+        if run.ok && run.stdout.trim() == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "kubectl {args} never printed {want:?} (last: {}{}); log: {}",
+            run.stdout,
+            run.stderr,
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The lines of a log that say something went wrong: JSON at WARN or worse,
+/// and plain `error:` or `warning:` lines.
+fn loud_lines(log: &str) -> Vec<&str> {
+    log.lines()
+        .filter(|line| {
+            let level = serde_json::from_str::<serde_json::Value>(line)
+                .ok()
+                .and_then(|v| v["level"].as_str().map(str::to_owned));
+            matches!(
+                level.as_deref(),
+                Some("warn" | "error" | "fatal" | "panic" | "dpanic")
+            ) || line.starts_with("error")
+                || line.starts_with("warning")
+        })
+        .collect()
+}
+
+/// `hack/run-local.sh` in the new project: the local API server with
+/// `config/` applied and the controller on it; the example Widget applied
+/// then becomes Ready, Ctrl-C stops everything cleanly, and nothing is
+/// logged at WARN or ERROR.
+fn run_local_runs_the_controller(project: &Path) {
+    let log = project.join("run-local.log");
+    // The controller's default ports may be held by another test.
+    let line = with_kinject_on_path("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 hack/run-local.sh");
+    let mut running = copies::background(project, &line, &log);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !std::fs::read_to_string(&log)
+        .unwrap_or_default()
+        .contains("config/ applied")
+    {
+        assert!(
+            std::time::Instant::now() < deadline && running.0.try_wait().unwrap().is_none(),
+            "run-local.sh did not apply config/:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let applied = copies::shell(
+        project,
+        "kubectl --kubeconfig .testenv/kubeconfig apply -f config/samples/",
+    );
+    assert!(applied.ok, "{}", applied.stderr);
+    until_kubectl(
+        project,
+        r#"get widget example-widget -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'"#,
+        "True",
+        &log,
+    );
+    assert!(
+        copies::interrupt(&mut running),
+        "Ctrl-C did not stop run-local.sh cleanly:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    let loud = loud_lines(&text);
+    assert!(loud.is_empty(), "run-local.sh logged:\n{loud:#?}");
+}
+
+/// The tutorial's step 6, as written, in the new project: a registry and
+/// the local API server in the background, the CRDs installed, both
+/// binaries built, pushed and deployed by digest, and undeployed.
+fn step_6_ships_the_project(project: &Path) {
+    let commands = tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs, in the project of step 7 -->");
+    let mut background = Vec::new();
+    let mut printed = String::new();
+    for (number, command) in commands.iter().enumerate() {
+        let line = with_kinject_on_path(command);
+        if let Some(line) = line.strip_suffix(" &") {
+            // Ready once it says where it serves, or failed once it exits.
+            let log = project.join(format!("step-6-{number}.log"));
+            let mut running = copies::background(project, line, &log);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+            while std::fs::read_to_string(&log).unwrap_or_default().is_empty() {
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "{command} printed nothing in 30 s"
+                );
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+            assert!(
+                running.0.try_wait().unwrap().is_none(),
+                "{command} exited:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default()
+            );
+            background.push((command, running, log));
+            continue;
+        }
+        let run = copies::shell(project, &line);
+        assert!(run.ok, "{command}:\n{}{}", run.stdout, run.stderr);
+        printed.push_str(&run.stdout);
+        printed.push_str(&run.stderr);
+    }
+    for binary in ["controller", "webhook"] {
+        let pushed = format!("pushed 127.0.0.1:5000/{binary}@sha256:");
+        assert!(printed.contains(&pushed), "{pushed}:\n{printed}");
+        let deployed = format!("127.0.0.1:5000/{binary}@sha256:");
+        assert!(
+            printed.matches(&deployed).count() >= 2,
+            "{binary} was not deployed by digest:\n{printed}"
+        );
+    }
+    // Undeployed: the namespace went, and every Deployment in it.
+    let left = copies::shell(
+        project,
+        "kubectl --kubeconfig .testenv/kubeconfig get deployments -A -o name",
+    );
+    assert!(
+        left.ok && left.stdout.trim().is_empty(),
+        "{}{}",
+        left.stdout,
+        left.stderr
+    );
+    for (command, mut running, log) in background {
+        assert!(
+            copies::interrupt(&mut running),
+            "Ctrl-C did not stop {command} cleanly:\n{}",
+            std::fs::read_to_string(&log).unwrap_or_default()
+        );
+    }
 }
 
 /// `init` refuses a directory that already holds one of its files, and

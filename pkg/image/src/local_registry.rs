@@ -31,11 +31,33 @@ impl LocalRegistry {
     /// When the program cannot be started (install Debian's
     /// `docker-registry`), or does not listen within 20 s.
     pub fn start(dir: &Path) -> Result<LocalRegistry, LocalRegistryError> {
+        Self::start_on(dir, 0)
+    }
+
+    /// [`start`](Self::start) on loopback port `port` (0: a free one), with
+    /// no authentication: Debian's own configuration asks every client for
+    /// a password, so `kinject apply` could not push to it.
+    ///
+    /// # Errors
+    /// As [`start`](Self::start), and when `port` is taken.
+    pub fn start_on(dir: &Path, port: u16) -> Result<LocalRegistry, LocalRegistryError> {
         let failed = LocalRegistryError;
-        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-            .and_then(|l| l.local_addr())
-            .map_err(|e| failed(format!("no free loopback port: {e}")))?
-            .port();
+        let port = match port {
+            0 => TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+                .and_then(|l| l.local_addr())
+                .map_err(|e| failed(format!("no free loopback port: {e}")))?
+                .port(),
+            port => {
+                // docker-registry would only say so in its log, after the
+                // wait below has run out.
+                TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(|e| {
+                    failed(format!(
+                        "port {port} on 127.0.0.1 is taken ({e}); pick another with --port"
+                    ))
+                })?;
+                port
+            }
+        };
         let address = format!("127.0.0.1:{port}");
         let config = dir.join("registry.yml");
         let log = dir.join("registry.log");
@@ -61,9 +83,16 @@ impl LocalRegistry {
                     "cannot run docker-registry: {e}; install it (apt-get install docker-registry)"
                 ))
             })?;
-        let registry = LocalRegistry { child, address, log };
+        let mut registry = LocalRegistry { child, address, log };
         let started = Instant::now();
         while TcpStream::connect(&registry.address).is_err() {
+            if let Some(status) = registry.exited() {
+                return Err(failed(format!(
+                    "docker-registry exited ({status}) before it listened on {}; see {}",
+                    registry.address,
+                    registry.log.display()
+                )));
+            }
             if started.elapsed() > Duration::from_secs(20) {
                 return Err(failed(format!(
                     "docker-registry did not listen on {} within 20 s; see {}",
@@ -84,6 +113,11 @@ impl LocalRegistry {
     /// Where the registry writes its log.
     pub fn log(&self) -> &Path {
         &self.log
+    }
+
+    /// How the registry ended, once it has ended on its own.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 }
 

@@ -20,6 +20,15 @@ pub struct ServeArgs {
     /// locally. Repeatable.
     #[arg(long = "route-service", value_name = "NS/NAME[:PORT]=ADDR", value_parser = parse_route)]
     pub routes: Vec<Route>,
+    /// Keep owned objects when their owner is deleted, as a bare API server
+    /// does (a cluster's garbage collector removes them).
+    #[arg(long)]
+    pub no_garbage_collection: bool,
+    /// Leave deleted namespaces Terminating, as a bare API server does (a
+    /// cluster's namespace controller empties and removes them, and
+    /// `kubectl delete` of a namespace waits for that).
+    #[arg(long)]
+    pub no_namespace_deletion: bool,
 }
 
 /// A `--route-service` value.
@@ -62,7 +71,11 @@ fn parse_route(value: &str) -> Result<Route, String> {
 /// Serves until SIGINT or SIGTERM, printing the server's URL on stdout;
 /// every failure is one line on stderr and exit code 1.
 pub async fn serve(args: ServeArgs) -> ExitCode {
-    let env = crate::TestEnv::builder().port(args.port).build();
+    let env = crate::TestEnv::builder()
+        .port(args.port)
+        .garbage_collection(!args.no_garbage_collection)
+        .namespace_deletion(!args.no_namespace_deletion)
+        .build();
     for route in &args.routes {
         env.route_service(&route.namespace, &route.name, route.port, route.addr);
     }

@@ -342,11 +342,18 @@ pub(crate) fn shell(copy: &Path, line: &str) -> Run {
     run(command)
 }
 
-/// A process killed when the check ends, however it ends.
+/// A process killed when the check ends, however it ends; with its process
+/// group, when it leads one ([`background`]), so nothing it started (a
+/// server on a fixed port) outlives a failed check.
 pub(crate) struct Running(pub(crate) std::process::Child);
 
 impl Drop for Running {
     fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &group])
+            .stderr(std::process::Stdio::null())
+            .status();
         let _ = self.0.kill();
         let _ = self.0.wait();
     }

@@ -20,8 +20,13 @@ target_dir=$(cargo metadata --format-version 1 --no-deps --offline | sed -n 's/.
 
 mkdir -p .testenv
 rm -f .testenv/kubeconfig
+# In a process group of its own (job control on for this one line), so
+# Ctrl-C reaches only the controller: the API server outlives it, and the
+# controller's watches end without a warning. The trap stops the server.
+set -m
 kinject serve --kubeconfig .testenv/kubeconfig &
 server=$!
+set +m
 trap 'kill "${server}" 2>/dev/null || true' EXIT
 for _ in $(seq 1 100); do
   [ -s .testenv/kubeconfig ] && break
