@@ -28,6 +28,18 @@ macro_rules! templates {
     };
 }
 
+/// Where a template file goes in the project. Manifests are kept as
+/// `Cargo.toml.tmpl`: cargo leaves a folder holding a `Cargo.toml` out of
+/// the package (it takes it for a crate of its own), so a `kinject`
+/// installed from a registry would miss them. `gitignore` is `.gitignore`.
+pub(crate) fn written_path(template: &str) -> &str {
+    if template == "gitignore" {
+        ".gitignore"
+    } else {
+        template.strip_suffix(".tmpl").unwrap_or(template)
+    }
+}
+
 /// Files every project has exactly as the sample app has them.
 pub(crate) const SHARED: &[(&str, &str)] = templates!("shared":
     ".vscode/launch.json",
@@ -36,7 +48,7 @@ pub(crate) const SHARED: &[(&str, &str)] = templates!("shared":
     "hack/new-kind.sh",
     "hack/update-codegen.sh",
     "hack/verify-codegen.sh",
-    "cmd/codegen/Cargo.toml",
+    "cmd/codegen/Cargo.toml.tmpl",
     "cmd/codegen/src/main.rs",
     "cmd/controller/src/main.rs",
     "cmd/controller/src/bin/rbac.rs",
@@ -62,20 +74,20 @@ pub(crate) const SHARED: &[(&str, &str)] = templates!("shared":
 
 /// Files of the project's own, with placeholders.
 pub(crate) const OWN: &[(&str, &str)] = templates!("own":
-    "Cargo.toml",
+    "Cargo.toml.tmpl",
     "README.md",
     "codegen.toml",
     "gitignore",
     ".ci/run",
-    "apis/Cargo.toml",
+    "apis/Cargo.toml.tmpl",
     "apis/src/lib.rs",
-    "generated/Cargo.toml",
-    "reconcilers/Cargo.toml",
+    "generated/Cargo.toml.tmpl",
+    "reconcilers/Cargo.toml.tmpl",
     "reconcilers/src/lib.rs",
     "reconcilers/tests/tables/main.rs",
-    "cmd/controller/Cargo.toml",
-    "cmd/schema/Cargo.toml",
-    "cmd/webhook/Cargo.toml",
+    "cmd/controller/Cargo.toml.tmpl",
+    "cmd/schema/Cargo.toml.tmpl",
+    "cmd/webhook/Cargo.toml.tmpl",
     "config/200-clusterrole.yaml",
     "config/200-role.yaml",
     "hack/run-local.sh",
@@ -227,7 +239,7 @@ fn render(
         let text = text
             .replace(SAMPLE_NAMESPACE, namespace)
             .replace(SAMPLE_GROUP, group);
-        files.push(((*path).to_owned(), text));
+        files.push((written_path(path).to_owned(), text));
     }
     for (path, text) in OWN {
         let text = text
@@ -236,8 +248,7 @@ fn render(
             .replace("{{namespace}}", namespace)
             .replace("{{framework_source}}", &framework.describe())
             .replace("{{framework_dependencies}}", &dependencies);
-        let path = if *path == "gitignore" { ".gitignore" } else { path };
-        files.push((path.to_owned(), text));
+        files.push((written_path(path).to_owned(), text));
     }
     Ok(files)
 }
@@ -467,11 +478,12 @@ mod tests {
     #[test]
     fn the_shared_templates_are_the_sample_apps_own_files() {
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-        for (path, text) in SHARED {
+        for (template, text) in SHARED {
+            let path = written_path(template);
             let sample = std::fs::read_to_string(root.join(path)).unwrap_or_default();
             assert!(
                 sample == *text,
-                "pkg/cli/template/shared/{path} differs from the sample app's {path}; copy the sample's \
+                "pkg/cli/template/shared/{template} differs from the sample app's {path}; copy the sample's \
                  file over the template (init puts the project's namespace and group in place of \
                  {SAMPLE_NAMESPACE} and {SAMPLE_GROUP})"
             );
@@ -506,7 +518,7 @@ mod tests {
             .unwrap()
             .parse()
             .unwrap();
-        let template = OWN.iter().find(|(path, _)| *path == "Cargo.toml").unwrap().1;
+        let template = OWN.iter().find(|(path, _)| *path == "Cargo.toml.tmpl").unwrap().1;
         let theirs: toml::Table = template
             .replace("{{framework_dependencies}}", "")
             .parse()
@@ -520,7 +532,7 @@ mod tests {
             assert_eq!(
                 Some(spec),
                 ours.get(name),
-                "{name} in pkg/cli/template/own/Cargo.toml differs from the workspace's Cargo.toml"
+                "{name} in pkg/cli/template/own/Cargo.toml.tmpl differs from the workspace's Cargo.toml"
             );
         }
         assert!(

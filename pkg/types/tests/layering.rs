@@ -8,7 +8,7 @@
 //! I/O and code-formatting crates, so depending on them is cheap.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 /// Package names in `package`'s normal dependency tree (build scripts and
@@ -640,6 +640,28 @@ fn the_framework_crates_package_for_a_registry() {
             }
         }
     }
+    // Cargo leaves out of a package every folder that holds a Cargo.toml (it
+    // takes it for a crate of its own), so a template manifest there would be
+    // missing from the crate a registry serves.
+    let manifests: Vec<PathBuf> = metadata["packages"]
+        .as_array()
+        .expect("packages")
+        .iter()
+        .filter_map(|p| p["manifest_path"].as_str().map(PathBuf::from))
+        .collect();
+    for package in &publishable {
+        let own = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
+        let mut stray = Vec::new();
+        manifests_under(own.parent().expect("a manifest has a folder"), &mut stray);
+        for path in stray.into_iter().filter(|path| !manifests.contains(path)) {
+            problems.push(format!(
+                "{} is left out of {}'s package (cargo takes its folder for a crate of its own); \
+                 keep it under another name, such as Cargo.toml.tmpl",
+                path.display(),
+                package["name"].as_str().unwrap_or_default()
+            ));
+        }
+    }
     assert!(problems.is_empty(), "{problems:#?}");
 
     let target = Path::new(env!("CARGO_TARGET_TMPDIR")).join("package");
@@ -665,6 +687,21 @@ fn the_framework_crates_package_for_a_registry() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(output.status.success(), "cargo package failed:\n{stderr}");
     assert!(!stderr.contains("warning"), "cargo package warned:\n{stderr}");
+}
+
+/// Every `Cargo.toml` under `dir`, build output left out.
+fn manifests_under(dir: &Path, found: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() && entry.file_name() != "target" {
+            manifests_under(&path, found);
+        } else if entry.file_name() == "Cargo.toml" {
+            found.push(path);
+        }
+    }
 }
 
 #[test]
