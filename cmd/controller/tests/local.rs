@@ -2,6 +2,9 @@
 //! --example local`): the controller and the webhook in one process over the
 //! in-memory API server with `config/` applied. A healthy start converges the
 //! example objects and logs not one WARN or ERROR line.
+//!
+//! **Why it takes about 5 s warm:** each test starts the local job and waits,
+//! in real time, for the examples (or the workloads) to converge.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::io::{BufRead, BufReader};

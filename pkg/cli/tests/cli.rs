@@ -2,6 +2,11 @@
 //! kubectl) and Debian's `docker-registry` on loopback. Each test skips with
 //! a notice when kubectl or docker-registry is missing, unless `CI` is set
 //! (`.ci/run` installs them).
+//!
+//! **Why it takes about 17 s warm:** the init test builds and tests the
+//! project it writes (its own crates only), runs its `hack/run-local.sh` until
+//! a Widget is Ready, and ships it as the tutorial's step 6 does: two debug
+//! images built, compressed and pushed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::path::{Path, PathBuf};

@@ -5,7 +5,8 @@
 //!
 //! Leases last 1s, the renew deadline is 600ms and the retry period 100ms
 //! (candidates wait 100–220ms between attempts), so every test finishes in a
-//! few seconds. Bounds that depend on scheduling are generous; bounds that
+//! few seconds (about 8 s for the binary, the longest waits being for a
+//! lease to expire). Bounds that depend on scheduling are generous; bounds that
 //! only a bug could break (never two leaders, never taken before expiry) are
 //! exact.
 
