@@ -69,46 +69,6 @@ fn tutorial_commands(marker: &str) -> Vec<String> {
     commands
 }
 
-/// Polls `command` in the copy until `done` accepts its output.
-fn until(copy: &Path, command: &str, log: &Path, done: impl Fn(&str) -> bool) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let run = shell(copy, command);
-        if run.ok && done(&run.stdout) {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{command}\n{}{}\nthe local job's log: {}",
-            run.stdout,
-            run.stderr,
-            log.display()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-}
-
-/// The log lines of the local job at one of `levels`.
-fn lines_at<'a>(log: &'a str, levels: &[&str]) -> Vec<&'a str> {
-    log.lines()
-        .filter(|line| {
-            serde_json::from_str::<serde_json::Value>(line)
-                .is_ok_and(|v| v["level"].as_str().is_some_and(|l| levels.contains(&l)))
-        })
-        .collect()
-}
-
-/// The lines of a log that say something went wrong: JSON at WARN or worse,
-/// and the plain `error:` and `warning:` lines of the job and of cargo.
-fn loud_lines(log: &str) -> Vec<&str> {
-    let mut loud = lines_at(log, &["warn", "error", "fatal", "panic", "dpanic"]);
-    loud.extend(
-        log.lines()
-            .filter(|line| line.starts_with("error") || line.starts_with("warning")),
-    );
-    loud
-}
-
 /// Tutorial step 4, as written, in the copy with every kind scaffolded
 /// above: the local job applies them all with their samples, the Widget
 /// becomes Ready, a change of its spec is logged at info by its reconciler
@@ -127,13 +87,13 @@ fn step_4_runs_as_written(copy: &Path) {
     // The controller's default ports may be held by another test.
     let line = format!("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 {}", job[0]);
     let mut running = background(copy, &line, &log);
-    until(copy, &beside[0], &log, |out| {
+    until_output(copy, &beside[0], &log, |out| {
         out.lines()
             .any(|l| l.contains("example-widget") && l.split_whitespace().nth(2) == Some("True"))
     });
     let run = shell(copy, &beside[1]);
     assert!(run.ok, "{}: {}", beside[1], run.stderr);
-    until(copy, &beside[2], &log, |out| out.trim() == "2");
+    until_output(copy, &beside[2], &log, |out| out.trim() == "2");
     let changed = || {
         let text = std::fs::read_to_string(&log).unwrap();
         lines_at(&text, &["info"]).iter().any(|line| {

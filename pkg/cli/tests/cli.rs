@@ -382,41 +382,8 @@ fn with_kinject_on_path(line: &str) -> String {
 /// Polls `kubectl <args>` against the project's local cluster until its
 /// output is `want`.
 fn until_kubectl(project: &Path, args: &str, want: &str, log: &Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let run = copies::shell(
-            project,
-            &format!("kubectl --kubeconfig .testenv/kubeconfig {args}"),
-        );
-        if run.ok && run.stdout.trim() == want {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "kubectl {args} never printed {want:?} (last: {}{}); log: {}",
-            run.stdout,
-            run.stderr,
-            std::fs::read_to_string(log).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
-}
-
-/// The lines of a log that say something went wrong: JSON at WARN or worse,
-/// and plain `error:` or `warning:` lines.
-fn loud_lines(log: &str) -> Vec<&str> {
-    log.lines()
-        .filter(|line| {
-            let level = serde_json::from_str::<serde_json::Value>(line)
-                .ok()
-                .and_then(|v| v["level"].as_str().map(str::to_owned));
-            matches!(
-                level.as_deref(),
-                Some("warn" | "error" | "fatal" | "panic" | "dpanic")
-            ) || line.starts_with("error")
-                || line.starts_with("warning")
-        })
-        .collect()
+    let line = format!("kubectl --kubeconfig .testenv/kubeconfig {args}");
+    copies::until_output(project, &line, log, |out| out.trim() == want);
 }
 
 /// `hack/run-local.sh` in the new project: the local API server with
@@ -457,7 +424,7 @@ fn run_local_runs_the_controller(project: &Path) {
         std::fs::read_to_string(&log).unwrap_or_default()
     );
     let text = std::fs::read_to_string(&log).unwrap();
-    let loud = loud_lines(&text);
+    let loud = copies::loud_lines(&text);
     assert!(loud.is_empty(), "run-local.sh logged:\n{loud:#?}");
 }
 

@@ -403,3 +403,46 @@ pub(crate) fn has_kubectl(what: &str) -> bool {
     }
     has
 }
+
+/// Polls a shell command line in `dir` until `done` accepts its output,
+/// for a minute; a failure shows the last output and `log`, the log of
+/// whatever was expected to make it happen.
+pub(crate) fn until_output(dir: &Path, line: &str, log: &Path, done: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let run = shell(dir, line);
+        if run.ok && done(&run.stdout) {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{line}\n{}{}\n{}:\n{}",
+            run.stdout,
+            run.stderr,
+            log.display(),
+            std::fs::read_to_string(log).unwrap_or_default()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+}
+
+/// The JSON log lines at one of `levels`.
+pub(crate) fn lines_at<'a>(log: &'a str, levels: &[&str]) -> Vec<&'a str> {
+    log.lines()
+        .filter(|line| {
+            serde_json::from_str::<serde_json::Value>(line)
+                .is_ok_and(|v| v["level"].as_str().is_some_and(|l| levels.contains(&l)))
+        })
+        .collect()
+}
+
+/// The lines of a log that say something went wrong: JSON at WARN or worse,
+/// and the plain `error:` and `warning:` lines of a script or of cargo.
+pub(crate) fn loud_lines(log: &str) -> Vec<&str> {
+    let mut loud = lines_at(log, &["warn", "error", "fatal", "panic", "dpanic"]);
+    loud.extend(
+        log.lines()
+            .filter(|line| line.starts_with("error") || line.starts_with("warning")),
+    );
+    loud
+}
