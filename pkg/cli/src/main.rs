@@ -241,10 +241,7 @@ fn registry(dir: &std::path::Path, port: u16) -> Result<(), String> {
         registry.address(),
         dir.display()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let runtime = current_thread_runtime()?;
     runtime.block_on(async {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
             .map_err(|e| format!("cannot listen for SIGTERM: {e}"))?;
@@ -266,6 +263,14 @@ fn registry(dir: &std::path::Path, port: u16) -> Result<(), String> {
     })
 }
 
+/// A runtime on this thread, for one command's async work.
+fn current_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))
+}
+
 /// Builds `binary`, makes its image and pushes it to `repository`.
 fn build_and_push(binary: &str, args: &ImageArgs, repository: &str) -> Result<String, String> {
     let executable = cargo_build::binary(binary, !args.debug)?;
@@ -280,10 +285,7 @@ fn build_and_push(binary: &str, args: &ImageArgs, repository: &str) -> Result<St
         image.compressed_size(),
         image.digest()
     );
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?;
+    let runtime = current_thread_runtime()?;
     let pushed = runtime
         .block_on(kinject_image::push(&image, repository, &credentials()))
         .map_err(|e| e.to_string())?;
