@@ -40,6 +40,11 @@
 //! least 10,000), so no watch falls out of it while the controller writes N
 //! statuses; a kube-apiserver keeps etcd's history for 5 minutes.
 
+// The controller binary's allocator (cmd/controller/src/main.rs): this
+// process also runs as the controller, and measures it as it ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -382,6 +387,8 @@ impl Controller {
             .arg(go_duration(resync))
             .env("SYSTEM_NAMESPACE", SYSTEM_NAMESPACE)
             .env("POD_NAME", name)
+            // As config/controller.yaml sets it.
+            .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
             .env("METRICS_PROMETHEUS_PORT", metrics.port().to_string())
             .env("PROBES_PORT", free_port()?.to_string())
             .stdout(std::fs::File::create(&log)?)
