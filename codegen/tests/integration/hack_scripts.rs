@@ -248,7 +248,7 @@ fn kubectl(kubeconfig: &std::path::Path, args: &[&str], stdin: &str) -> String {
 /// the greeter run with `SYSTEM_NAMESPACE`, and a Greeting published in its
 /// ConfigMap.
 fn the_readmes_commands_run(crds: &str) {
-    if !has_kubectl("the out-of-tree README's commands") {
+    if !installed("kubectl", "the out-of-tree README's commands") {
         return;
     }
     let dir = scratch().join("out-of-tree-readme");

@@ -36,39 +36,6 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// The commands of `docs/tutorial.md`'s sh blocks marked `marker`, in order,
-/// a command continued with `\` joined into one line.
-fn tutorial_commands(marker: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
-    let mut commands = Vec::new();
-    let mut lines = text.lines();
-    while let Some(line) = lines.next() {
-        if line.trim() != marker {
-            continue;
-        }
-        assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
-        let mut command = String::new();
-        for line in lines.by_ref().take_while(|l| l.trim() != "```") {
-            let line = line.trim();
-            if command.is_empty() && (line.is_empty() || line.starts_with('#')) {
-                continue;
-            }
-            match line.strip_suffix('\\') {
-                Some(continued) => command.push_str(continued),
-                None => {
-                    command.push_str(line);
-                    commands.push(std::mem::take(&mut command));
-                }
-            }
-        }
-        assert!(
-            command.is_empty(),
-            "a tested block ends in the middle of a command: {command}"
-        );
-    }
-    commands
-}
-
 /// Tutorial step 4, as written, in the copy with every kind scaffolded
 /// above: the local job applies them all with their samples, the Widget
 /// becomes Ready, a change of its spec is logged at info by its reconciler
@@ -77,7 +44,7 @@ fn step_4_runs_as_written(copy: &Path) {
     let job = tutorial_commands("<!-- tested: the local job -->");
     let beside = tutorial_commands("<!-- tested beside the local job -->");
     assert!(job.len() == 1 && beside.len() == 3, "{job:?} {beside:?}");
-    if !has_kubectl("the tutorial's step 4") {
+    if !installed("kubectl", "the tutorial's step 4") {
         return;
     }
     // Built first, so the wait below is for the job, not the compiler.

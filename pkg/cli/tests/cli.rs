@@ -57,18 +57,6 @@ spec:
           image: kinject://hello
 ";
 
-fn missing(program: &str) -> bool {
-    let absent = Command::new(program).arg("--help").output().is_err();
-    assert!(
-        !absent || std::env::var_os("CI").is_none(),
-        "{program} is not installed but CI is set; .ci/run installs it"
-    );
-    if absent {
-        eprintln!("skipped: {program} is not installed");
-    }
-    absent
-}
-
 fn scratch(name: &str) -> PathBuf {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
@@ -112,7 +100,7 @@ fn kinject(dir: &Path, args: &[&str]) -> Output {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn install_applies_the_crds_alone_and_uninstall_removes_them() {
-    if missing("kubectl") {
+    if !copies::installed("kubectl", "this test") {
         return;
     }
     let dir = scratch("install");
@@ -141,7 +129,7 @@ async fn install_applies_the_crds_alone_and_uninstall_removes_them() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn apply_builds_pushes_and_deploys_by_digest_and_delete_undeploys() {
-    if missing("kubectl") || missing("docker-registry") {
+    if !copies::installed("kubectl", "this test") || !copies::installed("docker-registry", "this test") {
         return;
     }
     let dir = scratch("apply");
@@ -241,23 +229,6 @@ fn sharing_manifest(root: &Path, project: &Path) -> String {
     toml::to_string(&theirs).unwrap()
 }
 
-/// The commands of the tutorial's block marked `marker`.
-fn tutorial_commands(marker: &str) -> Vec<String> {
-    let text = std::fs::read_to_string(copies::repo_root().join("docs/tutorial.md")).unwrap();
-    let mut lines = text.lines().skip_while(|l| l.trim() != marker);
-    assert!(
-        lines.next().is_some(),
-        "docs/tutorial.md has no block marked {marker}"
-    );
-    assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
-    lines
-        .take_while(|l| l.trim() != "```")
-        .map(str::trim)
-        .filter(|l| !l.is_empty() && !l.starts_with('#'))
-        .map(str::to_owned)
-        .collect()
-}
-
 /// `kinject init` (with `init_args` after the directory) of a project in the
 /// scratch directory, taking the framework through links to this checkout,
 /// with this workspace's lock file and a manifest that shares its build.
@@ -286,7 +257,7 @@ fn init_project(root: &Path, init_args: &[&str]) -> PathBuf {
 #[test]
 fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     let root = copies::repo_root();
-    let commands = tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs -->");
+    let commands = copies::tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs -->");
     let init: Vec<&str> = commands[0].split_whitespace().collect();
     assert_eq!(
         init[..2],
@@ -363,9 +334,9 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
         namespace.contains("name: shop") && !namespace.contains("knative"),
         "{namespace}"
     );
-    if copies::has_kubectl("hack/run-local.sh and the tutorial's step 6") {
+    if copies::installed("kubectl", "hack/run-local.sh and the tutorial's step 6") {
         run_local_runs_the_controller(&project);
-        if !missing("docker-registry") {
+        if copies::installed("docker-registry", "the tutorial's step 6") {
             step_6_ships_the_project(&project);
         }
     }
@@ -395,18 +366,7 @@ fn run_local_runs_the_controller(project: &Path) {
     // The controller's default ports may be held by another test.
     let line = with_kinject_on_path("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 hack/run-local.sh");
     let mut running = copies::background(project, &line, &log);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
-    while !std::fs::read_to_string(&log)
-        .unwrap_or_default()
-        .contains("config/ applied")
-    {
-        assert!(
-            std::time::Instant::now() < deadline && running.0.try_wait().unwrap().is_none(),
-            "run-local.sh did not apply config/:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(200));
-    }
+    copies::until_logged(&mut running, &log, |text| text.contains("config/ applied"));
     let applied = copies::shell(
         project,
         "kubectl --kubeconfig .testenv/kubeconfig apply -f config/samples/",
@@ -432,7 +392,8 @@ fn run_local_runs_the_controller(project: &Path) {
 /// the local API server in the background, the CRDs installed, both
 /// binaries built, pushed and deployed by digest, and undeployed.
 fn step_6_ships_the_project(project: &Path) {
-    let commands = tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs, in the project of step 7 -->");
+    let commands =
+        copies::tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs, in the project of step 7 -->");
     let mut background = Vec::new();
     let mut printed = String::new();
     for (number, command) in commands.iter().enumerate() {
@@ -441,14 +402,7 @@ fn step_6_ships_the_project(project: &Path) {
             // Ready once it says where it serves, or failed once it exits.
             let log = project.join(format!("step-6-{number}.log"));
             let mut running = copies::background(project, line, &log);
-            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
-            while std::fs::read_to_string(&log).unwrap_or_default().is_empty() {
-                assert!(
-                    std::time::Instant::now() < deadline,
-                    "{command} printed nothing in 30 s"
-                );
-                std::thread::sleep(std::time::Duration::from_millis(50));
-            }
+            copies::until_logged(&mut running, &log, |text| !text.is_empty());
             std::thread::sleep(std::time::Duration::from_millis(100));
             assert!(
                 running.0.try_wait().unwrap().is_none(),

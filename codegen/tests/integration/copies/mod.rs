@@ -386,22 +386,78 @@ pub(crate) fn interrupt(running: &mut Running) -> bool {
     running.0.wait().unwrap().success()
 }
 
-/// Whether kubectl runs here. Without it a check that needs it is skipped,
-/// saying so; in CI (`CI` set) its absence is a failure.
-pub(crate) fn has_kubectl(what: &str) -> bool {
+/// Whether `program` runs here. Without it a check that needs it is
+/// skipped, saying so; in CI (`CI` set, where `.ci/run` installs it) its
+/// absence is a failure.
+pub(crate) fn installed(program: &str, what: &str) -> bool {
     use std::io::Write as _;
-    let has = Command::new("kubectl")
-        .args(["version", "--client"])
-        .output()
-        .is_ok_and(|out| out.status.success());
+    let has = Command::new(program).arg("--help").output().is_ok();
     if !has {
         assert!(
             std::env::var_os("CI").is_none(),
-            "kubectl is not installed but CI is set: {what} need it"
+            "{program} is not installed but CI is set: {what} need it; .ci/run installs it"
         );
-        let _ = writeln!(std::io::stderr(), "skipped: {what} (kubectl is not installed)");
+        let _ = writeln!(std::io::stderr(), "skipped: {what} ({program} is not installed)");
     }
     has
+}
+
+/// The commands of `docs/tutorial.md`'s sh blocks marked `marker`, in order,
+/// a command continued with `\` joined into one line.
+pub(crate) fn tutorial_commands(marker: &str) -> Vec<String> {
+    let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
+    let mut commands = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        if line.trim() != marker {
+            continue;
+        }
+        assert_eq!(lines.next().map(str::trim), Some("```sh"), "a tested block is sh");
+        let mut command = String::new();
+        for line in lines.by_ref().take_while(|l| l.trim() != "```") {
+            let line = line.trim();
+            if command.is_empty() && (line.is_empty() || line.starts_with('#')) {
+                continue;
+            }
+            match line.strip_suffix('\\') {
+                Some(continued) => command.push_str(continued),
+                None => {
+                    command.push_str(line);
+                    commands.push(std::mem::take(&mut command));
+                }
+            }
+        }
+        assert!(
+            command.is_empty(),
+            "a tested block ends in the middle of a command: {command}"
+        );
+    }
+    assert!(
+        !commands.is_empty(),
+        "docs/tutorial.md has no block marked {marker}"
+    );
+    commands
+}
+
+/// Waits until `done` accepts the log of a command started by
+/// [`background`]; fails, showing the log, if it exits first or a minute
+/// passes.
+pub(crate) fn until_logged(running: &mut Running, log: &Path, done: impl Fn(&str) -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if done(&text) {
+            return;
+        }
+        let exited = running.0.try_wait().unwrap();
+        assert!(
+            exited.is_none() && std::time::Instant::now() < deadline,
+            "{} ({}):\n{text}",
+            log.display(),
+            exited.map_or("a minute passed".to_owned(), |s| format!("exited: {s}"))
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 /// Polls a shell command line in `dir` until `done` accepts its output,
