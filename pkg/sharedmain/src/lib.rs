@@ -507,24 +507,14 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> Result<(), MainError> {
     let setup = Setup::read(component, constructors, flags, env).await?;
+    let span = setup.component_span();
     async {
         let ctx = setup.context();
         let controllers = setup.construct(&ctx, constructors)?;
         setup.run(&ctx, controllers, shutdown).await
     }
-    .instrument(component_span(component))
+    .instrument(span)
     .await
-}
-
-/// The span a component runs in, tasks it starts included. Its `logger`
-/// field names the logger of every line logged in it, so where two
-/// components share a process (the local job runs the controller and the
-/// webhook) each line still says which one wrote it. Create it after
-/// [`Setup::read`]: a span made before the logger is installed stays off.
-pub fn component_span(component: &str) -> tracing::Span {
-    // At error level, the least verbose, so it is on whenever a line is
-    // written at all, whatever level config-logging sets.
-    tracing::error_span!("component", logger = component)
 }
 
 /// What the process learned before building controllers: flags, environment,
@@ -556,6 +546,18 @@ impl std::fmt::Debug for Setup {
 }
 
 impl Setup {
+    /// The span this component runs in, tasks it starts included. Its
+    /// `logger` field names the logger of every line logged in it, so where
+    /// two components share a process (the local job runs the controller and
+    /// the webhook) each line still says which one wrote it. A method of
+    /// `Setup` because [`Setup::read`] installs the logger, and a span made
+    /// before that stays off.
+    pub fn component_span(&self) -> tracing::Span {
+        // At error level, the least verbose, so it is on whenever a line is
+        // written at all, whatever level config-logging sets.
+        tracing::error_span!("component", logger = self.component.as_str())
+    }
+
     /// Phase 1: checks the flags, builds the rate-limited client from the
     /// kubeconfig, reads `config-logging` (and starts logging at its level),
     /// `config-leader-election` and `config-observability`. The number of

@@ -374,6 +374,7 @@ pub async fn run(
     let webhook = Webhook::new(&env.system_namespace, kinds, config, options);
     let constructors = webhook.constructors();
     let mut setup = Setup::read(component, &constructors, flags.common, env).await?;
+    let span = setup.component_span();
     async {
         let admission = metrics::AdmissionMetrics::register(setup.registry_mut());
         let ctx = setup.context();
@@ -393,7 +394,7 @@ pub async fn run(
         let (served, ran) = tokio::join!(webhook.serve(&ctx, listener, stop_server.clone()), run);
         ran.and(served)
     }
-    .instrument(kinject_sharedmain::component_span(component))
+    .instrument(span)
     .await
 }
 

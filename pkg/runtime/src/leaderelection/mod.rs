@@ -242,8 +242,7 @@ pub fn spawn_electors(
         );
     }
     let queue = queue.to_owned();
-    Ok(runtime.spawn(
-        async move {
+    let watch = async move {
         while let Some(joined) = electors.join_next().await {
             if let Err(err) = joined
                 && err.is_panic()
@@ -255,9 +254,8 @@ pub fn spawn_electors(
                 );
             }
         }
-        }
-        .in_current_span(),
-    ))
+    };
+    Ok(runtime.spawn(watch.in_current_span()))
 }
 
 /// Makes `controller` lead every key, without elections: for a replica that
