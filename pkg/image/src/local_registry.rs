@@ -42,22 +42,17 @@ impl LocalRegistry {
     /// As [`start`](Self::start), and when `port` is taken.
     pub fn start_on(dir: &Path, port: u16) -> Result<LocalRegistry, LocalRegistryError> {
         let failed = LocalRegistryError;
-        let port = match port {
-            0 => TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
-                .and_then(|l| l.local_addr())
-                .map_err(|e| failed(format!("no free loopback port: {e}")))?
-                .port(),
-            port => {
-                // docker-registry would only say so in its log, after the
-                // wait below has run out.
-                TcpListener::bind((Ipv4Addr::LOCALHOST, port)).map_err(|e| {
-                    failed(format!(
-                        "port {port} on 127.0.0.1 is taken ({e}); pick another with --port"
-                    ))
-                })?;
-                port
-            }
-        };
+        // A taken port is said at once: docker-registry would only say so in
+        // its log, after the wait below has run out.
+        let port = TcpListener::bind((Ipv4Addr::LOCALHOST, port))
+            .and_then(|l| l.local_addr())
+            .map_err(|e| match port {
+                0 => failed(format!("no free loopback port: {e}")),
+                port => failed(format!(
+                    "port {port} on 127.0.0.1 is taken ({e}); pick another with --port"
+                )),
+            })?
+            .port();
         let address = format!("127.0.0.1:{port}");
         let config = dir.join("registry.yml");
         let log = dir.join("registry.log");
