@@ -189,20 +189,7 @@ async fn the_binary_configures_itself_answers_over_https_within_its_rbac_and_sto
         decode(secret["data"]["ca-cert.pem"].as_str()?)
     })
     .await;
-    for (plural, name) in [
-        (
-            "mutatingwebhookconfigurations",
-            "defaulting.webhook.knative-samples.knative.dev",
-        ),
-        (
-            "validatingwebhookconfigurations",
-            "validation.webhook.knative-samples.knative.dev",
-        ),
-        (
-            "validatingwebhookconfigurations",
-            "config.webhook.knative-samples.knative.dev",
-        ),
-    ] {
+    for (plural, name) in crate::CONFIGURATIONS {
         wait_for(&format!("{name} trusts the CA"), || {
             let config = env.get_object("admissionregistration.k8s.io", "v1", plural, None, name)?;
             (decode(config["webhooks"][0]["clientConfig"]["caBundle"].as_str()?)? == ca).then_some(())

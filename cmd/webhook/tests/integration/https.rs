@@ -264,20 +264,7 @@ async fn the_webhook_configures_itself_and_answers_reviews_over_https() {
         running.secret_data(CA_CERT)
     })
     .await;
-    for (plural, name) in [
-        (
-            "mutatingwebhookconfigurations",
-            "defaulting.webhook.knative-samples.knative.dev",
-        ),
-        (
-            "validatingwebhookconfigurations",
-            "validation.webhook.knative-samples.knative.dev",
-        ),
-        (
-            "validatingwebhookconfigurations",
-            "config.webhook.knative-samples.knative.dev",
-        ),
-    ] {
+    for (plural, name) in crate::CONFIGURATIONS {
         let bundle = eventually(&format!("{name} gets its caBundle"), || {
             running.ca_bundle(plural, name)
         })
