@@ -309,9 +309,9 @@ pub struct InformerSettings<K> {
     pub streaming_lists: bool,
     /// Page size of the initial list (kube's default is 500).
     pub page_size: Option<u32>,
-    /// How the cache holds objects: as compact JSON (the default: a fraction
-    /// of the memory for large kinds, decoded on every read) or decoded once
-    /// and shared (reads cost no decoding, memory is the kind's typed size).
+    /// How the cache holds objects: decoded once and shared (the default:
+    /// reads cost no decoding, memory is the kind's typed size) or as compact
+    /// JSON (a fraction of the memory for large kinds, decoded on every read).
     pub cache: CacheFormat,
 }
 
@@ -1516,42 +1516,68 @@ mod tests {
         }
     }
 
+    /// A resync re-delivers the cache one object at a time: from JSON it
+    /// decodes one object, hands it to the handlers and drops it before the
+    /// next; decoded, it shares the cached objects and makes none.
     #[tokio::test]
     async fn a_resync_holds_one_decoded_object_at_a_time_not_the_whole_cache() {
-        let inf = Informer::<Counted>::new(
-            Api::all(offline_client()),
-            None,
-            None,
-            None,
-            InformerSettings::default(),
-            DEFAULT_RESYNC_PERIOD,
-            Reporting::default(),
-        );
         let objects = 3000;
-        for i in 0..objects {
-            inf.apply_event(watcher::Event::Apply(Counted {
-                metadata: ObjectMeta {
-                    namespace: Some(format!("ns-{}", i % 7)),
-                    name: Some(format!("c-{i:05}")),
-                    resource_version: Some("1".into()),
-                    ..ObjectMeta::default()
+        // (form, objects alive once the cache is filled, most alive during the resync)
+        for (cache, filled, during) in [
+            (CacheFormat::Json, 0, 1),
+            (CacheFormat::Decoded, objects, objects),
+        ] {
+            let inf = Informer::<Counted>::new(
+                Api::all(offline_client()),
+                None,
+                None,
+                None,
+                InformerSettings {
+                    cache,
+                    ..InformerSettings::default()
                 },
-                _alive: Alive::new(),
-            }));
+                DEFAULT_RESYNC_PERIOD,
+                Reporting::default(),
+            );
+            for i in 0..objects {
+                inf.apply_event(watcher::Event::Apply(Counted {
+                    metadata: ObjectMeta {
+                        namespace: Some(format!("ns-{}", i % 7)),
+                        name: Some(format!("c-{i:05}")),
+                        resource_version: Some("1".into()),
+                        ..ObjectMeta::default()
+                    },
+                    _alive: Alive::new(),
+                }));
+            }
+            assert_eq!(
+                COUNTED_ALIVE.load(Ordering::SeqCst),
+                filled,
+                "{cache:?}: objects the cache holds"
+            );
+            let delivered = Arc::new(AtomicU64::new(0));
+            let most_alive = Arc::new(AtomicU64::new(0));
+            let (count, most) = (delivered.clone(), most_alive.clone());
+            inf.add_event_handler(
+                EventHandler::default().on_update(move |_: &Counted, _: &Counted| {
+                    count.fetch_add(1, Ordering::SeqCst);
+                    most.fetch_max(COUNTED_ALIVE.load(Ordering::SeqCst), Ordering::SeqCst);
+                }),
+            );
+            inf.resync();
+            assert_eq!(
+                delivered.load(Ordering::SeqCst),
+                objects,
+                "{cache:?}: every object once"
+            );
+            assert_eq!(most_alive.load(Ordering::SeqCst), during, "{cache:?}");
+            drop(inf);
+            assert_eq!(
+                COUNTED_ALIVE.load(Ordering::SeqCst),
+                0,
+                "{cache:?}: the informer dropped its objects"
+            );
         }
-        assert_eq!(COUNTED_ALIVE.load(Ordering::SeqCst), 0, "the cache holds JSON");
-        let delivered = Arc::new(AtomicU64::new(0));
-        let most_alive = Arc::new(AtomicU64::new(0));
-        let (count, most) = (delivered.clone(), most_alive.clone());
-        inf.add_event_handler(
-            EventHandler::default().on_update(move |_: &Counted, _: &Counted| {
-                count.fetch_add(1, Ordering::SeqCst);
-                most.fetch_max(COUNTED_ALIVE.load(Ordering::SeqCst), Ordering::SeqCst);
-            }),
-        );
-        inf.resync();
-        assert_eq!(delivered.load(Ordering::SeqCst), objects, "every object once");
-        assert_eq!(most_alive.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

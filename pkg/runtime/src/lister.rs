@@ -2,11 +2,11 @@
 //!
 //! Reads return `Arc`s a caller may keep as long as it likes: objects are
 //! immutable behind them, so no caller can change what another one sees. With
-//! the default [`CacheFormat::Json`](crate::informer::CacheFormat) every read
-//! decodes a fresh copy, the price of a small cache; with
-//! [`CacheFormat::Decoded`](crate::informer::CacheFormat), a read shares the
-//! object the informer decoded once when it stored it (the one its handlers
-//! saw), so it costs a lock and an `Arc` clone, not a decode.
+//! the default [`CacheFormat::Decoded`](crate::informer::CacheFormat), a read
+//! shares the object the informer decoded once when it stored it (the one its
+//! handlers saw), so it costs a lock and an `Arc` clone, not a decode; with
+//! [`CacheFormat::Json`](crate::informer::CacheFormat) every read decodes a
+//! fresh copy, the price of a small cache.
 //!
 //! ```no_run
 //! # fn demo(ctx: &kinject_runtime::injection::Context) -> Result<(), kinject_runtime::informer::CacheError> {
