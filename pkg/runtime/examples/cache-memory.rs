@@ -72,8 +72,8 @@ fn widget(i: usize) -> Result<Widget, Box<dyn std::error::Error>> {
         ..Addressable::default()
     });
     asvc.status = Some(status);
-    // Through a `Value`, as the informer decodes what its watch delivers.
-    Ok(serde_json::from_value(serde_json::to_value(asvc)?)?)
+    // From text, as the informer decodes what its watch delivers.
+    Ok(serde_json::from_str(&serde_json::to_string(&asvc)?)?)
 }
 
 /// Lists `n` objects into the informer; returns the live bytes it added.

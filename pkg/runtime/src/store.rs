@@ -214,7 +214,15 @@ impl<K: Object> Store<K> {
             .iter()
             .map(|idx| boxed_values((idx.func)(&obj)))
             .collect();
-        let new = Arc::new(obj);
+        let new = Arc::new(match self.format {
+            // serde grows each list as it decodes, leaving room for four
+            // elements where a Pod has one port or one volume mount; a clone
+            // allocates each list at its length: a reference Pod holds
+            // 12,899 bytes instead of 17,443 (the `cache-memory` example).
+            // The JSON form keeps only its bytes.
+            CacheFormat::Decoded => obj.clone(),
+            CacheFormat::Json => obj,
+        });
         let entry = Entry {
             body: body.unwrap_or_else(|| Body::Decoded(new.clone())),
             resource_version,
@@ -516,6 +524,26 @@ mod tests {
         objs.iter()
             .map(|o| o.metadata.name.clone().unwrap_or_default())
             .collect()
+    }
+
+    /// serde leaves room for more in a list it decoded; the cache holds lists
+    /// at their length, and reads share that compact object.
+    #[test]
+    fn a_decoded_object_holds_its_lists_at_their_length() {
+        let decoded: ConfigMap = serde_json::from_str(
+            r#"{"metadata":{"namespace":"a","name":"x","resourceVersion":"1","finalizers":["example.com/cleanup"]}}"#,
+        )
+        .unwrap();
+        let finalizers = |cm: &ConfigMap| cm.metadata.finalizers.as_ref().map(|f| (f.len(), f.capacity()));
+        let (len, capacity) = finalizers(&decoded).unwrap();
+        assert!(capacity > len, "serde grew the list: {capacity} for {len}");
+        let mut store = Store::<ConfigMap>::new(CacheFormat::Decoded);
+        let Some(Change::Added(added)) = store.upsert(decoded).unwrap() else {
+            panic!("the object was added");
+        };
+        let read = store.get("a", "x").unwrap().unwrap();
+        assert!(Arc::ptr_eq(&added, &read), "handlers and reads share one object");
+        assert_eq!(finalizers(&read), Some((1, 1)));
     }
 
     #[test]
