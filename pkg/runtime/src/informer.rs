@@ -167,6 +167,24 @@ type UpdateCallback<K> = Arc<dyn Fn(&K, &K) + Send + Sync>;
 type Filter<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 
 /// Rewrites an object before it is cached; see [`InformerSettings::transform`].
+///
+/// Dropping kubectl's copy of every applied Pod, for a controller that reads
+/// Pods and never updates them (one that did would delete the annotation on
+/// the server, since an update sends the object whole):
+///
+/// ```
+/// use std::sync::Arc;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use kinject_runtime::informer::{InformerSettings, Transform};
+///
+/// let drop_last_applied: Transform<Pod> = Arc::new(|pod: &mut Pod| {
+///     if let Some(annotations) = pod.metadata.annotations.as_mut() {
+///         annotations.remove("kubectl.kubernetes.io/last-applied-configuration");
+///     }
+/// });
+/// let settings = InformerSettings::<Pod> { transform: Some(drop_last_applied), ..Default::default() };
+/// # let _ = settings;
+/// ```
 pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
 /// Callbacks for an informer's adds, updates and deletes, optionally filtered.
