@@ -25,6 +25,7 @@ use thiserror::Error;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Level, Subscriber};
 use tracing_subscriber::filter::{LevelFilter, Targets};
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::reload;
@@ -261,12 +262,31 @@ const KUBE_CLIENT_RESPONSE_TARGET: &str = "kube_client::client::builder";
 /// shares the logger and has a level of its own. Returns the handle that
 /// changes the component's level.
 pub fn init(component: &str, level: LevelFilter, pod: Option<String>, encoding: Encoding) -> LevelHandle {
+    init_writing_to(component, level, pod, encoding, std::io::stdout)
+}
+
+/// [`init`], with each line written to what `out` makes instead of stdout.
+/// A test that installs the process's logger passes
+/// `tracing_subscriber::fmt::TestWriter::new`: its lines then go through
+/// libtest's capture and show only when the test fails, where stdout's would
+/// pass it and print among the test results.
+pub fn init_writing_to<W>(
+    component: &str,
+    level: LevelFilter,
+    pod: Option<String>,
+    encoding: Encoding,
+    out: W,
+) -> LevelHandle
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
     let process = PROCESS.get_or_init(|| {
         let (filter, handle) = reload::Layer::new(Targets::new().with_default(level));
         let json = Lines {
             logger: component.to_owned(),
             pod,
             encoding,
+            out,
         };
         // kube's client logs every failed response at error level, and the code
         // that made the request reports the same failure again (a reconcile's
@@ -296,10 +316,11 @@ pub fn init(component: &str, level: LevelFilter, pod: Option<String>, encoding: 
 /// Writes each event as one line: a JSON object with zap's keys (`level`,
 /// `ts`, `logger`, `caller`, `msg`), the fields of the event and of its spans;
 /// or the same, readable, for a terminal.
-struct Lines {
+struct Lines<W> {
     logger: String,
     pod: Option<String>,
     encoding: Encoding,
+    out: W,
 }
 
 /// Span fields, kept on the span so events inside it can print them.
@@ -335,9 +356,10 @@ impl Visit for Collect<'_> {
     }
 }
 
-impl<S> Layer<S> for Lines
+impl<S, W> Layer<S> for Lines<W>
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
+    W: for<'w> MakeWriter<'w> + 'static,
 {
     fn on_new_span(
         &self,
@@ -390,15 +412,15 @@ where
             line.insert("msg".into(), message);
         }
         line.extend(fields);
-        let text = match self.encoding {
+        let mut text = match self.encoding {
             Encoding::Json => Value::Object(line).to_string(),
             Encoding::Console => console_line(line),
         };
-        // A closed stdout cannot be reported anywhere; dropping the line is all
+        text.push('\n');
+        // One write per line, so lines of several threads never interleave. A
+        // closed stdout cannot be reported anywhere; dropping the line is all
         // that is left to do.
-        let mut out = std::io::stdout().lock();
-        let _ = out.write_all(text.as_bytes());
-        let _ = out.write_all(b"\n");
+        let _ = self.out.make_writer().write_all(text.as_bytes());
     }
 }
 

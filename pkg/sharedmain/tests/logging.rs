@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use kinject_sharedmain::logging::{self, Encoding};
 use tracing::Level;
 use tracing_subscriber::filter::LevelFilter;
+use tracing_subscriber::fmt::TestWriter;
 
 fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
     pairs
@@ -19,7 +20,15 @@ fn config(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
 
 #[test]
 fn each_component_changes_its_level_live_in_a_shared_process() {
-    let controller = logging::init("controller", LevelFilter::INFO, None, Encoding::Json);
+    // Its lines (one of them the refusal of a bad level below) go through
+    // libtest's capture, shown only if the test fails.
+    let controller = logging::init_writing_to(
+        "controller",
+        LevelFilter::INFO,
+        None,
+        Encoding::Json,
+        TestWriter::new,
+    );
     let webhook = logging::init("webhook", LevelFilter::INFO, None, Encoding::Json);
     assert!(tracing::enabled!(Level::INFO));
     assert!(!tracing::enabled!(Level::DEBUG));
