@@ -1150,6 +1150,13 @@ async fn start_webhook(
             "500-webhook-configuration.yaml",
         ],
     );
+    // The webhook's logger would write to the terminal, past libtest's
+    // capture; a test writer installed first takes its lines, shown only when
+    // the test fails (the webhook leaves its levels to it then).
+    let _ = tracing_subscriber::fmt()
+        .with_test_writer()
+        .with_max_level(tracing_subscriber::filter::LevelFilter::INFO)
+        .try_init();
     let kubeconfig = dir.join("webhook-kubeconfig");
     let token = env.service_account_token(NS, "webhook");
     std::fs::write(&kubeconfig, server.kubeconfig_with_token(&token)).unwrap();
