@@ -199,32 +199,30 @@ impl<K: Object> Store<K> {
             Some(entry) => Some(entry.object(&key.namespace, &key.name)?),
             None => None,
         };
-        let body = match self.format {
-            CacheFormat::Decoded => None,
-            CacheFormat::Json => Some(Body::Json(
-                serde_json::to_vec(&obj)
-                    .map_err(|e| CacheError::new::<K>("encode", &key.namespace, &key.name, e))?
-                    .into_boxed_slice(),
-            )),
-        };
         let resource_version = resource_version.into();
-        let labels = self.labels.labels(obj.meta().labels.as_ref());
-        let index_values = self
-            .indexes
-            .iter()
-            .map(|idx| boxed_values((idx.func)(&obj)))
-            .collect();
-        let new = Arc::new(match self.format {
+        let (new, body) = match self.format {
             // serde grows each list as it decodes, leaving room for four
             // elements where a Pod has one port or one volume mount; a clone
             // allocates each list at its length: a reference Pod holds
             // 12,899 bytes instead of 17,443 (the `cache-memory` example).
-            // The JSON form keeps only its bytes.
-            CacheFormat::Decoded => obj.clone(),
-            CacheFormat::Json => obj,
-        });
+            CacheFormat::Decoded => {
+                let new = Arc::new(obj.clone());
+                (new.clone(), Body::Decoded(new))
+            }
+            CacheFormat::Json => {
+                let bytes = serde_json::to_vec(&obj)
+                    .map_err(|e| CacheError::new::<K>("encode", &key.namespace, &key.name, e))?;
+                (Arc::new(obj), Body::Json(bytes.into_boxed_slice()))
+            }
+        };
+        let labels = self.labels.labels(new.meta().labels.as_ref());
+        let index_values = self
+            .indexes
+            .iter()
+            .map(|idx| boxed_values((idx.func)(&new)))
+            .collect();
         let entry = Entry {
-            body: body.unwrap_or_else(|| Body::Decoded(new.clone())),
+            body,
             resource_version,
             labels,
             index_values,
