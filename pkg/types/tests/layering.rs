@@ -100,31 +100,13 @@ fn the_derive_needs_no_generator_or_kubernetes_crates() {
 mod module_tree {
     use std::collections::{BTreeMap, BTreeSet};
     use std::fs;
-    use std::path::{Path, PathBuf};
+    use std::path::Path;
 
     /// A module path inside a crate, `[]` for the crate root.
     type Module = Vec<String>;
 
     /// Where a module refers to another: file and line.
     type Edges = BTreeMap<(Module, Module), String>;
-
-    fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-        let Ok(entries) = fs::read_dir(dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_dir() {
-                // `src/bin/*` are crates of their own.
-                if path.file_name().is_some_and(|n| n == "bin") && path.parent() == Some(dir) {
-                    continue;
-                }
-                rust_files(&path, out);
-            } else if path.extension().is_some_and(|ext| ext == "rs") {
-                out.push(path);
-            }
-        }
-    }
 
     /// The module a file under `src` defines: `a/b.rs` and `a/b/mod.rs` are `a::b`.
     fn module_of(src: &Path, file: &Path) -> Module {
@@ -427,7 +409,12 @@ mod module_tree {
     fn edges(dir: &Path) -> (BTreeSet<Module>, Edges) {
         let src = dir.join("src");
         let mut files = Vec::new();
-        rust_files(&src, &mut files);
+        // `src/bin/*` are crates of their own.
+        let own_crate = |folder: &Path| {
+            !(folder.file_name().is_some_and(|n| n == "bin") && folder.parent() == Some(&*src))
+        };
+        let is_rust = |file: &Path| file.extension().is_some_and(|ext| ext == "rs");
+        super::files_under(&src, &own_crate, &is_rust, &mut files);
         files.sort();
         let modules: BTreeSet<Module> = files.iter().map(|f| module_of(&src, f)).collect();
         let mut edges = Edges::new();
@@ -652,7 +639,13 @@ fn the_framework_crates_package_for_a_registry() {
     for package in &publishable {
         let own = PathBuf::from(package["manifest_path"].as_str().unwrap_or_default());
         let mut stray = Vec::new();
-        manifests_under(own.parent().expect("a manifest has a folder"), &mut stray);
+        // Build output left out.
+        files_under(
+            own.parent().expect("a manifest has a folder"),
+            &|folder| !folder.ends_with("target"),
+            &|file| file.ends_with("Cargo.toml"),
+            &mut stray,
+        );
         for path in stray.into_iter().filter(|path| !manifests.contains(path)) {
             problems.push(format!(
                 "{} is left out of {}'s package (cargo takes its folder for a crate of its own); \
@@ -689,16 +682,23 @@ fn the_framework_crates_package_for_a_registry() {
     assert!(!stderr.contains("warning"), "cargo package warned:\n{stderr}");
 }
 
-/// Every `Cargo.toml` under `dir`, build output left out.
-fn manifests_under(dir: &Path, found: &mut Vec<PathBuf>) {
+/// The files under `dir` that `keep` accepts, in folders `descend` accepts.
+fn files_under(
+    dir: &Path,
+    descend: &dyn Fn(&Path) -> bool,
+    keep: &dyn Fn(&Path) -> bool,
+    found: &mut Vec<PathBuf>,
+) {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return;
     };
     for entry in entries.flatten() {
         let path = entry.path();
-        if path.is_dir() && entry.file_name() != "target" {
-            manifests_under(&path, found);
-        } else if entry.file_name() == "Cargo.toml" {
+        if path.is_dir() {
+            if descend(&path) {
+                files_under(&path, descend, keep, found);
+            }
+        } else if keep(&path) {
             found.push(path);
         }
     }
