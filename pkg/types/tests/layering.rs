@@ -682,6 +682,134 @@ fn the_framework_crates_package_for_a_registry() {
     assert!(!stderr.contains("warning"), "cargo package warned:\n{stderr}");
 }
 
+/// The cargo commands that resolve for every platform: on a machine whose
+/// cargo home holds only what the build downloaded (this machine's
+/// packages), each needs more (`--offline` fails, otherwise it downloads),
+/// unless one of its flags keeps it to this machine's packages or to the
+/// workspace's own.
+const EVERY_PLATFORM: [(&str, &[&str]); 2] = [
+    ("metadata", &["--no-deps", "--filter-platform"]),
+    ("fetch", &["--target"]),
+];
+
+/// The cargo commands in `text` that need packages of other platforms: a
+/// command line (`cargo metadata ...`) or, in Rust, an argument list
+/// (`["metadata", "--format-version", ...]`) without a flag that limits it.
+/// Comment lines (`//`, `#`) run nothing and are passed over.
+fn commands_needing_every_platform(text: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let code: String = text
+        .lines()
+        .map(|line| {
+            let line_start = line.trim_start();
+            if line_start.starts_with("//") || line_start.starts_with('#') {
+                ""
+            } else {
+                line
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    for (command, limits) in EVERY_PLATFORM {
+        let limited = |rest: &str| limits.iter().any(|limit| rest.contains(limit));
+        let command_line = format!("cargo {command}");
+        for line in code.lines() {
+            if let Some(at) = line.find(&command_line) {
+                let rest = &line[at..];
+                let word_ends =
+                    !rest[command_line.len()..].starts_with(|c: char| c.is_alphanumeric() || c == '-');
+                if word_ends && !limited(rest) {
+                    found.push(rest.trim().to_owned());
+                }
+            }
+        }
+        let first_argument = format!("\"{command}\",");
+        let mut from = 0;
+        while let Some(at) = code[from..].find(&first_argument).map(|at| from + at) {
+            from = at + first_argument.len();
+            let after = code[from..].trim_start();
+            // An argument list goes on with a flag; a JSON key
+            // (`"metadata": {`), a list of names or a table of these does not.
+            if !after.starts_with("\"-") {
+                continue;
+            }
+            let end = code[at..].find([']', ')']).map_or(code.len(), |end| at + end);
+            let arguments = &code[at..end];
+            if !limited(arguments) {
+                found.push(format!("[{arguments}]"));
+            }
+        }
+    }
+    found
+}
+
+/// Every cargo command in the repository (tests, scripts, templates and
+/// docs) needs only the packages a build downloads for the machine it runs
+/// on. A fresh machine's `cargo test --workspace` downloads just those; a
+/// command that needs another platform's packages fails there with
+/// `--offline` (the copies run offline) and needs the network without it.
+#[test]
+fn cargo_commands_need_only_the_packages_the_build_downloads() {
+    let root = workspace().canonicalize().expect("the workspace exists");
+    let mut files = Vec::new();
+    files_under(
+        &root,
+        &|folder| {
+            !matches!(
+                folder.file_name().and_then(|name| name.to_str()),
+                Some("target" | ".git" | ".testenv")
+            )
+        },
+        &|_| true,
+        &mut files,
+    );
+    let mut problems = Vec::new();
+    // This file names such commands as examples of what the check finds.
+    for file in files.iter().filter(|file| !file.ends_with(file!())) {
+        let Ok(text) = std::fs::read_to_string(file) else {
+            continue;
+        };
+        for command in commands_needing_every_platform(&text) {
+            problems.push(format!(
+                "{}: {command}",
+                file.strip_prefix(&root).unwrap_or(file).display()
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "these cargo commands need the packages of every platform, which a fresh machine's build \
+         never downloads: give `metadata` `--no-deps` (or `--filter-platform`), `fetch` `--target`, \
+         or settle a lock file with `cargo update --workspace`:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_platform_check_finds_unlimited_commands() {
+    let found = commands_needing_every_platform(
+        "let a = cargo(&copy, &[\"metadata\", \"--format-version\", \"1\", \"--offline\"]);\n\
+         let b = cargo(&copy, &[\"metadata\", \"--no-deps\"]);\n\
+         let c = json!({\"metadata\": {\"name\": \"x\"}});\n\
+         let d = [\"metadata\",\n    \"--offline\"];\n\
+         dir=$(cargo metadata --offline --no-deps)\n\
+         (cd example && cargo metadata > /dev/null)\n\
+         cargo fetch\n\
+         cargo fetch --target x86_64-unknown-linux-gnu\n\
+         // cargo metadata in a comment runs nothing\n\
+         cargo metadata-like-plugin\n",
+    );
+    assert_eq!(
+        found,
+        [
+            "cargo metadata > /dev/null)",
+            "[\"metadata\", \"--format-version\", \"1\", \"--offline\"]",
+            "[\"metadata\",\n    \"--offline\"]",
+            "cargo fetch",
+        ],
+    );
+}
+
 /// The files under `dir` that `keep` accepts, in folders `descend` accepts.
 fn files_under(
     dir: &Path,

@@ -88,8 +88,11 @@ pub(crate) fn sample_copy(name: &str, number: u32) -> PathBuf {
     link_framework(&repo_root(), &copy);
     std::fs::write(copy.join("Cargo.toml"), copy_manifest(&repo_root(), number)).unwrap();
     // The lock file drops the framework's members from its root list now, not
-    // in the middle of a step that checks which files changed.
-    let settled = cargo(&copy, &["metadata", "--format-version", "1", "--offline"]);
+    // in the middle of a step that checks which files changed. `update
+    // --workspace` resolves without downloading: `cargo metadata` would need
+    // every package of the lock file, other platforms' too, which a fresh
+    // machine's build never downloads.
+    let settled = cargo(&copy, &["update", "--workspace"]);
     assert!(settled.ok, "{}", settled.stderr);
     copy
 }
