@@ -950,7 +950,7 @@ async fn sigterm_in_the_middle_of_a_pod_burst_exits_promptly() {
     );
     assert!(exit.success(), "exit status {exit}");
     // A failure bound for slow machines; the figure itself is printed above
-    // and reported in the README.
+    // and reported in docs/reliability.md.
     assert!(
         took < Duration::from_secs(5),
         "took {took:?} to exit after SIGTERM mid-burst"

@@ -146,7 +146,7 @@ async fn a_healthy_start_converges_the_examples_and_logs_no_warning() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    // Debug, live, as the README promises: every reconcile comes back.
+    // Debug, live, as docs/operations.md (Logs) promises: every reconcile comes back.
     let config_maps =
         Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), "knative-samples");
     let patch = serde_json::json!({"data": {"loglevel.controller": "debug"}});

@@ -4,7 +4,7 @@
     reason = "the path reader is one scan over the source; a test helper"
 )]
 
-//! The crate layering the README promises: API types and the derive stay free of
+//! The crate layering docs/architecture.md promises: API types and the derive stay free of
 //! I/O and code-formatting crates, so depending on them is cheap.
 
 use std::collections::{BTreeMap, BTreeSet};

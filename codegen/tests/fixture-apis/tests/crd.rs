@@ -143,7 +143,7 @@ fn max_description_len_caps_every_description() {
     assert!(containers["description"].as_str().unwrap().ends_with("..."));
 }
 
-/// A kind whose spec uses every validation marker the README lists.
+/// A kind whose spec uses every validation marker docs/markers-and-crds.md lists.
 #[derive(Kind, Clone, Debug, Default, PartialEq)]
 #[kind(group = "example.dev", version = "v1", cluster_scoped)]
 pub struct Knob {

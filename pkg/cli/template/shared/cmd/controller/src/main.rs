@@ -11,7 +11,8 @@ use std::process::ExitCode;
 /// mimalloc rather than glibc's malloc, whose share of the CPU grows with
 /// the cache (a third of it at 100,000 objects); `config/controller.yaml`
 /// sets `MIMALLOC_ARENA_EAGER_COMMIT=0` so freed memory goes back to the
-/// system. The README's Scale section has both sets of figures.
+/// system. docs/benchmarks.md (Scale) has mimalloc's figures and
+/// docs/benchmarks-history.md glibc's.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
