@@ -2,6 +2,7 @@
 //! reports how many are ready.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use apis::v1alpha1::{SIMPLE_DEPLOYMENT_CONDITION_READY, SimpleDeployment};
 use generated::core::v1::pod;
@@ -116,7 +117,9 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
             let unfinished = doomed.len() - deleted.succeeded_of(doomed.len());
             self.expectations.lower(&key, count(missing), count(unfinished));
         }
-        finished(deleted, "failed to delete pod")?;
+        if let Some(requeue) = finished(deleted, "failed to delete pod")? {
+            return Ok(requeue);
+        }
         // A fresh pod per create: Knative reuses one object, which a
         // generate-name reactor mutates under it.
         let created = slow_start(missing, stop, |_| {
@@ -126,9 +129,11 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
         .await;
         self.expectations
             .lower(&key, count(missing - created.succeeded_of(missing)), 0);
-        finished(created, "failed to create pod")?;
+        if let Some(requeue) = finished(created, "failed to create pod")? {
+            return Ok(requeue);
+        }
         if more_later {
-            return Err(Error::requeue_immediately());
+            return Ok(Reconciled::requeue_after(Duration::ZERO));
         }
 
         // Readiness counts the pods that existed before this reconcile, as
@@ -145,12 +150,13 @@ impl ReconcileKind<SimpleDeployment> for Reconciler {
     }
 }
 
-/// `Ok` when every call of a batch run succeeded; a failure is the error (with
-/// `context`), and a run cut short by shutdown is requeued for the next leader.
-fn finished(outcome: Batched<kube::Error>, context: &'static str) -> Result<(), Error> {
+/// `Ok(None)` when every call of a batch run succeeded; a failure is the
+/// error (with `context`), and a run cut short by shutdown asks to come back
+/// at once, for the next leader.
+fn finished(outcome: Batched<kube::Error>, context: &'static str) -> Result<Option<Reconciled>, Error> {
     match outcome {
-        Batched::Done => Ok(()),
-        Batched::Cancelled { .. } => Err(Error::requeue_immediately()),
+        Batched::Done => Ok(None),
+        Batched::Cancelled { .. } => Ok(Some(Reconciled::requeue_after(Duration::ZERO))),
         Batched::Failed { error, .. } => Err(Error::from(error).context(context)),
     }
 }

@@ -119,9 +119,22 @@ async fn new_impl_forwards_to_the_typed_traits() {
     informer.apply_event(watcher::Event::Apply(object("live", false)));
     informer.apply_event(watcher::Event::Apply(object("dying", true)));
 
-    controller.reconcile_once("ns/live").await.unwrap();
-    controller.reconcile_once("ns/dying").await.unwrap();
-    controller.reconcile_once("ns/gone").await.unwrap();
+    let action = controller
+        .reconcile_once(&ObjectKey::new("ns", "live"))
+        .await
+        .unwrap();
+
+    assert_eq!(action.requeue_delay(), None);
+    let action = controller
+        .reconcile_once(&ObjectKey::new("ns", "dying"))
+        .await
+        .unwrap();
+    assert_eq!(action.requeue_delay(), None);
+    let action = controller
+        .reconcile_once(&ObjectKey::new("ns", "gone"))
+        .await
+        .unwrap();
+    assert_eq!(action.requeue_delay(), None);
 
     assert_eq!(
         *calls.lock().unwrap(),

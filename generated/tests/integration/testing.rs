@@ -8,6 +8,7 @@ use std::time::Duration;
 use apis::v1alpha1::{AddressableService, AddressableServiceSpec};
 use generated::core::v1::service;
 use generated::samples::v1alpha1::addressableservice::{self, reconciler};
+use kinject_runtime::controller::ObjectKey;
 use kinject_runtime::reconciler::{
     Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled, UniversalBucket,
 };
@@ -104,7 +105,12 @@ async fn a_generated_reconciler_writes_status_to_the_test_api_server() {
     ctx.start_informers(&shutdown);
     ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
 
-    controller.reconcile_once("ns/a").await.unwrap();
+    let action = controller
+        .reconcile_once(&ObjectKey::new("ns", "a"))
+        .await
+        .unwrap();
+
+    assert_eq!(action.requeue_delay(), None);
 
     let stored = addressableservice::Client::new(&ctx, "ns")
         .get("a")

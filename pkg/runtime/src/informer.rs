@@ -1363,8 +1363,11 @@ mod tests {
     struct Unused;
 
     impl crate::controller::Reconciler for Unused {
-        async fn reconcile(&self, _key: &str) -> Result<(), crate::controller::Error> {
-            Ok(())
+        async fn reconcile(
+            &self,
+            _key: &crate::controller::ObjectKey,
+        ) -> Result<crate::controller::Action, crate::controller::Error> {
+            Ok(crate::controller::Action::await_change())
         }
     }
 
@@ -1605,8 +1608,11 @@ mod tests {
 
         struct Noop;
         impl Reconciler for Noop {
-            async fn reconcile(&self, _key: &str) -> Result<(), Error> {
-                Ok(())
+            async fn reconcile(
+                &self,
+                _key: &crate::controller::ObjectKey,
+            ) -> Result<crate::controller::Action, Error> {
+                Ok(crate::controller::Action::await_change())
             }
         }
         let controller = Impl::new("configmaps", Noop, ControllerOptions::default());

@@ -14,16 +14,16 @@
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kinject_runtime::controller::{Error, Impl, Reconciler};
+//! use kinject_runtime::controller::{Action, Error, Impl, ObjectKey, Reconciler};
 //! use kinject_runtime::informer::EventHandler;
 //! use kinject_runtime::injection::Context;
 //!
 //! struct Echo;
 //!
 //! impl Reconciler for Echo {
-//!     async fn reconcile(&self, key: &str) -> Result<(), Error> {
+//!     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
 //!         println!("reconciling {key}");
-//!         Ok(())
+//!         Ok(Action::await_change())
 //!     }
 //! }
 //!

@@ -36,8 +36,11 @@ const LEASE: Duration = Duration::from_secs(1);
 struct Noop;
 
 impl Reconciler for Noop {
-    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
-        Ok(())
+    async fn reconcile(
+        &self,
+        _key: &kinject_runtime::controller::ObjectKey,
+    ) -> Result<kinject_runtime::controller::Action, Error> {
+        Ok(kinject_runtime::controller::Action::await_change())
     }
 }
 

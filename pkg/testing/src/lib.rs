@@ -46,7 +46,7 @@ use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
 use kinject_runtime::clock::Clock;
-use kinject_runtime::controller::Impl;
+use kinject_runtime::controller::{Impl, ObjectKey};
 use kinject_runtime::events::FakeRecorder;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::UniversalBucket;
@@ -140,9 +140,8 @@ pub struct TableRow {
     /// The reconcile must fail with exactly this error (implies `want_err`).
     pub want_error: Option<&'static str>,
     /// The reconcile must ask to come back after exactly this long
-    /// (`Reconciled::requeue_after`, or the requeue error Knative returns).
-    /// A requeue is no failure: a row that does not expect one fails, naming
-    /// the delay, unless it sets `want_err`.
+    /// (`Ok(Reconciled::requeue_after(..))`). A requeue is no failure: a row
+    /// that does not expect one fails, naming the delay.
     pub want_requeue_after: Option<Duration>,
     /// The instant `ReconcileContext::now` reads in this row; `None` is the
     /// system clock. Set it for a reconciler that acts on a schedule.
@@ -229,11 +228,18 @@ pub async fn run_row(
     row: &TableRow,
     constructor: &Constructor<'_>,
 ) -> Result<(), Vec<String>> {
+    // The queue holds typed keys, so a malformed one never reaches a
+    // reconciler: a row that names one is a mistake in the row.
+    let key: ObjectKey = row.key.parse().map_err(|e| {
+        vec![format!(
+            "the row's key: {e}; a malformed key never reaches a reconciler, so no row can test one"
+        )]
+    })?;
     let env = TestEnv::builder()
         .name_generator(NameGenerator::Sequential(Arc::default()))
         .uid_generator(UidGenerator::deterministic())
         .build();
-    let key_namespace = row.key.split_once('/').map(|(ns, _)| ns);
+    let key_namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
     seed(&env, crds, &row.objects, key_namespace)
         .map_err(|e| vec![format!("setting up the row failed: {e}")])?;
 
@@ -259,14 +265,11 @@ pub async fn run_row(
             }
             let seeded_version = key_resource_version(&env, row);
             env.clear_actions();
-            let outcome = controller.reconcile_once(row.key).await;
+            let outcome = controller.reconcile_once(&key).await;
             let actions = env.actions();
             let outcome = match outcome {
-                Ok(()) => Outcome::Done,
-                Err(e) => match e.requeue_delay() {
-                    Some(delay) => Outcome::Requeue(delay, e.to_string()),
-                    None => Outcome::Failed(e.to_string()),
-                },
+                Ok(action) => action.requeue_delay().map_or(Outcome::Done, Outcome::Requeue),
+                Err(e) => Outcome::Failed(e.to_string()),
             };
             let mut problems = check(row, &outcome, &actions, &seeded_version);
             check_events(row, recorder.take(), &mut problems);
@@ -426,18 +429,16 @@ fn check(row: &TableRow, outcome: &Outcome, actions: &[Action], resource_version
 /// How the row's reconcile ended.
 enum Outcome {
     Done,
-    /// Asked to come back after the delay (the error's text beside it, for
-    /// rows that expect the requeue as an error).
-    Requeue(Duration, String),
+    /// Asked to come back after the delay: a success, not an error.
+    Requeue(Duration),
     Failed(String),
 }
 
 fn check_outcome(row: &TableRow, outcome: &Outcome, problems: &mut Vec<String>) {
     let wants_error = row.want_err || row.want_error.is_some();
     let error = match outcome {
-        Outcome::Requeue(_, e) if wants_error => Some(e),
         Outcome::Failed(e) => Some(e),
-        Outcome::Done | Outcome::Requeue(..) => None,
+        Outcome::Done | Outcome::Requeue(_) => None,
     };
     match (error, wants_error) {
         (None, true) => problems.push("wanted an error, the reconcile succeeded".to_owned()),
@@ -453,7 +454,7 @@ fn check_outcome(row: &TableRow, outcome: &Outcome, problems: &mut Vec<String>) 
         return;
     }
     let requeued = match outcome {
-        Outcome::Requeue(delay, _) => Some(*delay),
+        Outcome::Requeue(delay) => Some(*delay),
         Outcome::Done | Outcome::Failed(_) => None,
     };
     if requeued != row.want_requeue_after {

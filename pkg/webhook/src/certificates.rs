@@ -36,7 +36,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
-use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
+use kinject_runtime::controller::{Action, Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
@@ -442,10 +442,9 @@ impl CertReconciler {
 }
 
 impl Reconciler for CertReconciler {
-    async fn reconcile(&self, key: &str) -> Result<(), ReconcileError> {
-        let key: ObjectKey = key.parse()?;
-        if !self.leadership.is_leader_for(&key) {
-            return Ok(());
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, ReconcileError> {
+        if !self.leadership.is_leader_for(key) {
+            return Ok(Action::await_change());
         }
         let Some(secret) = self
             .secrets
@@ -459,13 +458,13 @@ impl Reconciler for CertReconciler {
                 secret = %key,
                 "the webhook certificates Secret does not exist; create it (config/ has it, empty)"
             );
-            return Ok(());
+            return Ok(Action::await_change());
         };
         let now = (self.options.clock)();
         let step = self.step(&secret, now, &key.namespace).await?;
         let (data, retire_at, why) = match step {
-            Step::Wait(Some(after)) => return Err(ReconcileError::requeue_after(after)),
-            Step::Wait(None) => return Ok(()),
+            Step::Wait(Some(after)) => return Ok(Action::requeue_after(after)),
+            Step::Wait(None) => return Ok(Action::await_change()),
             Step::Write { data, retire_at, why } => (data, retire_at, why),
         };
         tracing::info!(secret = %key, reason = %why, "Updating the webhook certificates");
@@ -484,7 +483,7 @@ impl Reconciler for CertReconciler {
             .replace(&key.name, &PostParams::default(), &updated)
             .await
             .map_err(|e| ReconcileError::new(e).context(format!("cannot update Secret {key}")))?;
-        Ok(())
+        Ok(Action::await_change())
     }
 }
 

@@ -18,7 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
 };
 use kinject_runtime::apis::Object;
 use kinject_runtime::apis::registry::CustomKind;
-use kinject_runtime::controller::{Error as ReconcileError, Impl, ObjectKey, Reconciler};
+use kinject_runtime::controller::{Action, Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
@@ -244,10 +244,9 @@ impl<C: Configuration> Reconciler for ConfigReconciler<C>
 where
     C::Scope: kinject_runtime::client::ApiScope,
 {
-    async fn reconcile(&self, key: &str) -> Result<(), ReconcileError> {
-        let key: ObjectKey = key.parse()?;
-        if !self.leadership.is_leader_for(&key) {
-            return Ok(());
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, ReconcileError> {
+        if !self.leadership.is_leader_for(key) {
+            return Ok(Action::await_change());
         }
         let Some(current) = self
             .configurations
@@ -258,7 +257,7 @@ where
                 configuration = %key.name,
                 "the webhook configuration does not exist; apply it (config/500-webhook-configuration.yaml)"
             );
-            return Ok(());
+            return Ok(Action::await_change());
         };
         let secret = self
             .secrets
@@ -278,7 +277,7 @@ where
                 secret = %self.home.secret,
                 "waiting for the certificate reconciler to write {CA_CERT:?}"
             );
-            return Ok(());
+            return Ok(Action::await_change());
         };
         let owner = if self.home.namespace_owns_configurations {
             self.owner().await?
@@ -288,7 +287,7 @@ where
         let want = desired(current.as_ref(), &self.spec, &ca.0, owner.as_ref())
             .map_err(|e| ReconcileError::permanent(ReconcileError::new(e)))?;
         if want == *current {
-            return Ok(());
+            return Ok(Action::await_change());
         }
         tracing::info!(configuration = %key.name, "Updating the webhook configuration");
         let api: Api<C> = Api::all(self.client.clone());
@@ -297,7 +296,7 @@ where
             .map_err(|e| {
                 ReconcileError::new(e).context(format!("cannot update webhook configuration {}", key.name))
             })?;
-        Ok(())
+        Ok(Action::await_change())
     }
 }
 

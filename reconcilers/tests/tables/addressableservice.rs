@@ -90,15 +90,8 @@ fn service(namespace: &str, name: &str) -> Service {
 
 const URL: &str = "http://webhook.ns.svc.cluster.local";
 
-#[tokio::test]
-async fn a01_bad_key() {
-    run(vec![TableRow {
-        name: "A1 bad key",
-        key: "too/many/parts",
-        ..TableRow::default()
-    }])
-    .await;
-}
+// Knative's row "A1 bad key" has no counterpart: the queue holds typed
+// keys, so a malformed one never reaches a reconciler.
 
 #[tokio::test]
 async fn a02_not_found() {

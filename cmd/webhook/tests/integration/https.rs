@@ -13,7 +13,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use hyper::client::conn::http1::SendRequest;
 use hyper_util::rt::TokioIo;
-use kinject_runtime::controller::Impl;
+use kinject_runtime::controller::{Impl, ObjectKey};
 use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kinject_webhook::admission::ConfigValidation;
@@ -479,7 +479,7 @@ fn connect_throughout(running: &Running) -> (Arc<std::sync::atomic::AtomicBool>,
 async fn reconcile_until(running: &Running, what: &str, mut done: impl FnMut(&Running) -> bool) {
     for _ in 0..400 {
         running.controllers[0]
-            .reconcile_once("knative-samples/webhook-certs")
+            .reconcile_once(&ObjectKey::new("knative-samples", "webhook-certs"))
             .await
             .ok();
         if done(running) {
@@ -524,7 +524,7 @@ async fn an_expiring_certificate_rotates_in_three_steps_without_a_failed_handsha
     *running.clock.lock() += Duration::from_secs(5 * 24 * 3600);
     let certificates = &running.controllers[0];
     certificates
-        .reconcile_once("knative-samples/webhook-certs")
+        .reconcile_once(&ObjectKey::new("knative-samples", "webhook-certs"))
         .await
         .ok();
     assert_eq!(running.secret_data(SERVER_CERT).unwrap(), old_cert);
@@ -538,7 +538,7 @@ async fn an_expiring_certificate_rotates_in_three_steps_without_a_failed_handsha
     // Step 1: the new CA joins the bundle; the serving certificate stays.
     *running.clock.lock() += Duration::from_secs(24 * 3600 + 60);
     certificates
-        .reconcile_once("knative-samples/webhook-certs")
+        .reconcile_once(&ObjectKey::new("knative-samples", "webhook-certs"))
         .await
         .ok();
     let bundle = running.secret_data(CA_CERT).unwrap();

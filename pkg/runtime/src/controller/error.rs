@@ -1,21 +1,22 @@
 //! What a reconcile returns when it did not simply succeed, and how the
 //! controller reacts to it.
 
+use crate::apis::go_quote;
+use crate::events::Event;
 use std::error::Error as StdError;
 use std::fmt;
-use std::time::Duration;
-
-use crate::apis::go_quote;
-use crate::duration::go_duration;
-use crate::events::Event;
 
 type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 
 /// The error a [`Reconciler`](super::Reconciler) returns.
 ///
 /// Any error converts into it with `?` (it wraps the error as a transient
-/// failure). The constructors make the other outcomes Knative's controllers know
-/// about, and the controller treats each as Knative's `handleErr` does:
+/// failure). The constructors make the other failures Knative's controllers know
+/// about, and the controller treats each as Knative's `handleErr` does. An
+/// `Err` is always a failure: to come back later, a reconcile returns
+/// `Ok` with a requeue ([`Action::requeue_after`](super::Action::requeue_after),
+/// or `Reconciled::requeue_after` from a typed reconciler), which no log, event
+/// or error metric counts as a failure.
 ///
 /// | made by | the controller |
 /// |---|---|
@@ -23,14 +24,12 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// | an API conflict (409) wrapped by `?` | retries with backoff, logging at debug only ([`is_conflict`](Self::is_conflict)) |
 /// | [`Error::permanent`] | logs "Reconcile error" and forgets the key until the next change |
 /// | [`Error::skip_key`] | forgets the key quietly (a replica that is not the leader, say) |
-/// | [`Error::requeue_after`], [`Error::requeue_immediately`] | reconciles the key again after the delay |
 ///
 /// Like `anyhow::Error` it is not itself a [`std::error::Error`] (that is what
 /// lets every error convert into it); [`source`](Self::source) gives the wrapped
 /// error, and `{:#}` prints it with its chain of causes.
 ///
 /// ```
-/// use std::time::Duration;
 /// use kinject_runtime::controller::Error;
 ///
 /// fn parse(n: &str) -> Result<u32, Error> {
@@ -38,9 +37,6 @@ type BoxError = Box<dyn StdError + Send + Sync + 'static>;
 /// }
 /// assert!(parse("x").is_err());
 ///
-/// let err = Error::requeue_after(Duration::from_secs(90));
-/// assert_eq!(err.to_string(), "requeue after: 1m30s");
-/// assert_eq!(err.requeue_delay(), Some(Duration::from_secs(90)));
 /// assert_eq!(Error::skip_key("ns/rut").to_string(), r#"skipped key: "ns/rut""#);
 /// assert!(Error::permanent("bad spec").is_permanent());
 /// ```
@@ -55,7 +51,6 @@ enum Kind {
     Transient(BoxError),
     Permanent(BoxError),
     SkipKey(String),
-    Requeue(Duration),
 }
 
 impl Error {
@@ -72,8 +67,8 @@ impl Error {
     /// logs it and forgets the key until the object changes again (Knative's
     /// `NewPermanentError`).
     ///
-    /// Making a skip or requeue permanent leaves it a skip or requeue, as wrapping
-    /// one in Go's `permanentError` does.
+    /// Making a skip permanent leaves it a skip, as wrapping one in Go's
+    /// `permanentError` does.
     pub fn permanent(err: impl Into<Error>) -> Self {
         let err = err.into();
         match err.kind {
@@ -95,22 +90,6 @@ impl Error {
             kind: Kind::SkipKey(key.into()),
             event: None,
         }
-    }
-
-    /// Reconcile the key again after `delay`, without counting a failure
-    /// (Knative's `NewRequeueAfter`). The key still comes back sooner if it is
-    /// enqueued by an event in the meantime.
-    pub fn requeue_after(delay: Duration) -> Self {
-        Error {
-            kind: Kind::Requeue(delay),
-            event: None,
-        }
-    }
-
-    /// Reconcile the key again as soon as a worker is free (Knative's
-    /// `NewRequeueImmediately`).
-    pub fn requeue_immediately() -> Self {
-        Self::requeue_after(Duration::ZERO)
     }
 
     /// Attaches an event to record about the object: the reconciler records it
@@ -151,15 +130,6 @@ impl Error {
         matches!(self.kind, Kind::SkipKey(_))
     }
 
-    /// The delay of a [`requeue_after`](Self::requeue_after) or
-    /// [`requeue_immediately`](Self::requeue_immediately) (zero); `None` otherwise.
-    pub fn requeue_delay(&self) -> Option<Duration> {
-        match self.kind {
-            Kind::Requeue(d) => Some(d),
-            _ => None,
-        }
-    }
-
     /// True for an error made by [`permanent`](Self::permanent).
     pub fn is_permanent(&self) -> bool {
         matches!(self.kind, Kind::Permanent(_))
@@ -175,7 +145,7 @@ impl Error {
     pub fn is_conflict(&self) -> bool {
         let mut next: Option<&(dyn StdError + 'static)> = match &self.kind {
             Kind::Transient(e) | Kind::Permanent(e) => Some(e.as_ref()),
-            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+            Kind::SkipKey(_) => None,
         };
         while let Some(err) = next {
             if let Some(status) = api_status(err)
@@ -188,20 +158,19 @@ impl Error {
         false
     }
 
-    /// The wrapped error of a transient or permanent failure; `None` for a skip or
-    /// requeue.
+    /// The wrapped error of a transient or permanent failure; `None` for a skip.
     pub fn source(&self) -> Option<&(dyn StdError + Send + Sync + 'static)> {
         match &self.kind {
             Kind::Transient(e) | Kind::Permanent(e) => Some(e.as_ref()),
-            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+            Kind::SkipKey(_) => None,
         }
     }
 
-    /// Takes the wrapped error out; `None` for a skip or requeue.
+    /// Takes the wrapped error out; `None` for a skip.
     pub fn into_source(self) -> Option<BoxError> {
         match self.kind {
             Kind::Transient(e) | Kind::Permanent(e) => Some(e),
-            Kind::SkipKey(_) | Kind::Requeue(_) => None,
+            Kind::SkipKey(_) => None,
         }
     }
 }
@@ -213,12 +182,11 @@ impl<E: Into<BoxError>> From<E> for Error {
 }
 
 impl fmt::Display for Error {
-    /// The wrapped error's message, or Knative's text for a skip or requeue.
+    /// The wrapped error's message, or Knative's text for a skip.
     /// The alternate form (`{:#}`) appends the chain of causes, `: `-separated.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
             Kind::SkipKey(key) => write!(f, "skipped key: {}", go_quote(key)),
-            Kind::Requeue(d) => write!(f, "requeue after: {}", go_duration(*d)),
             Kind::Transient(e) | Kind::Permanent(e) => {
                 write!(f, "{}", message_of(e.as_ref()))?;
                 if f.alternate() {
@@ -288,7 +256,6 @@ impl fmt::Debug for Error {
             Kind::Transient(e) => f.debug_tuple("Transient").field(e).finish(),
             Kind::Permanent(e) => f.debug_tuple("Permanent").field(e).finish(),
             Kind::SkipKey(key) => f.debug_tuple("SkipKey").field(key).finish(),
-            Kind::Requeue(d) => f.debug_tuple("RequeueAfter").field(d).finish(),
         }
     }
 }
@@ -351,11 +318,6 @@ mod tests {
     #[test]
     fn messages_match_knative() {
         assert_eq!(Error::skip_key("ns/rut").to_string(), r#"skipped key: "ns/rut""#);
-        assert_eq!(Error::requeue_immediately().to_string(), "requeue after: 0s");
-        assert_eq!(
-            Error::requeue_after(Duration::from_secs(5)).to_string(),
-            "requeue after: 5s"
-        );
         assert_eq!(Error::new("boom").to_string(), "boom");
         assert_eq!(Error::permanent("bad").to_string(), "bad");
     }
@@ -364,16 +326,10 @@ mod tests {
     fn predicates() {
         let transient = Error::from("boom");
         assert!(!transient.is_permanent() && !transient.is_skip_key());
-        assert_eq!(transient.requeue_delay(), None);
         assert!(Error::permanent("bad").is_permanent());
         assert!(Error::permanent(Error::new("bad")).is_permanent());
         assert!(Error::skip_key("k").is_skip_key());
-        assert_eq!(Error::requeue_immediately().requeue_delay(), Some(Duration::ZERO));
-        // Wrapping a requeue or skip as permanent keeps it what it was, as in Go.
-        assert_eq!(
-            Error::permanent(Error::requeue_after(Duration::from_secs(1))).requeue_delay(),
-            Some(Duration::from_secs(1))
-        );
+        // Wrapping a skip as permanent keeps it a skip, as in Go.
         assert!(Error::permanent(Error::skip_key("k")).is_skip_key());
     }
 
@@ -386,7 +342,7 @@ mod tests {
         assert!(Error::from(Wrapper(api_error(409, "Conflict"))).is_conflict());
         assert!(Error::permanent(api_error(409, "Conflict")).is_conflict());
         assert!(!Error::from("409").is_conflict());
-        assert!(!Error::requeue_immediately().is_conflict());
+        assert!(!Error::skip_key("k").is_conflict());
     }
 
     #[test]

@@ -81,7 +81,7 @@ fn duration_histogram() -> Histogram {
 /// use kinject_runtime::controller::{ControllerOptions, Impl, WorkqueueMetrics};
 /// # struct Noop;
 /// # impl kinject_runtime::controller::Reconciler for Noop {
-/// #     async fn reconcile(&self, _key: &str) -> Result<(), kinject_runtime::controller::Error> { Ok(()) }
+/// #     async fn reconcile(&self, _key: &kinject_runtime::controller::ObjectKey) -> Result<kinject_runtime::controller::Action, kinject_runtime::controller::Error> { Ok(kinject_runtime::controller::Action::await_change()) }
 /// # }
 ///
 /// let mut registry = Registry::default();

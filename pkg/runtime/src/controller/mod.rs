@@ -14,16 +14,15 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+//! use kinject_runtime::controller::{Action, ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Greeter;
 //!
 //! impl Reconciler for Greeter {
-//!     async fn reconcile(&self, key: &str) -> Result<(), Error> {
-//!         let key: ObjectKey = key.parse()?;
+//!     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
 //!         println!("converging {key}");
-//!         Ok(())
+//!         Ok(Action::await_change())
 //!     }
 //! }
 //!
@@ -44,6 +43,7 @@
 //! # }
 //! ```
 
+mod action;
 mod error;
 pub mod filter;
 
@@ -67,6 +67,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Level};
 
 pub use crate::key::{InvalidKey, ObjectKey};
+pub use action::Action;
 pub use error::{Error, ResultExt};
 pub use metrics::WorkqueueMetrics;
 pub use rate_limiter::{
@@ -96,18 +97,18 @@ const KEY_FIELD: &str = "knative.dev/key";
 /// It is called with one key at a time per key (never concurrently for the same
 /// key) and must be idempotent: keys are level-triggered, so it reads the
 /// object's current state (from a lister) rather than relying on which event
-/// enqueued it. Its [`Error`] decides what happens to the key next.
+/// enqueued it. Its [`Action`] or [`Error`] decides what happens to the key
+/// next.
 pub trait Reconciler: Send + Sync + 'static {
-    /// Converges the object `key` names.
-    ///
-    /// `key` is "ns/name" (or "name"); invalid keys are the reconciler's to reject.
-    fn reconcile(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send;
+    /// Converges the object `key` names: the key as the queue holds it, a
+    /// namespace (empty for a cluster-scoped object) and a name.
+    fn reconcile(&self, key: &ObjectKey) -> impl Future<Output = Result<Action, Error>> + Send;
 }
 
 /// A shared reconciler, so a test (or anything else) can keep a handle on the
 /// reconciler it gave an [`Impl`].
 impl<R: Reconciler> Reconciler for Arc<R> {
-    fn reconcile(&self, key: &str) -> impl Future<Output = Result<(), Error>> + Send {
+    fn reconcile(&self, key: &ObjectKey) -> impl Future<Output = Result<Action, Error>> + Send {
         (**self).reconcile(key)
     }
 }
@@ -116,11 +117,11 @@ type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// [`Reconciler`] behind a pointer, so [`Impl`] need not be generic.
 trait DynReconciler: Send + Sync + 'static {
-    fn reconcile_boxed<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>>;
+    fn reconcile_boxed<'a>(&'a self, key: &'a ObjectKey) -> BoxFuture<'a, Result<Action, Error>>;
 }
 
 impl<R: Reconciler> DynReconciler for R {
-    fn reconcile_boxed<'a>(&'a self, key: &'a str) -> BoxFuture<'a, Result<(), Error>> {
+    fn reconcile_boxed<'a>(&'a self, key: &'a ObjectKey) -> BoxFuture<'a, Result<Action, Error>> {
         Box::pin(self.reconcile(key))
     }
 }
@@ -245,15 +246,17 @@ struct Startup {
 
 /// How a reconcile ended, as controller-runtime's metrics count it: a skipped
 /// key is a success, a conflict an error.
-fn loop_result(outcome: &Result<Result<(), Error>, Box<dyn std::any::Any + Send>>) -> metrics::LoopResult {
+fn loop_result(
+    outcome: &Result<Result<Action, Error>, Box<dyn std::any::Any + Send>>,
+) -> metrics::LoopResult {
     match outcome {
-        Ok(Ok(())) => metrics::LoopResult::Success,
-        Ok(Err(err)) if err.is_skip_key() => metrics::LoopResult::Success,
-        Ok(Err(err)) => match err.requeue_delay() {
+        Ok(Ok(action)) => match action.requeue_delay() {
+            None => metrics::LoopResult::Success,
             Some(Duration::ZERO) => metrics::LoopResult::Requeue,
             Some(_) => metrics::LoopResult::RequeueAfter,
-            None => metrics::LoopResult::Error,
         },
+        Ok(Err(err)) if err.is_skip_key() => metrics::LoopResult::Success,
+        Ok(Err(_)) => metrics::LoopResult::Error,
         Err(_) => metrics::LoopResult::Panic,
     }
 }
@@ -579,7 +582,7 @@ impl Impl {
 
     /// Runs the reconciler once for `key`, outside the queue and its result
     /// handling; table tests use it as Knative's call `Reconcile(ctx, key)`.
-    pub async fn reconcile_once(&self, key: &str) -> Result<(), Error> {
+    pub async fn reconcile_once(&self, key: &ObjectKey) -> Result<Action, Error> {
         self.inner.reconciler.reconcile_boxed(key).await
     }
 
@@ -716,18 +719,17 @@ impl Impl {
 
     /// Reconciles one key and decides what happens to it next.
     async fn process(&self, key: &ObjectKey) -> Processed {
-        let key_str = key.to_string();
-        let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key_str);
+        let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key);
         let start = Instant::now();
         tracing::debug!(
             parent: &span,
-            "Processing from queue {key_str} (depth: {})",
+            "Processing from queue {key} (depth: {})",
             self.inner.queue.len()
         );
         if let Some(m) = &self.inner.loop_metrics {
             m.started();
         }
-        let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(&key_str))
+        let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(key))
             .catch_unwind()
             .instrument(span.clone())
             .await;
@@ -736,8 +738,9 @@ impl Impl {
         }
         let _entered = span.enter();
         let processed = match &outcome {
-            Ok(Ok(())) => Processed::Succeeded,
-            Ok(Err(err)) if err.is_skip_key() || err.requeue_delay().is_some() => Processed::Skipped,
+            Ok(Ok(action)) if action.requeue_delay().is_some() => Processed::Skipped,
+            Ok(Ok(_)) => Processed::Succeeded,
+            Ok(Err(err)) if err.is_skip_key() => Processed::Skipped,
             _ => Processed::Failed,
         };
         match outcome {
@@ -794,30 +797,31 @@ impl Impl {
 
     /// Knative's `handleErr`, plus forgetting the backoff on success and on a
     /// requested requeue.
-    fn handle_result(&self, key: &ObjectKey, result: Result<(), Error>, start: Instant) {
+    fn handle_result(&self, key: &ObjectKey, result: Result<Action, Error>, start: Instant) {
         let queue = &self.inner.queue;
         let err = match result {
-            Ok(()) => {
+            Ok(action) => {
+                // A requested requeue is not a failure either: the next
+                // failure's backoff starts from the bottom.
                 queue.forget(key);
-                tracing::debug!(duration = ?start.elapsed(), "Reconcile succeeded");
+                match action.requeue_delay() {
+                    Some(delay) if !queue.is_shutting_down() => {
+                        queue.add_after(key.clone(), delay);
+                        tracing::debug!(
+                            duration = ?start.elapsed(),
+                            "Requeuing key {key} (by request) after {} (depth: {})",
+                            go_duration(delay),
+                            queue.len()
+                        );
+                    }
+                    _ => tracing::debug!(duration = ?start.elapsed(), "Reconcile succeeded"),
+                }
                 return;
             }
             Err(err) => err,
         };
         if err.is_skip_key() || queue.is_shutting_down() {
             queue.forget(key);
-            return;
-        }
-        if let Some(delay) = err.requeue_delay() {
-            // A requested requeue is not a failure: start the next failure's
-            // backoff from the bottom.
-            queue.forget(key);
-            queue.add_after(key.clone(), delay);
-            tracing::debug!(
-                "Requeuing key {key} (by request) after {} (depth: {})",
-                go_duration(delay),
-                queue.len()
-            );
             return;
         }
         if err.is_conflict() {

@@ -16,14 +16,14 @@
 //! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::collections::BTreeMap;
 //! use std::sync::Arc;
-//! use kinject_runtime::controller::{ControllerOptions, Error, Impl, Reconciler};
+//! use kinject_runtime::controller::{Action, ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 //! use kinject_runtime::leaderelection::{Config, spawn_electors, unique_id};
 //! use kinject_runtime::leader::LeaderAwareFuncs;
 //! use tokio_util::sync::CancellationToken;
 //!
 //! struct Noop;
 //! impl Reconciler for Noop {
-//!     async fn reconcile(&self, _key: &str) -> Result<(), Error> { Ok(()) }
+//!     async fn reconcile(&self, _key: &ObjectKey) -> Result<Action, Error> { Ok(Action::await_change()) }
 //! }
 //!
 //! // The in-memory API server stands in for a cluster here.

@@ -786,28 +786,33 @@ where
     K: Object<Scope: ApiScope>,
     R: ReconcileKind<K>,
 {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<controller::Action, Error> {
         let started = tokio::time::Instant::now();
         let outcome = self.reconcile_key(key).await;
         if let Some(metrics) = &self.metrics {
             let result = match &outcome {
                 Ok(Outcome::Done) => "success",
                 Ok(Outcome::Event) => "event",
+                Ok(Outcome::Requeue(_)) => "requeue",
                 Err(e) if e.is_skip_key() => "skip",
-                Err(e) if e.requeue_delay().is_some() => "requeue",
                 Err(e) if e.is_conflict() => "conflict",
                 Err(_) => "error",
             };
             metrics.observe(&self.kind_label, result, started.elapsed());
         }
-        outcome.map(|_| ())
+        outcome.map(|outcome| match outcome {
+            Outcome::Requeue(delay) => controller::Action::requeue_after(delay),
+            Outcome::Done | Outcome::Event => controller::Action::await_change(),
+        })
     }
 }
 
-/// How a successful reconcile ended, for metrics.
+/// How a successful reconcile ended, for metrics and the queue.
 enum Outcome {
     Done,
     Event,
+    /// Come back after the delay; an event it carried is recorded already.
+    Requeue(Duration),
 }
 
 impl<K, R> Core<K, R>
@@ -815,14 +820,8 @@ where
     K: Object<Scope: ApiScope>,
     R: ReconcileKind<K>,
 {
-    async fn reconcile_key(&self, key: &str) -> Result<Outcome, Error> {
-        let key: ObjectKey = match key.parse() {
-            Ok(key) => key,
-            Err(_) => {
-                tracing::error!("Invalid resource key: {key}");
-                return Ok(Outcome::Done);
-            }
-        };
+    async fn reconcile_key(&self, key: &ObjectKey) -> Result<Outcome, Error> {
+        let key = key.clone();
         let leader = self.leadership.is_leader_for(&key);
         let ctx = ReconcileContext {
             key: key.clone(),
@@ -858,7 +857,7 @@ where
             tracing::debug!(
                 "Cache still holds the version replaced by our last write; waiting for the watch"
             );
-            return Err(Error::requeue_after(STALE_CACHE_RECHECK));
+            return Ok(Outcome::Requeue(STALE_CACHE_RECHECK));
         }
 
         let mut resource = (*original).clone();
@@ -959,7 +958,7 @@ where
                     self.record(resource, event);
                 }
                 match (requeue_after, event) {
-                    (Some(delay), _) => Err(Error::requeue_after(delay)),
+                    (Some(delay), _) => Ok(Outcome::Requeue(delay)),
                     (None, Some(_)) => Ok(Outcome::Event),
                     (None, None) => Ok(Outcome::Done),
                 }
@@ -968,7 +967,7 @@ where
                 if let Some(event) = err.event() {
                     tracing::info!(reason = %event.reason, "Returned an event");
                     self.record(resource, event);
-                } else if !(err.is_skip_key() || err.requeue_delay().is_some() || err.is_conflict()) {
+                } else if !(err.is_skip_key() || err.is_conflict()) {
                     // The controller logs the failure once, with its retry.
                     tracing::debug!(error = %err, "Returned an error");
                     self.record(resource, &Event::warning("InternalError", err.to_string()));

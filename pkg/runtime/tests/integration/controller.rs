@@ -10,13 +10,13 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
-use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+use kinject_runtime::controller::{Action, ControllerOptions, Error, Impl, ObjectKey, Reconciler};
 use kube::api::ObjectMeta;
 use kube::runtime::watcher::Event;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-type Outcome = Box<dyn FnOnce() -> Result<(), Error> + Send>;
+type Outcome = Box<dyn FnOnce() -> Result<Action, Error> + Send>;
 
 /// Returns scripted outcomes, then `Ok`; records when each call happened.
 struct Scripted {
@@ -40,13 +40,15 @@ impl Scripted {
 }
 
 impl Reconciler for Scripted {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         assert_eq!(key, "ns/obj");
         self.calls.lock().unwrap().push(self.start.elapsed());
         let next = self.outcomes.lock().unwrap().pop_front();
         match next {
             Some(outcome) => outcome(),
-            None => Ok(()),
+            None => Ok(Action::await_change()),
         }
     }
 }
@@ -165,7 +167,7 @@ async fn skip_key_forgets_without_retrying() {
 async fn requeue_after_comes_back_after_the_delay_and_resets_the_backoff() {
     let r = Scripted::new(vec![
         transient(),
-        Box::new(|| Err(Error::requeue_after(Duration::from_secs(30)))),
+        Box::new(|| Ok(Action::requeue_after(Duration::from_secs(30)))),
         transient(),
     ]);
     run_for_an_hour(r.clone()).await;
@@ -175,7 +177,7 @@ async fn requeue_after_comes_back_after_the_delay_and_resets_the_backoff() {
 
 #[tokio::test(start_paused = true)]
 async fn requeue_immediately_comes_back_at_once() {
-    let r = Scripted::new(vec![Box::new(|| Err(Error::requeue_immediately()))]);
+    let r = Scripted::new(vec![Box::new(|| Ok(Action::requeue_after(Duration::ZERO)))]);
     run_for_an_hour(r.clone()).await;
     assert_eq!(r.calls(), [ms(0), ms(0)]);
 }
@@ -333,8 +335,8 @@ async fn reconciles_run_in_a_span_with_the_key_and_the_controller_name() {
 struct Noop;
 
 impl Reconciler for Noop {
-    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
-        Ok(())
+    async fn reconcile(&self, _key: &ObjectKey) -> Result<Action, Error> {
+        Ok(Action::await_change())
     }
 }
 
@@ -590,11 +592,13 @@ async fn keys_queued_at_start_are_summed_up_in_one_line() {
     /// Fails the first reconcile of `ns/b`.
     struct FailsOnce(std::sync::atomic::AtomicBool);
     impl Reconciler for FailsOnce {
-        async fn reconcile(&self, key: &str) -> Result<(), Error> {
+        async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+            let key = key.to_string();
+            let key = key.as_str();
             if key == "ns/b" && !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 return Err(Error::from("boom"));
             }
-            Ok(())
+            Ok(Action::await_change())
         }
     }
     let controller = Impl::new(

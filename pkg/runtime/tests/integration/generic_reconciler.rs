@@ -314,7 +314,7 @@ async fn g5_an_event_wrapped_in_an_error_is_recorded_and_fails() {
 }
 
 #[tokio::test]
-async fn g6_requeue_skip_and_conflict_record_no_event() {
+async fn g6_skip_and_conflict_record_no_event() {
     let conflict = || {
         let status: kube::core::Status = serde_json::from_value(serde_json::json!({
             "status": "Failure", "reason": "Conflict", "code": 409, "message": "the object has been modified"
@@ -322,11 +322,9 @@ async fn g6_requeue_skip_and_conflict_record_no_event() {
         .unwrap();
         Error::from(kube::Error::Api(Box::new(status)))
     };
+    // A requeue is no error at all: `Ok(Reconciled::requeue_after(..))`
+    // (the rows of `want_requeue_after`).
     let scripts: Vec<(&'static str, Script)> = vec![
-        (
-            "G6 requeue after",
-            Arc::new(|| Err(Error::requeue_after(Duration::from_secs(30)))),
-        ),
         ("G6 skip key", Arc::new(|| Err(Error::skip_key("ns/rut")))),
         ("G6 conflict", Arc::new(move || Err(conflict()))),
     ];

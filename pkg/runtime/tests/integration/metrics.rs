@@ -4,7 +4,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler, WorkqueueMetrics};
+use kinject_runtime::controller::{
+    Action, ControllerOptions, Error, Impl, ObjectKey, Reconciler, WorkqueueMetrics,
+};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -17,17 +19,19 @@ struct Mixed {
 }
 
 impl Reconciler for Mixed {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         match key {
             "ns/fail" if !self.failed.swap(true, std::sync::atomic::Ordering::SeqCst) => Err("boom".into()),
             "ns/hold" => {
                 self.started.notify_one();
                 self.release.notified().await;
-                Ok(())
+                Ok(Action::await_change())
             }
             _ => {
                 tokio::time::sleep(Duration::from_millis(20)).await;
-                Ok(())
+                Ok(Action::await_change())
             }
         }
     }
@@ -160,16 +164,18 @@ struct Outcomes {
 }
 
 impl Reconciler for Outcomes {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         match key {
             "ns/error" => Err("boom".into()),
             "ns/panic" => panic!("reconcile panicked on purpose"),
             "ns/now" if !self.requeued.swap(true, std::sync::atomic::Ordering::SeqCst) => {
-                Err(Error::requeue_immediately())
+                Ok(Action::requeue_after(Duration::ZERO))
             }
-            "ns/later" => Err(Error::requeue_after(Duration::from_secs(3600))),
+            "ns/later" => Ok(Action::requeue_after(Duration::from_secs(3600))),
             "ns/skip" => Err(Error::skip_key("ns/skip")),
-            _ => Ok(()),
+            _ => Ok(Action::await_change()),
         }
     }
 }

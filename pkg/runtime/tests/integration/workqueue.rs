@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinject_runtime::controller::{
-    ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reconciler, WorkQueue,
-    default_controller_rate_limiter,
+    Action, ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reconciler,
+    WorkQueue, default_controller_rate_limiter,
 };
 use tokio::time::{Instant, advance, timeout};
 use tokio_util::sync::CancellationToken;
@@ -85,7 +85,9 @@ struct SlowReconciler {
 }
 
 impl Reconciler for SlowReconciler {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         {
             let mut running = self.running.lock().unwrap();
             let n = running.entry(key.to_owned()).or_default();
@@ -96,7 +98,7 @@ impl Reconciler for SlowReconciler {
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
         *self.running.lock().unwrap().get_mut(key).unwrap() -= 1;
-        Ok(())
+        Ok(Action::await_change())
     }
 }
 
@@ -283,13 +285,15 @@ struct Gate {
 }
 
 impl Reconciler for Gate {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         if key == "ns/hold" {
             self.started.notify_one();
             self.release.notified().await;
         }
         self.finished.lock().unwrap().push(key.to_owned());
-        Ok(())
+        Ok(Action::await_change())
     }
 }
 
@@ -343,7 +347,9 @@ struct Counting {
 }
 
 impl Reconciler for Counting {
-    async fn reconcile(&self, key: &str) -> Result<(), Error> {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+        let key = key.to_string();
+        let key = key.as_str();
         use std::sync::atomic::Ordering::SeqCst;
         self.seen.lock().unwrap().insert(key.to_owned());
         {
@@ -358,7 +364,7 @@ impl Reconciler for Counting {
             tokio::task::yield_now().await;
         }
         *self.running.lock().unwrap().get_mut(key).unwrap() -= 1;
-        Ok(())
+        Ok(Action::await_change())
     }
 }
 

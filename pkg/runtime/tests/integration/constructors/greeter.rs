@@ -4,8 +4,8 @@ use kinject_runtime::injection::Context;
 struct Greeter;
 
 impl Reconciler for Greeter {
-    async fn reconcile(&self, _key: &str) -> Result<(), Error> {
-        Ok(())
+    async fn reconcile(&self, _key: &kinject_runtime::controller::ObjectKey) -> Result<kinject_runtime::controller::Action, Error> {
+        Ok(kinject_runtime::controller::Action::await_change())
     }
 }
 
