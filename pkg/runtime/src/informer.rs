@@ -1,4 +1,4 @@
-//! Shared informers: one kube-runtime [`watcher`] per kind (and label selector)
+//! Shared informers: one kube-runtime [`watcher`](fn@watcher) per kind (and label selector)
 //! feeding a cache that every controller of the process reads through a
 //! [`Lister`], with event handlers fanned out to any number of controllers.
 //!

@@ -26,7 +26,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::Resource;
 
-/// An RBAC verb: kinject-types' [`Verb`](crate::apis::Verb), which the API
+/// An RBAC verb: kinject-types' [`Verb`], which the API
 /// server's authorizer (testenv's too) reads as well.
 pub use crate::apis::Verb;
 

@@ -222,7 +222,6 @@ fn is_plain_safe(s: &str) -> bool {
 fn number(n: &serde_json::Number) -> String {
     match n.as_f64() {
         // Whole floats below 2^53 are exact as integers.
-        #[allow(clippy::cast_possible_truncation)]
         Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9_007_199_254_740_992.0 => {
             (f as i64).to_string()
         }

@@ -135,7 +135,8 @@ struct Cli {
     dir: PathBuf,
 }
 
-/// The `rbac` command: see [`Cli`].
+/// The `rbac` command: writes (or, with `--verify`, checks) the RBAC
+/// manifests in the directory it is given from what `constructors` declare.
 pub fn main(constructors: impl IntoIterator<Item = Constructor>) -> ExitCode {
     let cli = Cli::parse();
     let constructors: Vec<Constructor> = constructors.into_iter().collect();

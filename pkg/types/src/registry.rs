@@ -237,7 +237,7 @@ impl CustomKind {
     }
 
     /// The kind's `openAPIV3Schema` exactly as its CRD carries it (see
-    /// [`crd_schema`](crate::crd::crd_schema)).
+    /// [`crd_schema`]).
     pub fn schema(&self) -> Value {
         (self.schema)()
     }

@@ -188,7 +188,6 @@ fn bound_integer(map: &mut serde_json::Map<String, Value>) {
     };
     let tighter = |existing: Option<&Value>, bound: i64, lower: bool| match existing.and_then(Value::as_f64) {
         // Integer bounds fit an f64 exactly within these ranges.
-        #[allow(clippy::cast_precision_loss)]
         Some(set) if (lower && set >= bound as f64) || (!lower && set <= bound as f64) => None,
         _ => Some(Value::from(bound)),
     };

@@ -161,7 +161,6 @@ fn custom_cell(column: &Column, obj: &Value) -> Value {
     match (column.ty.as_str(), found.view()) {
         ("integer", View::I64(i)) => json!(i),
         ("integer", View::F64(f)) => json!(go_int64(f)),
-        #[allow(clippy::cast_precision_loss)]
         ("number", View::I64(i)) => float_cell(i as f64),
         ("number", View::F64(f)) => float_cell(f),
         ("boolean", View::Bool(b)) => json!(b),
@@ -189,7 +188,6 @@ fn text_of(found: &Found<'_>) -> String {
 const INT64_LIMIT: f64 = 9_223_372_036_854_775_808.0;
 
 /// Go's `int64(f)` on amd64, which gives the smallest int64 for what it cannot hold.
-#[allow(clippy::cast_possible_truncation)]
 fn go_int64(f: f64) -> i64 {
     if (-INT64_LIMIT..INT64_LIMIT).contains(&f) {
         f.trunc() as i64
@@ -200,7 +198,6 @@ fn go_int64(f: f64) -> i64 {
 
 /// A float64 cell, written as Go's JSON writes it where serde_json can: a whole number
 /// without a fraction.
-#[allow(clippy::cast_possible_truncation)]
 fn float_cell(f: f64) -> Value {
     if f.fract() == 0.0 && (-INT64_LIMIT..INT64_LIMIT).contains(&f) && !(f == 0.0 && f.is_sign_negative()) {
         json!(f as i64)
