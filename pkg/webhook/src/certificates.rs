@@ -511,7 +511,7 @@ pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
     let controller = Impl::new(
         QUEUE,
         reconciler,
-        crate::controller_options(ctx).leader_aware(leader),
+        crate::controller_options::controller_options(ctx).leader_aware(leader),
     );
     let enqueue = controller.clone();
     secrets.add_event_handler(

@@ -326,7 +326,7 @@ where
     let controller = Impl::new(
         queue,
         reconciler,
-        crate::controller_options(ctx).leader_aware(leader),
+        crate::controller_options::controller_options(ctx).leader_aware(leader),
     );
     let (on_config, name) = (controller.clone(), key.name.clone());
     configurations.add_event_handler(
