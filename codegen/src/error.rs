@@ -69,6 +69,7 @@ impl fmt::Display for Diagnostic {
 /// returns `Result<(), Error>` (or calls `.unwrap()`) shows the located
 /// messages rather than a struct dump.
 #[derive(thiserror::Error)]
+#[non_exhaustive]
 pub struct Error {
     /// The problems, in the order they were found.
     pub diagnostics: Vec<Diagnostic>,
@@ -104,6 +105,14 @@ impl fmt::Display for Error {
         }
         Ok(())
     }
+}
+
+/// An I/O failure on `path`, with what was being done and how to fix it.
+pub(crate) fn io_error(path: &Path, action: &str, e: std::io::Error) -> Error {
+    Error::one(Diagnostic::file(
+        path,
+        format!("cannot {action}: {e}; check the path and its permissions"),
+    ))
 }
 
 #[cfg(test)]

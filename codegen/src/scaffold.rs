@@ -39,6 +39,7 @@ const MAX_DESCRIPTION: usize = 256;
 
 /// The kind to start.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NewKind {
     /// The API group (`tutorial.example.io`).
     pub group: String,
@@ -60,6 +61,7 @@ pub struct NewKind {
 /// A controller for a kind that is not new: a Kubernetes kind, as
 /// kubebuilder's `For(&corev1.Pod{})`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct NewController {
     /// The kind it is keyed by (`Pod`, `apps/v1/Deployment`).
     pub for_kind: String,

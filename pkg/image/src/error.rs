@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 /// Why an image could not be built, written, pushed, or a manifest resolved.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A file the image needs could not be read.
     #[error("cannot read {path}: {source}; {fix}")]

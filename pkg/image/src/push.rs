@@ -36,6 +36,7 @@ use crate::image::{Image, check_tag, media_type};
 
 /// How to sign in to the registry.
 #[derive(Clone, Default)]
+#[non_exhaustive]
 pub enum Credentials {
     /// No credentials: a local or public registry.
     #[default]

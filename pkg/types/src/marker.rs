@@ -36,6 +36,7 @@ use crate::schema::cap_descriptions;
 
 /// One marker of a kind, as it shapes the kind's CRD.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum CrdMarker {
     /// `singular = ".."`, by default the kind in lower case: `spec.names.singular`.
     Singular(&'static str),

@@ -92,6 +92,7 @@ type ValidateHook = fn(&Value) -> Result<Result<(), FieldError>, DecodeError>;
 /// messages, as Knative's webhook (which decodes with
 /// `DisallowUnknownFields`) answers them, with the field's whole path.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum DecodeError {
     /// A field the type does not have (a typo, or a field of a newer version).
     #[error("json: unknown field {0:?}")]
