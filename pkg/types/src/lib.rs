@@ -116,10 +116,4 @@ pub use verb::{UnknownVerb, Verb};
 /// only this crate (and `serde` for its own derives).
 #[cfg(feature = "kinds")]
 #[doc(hidden)]
-pub mod __private {
-    pub use k8s_openapi;
-    pub use kube_core as kube;
-    pub use schemars;
-    pub use serde;
-    pub use serde_json;
-}
+pub mod __private;
