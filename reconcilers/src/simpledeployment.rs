@@ -10,7 +10,7 @@ use generated::samples::v1alpha1::simpledeployment;
 use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::apis::{HasStatus, Validatable};
-use kinject_runtime::batch::{Batched, slow_start};
+use kinject_runtime::reconciler::{Batched, slow_start};
 use kinject_runtime::controller::{Error, Impl, ResultExt};
 use kinject_runtime::expectations::Expectations;
 use kinject_runtime::informer::EventHandler;

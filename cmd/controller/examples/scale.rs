@@ -59,7 +59,7 @@ use clap::Parser;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kinject_runtime::apis::Object;
-use kinject_runtime::duration::go_duration;
+use kinject_runtime::go_duration;
 use kinject_runtime::injection::Context;
 use kinject_testenv::{Action, TestEnv};
 use kube::Api;

@@ -111,7 +111,7 @@ impl KindModel {
 
     /// The `kinject_types::CrdMarker` values of the kind, as the derive emits
     /// them for `KindInfo::MARKERS`: each marker's (see
-    /// [`Marker::crd_marker`]), then the status subresource when the struct
+    /// [`Marker::crd_marker`](kind::Marker::crd_marker)), then the status subresource when the struct
     /// has a `status` field.
     pub fn crd_markers(&self) -> Vec<TokenStream> {
         let status = self

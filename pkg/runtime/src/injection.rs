@@ -47,7 +47,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
-use crate::clock::Clock;
+pub use crate::clock::Clock;
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
 use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting, World};
 use crate::network;

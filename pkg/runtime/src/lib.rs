@@ -55,8 +55,8 @@
 //! | [`leaderelection`] | `knative.dev/pkg/leaderelection` and `hash`: bucketed leader election over Leases |
 //! | [`tracker`] | `knative.dev/pkg/tracker`: enqueue observers when what they reference changes |
 //! | [`key`], [`leader`] | `types.NamespacedName` and `reconciler.LeaderAware`: what the work queue holds and which keys this replica may write |
-//! | [`duration`], [`token_bucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
-//! | [`batch`] | client-go's `slowStartBatch`: many writes in batches of 1, 2, 4, … that stop on failure and on shutdown |
+//! | [`go_duration`], [`parse_go_duration`], [`controller::TokenBucket`] | Go's `time.Duration` text and `x/time/rate`'s token bucket, shared by the modules above |
+//! | [`reconciler::slow_start`] | client-go's `slowStartBatch`: many writes in batches of 1, 2, 4, … that stop on failure and on shutdown |
 //! | [`owner`] | `kmeta.NewControllerRef` and client-go's `SetControllerReference`: controller references, and a child's way back to its owner's key |
 //! | [`expectations`] | client-go's `ControllerExpectations`: a reconcile waits until the cache shows the creates and deletes it made |
 //!
@@ -64,11 +64,11 @@
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
 //! nothing above them.
 
-pub mod batch;
+mod batch;
 pub mod client;
-pub mod clock;
+mod clock;
 pub mod controller;
-pub mod duration;
+mod duration;
 pub mod events;
 pub mod expectations;
 pub mod informer;
@@ -83,8 +83,14 @@ pub mod owner;
 pub mod rbac;
 pub mod reconciler;
 mod store;
-pub mod token_bucket;
+mod token_bucket;
 pub mod tracker;
+
+// The helpers' items users need stand where they use them (the clock in
+// `injection`, batches in `reconciler`, the token bucket in `controller`, Go
+// durations here); the helper modules themselves stay private so they can
+// change.
+pub use duration::{go_duration, parse_go_duration};
 
 /// Generated reconciler traits are async; implement them with this attribute.
 pub use async_trait::async_trait;

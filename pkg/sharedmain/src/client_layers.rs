@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Context as TaskContext, Poll};
 
 use http::{Request, Response};
-use kinject_runtime::token_bucket::TokenBucket;
+use kinject_runtime::controller::TokenBucket;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;

@@ -50,7 +50,7 @@ pub struct Flags {
 /// A `--resync-period` in Go's syntax (`10h`, `90s`), as Knative's ConfigMaps
 /// write durations.
 fn parse_resync_period(text: &str) -> Result<Duration, String> {
-    let nanos = kinject_runtime::duration::parse_go_duration(text)?;
+    let nanos = kinject_runtime::parse_go_duration(text)?;
     u64::try_from(nanos)
         .map(Duration::from_nanos)
         .map_err(|_| format!("{text:?} is negative; use 0 for no resync or a period such as 10h"))

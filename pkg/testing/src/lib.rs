@@ -12,7 +12,7 @@
 //! server): the CRDs are installed, the row's namespaces created, its objects
 //! stored exactly as given (status, generation, finalizers and deletion
 //! timestamps included), and the controller built by the row's constructor over
-//! a [`Context`] whose informers have synced. The reconcile runs once, directly
+//! a [`Context`](kinject_runtime::injection::Context) whose informers have synced. The reconcile runs once, directly
 //! (not through the work queue), as the leader unless the row says otherwise.
 //! The API server's action log then gives what the reconcile wrote:
 //!

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kinject_runtime::clock::Clock;
 use kinject_runtime::controller::{Impl, ObjectKey};
 use kinject_runtime::events::FakeRecorder;
+use kinject_runtime::injection::Clock;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::UniversalBucket;
 use kinject_runtime::network::DEFAULT_CLUSTER_DOMAIN;

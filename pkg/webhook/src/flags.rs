@@ -38,7 +38,7 @@ fn any_value_is_true(text: &str) -> Result<bool, String> {
 }
 
 fn parse_duration(text: &str) -> Result<Duration, String> {
-    kinject_runtime::duration::parse_go_duration(text)
+    kinject_runtime::parse_go_duration(text)
         .map_err(|e| format!("{e}; write a Go duration such as 45s or 0s"))
         .and_then(|nanos| {
             u64::try_from(nanos)

@@ -67,6 +67,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, Level};
 
 pub use crate::key::{InvalidKey, ObjectKey};
+pub use crate::token_bucket::TokenBucket;
 pub use action::Action;
 pub use error::{Error, ResultExt};
 pub use metrics::WorkqueueMetrics;

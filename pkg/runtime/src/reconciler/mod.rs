@@ -48,6 +48,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::apis::{Defaultable, HasStatus, KRShaped, Object, go_quote};
+pub use crate::batch::{Batched, slow_start};
 use crate::client::{ApiScope, scoped_api};
 use crate::clock::Clock;
 use crate::controller::{self, ControllerOptions, Error, Impl};
