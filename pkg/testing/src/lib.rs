@@ -32,6 +32,50 @@
 //!
 //! Input objects cannot be soiled by a reconcile: the informer cache hands out
 //! decoded copies, and the rows keep their own values.
+//!
+//! A table of two rows for a controller that gives every ConfigMap a copy:
+//!
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kinject_runtime::controller::{Action, Error, Impl, ObjectKey, Reconciler};
+//! use kinject_runtime::lister::Lister;
+//! use kinject_testing::{Table, TableRow};
+//! use kube::api::{Api, ObjectMeta, PostParams};
+//! use serde_json::json;
+//!
+//! struct Copier { configmaps: Lister<ConfigMap>, client: kube::Client }
+//!
+//! impl Reconciler for Copier {
+//!     async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+//!         let Some(original) = self.configmaps.get_by_key(&key.namespace, &key.name)? else {
+//!             return Ok(Action::await_change()); // gone: nothing to copy
+//!         };
+//!         let (name, namespace) = (Some(format!("{}-copy", key.name)), Some(key.namespace.clone()));
+//!         let metadata = ObjectMeta { name, namespace, ..ObjectMeta::default() };
+//!         let copy = ConfigMap { metadata, data: original.data.clone(), ..ConfigMap::default() };
+//!         let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), &key.namespace);
+//!         api.create(&PostParams::default(), &copy).await?;
+//!         Ok(Action::await_change())
+//!     }
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let settings = json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!     "metadata": {"name": "settings", "namespace": "ns"}, "data": {"mode": "fast"}});
+//! let rows = vec![
+//!     TableRow { name: "missing", key: "ns/gone", ..TableRow::default() },
+//!     TableRow { name: "copied", objects: vec![settings], key: "ns/settings",
+//!         want_creates: vec![json!({"apiVersion": "v1", "kind": "ConfigMap",
+//!             "metadata": {"name": "settings-copy", "namespace": "ns"}, "data": {"mode": "fast"}})],
+//!         ..TableRow::default() },
+//! ];
+//! Table { crds: vec![], rows }.run(&|ctx| {
+//!     let copier = Copier { configmaps: ctx.informer::<ConfigMap>().lister(), client: ctx.client() };
+//!     Impl::new("copier", copier, Default::default())
+//! }).await;
+//! # }
+//! ```
 
 mod check;
 mod row;
