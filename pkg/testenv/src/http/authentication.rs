@@ -10,6 +10,7 @@
 
 use crate::errors::ErrorStatus;
 use crate::registry::rbac::User;
+use crate::test_env::TestEnv;
 
 const TOKEN_PREFIX: &str = "testenv:serviceaccount:";
 
@@ -33,5 +34,30 @@ pub(crate) fn authenticate(authorization: &str) -> Result<User, ErrorStatus> {
     match account {
         Some((namespace, name)) => Ok(User::service_account(namespace, name)),
         None => Err(ErrorStatus::new(401, "Unauthorized", "Unauthorized")),
+    }
+}
+
+impl TestEnv {
+    /// A bearer token for service account `namespace/name`: requests bearing it are
+    /// made by `system:serviceaccount:<namespace>:<name>` and authorized against the
+    /// stored RBAC objects, as kube-apiserver's RBAC authorizer does. Requests without
+    /// a token are made by `system:admin`, who may do anything. The account itself
+    /// need not exist. Every testenv accepts the token, as every kube-apiserver
+    /// sharing a signing key accepts a service-account token: a test that restarts
+    /// its server keeps its clients' kubeconfigs.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let env = kinject_testenv::TestEnv::new();
+    /// let server = env.serve().await?;
+    /// let token = env.service_account_token("knative-samples", "controller");
+    /// let kubeconfig = server.kubeconfig_with_token(&token); // for the controller process
+    /// # assert!(kubeconfig.contains(&token));
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn service_account_token(&self, namespace: &str, name: &str) -> String {
+        token_for(namespace, name)
     }
 }

@@ -11,12 +11,11 @@ use crate::registry::options::FieldValidation;
 use crate::registry::rbac::{self, Attributes};
 use crate::registry::verbs::unsupported_patch_type;
 use crate::selector::FieldTerm;
-use crate::{Inner, TestEnv};
+use crate::test_env::{Inner, TestEnv};
 
 use super::admission;
 use super::body::{custom_kind_present, json_body};
 use super::discovery;
-use super::hooks::Action;
 use super::list::list;
 use super::openapi;
 use super::proto;
@@ -25,6 +24,7 @@ use super::request::{QueryView, Request};
 use super::request_options::{delete_opts, selection, write_opts};
 use super::route::{Route, Target, route, verb_of};
 use super::watch;
+use crate::hooks::Action;
 
 /// go-restful's 404 for a path in a web service that matches no route.
 fn no_route() -> Reply {

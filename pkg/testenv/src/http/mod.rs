@@ -10,7 +10,6 @@ mod body;
 mod continue_token;
 mod discovery;
 mod handler;
-pub(crate) mod hooks;
 mod list;
 mod openapi;
 mod proto;

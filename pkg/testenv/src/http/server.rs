@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use crate::{Error, TestEnv};
+use crate::test_env::{Error, TestEnv};
 
 /// kube-apiserver's `http.Server` has `ReadHeaderTimeout: 32s` ("just shy of
 /// requestTimeoutUpperBound"), so a client that never finishes its request head does not
@@ -152,5 +152,14 @@ impl Server {
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.stop.send(true);
+    }
+}
+
+impl TestEnv {
+    /// Serves HTTP on the builder's address (127.0.0.1 unless
+    /// [`Builder::address`](crate::Builder::address) says otherwise) until [`Server::shutdown`] or drop.
+    pub async fn serve(&self) -> Result<Server, Error> {
+        let config = &self.inner.config;
+        Server::start(self.clone(), (config.address, config.port).into()).await
     }
 }

@@ -11,8 +11,8 @@ use http_body::Frame;
 use http_body_util::BodyExt as _;
 use tokio::sync::mpsc;
 
-use crate::TestEnv;
 use crate::errors::ErrorStatus;
+use crate::test_env::TestEnv;
 
 use super::authentication::authenticate;
 use super::handler::handle;
@@ -224,4 +224,17 @@ fn respond(reply: Reply) -> Response<ResponseBody> {
         *r.status_mut() = http::StatusCode::INTERNAL_SERVER_ERROR;
         r
     })
+}
+
+impl TestEnv {
+    /// The in-process `tower::Service`.
+    pub fn service(&self) -> TestEnvService {
+        TestEnvService::new(self.clone())
+    }
+
+    /// A real `kube::Client` over the in-process service (default namespace `default`).
+    /// Call it inside a Tokio runtime: kube's client spawns its request buffer there.
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
 }

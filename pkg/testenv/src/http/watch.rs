@@ -7,12 +7,12 @@ use bytes::Bytes;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
-use crate::Inner;
 use crate::errors::{ErrorStatus, FieldError};
 use crate::registry::Registry;
 use crate::registry::options::Selection;
 use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
+use crate::test_env::Inner;
 
 use super::reply::{Output, Reply};
 use super::request::QueryView;

@@ -9,8 +9,8 @@ use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use serde_json::Value;
 
-use crate::ServiceRoute;
 use crate::go_format::go_json_type;
+use crate::test_env::ServiceRoute;
 
 use super::webhooks::Webhook;
 

@@ -27,7 +27,6 @@ mod webhooks;
 
 use serde_json::{Value, json};
 
-use crate::TestEnv;
 use crate::errors::ErrorStatus;
 use crate::patches::{self, PatchError, PatchType};
 use crate::registry::Registry;
@@ -36,6 +35,7 @@ use crate::registry::options::{DeleteOpts, WriteOpts, Written};
 use crate::registry::resource::ResourceDef;
 use crate::registry::verbs::unsupported_patch_type;
 use crate::store::{ObjKey, ResKey};
+use crate::test_env::TestEnv;
 
 use super::body::{custom_kind_present, json_body};
 use super::reply::{Output, Reply, written};
@@ -128,7 +128,7 @@ struct Admission<'a> {
     t: &'a Target,
     write: &'a Write<'a>,
     opts: &'a WriteOpts,
-    routes: Vec<crate::ServiceRoute>,
+    routes: Vec<crate::test_env::ServiceRoute>,
     user: &'a crate::registry::rbac::User,
 }
 
