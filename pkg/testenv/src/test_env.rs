@@ -180,7 +180,7 @@ impl Builder {
     }
 
     /// How new objects get their uid (default: random, as kube-apiserver).
-    /// [`UidGenerator::deterministic`] makes them predictable with [`uid_for`],
+    /// [`UidGenerator::deterministic`] makes them predictable with [`uid_for`](crate::uid_for),
     /// for seeded objects without one too.
     #[must_use]
     pub fn uid_generator(mut self, g: UidGenerator) -> Self {
