@@ -19,8 +19,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crate::error::Error;
-use crate::io_error;
+use crate::error::{Error, io_error};
 
 /// Names the temporary files of this process apart (tests write in parallel).
 static NEXT: AtomicU64 = AtomicU64::new(0);

@@ -2,6 +2,4 @@
 //! (see `build.rs`) instead of checking it in.
 
 /// The output of `build.rs`: `<group>::<version>::<kind>` modules.
-pub mod generated {
-    include!(concat!(env!("OUT_DIR"), "/codegen.rs"));
-}
+pub mod generated;
