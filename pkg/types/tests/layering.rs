@@ -868,6 +868,11 @@ fn testenv_modules_form_a_tree() {
 }
 
 #[test]
+fn testing_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/testing");
+}
+
+#[test]
 fn codegen_modules_form_a_tree() {
     module_tree::assert_tree("codegen");
     module_tree::assert_tree("codegen/model");
@@ -928,5 +933,253 @@ fn the_module_tree_check_finds_cycles_and_reads_paths() {
                 "src/registry/store.rs:9".to_owned()
             ),
         ])
+    );
+}
+
+/// A framework crate's root holds its docs, its `mod` lines and its
+/// re-exports, as kube-runtime's, tokio's and axum's do: what the crate
+/// offers reads at a glance there, and every idea lives in a module named
+/// for it. A proc-macro crate's entry points must stay at its root; each
+/// is one call into a module.
+mod crate_root {
+    /// The items of a crate root's `code` (as `module_tree::code_of` leaves
+    /// it) that belong in a module, each with its line and first line of
+    /// text: anything but inner attributes, `mod` declarations, `use` lines
+    /// and, in a proc-macro crate, entry points whose body is one call.
+    pub(super) fn items_to_move(code: &str, proc_macro: bool) -> Vec<(usize, String)> {
+        items(code)
+            .into_iter()
+            .filter(|(_, attributes, item)| !belongs_at_the_root(attributes, item, proc_macro))
+            .map(|(line, _, item)| (line, item.lines().next().unwrap_or_default().trim().to_owned()))
+            .collect()
+    }
+
+    /// The top-level items of `code`: the line each starts on, its outer
+    /// attributes, and its text after them. Inner attributes are passed over.
+    fn items(code: &str) -> Vec<(usize, String, String)> {
+        let chars: Vec<char> = code.chars().collect();
+        let mut items = Vec::new();
+        let mut attributes = String::new();
+        let (mut i, mut line) = (0, 1);
+        while i < chars.len() {
+            let start = i;
+            if chars[i].is_whitespace() {
+                i += 1;
+            } else if chars[i] == '#' {
+                i = item_end(&chars, i, true);
+                if chars.get(start + 1) != Some(&'!') {
+                    attributes.extend(&chars[start..i]);
+                }
+            } else {
+                i = item_end(&chars, i, false);
+                let item: String = chars[start..i].iter().collect();
+                if item.trim() != ";" {
+                    items.push((line, std::mem::take(&mut attributes), item));
+                }
+            }
+            line += chars[start..i].iter().filter(|c| **c == '\n').count();
+        }
+        items
+    }
+
+    /// Where the item (or, with `attribute`, the attribute) starting at
+    /// `start` ends: after its `;`, or after the `}` or `]` that closes it.
+    fn item_end(chars: &[char], start: usize, attribute: bool) -> usize {
+        let mut depth = 0usize;
+        let mut i = start;
+        while i < chars.len() {
+            match chars[i] {
+                '(' | '[' | '{' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                ']' | '}' => {
+                    depth = depth.saturating_sub(1);
+                    let closes_attribute = attribute && chars[i] == ']';
+                    // `use a::{b, c};` goes on to its `;`.
+                    let next = chars[i + 1..].iter().find(|c| !c.is_whitespace());
+                    if depth == 0
+                        && (closes_attribute || (!attribute && chars[i] == '}' && next != Some(&';')))
+                    {
+                        return i + 1;
+                    }
+                }
+                ';' if depth == 0 && !attribute => return i + 1,
+                _ => {}
+            }
+            i += 1;
+        }
+        chars.len()
+    }
+
+    fn belongs_at_the_root(attributes: &str, item: &str, proc_macro: bool) -> bool {
+        let rest = without_visibility(item.trim());
+        (keyword(rest, "mod") && rest.ends_with(';'))
+            || keyword(rest, "use")
+            || (proc_macro && attributes.contains("proc_macro") && keyword(rest, "fn") && one_call(rest))
+    }
+
+    /// `text` after a leading `pub`, `pub(crate)`, `pub(in path)`.
+    fn without_visibility(text: &str) -> &str {
+        if !keyword(text, "pub") {
+            return text;
+        }
+        let rest = text["pub".len()..].trim_start();
+        match rest.strip_prefix('(') {
+            Some(inside) => inside
+                .find(')')
+                .map_or(rest, |end| inside[end + 1..].trim_start()),
+            None => rest,
+        }
+    }
+
+    fn keyword(text: &str, word: &str) -> bool {
+        text.strip_prefix(word)
+            .is_some_and(|rest| !rest.starts_with(|c: char| c.is_alphanumeric() || c == '_'))
+    }
+
+    /// Whether the body of the function `item` is one call (`a::b(x)`,
+    /// `a::b(x).into()`): at its top level only a path, the call's
+    /// parentheses and method calls on what it returns.
+    fn one_call(item: &str) -> bool {
+        let (Some(open), Some(close)) = (item.find('{'), item.rfind('}')) else {
+            return false;
+        };
+        let body = item[open + 1..close].trim();
+        let mut depth = 0usize;
+        for c in body.chars() {
+            match c {
+                '(' => depth += 1,
+                ')' => depth = depth.saturating_sub(1),
+                _ if depth > 0 => {}
+                c if c.is_alphanumeric() || c == '_' || c == ':' || c == '.' || c.is_whitespace() => {}
+                _ => return false,
+            }
+        }
+        body.starts_with(|c: char| c.is_alphabetic() || c == '_') && body.contains('(')
+    }
+}
+
+/// The library root (`src/lib.rs`) of each framework package (a workspace
+/// member under `codegen/`, `macros/` or `pkg/`), and whether it is a
+/// proc-macro crate.
+fn framework_crate_roots() -> Vec<(PathBuf, bool)> {
+    let output = Command::new(env!("CARGO"))
+        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
+        .current_dir(workspace())
+        .output()
+        .expect("cargo, which runs this test, runs again");
+    assert!(
+        output.status.success(),
+        "cargo metadata failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let metadata: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let root = workspace().canonicalize().expect("the workspace exists");
+    let mut roots = Vec::new();
+    for package in metadata["packages"].as_array().expect("packages") {
+        let manifest = Path::new(package["manifest_path"].as_str().unwrap_or_default());
+        let relative = manifest.strip_prefix(&root).unwrap_or(manifest);
+        if !["codegen", "macros", "pkg"]
+            .iter()
+            .any(|top| relative.starts_with(top))
+        {
+            continue;
+        }
+        for target in package["targets"].as_array().into_iter().flatten() {
+            let kinds: Vec<&str> = target["kind"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(serde_json::Value::as_str)
+                .collect();
+            let src = PathBuf::from(target["src_path"].as_str().unwrap_or_default());
+            let library = kinds
+                .iter()
+                .any(|kind| ["lib", "rlib", "proc-macro"].contains(kind));
+            if library && src.ends_with("src/lib.rs") {
+                roots.push((src, kinds.contains(&"proc-macro")));
+            }
+        }
+    }
+    roots
+}
+
+#[test]
+fn framework_crate_roots_hold_only_modules_and_re_exports() {
+    let roots = framework_crate_roots();
+    assert!(
+        roots
+            .iter()
+            .any(|(file, _)| file.ends_with("pkg/runtime/src/lib.rs")),
+        "{roots:?}"
+    );
+    let root = workspace().canonicalize().expect("the workspace exists");
+    let mut problems = Vec::new();
+    for (file, proc_macro) in &roots {
+        let source =
+            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("reading {}: {e}", file.display()));
+        for (line, item) in crate_root::items_to_move(&module_tree::code_of(&source), *proc_macro) {
+            let shown = file.strip_prefix(&root).unwrap_or(file).display();
+            problems.push(format!("  {shown}:{line}: `{item}`"));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "a framework crate's lib.rs holds its docs, `mod` lines and re-exports (`pub use`), and in a \
+         proc-macro crate entry points that are one call each; move each of these items into a module \
+         named for what it holds and re-export it from lib.rs:\n{}",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_crate_root_check_finds_items_and_accepts_modules_and_re_exports() {
+    use crate_root::items_to_move;
+    use module_tree::code_of;
+    let root = code_of(
+        "//! Docs with `fn example() {}` in them.\n\
+         #![forbid(unsafe_code)]\n\
+         pub mod flags;\n\
+         #[cfg(feature = \"x\")]\n\
+         mod setup;\n\
+         pub use setup::{Setup, run};\n\
+         pub(crate) use kube::Client;\n\
+         /// A struct.\n\
+         #[derive(Debug)]\n\
+         pub struct Flags {\n    a: u8,\n}\n\
+         fn helper() -> u8 { 1 }\n\
+         mod inline { fn x() {} }\n\
+         pub const N: [u8; 2] = [1, 2];\n\
+         #[cfg(test)]\nmod tests { fn t() {} }\n",
+    );
+    assert_eq!(
+        items_to_move(&root, false),
+        [
+            (10, "pub struct Flags {".to_owned()),
+            (13, "fn helper() -> u8 { 1 }".to_owned()),
+            (14, "mod inline { fn x() {} }".to_owned()),
+            (15, "pub const N: [u8; 2] = [1, 2];".to_owned()),
+        ]
+    );
+
+    let proc_macros = code_of(
+        "#[proc_macro_derive(Kind, attributes(kind))]\n\
+         pub fn derive_kind(input: TokenStream) -> TokenStream {\n    kind::derive(input.into()).into()\n}\n\
+         #[proc_macro_attribute]\n\
+         pub fn marker(_: TokenStream, item: TokenStream) -> TokenStream {\n    let item = item;\n    item\n}\n\
+         fn helper(input: TokenStream) -> TokenStream { kind::derive(input) }\n",
+    );
+    assert_eq!(
+        items_to_move(&proc_macros, true),
+        [
+            (
+                6,
+                "pub fn marker(_: TokenStream, item: TokenStream) -> TokenStream {".to_owned()
+            ),
+            (
+                10,
+                "fn helper(input: TokenStream) -> TokenStream { kind::derive(input) }".to_owned()
+            ),
+        ]
     );
 }
