@@ -37,6 +37,7 @@
 //! }
 //! // src/lib.rs: pub mod generated { include!(concat!(env!("OUT_DIR"), "/codegen.rs")); }
 //! ```
+#![warn(missing_docs)]
 mod builder;
 #[cfg(feature = "cli")]
 pub mod cli;

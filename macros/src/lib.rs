@@ -64,6 +64,7 @@
 //!
 //! See `kinject_model`'s documentation for every key and how a marker is
 //! added.
+#![warn(missing_docs)]
 
 mod fields;
 mod kind;

@@ -81,6 +81,7 @@
 //! keys); `fields` reads the struct's shape; `kind` holds one module per
 //! group of `#[kind]` markers; `genclient` and `genreconciler` read their
 //! attributes. Each points only at modules below it. `kind_model` puts them together into one [`KindModel`].
+#![warn(missing_docs)]
 
 mod attr;
 mod fields;

@@ -19,6 +19,7 @@
 //! build a binary and `kubectl` to apply, as `ko apply` runs `kubectl`, so a
 //! kubeconfig, context or `--server-side` are kubectl's own flags, passed
 //! after `--`.
+#![warn(missing_docs)]
 
 mod cargo_build;
 mod init;

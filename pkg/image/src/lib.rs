@@ -39,6 +39,7 @@
 //! })?;
 //! # Ok(()) }
 //! ```
+#![warn(missing_docs)]
 
 pub mod elf;
 mod error;

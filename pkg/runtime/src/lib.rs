@@ -63,6 +63,7 @@
 //! The modules form a tree (`pkg/types/tests/layering.rs` checks it): the leaves
 //! (`key`, `leader`, `duration`, `token_bucket`, the informer cache) depend on
 //! nothing above them.
+#![warn(missing_docs)]
 
 mod batch;
 pub mod client;

@@ -13,6 +13,7 @@
 //! `update-crds` writes each kind's whole CRD from its type and `#[kind]`
 //! markers; only `metadata.labels` and `metadata.annotations` of a manifest
 //! stay as written.
+#![warn(missing_docs)]
 
 mod cli;
 mod manifests;

@@ -85,6 +85,7 @@
 //!
 //! [`Context`]: kinject_runtime::injection::Context
 //! [`Impl`]: kinject_runtime::controller::Impl
+#![warn(missing_docs)]
 
 mod client;
 pub mod client_layers;

@@ -20,8 +20,20 @@ pub struct StatusCause {
 ///
 /// Every error the server answers with is one of these, and reactors answer with
 /// them too. `details.kind` holds the *resource* (plural), as kube-apiserver does.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Its fields ([`StatusFields`]) are read and set through it (`status.code`).
+///
+/// The fields live behind one allocation: nearly every function of the server
+/// returns `Result<_, ErrorStatus>`, and a pointer-sized error keeps each of
+/// those results small on the success path, which is the common one.
+#[derive(Clone, PartialEq, Eq)]
 pub struct ErrorStatus {
+    fields: Box<StatusFields>,
+}
+
+/// The fields of an [`ErrorStatus`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct StatusFields {
     /// HTTP status code, repeated in the body's `code`.
     pub code: u16,
     /// `reason`, e.g. `NotFound`, `Conflict`, `Invalid`.
@@ -43,19 +55,41 @@ pub struct ErrorStatus {
     empty_details: bool,
 }
 
+impl std::ops::Deref for ErrorStatus {
+    type Target = StatusFields;
+
+    fn deref(&self) -> &StatusFields {
+        &self.fields
+    }
+}
+
+impl std::ops::DerefMut for ErrorStatus {
+    fn deref_mut(&mut self) -> &mut StatusFields {
+        &mut self.fields
+    }
+}
+
+impl fmt::Debug for ErrorStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.fields.fmt(f)
+    }
+}
+
 impl ErrorStatus {
     /// Any status: `ErrorStatus::new(429, "TooManyRequests", "slow down")`.
     pub fn new(code: u16, reason: impl Into<String>, message: impl Into<String>) -> Self {
         Self {
-            code,
-            reason: reason.into(),
-            message: message.into(),
-            name: String::new(),
-            group: String::new(),
-            kind: String::new(),
-            causes: Vec::new(),
-            retry_after_seconds: None,
-            empty_details: false,
+            fields: Box::new(StatusFields {
+                code,
+                reason: reason.into(),
+                message: message.into(),
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: None,
+                empty_details: false,
+            }),
         }
     }
 
@@ -310,21 +344,23 @@ impl ErrorStatus {
                 .to_owned()
         };
         Some(Self {
-            code: v
-                .get("code")
-                .and_then(Value::as_u64)
-                .and_then(|c| u16::try_from(c).ok())
-                .unwrap_or(500),
-            reason: s("reason"),
-            message: s("message"),
-            name: d("name"),
-            group: d("group"),
-            kind: d("kind"),
-            causes: Vec::new(),
-            retry_after_seconds: None,
-            empty_details: v
-                .get("details")
-                .is_some_and(|d| d.as_object().is_some_and(Map::is_empty)),
+            fields: Box::new(StatusFields {
+                code: v
+                    .get("code")
+                    .and_then(Value::as_u64)
+                    .and_then(|c| u16::try_from(c).ok())
+                    .unwrap_or(500),
+                reason: s("reason"),
+                message: s("message"),
+                name: d("name"),
+                group: d("group"),
+                kind: d("kind"),
+                causes: Vec::new(),
+                retry_after_seconds: None,
+                empty_details: v
+                    .get("details")
+                    .is_some_and(|d| d.as_object().is_some_and(Map::is_empty)),
+            }),
         })
     }
 }

@@ -11,7 +11,9 @@ use crate::errors::{ErrorStatus, qualified};
 pub struct Action {
     /// client-go's verb: get, list, watch, create, update, patch, delete, deletecollection.
     pub verb: String,
+    /// The API group, empty for the core group.
     pub group: String,
+    /// The API version, e.g. `v1`.
     pub version: String,
     /// The resource plural, e.g. `pods`.
     pub resource: String,

@@ -69,10 +69,7 @@
 //! ```
 //!
 //! See the crate README for what is implemented and where it differs from kube-apiserver.
-
-// Every failure here is a complete kube-apiserver `Status` handed back to the client;
-// boxing it would only add indirection to a test server's error path.
-#![allow(clippy::result_large_err)]
+#![warn(missing_docs)]
 
 mod crd_check;
 mod errors;
@@ -92,7 +89,7 @@ mod test_env;
 mod timestamps;
 
 pub use crd_check::check_custom_resource_definition;
-pub use errors::{ErrorStatus, StatusCause};
+pub use errors::{ErrorStatus, StatusCause, StatusFields};
 pub use hooks::{Action, Reactor};
 pub use http::server::Server;
 pub use http::service::{ResponseBody, TestEnvService};

@@ -28,14 +28,18 @@ pub enum Error {
     /// Binding the listener failed.
     #[error("failed to listen on {addr}: {source}; pick another port, or an address of this machine")]
     Bind {
+        /// The address asked for.
         addr: std::net::SocketAddr,
+        /// Why the listener could not be bound.
         #[source]
         source: std::io::Error,
     },
     /// Writing a kubeconfig failed.
     #[error("failed to write kubeconfig to {path}: {source}")]
     WriteKubeconfig {
+        /// Where it was to be written.
         path: std::path::PathBuf,
+        /// Why writing failed.
         #[source]
         source: std::io::Error,
     },
@@ -237,6 +241,7 @@ impl Builder {
         self
     }
 
+    /// The server, with the built-in kinds and the namespaces asked for.
     pub fn build(self) -> TestEnv {
         let registry = Registry {
             store: Store::new(self.config.history, self.config.history_bytes),
@@ -294,6 +299,8 @@ impl TestEnv {
         Self::builder().build()
     }
 
+    /// A [`Builder`] for a server with namespaces, objects or generators of
+    /// its own.
     pub fn builder() -> Builder {
         Builder {
             config: Config {
@@ -544,6 +551,8 @@ impl TestEnv {
         self.inner.hooks().actions.clone()
     }
 
+    /// Forgets the requests recorded so far, so [`actions`](Self::actions)
+    /// shows only what comes next.
     pub fn clear_actions(&self) {
         self.inner.hooks().actions.clear();
     }
@@ -553,6 +562,7 @@ impl TestEnv {
         self.inner.hooks().reactors.push(reactor);
     }
 
+    /// Removes every reactor: requests are served normally again.
     pub fn clear_reactors(&self) {
         self.inner.hooks().reactors.clear();
     }

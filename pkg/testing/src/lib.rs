@@ -76,6 +76,7 @@
 //! }).await;
 //! # }
 //! ```
+#![warn(missing_docs)]
 
 mod check;
 mod row;

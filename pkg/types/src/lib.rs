@@ -76,6 +76,7 @@
 //! assert_eq!(crd.spec.names.categories, Some(vec!["all".to_owned(), "knative".to_owned()]));
 //! assert!(crd.spec.versions[0].subresources.as_ref().is_some_and(|s| s.status.is_some()));
 //! ```
+#![warn(missing_docs)]
 
 #[cfg(feature = "kinds")]
 mod condition;

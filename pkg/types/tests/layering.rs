@@ -1104,6 +1104,33 @@ fn framework_crate_roots() -> Vec<(PathBuf, bool)> {
     roots
 }
 
+/// Every framework crate asks for docs on all it exports, so an item added
+/// without them warns (and fails CI's clippy) instead of reaching docs.rs
+/// bare. Test crates (under a `tests/` or `ui-tests/` folder) are no
+/// framework crate.
+#[test]
+fn framework_crates_warn_on_missing_docs() {
+    let root = workspace().canonicalize().expect("the workspace exists");
+    let missing: Vec<String> = framework_crate_roots()
+        .iter()
+        .map(|(file, _)| file.strip_prefix(&root).unwrap_or(file).to_path_buf())
+        .filter(|file| {
+            !file
+                .components()
+                .any(|c| c.as_os_str().to_string_lossy().ends_with("tests"))
+        })
+        .filter(|file| {
+            let source = std::fs::read_to_string(root.join(file)).unwrap_or_default();
+            !source.lines().any(|line| line.trim() == "#![warn(missing_docs)]")
+        })
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "add `#![warn(missing_docs)]` below the crate docs of: {missing:?}"
+    );
+}
+
 #[test]
 fn framework_crate_roots_hold_only_modules_and_re_exports() {
     let roots = framework_crate_roots();

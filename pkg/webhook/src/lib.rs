@@ -53,6 +53,7 @@
 //! let names: Vec<&str> = webhook.constructors().iter().map(|c| c.name()).collect();
 //! assert_eq!(names, ["webhookcertificates", "defaultingwebhook", "validationwebhook", "configmapwebhook"]);
 //! ```
+#![warn(missing_docs)]
 
 pub mod admission;
 pub mod certificates;

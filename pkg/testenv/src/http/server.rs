@@ -94,6 +94,8 @@ impl Server {
         format!("http://{addr}")
     }
 
+    /// The address the server listens on (a free port of loopback unless
+    /// one was asked for).
     pub fn addr(&self) -> SocketAddr {
         self.addr
     }
@@ -122,6 +124,8 @@ impl Server {
         .to_string()
     }
 
+    /// Writes a kubeconfig for this server to `path`, for kubectl and any
+    /// other client.
     pub fn write_kubeconfig(&self, path: impl AsRef<Path>) -> Result<(), Error> {
         let path = path.as_ref();
         std::fs::write(path, self.kubeconfig()).map_err(|source| Error::WriteKubeconfig {

@@ -24,11 +24,15 @@ impl Scope for k8s_openapi::ClusterResourceScope {
 pub struct BuiltinKind {
     /// API group, `""` for core.
     pub group: &'static str,
+    /// API version, e.g. `v1`.
     pub version: &'static str,
+    /// The kind, e.g. `Pod`.
     pub kind: &'static str,
     /// The resource name in URLs.
     pub plural: &'static str,
+    /// The kind of its lists, e.g. `PodList`.
     pub list_kind: &'static str,
+    /// Objects live in a namespace (else cluster-scoped).
     pub namespaced: bool,
     /// The kind has a `status` field, and so a `status` subresource.
     pub status: bool,
@@ -43,6 +47,7 @@ pub struct BuiltinKind {
 }
 
 impl BuiltinKind {
+    /// `group/version`, or the version alone for the core group (`v1`).
     pub fn api_version(&self) -> String {
         if self.group.is_empty() {
             self.version.to_owned()
