@@ -101,14 +101,7 @@ type Targets = Vec<(String, String)>;
 
 /// The workspace's packages and their targets, by name.
 fn packages(root: &Path) -> BTreeMap<String, Targets> {
-    let out = copies::without_test_environment(&mut Command::new(env!("CARGO")))
-        .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
-        .current_dir(root)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    metadata["packages"]
+    copies::own_packages(root)["packages"]
         .as_array()
         .unwrap()
         .iter()

@@ -519,16 +519,8 @@ mod module_tree {
     }
 }
 
-fn workspace() -> std::path::PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// The framework (`codegen/`, `macros/`, `pkg/`, their test fixtures
-/// included) stands alone: none of its packages depends, even for tests, on
-/// a package of the sample app, so a project of one's own gets exactly what
-/// the framework's tests check.
-#[test]
-fn the_framework_depends_on_no_crate_of_the_sample_app() {
+/// The workspace's own packages, as `cargo metadata --no-deps` lists them.
+fn workspace_metadata() -> serde_json::Value {
     let output = Command::new(env!("CARGO"))
         .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
         .current_dir(workspace())
@@ -539,8 +531,20 @@ fn the_framework_depends_on_no_crate_of_the_sample_app() {
         "cargo metadata failed:\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON")
+}
+
+fn workspace() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The framework (`codegen/`, `macros/`, `pkg/`, their test fixtures
+/// included) stands alone: none of its packages depends, even for tests, on
+/// a package of the sample app, so a project of one's own gets exactly what
+/// the framework's tests check.
+#[test]
+fn the_framework_depends_on_no_crate_of_the_sample_app() {
+    let metadata = workspace_metadata();
     let root = workspace().canonicalize().expect("the workspace exists");
     let in_framework = |manifest: &str| {
         let relative = Path::new(manifest)
@@ -589,13 +593,7 @@ fn the_framework_crates_package_for_a_registry() {
     /// API server would, and the `kinject` command that serves the local
     /// cluster: none is linked into a controller.
     const DEVELOPMENT_TOOLS: [&str; 3] = ["kinject-testing", "kinject-schema", "kinject-cli"];
-    let output = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
-        .current_dir(workspace())
-        .output()
-        .expect("cargo, which runs this test, runs again");
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let metadata = workspace_metadata();
     // `publish` is null when any registry may take the package.
     let publishable: Vec<&serde_json::Value> = metadata["packages"]
         .as_array()
@@ -1062,18 +1060,7 @@ mod crate_root {
 /// member under `codegen/`, `macros/` or `pkg/`), and whether it is a
 /// proc-macro crate.
 fn framework_crate_roots() -> Vec<(PathBuf, bool)> {
-    let output = Command::new(env!("CARGO"))
-        .args(["metadata", "--format-version", "1", "--offline", "--no-deps"])
-        .current_dir(workspace())
-        .output()
-        .expect("cargo, which runs this test, runs again");
-    assert!(
-        output.status.success(),
-        "cargo metadata failed:\n{}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let metadata: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("cargo metadata prints JSON");
+    let metadata = workspace_metadata();
     let root = workspace().canonicalize().expect("the workspace exists");
     let mut roots = Vec::new();
     for package in metadata["packages"].as_array().expect("packages") {

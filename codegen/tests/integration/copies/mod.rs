@@ -195,16 +195,20 @@ pub(crate) fn compiled_crate(file: &OsString) -> String {
     stem.rsplit_once('-').map_or(stem, |(name, _)| name).to_owned()
 }
 
-/// The crate names of `workspace`'s own packages: every target of each.
-pub(crate) fn own_crates(workspace: &Path) -> BTreeSet<String> {
+/// `workspace`'s own packages, as `cargo metadata --no-deps` lists them.
+pub(crate) fn own_packages(workspace: &Path) -> serde_json::Value {
     let out = without_test_environment(&mut Command::new(env!("CARGO")))
         .args(["metadata", "--format-version", "1", "--no-deps", "--offline"])
         .current_dir(workspace)
         .output()
         .unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let metadata: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    metadata["packages"]
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// The crate names of `workspace`'s own packages: every target of each.
+pub(crate) fn own_crates(workspace: &Path) -> BTreeSet<String> {
+    own_packages(workspace)["packages"]
         .as_array()
         .unwrap()
         .iter()
