@@ -9,7 +9,6 @@ use kinject_runtime::apis::HasStatus;
 use kinject_runtime::apis::Url;
 use kinject_runtime::apis::duck::v1::Addressable;
 use kinject_runtime::controller::{Impl, ResultExt};
-use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::network;
@@ -82,11 +81,7 @@ pub fn new_controller(ctx: &Context) -> Impl {
         reconciler,
         addressableservice::reconciler::Options::default(),
     );
-    let enqueue = controller.clone();
-    asvc_informer.add_event_handler(EventHandler::all(move |asvc: &AddressableService| {
-        enqueue.enqueue(asvc)
-    }));
-    let tracker = controller.tracker().clone();
-    service_informer.add_event_handler(EventHandler::all(move |svc: &Service| tracker.on_changed(svc)));
+    asvc_informer.add_event_handler(controller.enqueue_handler());
+    service_informer.add_event_handler(controller.tracker().handler());
     controller
 }

@@ -13,7 +13,6 @@ use kinject_runtime::apis::{HasStatus, Validatable};
 use kinject_runtime::reconciler::{Batched, slow_start};
 use kinject_runtime::controller::{Error, Impl, ResultExt};
 use kinject_runtime::expectations::Expectations;
-use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::key::ObjectKey;
 use kinject_runtime::lister::Lister;
@@ -229,16 +228,11 @@ pub fn new_controller(ctx: &Context) -> Impl {
         simpledeployment::reconciler::Options::default(),
     );
 
-    let enqueue = controller.clone();
     let (forget, deleted) = (expectations.clone(), controller.clone());
-    sd_informer.add_event_handler(
-        EventHandler::all(move |d: &SimpleDeployment| enqueue.enqueue(d)).on_delete(
-            move |d: &SimpleDeployment| {
-                forget.forget(&ObjectKey::of(d));
-                deleted.enqueue(d);
-            },
-        ),
-    );
+    sd_informer.add_event_handler(controller.enqueue_handler().on_delete(move |d: &SimpleDeployment| {
+        forget.forget(&ObjectKey::of(d));
+        deleted.enqueue(d);
+    }));
     // The runtime's owner handler filters and enqueues; adds and deletes also
     // count down the expectations of the SimpleDeployment that made them.
     let enqueue = controller.clone();

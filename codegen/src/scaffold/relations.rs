@@ -240,8 +240,7 @@ pub(crate) fn wiring(
         code.push_str(&format!(
             "\n\n    // A {kind} that `reconcile_kind` tracks (`ctx.tracker().track_reference`)\n    \
              // enqueues the {owner} tracking it when it changes: kubebuilder's `Watches`.\n    \
-             let tracker = controller.tracker().clone();\n    \
-             {module}::get(ctx).add_event_handler(EventHandler::all(move |o: &{kind}| tracker.on_changed(o)));"
+             {module}::get(ctx).add_event_handler(controller.tracker().handler::<{kind}>());"
         ));
     }
     if !code.is_empty() {

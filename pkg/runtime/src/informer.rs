@@ -28,7 +28,6 @@
 //! Handlers run on the informer's task, in event order, and must not block:
 //! they enqueue keys, they do not reconcile.
 
-use std::cell::Cell;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::Arc;
@@ -187,16 +186,26 @@ type Filter<K> = Arc<dyn Fn(&K) -> bool + Send + Sync>;
 /// ```
 pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
-/// Callbacks for an informer's adds, updates and deletes, optionally filtered.
+/// Callbacks for an informer's adds, updates, deletes and resyncs, optionally
+/// filtered.
 ///
 /// With a filter, an update is delivered as an update when both the old and the
 /// new object pass, as an add when only the new one does, and as a delete when
 /// only the old one does (client-go's `FilteringResourceEventHandler`).
+///
+/// A periodic resync re-delivers every cached object. Without an
+/// [`on_resync`](Self::on_resync) callback it arrives as an update from the
+/// object to itself, as in client-go. A controller's own handler,
+/// [`Impl::enqueue_handler`](crate::controller::Impl::enqueue_handler), queues
+/// resyncs behind changes; handlers that enqueue a related object skip them
+/// ([`skip_resyncs`](Self::skip_resyncs)), since that object's own informer
+/// resyncs it.
 pub struct EventHandler<K> {
     filter: Option<Filter<K>>,
     on_add: Option<Callback<K>>,
     on_update: Option<UpdateCallback<K>>,
     on_delete: Option<Callback<K>>,
+    on_resync: Option<Callback<K>>,
 }
 
 impl<K> fmt::Debug for EventHandler<K> {
@@ -206,6 +215,7 @@ impl<K> fmt::Debug for EventHandler<K> {
             .field("on_add", &self.on_add.is_some())
             .field("on_update", &self.on_update.is_some())
             .field("on_delete", &self.on_delete.is_some())
+            .field("on_resync", &self.on_resync.is_some())
             .finish()
     }
 }
@@ -217,6 +227,7 @@ impl<K> Default for EventHandler<K> {
             on_add: None,
             on_update: None,
             on_delete: None,
+            on_resync: None,
         }
     }
 }
@@ -227,8 +238,9 @@ impl<K: 'static> EventHandler<K> {
         Self::default()
     }
 
-    /// Calls `f` with the object on add, with the new object on update, and with
-    /// the last known state on delete (Knative's `HandleAll`).
+    /// Calls `f` with the object on add, with the new object on update (a
+    /// resync too, unless [`on_resync`](Self::on_resync) says otherwise), and
+    /// with the last known state on delete (Knative's `HandleAll`).
     pub fn all(f: impl Fn(&K) + Send + Sync + 'static) -> Self {
         let f: Callback<K> = Arc::new(f);
         let on_update = f.clone();
@@ -237,6 +249,7 @@ impl<K: 'static> EventHandler<K> {
             on_add: Some(f.clone()),
             on_update: Some(Arc::new(move |_old: &K, new: &K| on_update(new))),
             on_delete: Some(f),
+            on_resync: None,
         }
     }
 
@@ -256,6 +269,21 @@ impl<K: 'static> EventHandler<K> {
     pub fn on_delete(mut self, f: impl Fn(&K) + Send + Sync + 'static) -> Self {
         self.on_delete = Some(Arc::new(f));
         self
+    }
+
+    /// Sets the resync callback, called with each cached object when the
+    /// informer re-delivers its cache, instead of the update callback.
+    pub fn on_resync(mut self, f: impl Fn(&K) + Send + Sync + 'static) -> Self {
+        self.on_resync = Some(Arc::new(f));
+        self
+    }
+
+    /// Ignores resyncs: for a handler that enqueues another object (an owner,
+    /// an observer), which its own informer resyncs. Enqueuing it from every
+    /// dependent's resync too would reconcile it again once it was processed,
+    /// at 100,000 objects every key twice.
+    pub fn skip_resyncs(self) -> Self {
+        self.on_resync(|_| {})
     }
 
     /// Only objects passing `filter` reach the callbacks.
@@ -302,6 +330,17 @@ impl<K: 'static> EventHandler<K> {
             && self.passes(obj)
         {
             f(obj);
+        }
+    }
+
+    fn resync(&self, obj: &K) {
+        if !self.passes(obj) {
+            return;
+        }
+        match (&self.on_resync, &self.on_update) {
+            (Some(f), _) => f(obj),
+            (None, Some(f)) => f(obj, obj),
+            (None, None) => {}
         }
     }
 
@@ -881,9 +920,9 @@ impl<K: Object> Informer<K> {
         self.shared.undecodable.load(Ordering::Relaxed)
     }
 
-    /// Re-delivers every cached object to the handlers as an update from itself
-    /// to itself, without calling the API server. Keys the handlers enqueue
-    /// meanwhile go to the slow lane ([`delivering_resync`]).
+    /// Re-delivers every cached object to the handlers' resync callbacks (an
+    /// update from itself to itself where a handler has none), without
+    /// calling the API server.
     ///
     /// Objects are decoded and delivered one at a time, walking the keys a
     /// batch at a time: decoding the whole cache first would hold every object
@@ -892,7 +931,6 @@ impl<K: Object> Informer<K> {
     pub(crate) fn resync(&self) {
         const KEYS_PER_STEP: usize = 1024;
         let handlers = self.shared.handlers.read().clone();
-        let _resyncing = ResyncGuard::enter();
         let mut last: Option<StoreKey> = None;
         loop {
             let keys = self.shared.store.read().keys_after(last.as_ref(), KEYS_PER_STEP);
@@ -901,7 +939,7 @@ impl<K: Object> Informer<K> {
                 match found {
                     Ok(Some(obj)) => {
                         for handler in &handlers {
-                            handler.update(&obj, &obj);
+                            handler.resync(&obj);
                         }
                     }
                     // Deleted since the keys were read: its delete was delivered.
@@ -920,40 +958,6 @@ impl<K: Object> Informer<K> {
         for err in errors {
             tracing::error!(informer = %self.shared.description, error = %err, "object skipped");
         }
-    }
-}
-
-thread_local! {
-    static DELIVERING_RESYNC: Cell<bool> = const { Cell::new(false) };
-}
-
-/// True while an informer re-delivers its cache on this thread (a periodic
-/// resync). Handlers run synchronously inside the delivery, so
-/// [`Impl::enqueue`](crate::controller::Impl::enqueue) asks this to put the key
-/// in the slow lane: a resync of every object then never delays a real change,
-/// and handlers written as `EventHandler::all(|o| controller.enqueue(o))` get
-/// that without knowing about resyncs.
-pub fn delivering_resync() -> bool {
-    DELIVERING_RESYNC.with(Cell::get)
-}
-
-/// Marks this thread as delivering a resync until dropped, also when a handler
-/// panics.
-struct ResyncGuard {
-    was: bool,
-}
-
-impl ResyncGuard {
-    fn enter() -> Self {
-        ResyncGuard {
-            was: DELIVERING_RESYNC.with(|flag| flag.replace(true)),
-        }
-    }
-}
-
-impl Drop for ResyncGuard {
-    fn drop(&mut self) {
-        DELIVERING_RESYNC.with(|flag| flag.set(self.was));
     }
 }
 
@@ -1371,14 +1375,15 @@ mod tests {
         }
     }
 
-    /// Takes every key queued, as workers would, and answers them.
+    /// Takes every key queued, as workers would, and answers them; each as
+    /// the key and why it was queued.
     async fn drain(controller: &crate::controller::Impl) -> Vec<String> {
         let queue = controller.work_queue();
         let mut keys = Vec::new();
         while !queue.is_empty() {
-            let key = queue.get().await.unwrap();
-            queue.done(&key);
-            keys.push(key.to_string());
+            let request = queue.get().await.unwrap();
+            queue.done(&request.key);
+            keys.push(format!("{} {}", request.key, request.reason));
         }
         keys
     }
@@ -1394,14 +1399,12 @@ mod tests {
         let controller = Impl::new("owners", Arc::new(Unused), ControllerOptions::default());
         let owners = informer(InformerSettings::default());
         let children = informer(InformerSettings::default());
+        owners.add_event_handler(controller.enqueue_handler());
         let enqueue = controller.clone();
-        owners.add_event_handler(EventHandler::all(move |cm: &ConfigMap| enqueue.enqueue(cm)));
-        let enqueue = controller.clone();
-        children.add_event_handler(EventHandler::all(move |cm: &ConfigMap| {
-            enqueue.enqueue_controller_of(cm);
-        }));
-        let tracker = controller.tracker().clone();
-        children.add_event_handler(EventHandler::all(move |cm: &ConfigMap| tracker.on_changed(cm)));
+        children.add_event_handler(
+            EventHandler::all(move |cm: &ConfigMap| enqueue.enqueue_controller_of(cm)).skip_resyncs(),
+        );
+        children.add_event_handler(controller.tracker().handler());
         owners.apply_event(watcher::Event::Apply(cm("owner", "1", "web")));
         let mut child = cm("child", "2", "web");
         child.metadata.owner_references = Some(vec![OwnerReference {
@@ -1422,18 +1425,18 @@ mod tests {
             .unwrap();
         assert_eq!(
             drain(&controller).await,
-            ["ns/owner"],
+            ["ns/owner changed"],
             "a real change enqueues the owner"
         );
         children.apply_event(watcher::Event::Apply(cm("child", "3", "db")));
         assert_eq!(
             drain(&controller).await,
-            ["ns/owner"],
+            ["ns/owner related"],
             "a child's change enqueues it"
         );
 
         owners.resync();
-        assert_eq!(drain(&controller).await, ["ns/owner"]);
+        assert_eq!(drain(&controller).await, ["ns/owner resync"]);
         children.resync();
         assert_eq!(
             drain(&controller).await,
@@ -1602,8 +1605,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn keys_enqueued_by_a_resync_wait_in_the_slow_lane() {
-        use crate::controller::{ControllerOptions, Error, Impl, Reconciler};
+    async fn a_controllers_handler_queues_resyncs_behind_changes_and_says_why() {
+        use crate::controller::{ControllerOptions, Error, Impl, Reason, Reconciler, Request};
         use crate::key::ObjectKey;
 
         struct Noop;
@@ -1618,8 +1621,7 @@ mod tests {
         let controller = Impl::new("configmaps", Noop, ControllerOptions::default());
         let inf = informer(InformerSettings::default());
         inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
-        let enqueue = controller.clone();
-        inf.add_event_handler(EventHandler::all(move |c: &ConfigMap| enqueue.enqueue(c)));
+        inf.add_event_handler(controller.enqueue_handler());
         let queue = controller.work_queue();
         assert_eq!(queue.len(), 0, "{:?}", queue.snapshot());
 
@@ -1628,7 +1630,42 @@ mod tests {
         let snapshot = queue.snapshot();
         assert_eq!(snapshot.slow, [ObjectKey::new("ns", "a")]);
         assert_eq!(snapshot.fast, [ObjectKey::new("ns", "b")]);
-        assert!(!delivering_resync(), "the flag ends with the resync");
+        let first = queue.get().await.unwrap();
+        assert_eq!(first, Request::new(ObjectKey::new("ns", "b"), Reason::Changed));
+        let second = queue.get().await.unwrap();
+        assert_eq!(second, Request::new(ObjectKey::new("ns", "a"), Reason::Resync));
+    }
+
+    #[tokio::test]
+    async fn a_resync_reaches_on_resync_or_else_the_update_callback_and_passes_the_filter() {
+        let inf = informer(InformerSettings::default());
+        inf.apply_event(watcher::Event::Apply(cm("a", "1", "web")));
+        inf.apply_event(watcher::Event::Apply(cm("b", "1", "db")));
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let record = |tag: &'static str| {
+            let seen = seen.clone();
+            move |c: &ConfigMap| {
+                seen.lock().push(format!(
+                    "{tag} {}",
+                    c.metadata.name.as_deref().unwrap_or_default()
+                ))
+            }
+        };
+        let (updated, resynced) = (record("update"), record("resync"));
+        inf.add_event_handler(
+            EventHandler::new().on_update(move |_: &ConfigMap, new: &ConfigMap| updated(new)),
+        );
+        inf.add_event_handler(
+            EventHandler::all(record("all"))
+                .on_resync(resynced)
+                .with_filter(|c: &ConfigMap| c.metadata.name.as_deref() == Some("a")),
+        );
+        inf.add_event_handler(EventHandler::all(record("skipped")).skip_resyncs());
+
+        inf.resync();
+        let mut seen = seen.lock().clone();
+        seen.sort();
+        assert_eq!(seen, ["resync a", "update a", "update b"]);
     }
 
     #[tokio::test]

@@ -15,7 +15,6 @@
 //! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kinject_runtime::controller::{Action, Error, Impl, ObjectKey, Reconciler};
-//! use kinject_runtime::informer::EventHandler;
 //! use kinject_runtime::injection::Context;
 //!
 //! struct Echo;
@@ -30,8 +29,7 @@
 //! fn new_controller(ctx: &Context) -> Impl {
 //!     let configmaps = ctx.informer::<ConfigMap>();
 //!     let controller = Impl::new("echo", Echo, Default::default());
-//!     let enqueue = controller.clone();
-//!     configmaps.add_event_handler(EventHandler::all(move |cm: &ConfigMap| enqueue.enqueue(cm)));
+//!     configmaps.add_event_handler(controller.enqueue_handler());
 //!     controller
 //! }
 //!

@@ -3,10 +3,10 @@
 //!
 //! A reconciler that reads another object (a Service its AddressableService
 //! names, say) registers the reference with [`Tracker::track_reference`]. The
-//! informer of the referenced kind calls [`Tracker::on_changed`] on every event,
-//! and the tracker calls its callback, normally the controller's
-//! [`enqueue_key`](crate::controller::Impl::enqueue_key), with the key of every
-//! observer. References name one object or select many by label.
+//! informer of the referenced kind calls [`Tracker::on_changed`] on every change
+//! (wired by [`Tracker::handler`]), and the tracker calls its callback, for a
+//! controller's tracker an enqueue of [`Reason::Related`](crate::controller::Reason::Related),
+//! with the key of every observer. References name one object or select many by label.
 //!
 //! Registrations are leases: they expire unless renewed, and reconcilers renew
 //! them by tracking again on every reconcile (a resync reconciles everything
@@ -58,6 +58,7 @@ use crate::apis::validation::{
     is_c_identifier, is_dns1123_label, is_dns1123_subdomain, is_qualified_name, is_valid_label_value,
 };
 use crate::apis::{FieldError, go_quote};
+use crate::informer::EventHandler;
 use crate::key::ObjectKey;
 
 /// Knative's default lease: three times its default resync period of 10 hours.
@@ -448,15 +449,27 @@ impl Tracker {
         Ok(())
     }
 
+    /// The handler for the referent kind's informer: every add, update and
+    /// delete calls [`on_changed`](Self::on_changed); resyncs are skipped, as
+    /// they re-deliver what did not change and the observers' own informer
+    /// resyncs them.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::Service;
+    /// # use kinject_runtime::{injection::Context, tracker::Tracker};
+    /// # fn wire(ctx: &Context, tracker: &Tracker) {
+    /// ctx.informer::<Service>().add_event_handler(tracker.handler());
+    /// # }
+    /// ```
+    pub fn handler<K: Resource<DynamicType = ()> + 'static>(&self) -> EventHandler<K> {
+        let tracker = self.clone();
+        EventHandler::all(move |obj: &K| tracker.on_changed(obj)).skip_resyncs()
+    }
+
     /// Calls the callback for every observer of `obj` (see
-    /// [`get_observers`](Self::get_observers)). Wire it to every event of the
-    /// referent kind's informer.
+    /// [`get_observers`](Self::get_observers)). [`handler`](Self::handler)
+    /// wires it to the referent kind's informer.
     pub fn on_changed<K: Resource<DynamicType = ()>>(&self, obj: &K) {
-        // A resync re-delivers what did not change; the observers' own
-        // informer resyncs them (see `Impl::enqueue_controller_of`).
-        if crate::informer::delivering_resync() {
-            return;
-        }
         for observer in self.get_observers(obj) {
             (self.inner.callback)(observer);
         }

@@ -37,7 +37,6 @@ use k8s_openapi::api::admissionregistration::v1::{
 };
 use k8s_openapi::api::core::v1::Secret;
 use kinject_runtime::controller::{Action, Error as ReconcileError, Impl, ObjectKey, Reconciler};
-use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
 use kinject_runtime::lister::Lister;
@@ -513,14 +512,9 @@ pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
         reconciler,
         crate::controller_options::controller_options(ctx).leader_aware(leader),
     );
-    let enqueue = controller.clone();
-    secrets.add_event_handler(
-        EventHandler::all(move |secret: &Secret| enqueue.enqueue(secret)).with_filter(
-            move |secret: &Secret| {
-                secret.metadata.name.as_deref() == Some(key.name.as_str())
-                    && secret.metadata.namespace.as_deref() == Some(key.namespace.as_str())
-            },
-        ),
-    );
+    secrets.add_event_handler(controller.enqueue_handler().with_filter(move |secret: &Secret| {
+        secret.metadata.name.as_deref() == Some(key.name.as_str())
+            && secret.metadata.namespace.as_deref() == Some(key.namespace.as_str())
+    }));
     controller
 }

@@ -328,19 +328,21 @@ where
         reconciler,
         crate::controller_options::controller_options(ctx).leader_aware(leader),
     );
-    let (on_config, name) = (controller.clone(), key.name.clone());
+    let name = key.name.clone();
     configurations.add_event_handler(
-        EventHandler::all(move |c: &C| on_config.enqueue(c))
+        controller
+            .enqueue_handler()
             .with_filter(move |c: &C| c.meta().name.as_deref() == Some(name.as_str())),
     );
     let (on_secret, secret, namespace) = (controller.clone(), home.secret.clone(), home.namespace.clone());
     secrets.add_event_handler(
-        EventHandler::all(move |_: &Secret| on_secret.enqueue_key(key.clone())).with_filter(
-            move |s: &Secret| {
+        // The configuration's own informer resyncs it.
+        EventHandler::all(move |_: &Secret| on_secret.enqueue_key(key.clone()))
+            .skip_resyncs()
+            .with_filter(move |s: &Secret| {
                 s.metadata.name.as_deref() == Some(secret.as_str())
                     && s.metadata.namespace.as_deref() == Some(namespace.as_str())
-            },
-        ),
+            }),
     );
     controller
 }

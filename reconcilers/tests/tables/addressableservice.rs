@@ -155,8 +155,8 @@ async fn a05_service_exists() {
                     let Some(queued) = queue.get().await else {
                         return Err("the work queue shut down while draining it".into());
                     };
-                    queue.done(&queued);
-                    queue.forget(&queued);
+                    queue.done(&queued.key);
+                    queue.forget(&queued.key);
                 }
                 let before = queue.snapshot();
                 if mentions(&before, &key) {

@@ -11,7 +11,6 @@ use k8s_openapi::api::core::v1::Pod;
 use kinject_codegen::model::Scope;
 use kinject_codegen::{ApiModule, Config, ExternalKind, Layout};
 use kinject_runtime::controller::Impl;
-use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::reconciler::{
     NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled,
@@ -121,8 +120,7 @@ fn new_pod_controller(ctx: &Context) -> Impl {
         PodWidgets { ctx: ctx.clone() },
         pod::reconciler::Options::default(),
     );
-    let enqueue = controller.clone();
-    pod::get(ctx).add_event_handler(EventHandler::all(move |p: &Pod| enqueue.enqueue(p)));
+    pod::get(ctx).add_event_handler(controller.enqueue_handler());
     controller
 }
 

@@ -8,7 +8,6 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::apis::{HasStatus, Validatable};
 use kinject_runtime::controller::{Impl, ResultExt};
-use kinject_runtime::informer::EventHandler;
 use kinject_runtime::injection::Context;
 use kinject_runtime::lister::Lister;
 use kinject_runtime::owner::set_controller_ref;
@@ -87,8 +86,7 @@ pub fn new_controller(ctx: &Context) -> Impl {
         config_maps: config_maps.lister(),
     };
     let controller = greeting::reconciler::new_impl(ctx, reconciler, greeting::reconciler::Options::default());
-    let enqueue = controller.clone();
-    greetings.add_event_handler(EventHandler::all(move |g: &Greeting| enqueue.enqueue(g)));
+    greetings.add_event_handler(controller.enqueue_handler());
     config_maps.add_event_handler(controller.enqueue_controller_handler::<Greeting, ConfigMap>());
     controller
 }

@@ -75,7 +75,7 @@ pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
     default_controller_rate_limiter,
 };
-pub use workqueue::{Lane, QueueSnapshot, WorkQueue};
+pub use workqueue::{Lane, QueueSnapshot, Reason, Request, WorkQueue};
 
 use crate::client::ApiScope;
 use crate::duration::go_duration;
@@ -318,7 +318,7 @@ impl Impl {
             let tracker = Tracker::new(
                 move |key| {
                     if let Some(inner) = weak.upgrade() {
-                        Impl { inner }.enqueue_key(key);
+                        Impl { inner }.enqueue_related(key);
                     }
                 },
                 lease,
@@ -365,39 +365,50 @@ impl Impl {
         &self.inner.tracker
     }
 
-    /// Enqueues the object's `namespace/name` in the fast lane; called from an
-    /// informer's periodic resync, in the slow lane.
+    /// The handler that feeds this controller its own kind (Knative's
+    /// `HandleAll(impl.Enqueue)`): adds, updates and deletes enqueue the
+    /// object in the fast lane, and an informer's periodic resync in the slow
+    /// lane, so a resync of every object never delays a real change.
+    ///
+    /// ```
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use kinject_runtime::{controller::Impl, injection::Context};
+    /// # fn wire(ctx: &Context, controller: &Impl) {
+    /// ctx.informer::<ConfigMap>().add_event_handler(controller.enqueue_handler());
+    /// # }
+    /// ```
+    pub fn enqueue_handler<K: Resource + 'static>(&self) -> informer::EventHandler<K> {
+        let (changed, resynced) = (self.clone(), self.clone());
+        informer::EventHandler::all(move |obj: &K| changed.enqueue(obj))
+            .on_resync(move |obj: &K| resynced.enqueue_slow(obj))
+    }
+
+    /// Enqueues the object's `namespace/name` in the fast lane, as
+    /// [`Reason::Changed`].
     pub fn enqueue<K: Resource>(&self, obj: &K) {
         self.enqueue_key(ObjectKey::of(obj));
     }
 
-    /// Enqueues `key` in the fast lane; called from an informer's periodic
-    /// resync ([`informer::delivering_resync`]), in the slow lane, so a resync
-    /// of every object never delays a real change.
+    /// Enqueues `key` in the fast lane, as [`Reason::Changed`].
     pub fn enqueue_key(&self, key: ObjectKey) {
-        if informer::delivering_resync() {
-            return self.enqueue_slow_key(key);
-        }
+        self.enqueue_for(key, Reason::Changed);
+    }
+
+    /// Enqueues `key` for `reason`, in the reason's lane ([`Reason::lane`]).
+    pub fn enqueue_for(&self, key: ObjectKey, reason: Reason) {
         let queue = &self.inner.queue;
         if tracing::enabled!(Level::DEBUG) {
-            queue.add(key.clone());
-            tracing::debug!({ KEY_FIELD } = %key, "Adding to queue {key} (depth: {})", queue.len());
+            queue.add_for(key.clone(), reason);
+            tracing::debug!({ KEY_FIELD } = %key, %reason, "Adding to queue {key} (depth: {})", queue.len());
         } else {
-            queue.add(key);
+            queue.add_for(key, reason);
         }
     }
 
     /// Enqueues `key` because another object it depends on changed (its
-    /// child, its namespace, an object it tracks). Not while an informer
-    /// re-delivers its cache: the key's own informer resyncs too and enqueues
-    /// every key once; a second enqueue from a dependent's resync would
-    /// reconcile the key twice whenever the first was already processed (at
-    /// 100,000 objects, every key).
+    /// child, its namespace, an object it tracks).
     fn enqueue_related(&self, key: ObjectKey) {
-        if informer::delivering_resync() {
-            return;
-        }
-        self.enqueue_key(key);
+        self.enqueue_for(key, Reason::Related);
     }
 
     /// Enqueues the object's key in the fast lane after `delay`.
@@ -423,8 +434,8 @@ impl Impl {
         self.enqueue_slow_key(ObjectKey::of(obj));
     }
 
-    /// Enqueues `key` in the slow lane, behind every change. A key already queued
-    /// in either lane stays where it is.
+    /// Enqueues `key` in the slow lane as [`Reason::Resync`], behind every
+    /// change. A key already queued in either lane stays where it is.
     pub fn enqueue_slow_key(&self, key: ObjectKey) {
         let queue = &self.inner.queue;
         queue.add_slow(key.clone());
@@ -456,6 +467,10 @@ impl Impl {
     /// child's namespace and never found. Prefer
     /// [`enqueue_controller_of_kind`](Impl::enqueue_controller_of_kind), which
     /// knows the owner's type.
+    ///
+    /// Keys are queued as [`Reason::Related`]. In a handler of your own, add
+    /// [`skip_resyncs`](informer::EventHandler::skip_resyncs): the owner's
+    /// informer resyncs the owner already.
     pub fn enqueue_controller_of<K: Resource>(&self, obj: &K) {
         if let Some(owner) = filter::controller_of(obj) {
             let namespace = obj.meta().namespace.clone().unwrap_or_default();
@@ -498,12 +513,15 @@ impl Impl {
         let this = self.clone();
         informer::EventHandler::all(move |child: &C| this.enqueue_controller_of_kind::<O, C>(child))
             .with_filter(filter::filter_controller::<C, O>())
+            .skip_resyncs()
     }
 
     /// A handler that enqueues the namespace-scoped object an object names in
     /// its labels: the name in label `name_label`, the namespace in label
     /// `namespace_label`, or the object's own namespace when `namespace_label` is
-    /// empty. Objects without the labels are ignored (logged at debug).
+    /// empty. Objects without the labels are ignored (logged at debug). Wrap
+    /// it as `EventHandler::all(f).skip_resyncs()`: the named object's own
+    /// informer resyncs it.
     pub fn enqueue_label_of_namespace_scoped_resource<K: Resource>(
         &self,
         namespace_label: impl Into<String>,
@@ -540,7 +558,7 @@ impl Impl {
 
     /// A handler that enqueues the cluster-scoped object an object names in its
     /// label `name_label`. Objects without the label are ignored (logged at
-    /// debug).
+    /// debug). Wrap it as `EventHandler::all(f).skip_resyncs()`.
     pub fn enqueue_label_of_cluster_scoped_resource<K: Resource>(
         &self,
         name_label: impl Into<String>,
@@ -577,7 +595,7 @@ impl Impl {
             return;
         }
         for key in keys {
-            queue.add_slow(key);
+            queue.add_for(key, Reason::Resync);
         }
     }
 
@@ -633,7 +651,7 @@ impl Impl {
     /// `MaybeEnqueueBucketKey`).
     pub fn maybe_enqueue_bucket_key(&self, bucket: &dyn Bucket, key: ObjectKey) {
         if bucket.has(&key) {
-            self.enqueue_slow_key(key);
+            self.enqueue_for(key, Reason::Promoted);
         }
     }
 
@@ -698,7 +716,7 @@ impl Impl {
 
     /// One worker: takes keys until the queue shuts down.
     async fn work(&self, shutdown: CancellationToken) {
-        while let Some(key) = self.inner.queue.get().await {
+        while let Some(Request { key, reason }) = self.inner.queue.get().await {
             let gate = self.inner.gate.lock().clone();
             if let Some(gate) = gate.filter(|g| !g.synced()) {
                 tracing::info!(key = %key, "waiting for the caches to list again before reconciling: {}",
@@ -711,7 +729,7 @@ impl Impl {
                     }
                 }
             }
-            let first = self.process(&key).await;
+            let first = self.process(&key, reason).await;
             self.inner.queue.done(&key);
             // Outside the key's span: the summary is about the controller.
             self.note_startup(&key, first);
@@ -719,8 +737,8 @@ impl Impl {
     }
 
     /// Reconciles one key and decides what happens to it next.
-    async fn process(&self, key: &ObjectKey) -> Processed {
-        let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key);
+    async fn process(&self, key: &ObjectKey, reason: Reason) -> Processed {
+        let span = tracing::info_span!("reconcile", { KEY_FIELD } = %key, %reason);
         let start = Instant::now();
         tracing::debug!(
             parent: &span,

@@ -24,6 +24,79 @@ pub enum Lane {
     Slow,
 }
 
+/// Why a key was queued. It travels with the key through the queue to the
+/// worker, which names it in the reconcile span (`reason`), so a log line
+/// says whether a reconcile answers a change or a resync.
+///
+/// A key queued twice before a worker takes it is reconciled once; it keeps
+/// the reason it was first queued for, unless the second one moves it from
+/// the slow lane to the fast lane (a change that arrives behind a resync).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The object itself was added, changed or deleted, or a caller queued
+    /// its key directly.
+    Changed,
+    /// An object it depends on changed: a child it controls, an object
+    /// naming it in a label, an object it tracks.
+    Related,
+    /// The informers re-delivered their caches, or a global resync.
+    Resync,
+    /// This replica started leading the key's bucket and catches up.
+    Promoted,
+    /// The reconciler asked to come back later, or a caller delayed the key.
+    Requeue,
+    /// The last reconcile failed; the key comes back with backoff.
+    Retry,
+}
+
+impl Reason {
+    /// The lane a key queued for this reason waits in: resyncs and
+    /// promotions wait behind changes.
+    pub fn lane(self) -> Lane {
+        match self {
+            Reason::Resync | Reason::Promoted => Lane::Slow,
+            Reason::Changed | Reason::Related | Reason::Requeue | Reason::Retry => Lane::Fast,
+        }
+    }
+
+    /// The reason as logged: `changed`, `related`, `resync`, `promoted`,
+    /// `requeue` or `retry`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Changed => "changed",
+            Reason::Related => "related",
+            Reason::Resync => "resync",
+            Reason::Promoted => "promoted",
+            Reason::Requeue => "requeue",
+            Reason::Retry => "retry",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A key a worker took from the queue, and why it was queued.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Request {
+    /// The object to reconcile.
+    pub key: ObjectKey,
+    /// Why it was queued.
+    pub reason: Reason,
+}
+
+impl Request {
+    /// A request for `key`, queued for `reason`.
+    pub fn new(key: ObjectKey, reason: Reason) -> Self {
+        Request { key, reason }
+    }
+}
+
 /// The queue of keys a controller's workers reconcile. Cloning is cheap and
 /// shares the queue.
 ///
@@ -53,7 +126,7 @@ pub enum Lane {
 /// All times are tokio's, so tests run on a paused clock.
 ///
 /// ```
-/// use kinject_runtime::controller::{ObjectKey, WorkQueue, default_controller_rate_limiter};
+/// use kinject_runtime::controller::{ObjectKey, Reason, WorkQueue, default_controller_rate_limiter};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -64,8 +137,8 @@ pub enum Lane {
 /// assert_eq!((queue.len(), queue.slow_len()), (1, 0));
 ///
 /// let got = queue.get().await.unwrap();
-/// assert_eq!(got, key);
-/// queue.done(&got);
+/// assert_eq!((&got.key, got.reason), (&key, Reason::Changed));
+/// queue.done(&got.key);
 /// queue.shut_down();
 /// assert_eq!(queue.get().await, None);
 /// # }
@@ -94,13 +167,14 @@ struct State {
     /// Keys handed to a worker, with the time they were handed out.
     processing: HashMap<ObjectKey, Instant>,
     /// Delayed keys by due time (and a sequence number to keep entries unique).
-    waiting: BTreeMap<(Instant, u64), ObjectKey>,
+    waiting: BTreeMap<(Instant, u64), (ObjectKey, Reason)>,
     waiting_index: HashMap<ObjectKey, (Instant, u64)>,
     shutting_down: bool,
 }
 
 struct Dirty {
     lane: Lane,
+    reason: Reason,
     seq: Option<u64>,
     added: Instant,
 }
@@ -162,21 +236,33 @@ impl WorkQueue {
         &self.shared.name
     }
 
-    /// Queues `key` in the fast lane, unless it is already queued there. A key
-    /// waiting in the slow lane moves to the fast lane. No-op after shutdown.
+    /// Queues `key` in the fast lane as [`Reason::Changed`], unless it is
+    /// already queued there. A key waiting in the slow lane moves to the fast
+    /// lane. No-op after shutdown.
     pub fn add(&self, key: ObjectKey) {
-        self.shared.add(key, Lane::Fast);
+        self.add_for(key, Reason::Changed);
     }
 
-    /// Queues `key` in the slow lane, unless it is already queued in either lane.
-    /// No-op after shutdown.
+    /// Queues `key` in the slow lane as [`Reason::Resync`], unless it is
+    /// already queued in either lane. No-op after shutdown.
     pub fn add_slow(&self, key: ObjectKey) {
-        self.shared.add(key, Lane::Slow);
+        self.add_for(key, Reason::Resync);
     }
 
-    /// Queues `key` in the fast lane once `delay` has passed (at once for zero).
-    /// A key already delayed keeps the earlier due time. No-op after shutdown.
+    /// Queues `key` for `reason`, in [the lane of the reason](Reason::lane).
+    /// No-op after shutdown.
+    pub fn add_for(&self, key: ObjectKey, reason: Reason) {
+        self.shared.add(key, reason);
+    }
+
+    /// Queues `key` in the fast lane as [`Reason::Requeue`] once `delay` has
+    /// passed (at once for zero). A key already delayed keeps the earlier due
+    /// time. No-op after shutdown.
     pub fn add_after(&self, key: ObjectKey, delay: Duration) {
+        self.add_after_for(key, delay, Reason::Requeue);
+    }
+
+    fn add_after_for(&self, key: ObjectKey, delay: Duration, reason: Reason) {
         let shared = &self.shared;
         let mut state = shared.lock();
         if state.shutting_down {
@@ -186,7 +272,7 @@ impl WorkQueue {
             m.retry();
         }
         if delay.is_zero() {
-            shared.add_locked(&mut state, key, Lane::Fast);
+            shared.add_locked(&mut state, key, reason);
             return;
         }
         let now = Instant::now();
@@ -201,22 +287,22 @@ impl WorkQueue {
             state.waiting.remove(&(existing, seq));
         }
         let seq = state.take_seq();
-        state.waiting.insert((due, seq), key.clone());
+        state.waiting.insert((due, seq), (key.clone(), reason));
         state.waiting_index.insert(key, (due, seq));
         drop(state);
         // A worker may be sleeping until a later due time; let one re-check.
         shared.notify.notify_one();
     }
 
-    /// Queues `key` after the delay the rate limiter gives it: the per-key
-    /// backoff for a key that keeps failing. Returns that delay; `None` (and
-    /// no-op) after shutdown.
+    /// Queues `key` as [`Reason::Retry`] after the delay the rate limiter
+    /// gives it: the per-key backoff for a key that keeps failing. Returns
+    /// that delay; `None` (and no-op) after shutdown.
     pub fn add_rate_limited(&self, key: ObjectKey) -> Option<Duration> {
         if self.is_shutting_down() {
             return None;
         }
         let delay = self.shared.rate_limiter.when(&key);
-        self.add_after(key, delay);
+        self.add_after_for(key, delay, Reason::Retry);
         Some(delay)
     }
 
@@ -231,9 +317,9 @@ impl WorkQueue {
     }
 
     /// Waits for the next key, fast lane first, and marks it as being processed;
-    /// the caller must call [`done`](Self::done) with it. Returns `None` once the
-    /// queue is shut down.
-    pub async fn get(&self) -> Option<ObjectKey> {
+    /// the caller must call [`done`](Self::done) with its key. Returns `None`
+    /// once the queue is shut down.
+    pub async fn get(&self) -> Option<Request> {
         let shared = &self.shared;
         loop {
             let notified = shared.notify.notified();
@@ -249,7 +335,10 @@ impl WorkQueue {
                     return None;
                 }
                 if let Some(key) = state.pop() {
-                    let added = state.dirty.remove(&key).map_or(now, |d| d.added);
+                    let (added, reason) = state
+                        .dirty
+                        .remove(&key)
+                        .map_or((now, Reason::Changed), |d| (d.added, d.reason));
                     state.processing.insert(key.clone(), now);
                     if let Some(m) = &shared.metrics {
                         m.started(now.saturating_duration_since(added));
@@ -261,7 +350,7 @@ impl WorkQueue {
                         // or watches the next due time.
                         shared.notify.notify_one();
                     }
-                    return Some(key);
+                    return Some(Request { key, reason });
                 }
                 state.waiting.keys().next().map(|&(due, _)| due)
             };
@@ -376,7 +465,7 @@ impl WorkQueue {
             waiting: state
                 .waiting
                 .iter()
-                .map(|(&(due, _), k)| (k.clone(), due.saturating_duration_since(now)))
+                .map(|(&(due, _), (k, _))| (k.clone(), due.saturating_duration_since(now)))
                 .collect(),
             shutting_down: state.shutting_down,
         }
@@ -390,16 +479,17 @@ impl Shared {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn add(&self, key: ObjectKey, lane: Lane) {
+    fn add(&self, key: ObjectKey, reason: Reason) {
         let mut state = self.lock();
-        if self.add_locked(&mut state, key, lane) {
+        if self.add_locked(&mut state, key, reason) {
             drop(state);
             self.notify.notify_one();
         }
     }
 
     /// Adds under the lock; true when a worker should be woken.
-    fn add_locked(&self, state: &mut State, key: ObjectKey, lane: Lane) -> bool {
+    fn add_locked(&self, state: &mut State, key: ObjectKey, reason: Reason) -> bool {
+        let lane = reason.lane();
         if state.shutting_down {
             return false;
         }
@@ -414,6 +504,7 @@ impl Shared {
                 });
                 if let Some(dirty) = state.dirty.get_mut(&key) {
                     dirty.lane = Lane::Fast;
+                    dirty.reason = reason;
                     dirty.seq = new_seq;
                 }
                 return new_seq.is_some();
@@ -429,6 +520,7 @@ impl Shared {
                 key,
                 Dirty {
                     lane,
+                    reason,
                     seq: None,
                     added,
                 },
@@ -441,6 +533,7 @@ impl Shared {
             key,
             Dirty {
                 lane,
+                reason,
                 seq: Some(seq),
                 added,
             },
@@ -448,17 +541,17 @@ impl Shared {
         true
     }
 
-    /// Moves delayed keys that are due into the fast lane; true when one was
-    /// queued.
+    /// Queues delayed keys that are due (in the fast lane: they are requeues
+    /// and retries); true when one was queued.
     fn promote_due(&self, state: &mut State, now: Instant) -> bool {
         let mut queued = false;
         while let Some(entry) = state.waiting.first_entry() {
             if entry.key().0 > now {
                 break;
             }
-            let key = entry.remove();
+            let (key, reason) = entry.remove();
             state.waiting_index.remove(&key);
-            queued |= self.add_locked(state, key, Lane::Fast);
+            queued |= self.add_locked(state, key, reason);
         }
         queued
     }

@@ -494,7 +494,7 @@ async fn enqueue_controller_handler_filters_and_enqueues_cluster_scoped_owners()
     // Takes the queued key, so the next event's enqueue shows.
     let drain = async || {
         let got = c.work_queue().get().await.unwrap();
-        c.work_queue().done(&got);
+        c.work_queue().done(&got.key);
         assert!(c.work_queue().snapshot().fast.is_empty());
     };
     drain().await;

@@ -658,8 +658,7 @@ async fn a_new_finalizing_object_costs_one_patch_and_one_status_write() {
     let (ctx, env) = kinject_testing::context(&[crd], [obj(&rut(&[], false))]).unwrap();
     let controller = new_impl(&ctx, FinalizingStatusWriter, &KIND, None, Options::default());
     let informer = ctx.informer::<Widget>();
-    let enqueue = controller.clone();
-    informer.add_event_handler(EventHandler::all(move |o: &Widget| enqueue.enqueue(o)));
+    informer.add_event_handler(controller.enqueue_handler());
     // Registered after the enqueueing handler, so by the time it reports the
     // final object, that object's key is queued.
     let (seen, mut finished) = tokio::sync::watch::channel(false);

@@ -6,8 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use kinject_runtime::controller::{
-    Action, ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reconciler,
-    WorkQueue, default_controller_rate_limiter,
+    Action, ControllerOptions, Error, Impl, ItemExponentialFailureRateLimiter, ObjectKey, Reason, Reconciler,
+    Request, WorkQueue, default_controller_rate_limiter,
 };
 use tokio::time::{Instant, advance, timeout};
 use tokio_util::sync::CancellationToken;
@@ -22,10 +22,70 @@ fn queue() -> WorkQueue {
 
 /// Takes the next key without waiting (the test has made sure one is queued).
 async fn next(q: &WorkQueue) -> ObjectKey {
+    next_request(q).await.key
+}
+
+async fn next_request(q: &WorkQueue) -> Request {
     timeout(Duration::ZERO, q.get())
         .await
         .expect("a key should be ready")
         .expect("the queue should not be shut down")
+}
+
+/// The reason reaches the worker with the key: the first one for a key
+/// queued twice, unless the second moved it to the fast lane; a delayed key
+/// keeps the reason it was delayed for, and a key added while processed the
+/// reason it was added for.
+#[tokio::test(start_paused = true)]
+async fn each_key_carries_why_it_was_queued() {
+    let q = queue();
+    let (a, b, c) = (
+        ObjectKey::new("ns", "a"),
+        ObjectKey::new("ns", "b"),
+        ObjectKey::new("ns", "c"),
+    );
+    q.add_for(a.clone(), Reason::Related);
+    q.add(a.clone());
+    q.add_slow(b.clone());
+    q.add_for(b.clone(), Reason::Related);
+    q.add_for(c.clone(), Reason::Promoted);
+    q.add_slow(c.clone());
+    assert_eq!(
+        next_request(&q).await,
+        Request::new(a.clone(), Reason::Related),
+        "first reason kept"
+    );
+    assert_eq!(
+        next_request(&q).await,
+        Request::new(b.clone(), Reason::Related),
+        "moved to the fast lane"
+    );
+    assert_eq!(
+        next_request(&q).await,
+        Request::new(c.clone(), Reason::Promoted),
+        "slow, first reason kept"
+    );
+
+    q.add_for(a.clone(), Reason::Resync);
+    q.done(&a);
+    assert_eq!(
+        next_request(&q).await,
+        Request::new(a.clone(), Reason::Resync),
+        "added while processed"
+    );
+    q.done(&a);
+    q.done(&b);
+    q.done(&c);
+
+    q.add_after(a.clone(), Duration::from_secs(1));
+    q.add_rate_limited(b.clone());
+    advance(Duration::from_secs(1)).await;
+    let mut due = vec![next_request(&q).await, next_request(&q).await];
+    due.sort_by(|x, y| x.key.cmp(&y.key));
+    assert_eq!(
+        due,
+        [Request::new(a, Reason::Requeue), Request::new(b, Reason::Retry)]
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -215,7 +275,7 @@ async fn delayed_keys_come_out_in_due_order_and_the_earlier_time_wins() {
     let mut order = Vec::new();
     for _ in 0..4 {
         // get() sleeps until the next key is due; the paused clock jumps there.
-        let k = q.get().await.unwrap();
+        let k = q.get().await.unwrap().key;
         order.push((k.name.clone(), start.elapsed()));
         q.done(&k);
     }
