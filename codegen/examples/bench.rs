@@ -11,7 +11,7 @@
 //! output directory is empty (every file written). Prints the median and
 //! the slowest of the timed runs.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use kinject_codegen::{ApiModule, Config, Layout};
@@ -123,16 +123,7 @@ fn synthetic_config(src: &Path, out: &Path) -> Result<Config, std::io::Error> {
         );
         std::fs::write(src.join(format!("kind{i}.rs")), text)?;
     }
-    Ok(Config {
-        output: out.to_path_buf(),
-        reconcilers: true,
-        testing: false,
-        apis: vec![ApiModule {
-            krate: "bench".into(),
-            module: "bench::api".into(),
-            source: PathBuf::from(src),
-        }],
-        externals: vec![],
-        scaffold: None,
-    })
+    let mut config = Config::new(out);
+    config.apis.push(ApiModule::new("bench", "bench::api", src));
+    Ok(config)
 }

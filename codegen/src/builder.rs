@@ -57,11 +57,7 @@ impl Builder {
 
     /// Scans `source` (a directory) for kinds reachable at `module` of `krate`.
     pub fn api(mut self, krate: &str, module: &str, source: impl Into<PathBuf>) -> Self {
-        self.apis.push(ApiModule {
-            krate: krate.to_owned(),
-            module: module.to_owned(),
-            source: source.into(),
-        });
+        self.apis.push(ApiModule::new(krate, module, source));
         self
     }
 
@@ -122,14 +118,7 @@ impl Builder {
         };
         let mut config = match &self.config_file {
             Some(path) => Config::load(path)?,
-            None => Config {
-                output: out_dir.clone(),
-                reconcilers: true,
-                testing: false,
-                apis: Vec::new(),
-                externals: Vec::new(),
-                scaffold: None,
-            },
+            None => Config::new(out_dir.clone()),
         };
         if let Some(on) = self.reconcilers {
             config.reconcilers = on;

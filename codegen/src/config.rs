@@ -40,6 +40,7 @@ use crate::model::validation::{is_dns1123_label, is_dns1123_subdomain, is_kube_v
 
 /// The generator's input, read from `codegen.toml` or built with [`crate::Builder`].
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Config {
     /// The directory generated files are written to.
     pub output: PathBuf,
@@ -60,6 +61,7 @@ pub struct Config {
 /// The `[scaffold]` table: the application's crates and directories that
 /// `new-kind` adds to.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ScaffoldPaths {
     /// The reconcilers crate's directory (its `src/lib.rs` declares the
     /// reconciler modules with `kinject_runtime::controllers!`).
@@ -73,6 +75,7 @@ pub struct ScaffoldPaths {
 
 /// One Rust module of API types.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ApiModule {
     /// The crate the generated code names (`apis`).
     pub krate: String,
@@ -84,6 +87,7 @@ pub struct ApiModule {
 
 /// A kind the generator does not parse, such as k8s-openapi's `Pod`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExternalKind {
     /// The Rust path of the type (`k8s_openapi::api::core::v1::Pod`).
     pub path: String,
@@ -105,6 +109,73 @@ pub struct ExternalKind {
     /// the API modules' kinds (without status or condition handling: those
     /// belong to the kind's own controller).
     pub reconciler: bool,
+}
+
+impl ApiModule {
+    /// The kinds of module `module` of crate `krate`, read from the `.rs`
+    /// files of `source`.
+    pub fn new(krate: impl Into<String>, module: impl Into<String>, source: impl Into<PathBuf>) -> Self {
+        ApiModule {
+            krate: krate.into(),
+            module: module.into(),
+            source: source.into(),
+        }
+    }
+}
+
+impl ExternalKind {
+    /// The kind at Rust path `path` (`k8s_openapi::api::core::v1::Pod`), served
+    /// as `group`/`version` (empty group for the core group), `kind` and
+    /// resource `plural`; its scope left to the type, no status subresource
+    /// and no reconciler module until [`scope`](Self::scope),
+    /// [`status`](Self::status) and [`reconciler`](Self::reconciler) say so.
+    ///
+    /// ```
+    /// use kinject_codegen::ExternalKind;
+    /// use kinject_codegen::model::Scope;
+    ///
+    /// let pods = ExternalKind::new("k8s_openapi::api::core::v1::Pod", "", "v1", "Pod", "pods")
+    ///     .scope(Scope::Namespaced)
+    ///     .status(true);
+    /// assert!(pods.status && !pods.reconciler);
+    /// ```
+    pub fn new(
+        path: impl Into<String>,
+        group: impl Into<String>,
+        version: impl Into<String>,
+        kind: impl Into<String>,
+        plural: impl Into<String>,
+    ) -> Self {
+        ExternalKind {
+            path: path.into(),
+            group: group.into(),
+            version: version.into(),
+            kind: kind.into(),
+            plural: plural.into(),
+            scope: None,
+            status: false,
+            reconciler: false,
+        }
+    }
+
+    /// Namespaced or cluster-scoped, for the generated docs.
+    pub fn scope(mut self, scope: Scope) -> Self {
+        self.scope = Some(scope);
+        self
+    }
+
+    /// Whether the kind has a status subresource (`update_status`,
+    /// `patch_status`).
+    pub fn status(mut self, on: bool) -> Self {
+        self.status = on;
+        self
+    }
+
+    /// Whether to generate its reconciler module.
+    pub fn reconciler(mut self, on: bool) -> Self {
+        self.reconciler = on;
+        self
+    }
 }
 
 #[derive(Deserialize)]
@@ -159,6 +230,28 @@ struct RawExternal {
 }
 
 impl Config {
+    /// A config that writes to `output` and reads nothing yet: reconciler
+    /// modules on, no `testing` module, no scaffold paths, as a
+    /// `codegen.toml` holding only `output` says.
+    ///
+    /// ```
+    /// use kinject_codegen::{ApiModule, Config};
+    ///
+    /// let mut config = Config::new("generated/src");
+    /// config.apis.push(ApiModule::new("apis", "apis::v1alpha1", "apis/src/v1alpha1"));
+    /// assert!(config.reconcilers && !config.testing);
+    /// ```
+    pub fn new(output: impl Into<PathBuf>) -> Self {
+        Config {
+            output: output.into(),
+            reconcilers: true,
+            testing: false,
+            apis: Vec::new(),
+            externals: Vec::new(),
+            scaffold: None,
+        }
+    }
+
     /// Reads and checks a config file; relative paths in it are resolved
     /// against the file's directory.
     pub fn load(path: &Path) -> Result<Config, Error> {

@@ -87,6 +87,7 @@ impl fmt::Display for ClientVerb {
 
 /// `#[genclient(...)]`: generate a typed client, lister and informer.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GenClient {
     /// The client's verbs after `only_verbs`, `skip_verbs`, `no_verbs` and `no_status`.
     pub verbs: BTreeSet<ClientVerb>,

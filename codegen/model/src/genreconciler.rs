@@ -11,6 +11,7 @@ use crate::genclient::GenClient;
 
 /// `#[genreconciler(...)]`: generate the typed reconciler traits and `new_impl`.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct GenReconciler {
     /// Class annotation keys; when set, the reconciler only acts on objects whose
     /// first present key has the reconciler's class value.

@@ -61,6 +61,16 @@
 //! variant there, each with its test; the derive, the CRD builder and the
 //! generator need no change.
 //!
+//! # What may grow
+//!
+//! The parsed markers' structs ([`GenClient`], [`GenReconciler`],
+//! [`kind::Scale`], [`kind::PrintColumn`]) are `#[non_exhaustive]`: a new key
+//! adds a field without breaking a caller that reads them. The enums
+//! ([`KindMarker`], [`ClientVerb`], [`Scope`]) are exhaustive on purpose:
+//! the derive and the generator, this crate's two users, match every
+//! variant, so the compiler shows each place a new marker must be handled,
+//! where a `_` arm would let it pass silently.
+//!
 //! The markers of a kind are kept as a list of [`KindMarker`], an enum with
 //! one variant per marker type (declared once, by a small macro, with the
 //! dispatch from keys to types), rather than as trait objects: a caller asks

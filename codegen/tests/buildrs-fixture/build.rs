@@ -10,17 +10,13 @@ fn main() {
             "codegen_fixture_apis::v1",
             "../fixture-apis/src/v1",
         )
-        .external(ExternalKind {
-            path: "k8s_openapi::api::core::v1::Pod".into(),
-            group: String::new(),
-            version: "v1".into(),
-            kind: "Pod".into(),
-            plural: "pods".into(),
-            scope: Some(Scope::Namespaced),
-            status: true,
-            // A reconciler of Pods, generated as for our own kinds.
-            reconciler: true,
-        })
+        // A reconciler of Pods, generated as for our own kinds.
+        .external(
+            ExternalKind::new("k8s_openapi::api::core::v1::Pod", "", "v1", "Pod", "pods")
+                .scope(Scope::Namespaced)
+                .status(true)
+                .reconciler(true),
+        )
         .generate();
     if let Err(err) = result {
         eprintln!("{err}");

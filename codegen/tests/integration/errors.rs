@@ -21,18 +21,9 @@ fn generate_with(
     for (name, text) in files {
         std::fs::write(dir.join(name), text).unwrap();
     }
-    let config = Config {
-        output: dir.join("out"),
-        reconcilers: true,
-        testing: false,
-        apis: vec![ApiModule {
-            krate: "apis".into(),
-            module: "apis::v1".into(),
-            source: dir.clone(),
-        }],
-        externals,
-        scaffold: None,
-    };
+    let mut config = Config::new(dir.join("out"));
+    config.apis.push(ApiModule::new("apis", "apis::v1", dir.clone()));
+    config.externals = externals;
     match kinject_codegen::generate(&config, &Layout::Crate) {
         Ok(generated) => Ok((dir, generated)),
         Err(e) => Err((dir.clone(), e.to_string())),
@@ -158,18 +149,10 @@ fn syntax_errors_are_located() {
 
 #[test]
 fn a_missing_source_directory_names_the_config_entry() {
-    let config = Config {
-        output: PathBuf::from("out"),
-        reconcilers: true,
-        testing: false,
-        apis: vec![ApiModule {
-            krate: "apis".into(),
-            module: "apis::v1".into(),
-            source: PathBuf::from("no/such/dir"),
-        }],
-        externals: vec![],
-        scaffold: None,
-    };
+    let mut config = Config::new("out");
+    config
+        .apis
+        .push(ApiModule::new("apis", "apis::v1", "no/such/dir"));
     let err = kinject_codegen::generate(&config, &Layout::Crate)
         .unwrap_err()
         .to_string();

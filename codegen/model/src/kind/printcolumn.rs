@@ -14,6 +14,7 @@ use crate::attr::{given_once, key_of, string_value, unreachable_key};
 /// `kubectl get` shows (kubebuilder's `+kubebuilder:printcolumn`). Columns are
 /// listed one marker each, like kubebuilder's, and shown in marker order.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct PrintColumn {
     /// The header (`Replicas`).
     pub name: String,

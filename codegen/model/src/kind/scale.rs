@@ -13,6 +13,7 @@ use crate::attr::{given_once, key_of, string_value, unreachable_key};
 /// `#[kind]`: the scale subresource (kubebuilder's `+kubebuilder:subresource:scale`),
 /// through which `kubectl scale` and autoscalers set replicas.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Scale {
     /// The desired replicas, under `.spec`.
     pub spec_replicas: String,

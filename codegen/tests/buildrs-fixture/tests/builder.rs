@@ -38,27 +38,18 @@ async fn generated_accessors_register_informers() {
 #[test]
 fn the_output_is_what_the_generator_writes_for_the_same_sources() {
     // What build.rs gives the Builder, with the Builder's defaults.
-    let config = Config {
-        output: env!("OUT_DIR").into(),
-        reconcilers: true,
-        testing: false,
-        apis: vec![ApiModule {
-            krate: "codegen-fixture-apis".into(),
-            module: "codegen_fixture_apis::v1".into(),
-            source: "../fixture-apis/src/v1".into(),
-        }],
-        externals: vec![ExternalKind {
-            path: "k8s_openapi::api::core::v1::Pod".into(),
-            group: String::new(),
-            version: "v1".into(),
-            kind: "Pod".into(),
-            plural: "pods".into(),
-            scope: Some(Scope::Namespaced),
-            status: true,
-            reconciler: true,
-        }],
-        scaffold: None,
-    };
+    let mut config = Config::new(env!("OUT_DIR"));
+    config.apis.push(ApiModule::new(
+        "codegen-fixture-apis",
+        "codegen_fixture_apis::v1",
+        "../fixture-apis/src/v1",
+    ));
+    config.externals.push(
+        ExternalKind::new("k8s_openapi::api::core::v1::Pod", "", "v1", "Pod", "pods")
+            .scope(Scope::Namespaced)
+            .status(true)
+            .reconciler(true),
+    );
     let generated = kinject_codegen::generate(&config, &Layout::SingleFile("codegen.rs".into())).unwrap();
     let built = std::fs::read_to_string(concat!(env!("OUT_DIR"), "/codegen.rs")).unwrap();
     assert_eq!(generated.files.len(), 1);
