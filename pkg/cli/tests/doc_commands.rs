@@ -309,6 +309,34 @@ fn every_command_in_the_docs_is_tested_or_names_what_exists() {
     );
 }
 
+/// `mdbook build` renders `docs/` (book.toml's `src`) as a book: its
+/// `SUMMARY.md` links every page of `docs/` once, and only pages that exist,
+/// so a new page cannot be left out of the book.
+#[test]
+fn the_books_summary_lists_every_page_of_docs_once() {
+    let root = copies::repo_root();
+    let book = std::fs::read_to_string(root.join("book.toml")).unwrap();
+    assert!(
+        book.lines().any(|line| line.replace(' ', "") == "src=\"docs\""),
+        "book.toml must take its pages from docs/:\n{book}"
+    );
+    let summary = std::fs::read_to_string(root.join("docs/SUMMARY.md")).unwrap();
+    let mut linked: Vec<String> = summary
+        .lines()
+        .filter_map(|line| line.trim_start().strip_prefix("- ["))
+        .filter_map(|item| item.split_once("](")?.1.strip_suffix(')'))
+        .map(str::to_owned)
+        .collect();
+    linked.sort();
+    let mut pages: Vec<String> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.ends_with(".md") && name != "SUMMARY.md")
+        .collect();
+    pages.sort();
+    assert_eq!(linked, pages, "docs/SUMMARY.md must link each page of docs/ once");
+}
+
 /// A `hack/` script exists (here, or in the project `kinject init` writes),
 /// and the flags given to `new-kind.sh` are the generator's.
 fn check_script(root: &Path, script: &str, args: &[String]) -> Vec<String> {
