@@ -198,8 +198,10 @@ fn verify_up_to_date(config_path: &Path, config: &Config, generated: &Generated)
             for s in &stale {
                 eprintln!("  {}", shown_stale(s));
             }
+            // The script is in every project (the sample and what `kinject
+            // init` writes); the generator's package name is not.
             eprintln!(
-                "run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config {}`) and commit the result",
+                "run `hack/update-codegen.sh` (it regenerates from {}) and commit the result",
                 shown(config_path).display()
             );
             ExitCode::FAILURE

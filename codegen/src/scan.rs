@@ -196,8 +196,10 @@ fn collect(
                 match KindModel::from_derive_input(&input) {
                     Ok(model) => {
                         let mut plan = kind_plan(&model, module);
-                        plan.defined_at =
-                            format!("{}:{}", shown(file).display(), s.ident.span().start().line);
+                        // The file alone: a line number would change with
+                        // every `cargo fmt` of the API file, and the
+                        // registry would be stale without a change of meaning.
+                        plan.defined_at = shown(file).display().to_string();
                         kinds.push(plan);
                     }
                     Err(e) => errors.extend(Diagnostic::from_syn(file, e)),

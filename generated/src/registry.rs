@@ -11,11 +11,11 @@ use kinject_types::registry::CustomKind;
 pub fn custom_kinds() -> Vec<CustomKind> {
     Vec::from([
         CustomKind::of::<apis::v1alpha1::AddressableService>()
-            .defined_at("apis/src/v1alpha1/addressable_service_types.rs:21")
+            .defined_at("apis/src/v1alpha1/addressable_service_types.rs")
             .defaulted::<apis::v1alpha1::AddressableService>()
             .validated::<apis::v1alpha1::AddressableService>(),
         CustomKind::of::<apis::v1alpha1::SimpleDeployment>()
-            .defined_at("apis/src/v1alpha1/simple_deployment_types.rs:20")
+            .defined_at("apis/src/v1alpha1/simple_deployment_types.rs")
             .defaulted::<apis::v1alpha1::SimpleDeployment>()
             .validated::<apis::v1alpha1::SimpleDeployment>(),
     ])

@@ -216,6 +216,53 @@ async fn a_healthy_start_converges_the_examples_and_logs_no_warning() {
     );
 }
 
+/// The controller runs as its service account, so a rule taken out of its
+/// generated ClusterRole is refused as in a cluster, and the refusal is in
+/// its log with kube-apiserver's words: who, which verb, which resource.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rule_missing_from_the_rbac_is_refused_and_logged() {
+    use k8s_openapi::api::rbac::v1::ClusterRole;
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("local-rbac-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let job = start(&kubeconfig);
+    let client = client(&kubeconfig).await;
+    until("the examples to become Ready", &job, || async {
+        both_ready(&client).await.then_some(())
+    })
+    .await;
+    let roles = Api::<ClusterRole>::all(client.clone());
+    let mut role = roles.get("knative-samples-controller").await.unwrap();
+    role.rules.as_mut().unwrap().retain(|rule| {
+        !rule
+            .resources
+            .iter()
+            .flatten()
+            .any(|r| r == "addressableservices/status")
+    });
+    roles
+        .replace("knative-samples-controller", &Default::default(), &role)
+        .await
+        .unwrap();
+    let moved = serde_json::json!({"spec": {"serviceName": "no-such-service"}});
+    Api::<AddressableService>::namespaced(client.clone(), "knative-samples")
+        .patch(
+            "make-it-addressable",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&moved),
+        )
+        .await
+        .unwrap();
+    let refusal = "User \\\"system:serviceaccount:knative-samples:controller\\\" cannot update resource \\\"addressableservices/status\\\"";
+    until("the refusal to be logged", &job, || async {
+        let lines = job.lines.lock().unwrap().clone();
+        lines.into_iter().find(|line| line.contains(refusal))
+    })
+    .await;
+}
+
 /// One process, two components: each line names the one that wrote it.
 fn each_line_names_its_component(lines: &[String]) {
     let logger_of = |needle: &str| -> Vec<String> {

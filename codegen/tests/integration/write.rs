@@ -178,7 +178,7 @@ fn binary_generates_verifies_and_reports() {
     );
     assert!(stderr.contains("out/fixtures/v1/widget.rs (missing)"), "{stderr}");
     assert!(
-        stderr.contains("run `hack/update-codegen.sh` (or `cargo run -p kinject-codegen -- --config "),
+        stderr.contains("run `hack/update-codegen.sh` (it regenerates from "),
         "{stderr}"
     );
 

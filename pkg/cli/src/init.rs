@@ -48,10 +48,12 @@ pub(crate) const SHARED: &[(&str, &str)] = templates!("shared":
     "hack/new-kind.sh",
     "hack/update-codegen.sh",
     "hack/verify-codegen.sh",
+    "hack/run-local.sh",
     "cmd/codegen/Cargo.toml.tmpl",
     "cmd/codegen/src/main.rs",
     "cmd/controller/src/main.rs",
     "cmd/controller/src/bin/rbac.rs",
+    "cmd/controller/examples/local.rs",
     "cmd/schema/src/main.rs",
     "cmd/webhook/src/main.rs",
     "config/100-namespace.yaml",
@@ -90,12 +92,11 @@ pub(crate) const OWN: &[(&str, &str)] = templates!("own":
     "cmd/webhook/Cargo.toml.tmpl",
     "config/200-clusterrole.yaml",
     "config/200-role.yaml",
-    "hack/run-local.sh",
 );
 
 /// The framework's crates a project depends on, with their folder in a
 /// checkout of the framework.
-const FRAMEWORK_CRATES: [(&str, &str); 9] = [
+const FRAMEWORK_CRATES: [(&str, &str); 10] = [
     ("kinject-types", "pkg/types"),
     ("kinject-macros", "macros"),
     ("kinject-runtime", "pkg/runtime"),
@@ -105,6 +106,7 @@ const FRAMEWORK_CRATES: [(&str, &str); 9] = [
     ("kinject-schema", "pkg/schema"),
     ("kinject-testenv", "pkg/testenv"),
     ("kinject-testing", "pkg/testing"),
+    ("kinject-local", "pkg/local"),
 ];
 
 /// The sample app's namespace and group, which the shared files name.

@@ -5,26 +5,46 @@
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-/// `kubectl <verb…> <extra…>`, `manifest` on its standard input.
-pub(crate) fn run(verb: &[&str], extra: &[String], manifest: &str) -> Result<(), String> {
+/// `kubectl <verb…> <extra…>`, `manifest` on its standard input. What
+/// kubectl prints goes to the standard output as it would, and comes back
+/// for the caller to tell when kubectl had nothing to say.
+pub(crate) fn run(verb: &[&str], extra: &[String], manifest: &str) -> Result<String, String> {
     let mut child = Command::new("kubectl")
         .args(verb)
         .args(extra)
         .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot run kubectl: {e}; install it and put it on PATH"))?;
-    if let Some(mut stdin) = child.stdin.take() {
-        stdin
-            .write_all(manifest.as_bytes())
-            .map_err(|e| format!("cannot hand the manifests to kubectl: {e}"))?;
+    let written = child
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(manifest.as_bytes()));
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("kubectl did not finish: {e}"))?;
+    let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+    print!("{printed}");
+    if let Some(Err(e)) = written {
+        return Err(format!("cannot hand the manifests to kubectl: {e}"));
     }
-    let status = child.wait().map_err(|e| format!("kubectl did not finish: {e}"))?;
-    if status.success() {
-        Ok(())
+    if output.status.success() {
+        Ok(printed)
     } else {
         Err(format!(
-            "kubectl {} failed ({status}); see its message above",
-            verb.join(" ")
+            "kubectl {} failed ({}); see its message above",
+            verb.join(" "),
+            output.status
         ))
     }
+}
+
+/// `kubectl delete --ignore-not-found`, which prints nothing when nothing
+/// was there; then this says so, naming what it looked for.
+pub(crate) fn delete(extra: &[String], manifest: &str, what: &str) -> Result<(), String> {
+    let printed = run(&["delete", "--ignore-not-found", "-f", "-"], extra, manifest)?;
+    if printed.trim().is_empty() {
+        println!("nothing to remove: none of {what} exists in the cluster");
+    }
+    Ok(())
 }

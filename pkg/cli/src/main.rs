@@ -5,7 +5,6 @@
 //! kinject init shop --group shop.example.com   # a new project, laid out as the sample app is
 //! kinject create api --group shop.example.com --version v1alpha1 --kind Widget --owns Job
 //! kinject create controller --for Pod --watches ConfigMap
-//! kinject serve --kubeconfig .testenv/kubeconfig   # a local API server until Ctrl-C
 //! kinject registry     # a registry on 127.0.0.1:5000 until Ctrl-C
 //! kinject build controller --repo registry.example.com/team/controller
 //! kinject apply -f config/ --repo registry.example.com/team   # builds each kinject://<binary>, pushes, applies
@@ -70,9 +69,19 @@ enum Command {
         framework_version: Option<String>,
     },
     /// Serve an in-memory API server on 127.0.0.1 until Ctrl-C, its
-    /// kubeconfig written to --kubeconfig: the local cluster of
-    /// `hack/run-local.sh` (kinject-testenv's `serve`).
+    /// kubeconfig written to --kubeconfig (kinject-testenv's `serve`; the
+    /// project's `hack/run-local.sh` runs a whole local cluster).
+    #[cfg(feature = "serve")]
     Serve(kinject_testenv::serve::ServeArgs),
+    /// Not in this build: a bare in-memory API server, with `cargo install
+    /// --locked --path pkg/cli --features serve`. The project's `hack/run-local.sh` serves a whole
+    /// local cluster with the controller.
+    #[cfg(not(feature = "serve"))]
+    Serve {
+        /// What `serve` would take.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        args: Vec<String>,
+    },
     /// Run a container registry on 127.0.0.1 until Ctrl-C, without
     /// authentication, for `kinject apply --repo 127.0.0.1:<port>` (Debian's
     /// `docker-registry`; `apt-get install docker-registry`).
@@ -186,6 +195,12 @@ fn main() -> ExitCode {
                 framework,
             })
         }
+        #[cfg(not(feature = "serve"))]
+        Command::Serve { .. } => Err("this kinject was installed without its API server; run the \
+             project's hack/run-local.sh for a local cluster with the controller, or reinstall \
+             with `cargo install --locked --path <framework>/pkg/cli --features serve`"
+            .to_owned()),
+        #[cfg(feature = "serve")]
         Command::Serve(args) => {
             return match tokio::runtime::Runtime::new() {
                 Ok(runtime) => runtime.block_on(kinject_testenv::serve::serve(args)),
@@ -203,22 +218,22 @@ fn main() -> ExitCode {
         }),
         Command::Apply { path, image, kubectl } => apply(&path, &image, &kubectl),
         Command::Delete { path, kubectl } => manifests::read(&path).and_then(|docs| {
-            kubectl::run(
-                &["delete", "--ignore-not-found", "-f", "-"],
+            kubectl::delete(
                 &kubectl,
                 &docs.join(),
+                &format!("the objects of {}", path.display()),
             )
         }),
         Command::Install { path, kubectl } => manifests::read(&path)
             .and_then(|docs| docs.definitions_only(&path))
-            .and_then(|crds| kubectl::run(&["apply", "-f", "-"], &kubectl, &crds.join())),
+            .and_then(|crds| kubectl::run(&["apply", "-f", "-"], &kubectl, &crds.join()).map(drop)),
         Command::Uninstall { path, kubectl } => manifests::read(&path)
             .and_then(|docs| docs.definitions_only(&path))
             .and_then(|crds| {
-                kubectl::run(
-                    &["delete", "--ignore-not-found", "-f", "-"],
+                kubectl::delete(
                     &kubectl,
                     &crds.join(),
+                    &format!("the CustomResourceDefinitions of {}", path.display()),
                 )
             }),
     };
@@ -275,12 +290,12 @@ fn current_thread_runtime() -> Result<tokio::runtime::Runtime, String> {
 /// Builds `binary`, makes its image and pushes it to `repository`.
 fn build_and_push(binary: &str, args: &ImageArgs, repository: &str) -> Result<String, String> {
     let executable = cargo_build::binary(binary, !args.debug)?;
-    let image = kinject_image::Build::new(
-        &executable,
-        kinject_image::source_revision(std::path::Path::new(".")),
-    )
-    .build()
-    .map_err(|e| e.to_string())?;
+    let here = std::path::Path::new(".");
+    let mut build = kinject_image::Build::new(&executable, kinject_image::source_revision(here));
+    if let Some(url) = kinject_image::source_url(here) {
+        build = build.source(url);
+    }
+    let image = build.build().map_err(|e| e.to_string())?;
     eprintln!(
         "built the image of {binary}: {} bytes compressed, {}",
         image.compressed_size(),
@@ -319,5 +334,5 @@ fn apply(path: &std::path::Path, args: &ImageArgs, kubectl_args: &[String]) -> R
         .map_err(|e| e.to_string())?;
         resolved.push(text);
     }
-    kubectl::run(&["apply", "-f", "-"], kubectl_args, &resolved.join("\n---\n"))
+    kubectl::run(&["apply", "-f", "-"], kubectl_args, &resolved.join("\n---\n")).map(drop)
 }

@@ -119,10 +119,19 @@ async fn install_applies_the_crds_alone_and_uninstall_removes_them() {
             .is_none(),
         "install applies the CRDs alone"
     );
-    kinject(&dir, &["uninstall", "--", "--kubeconfig", kubeconfig]);
+    let removed = kinject(&dir, &["uninstall", "--", "--kubeconfig", kubeconfig]);
+    let said = String::from_utf8_lossy(&removed.stdout).into_owned();
+    assert!(said.contains("widgets.example.com\" deleted"), "{said}");
     assert!(
         env.list_objects("apiextensions.k8s.io", "v1", "customresourcedefinitions", None)
             .is_empty()
+    );
+    // Again, with nothing left: it says so rather than nothing at all.
+    let again = kinject(&dir, &["uninstall", "--", "--kubeconfig", kubeconfig]);
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(
+        said.contains("nothing to remove: none of the CustomResourceDefinitions of"),
+        "{said}"
     );
     server.shutdown().await;
 }

@@ -51,6 +51,6 @@ mod resolve;
 
 pub use error::Error;
 pub use image::{APP_DIR, Build, CA_CERTIFICATES, Image, NONROOT, media_type};
-pub use local_registry::{LocalRegistry, LocalRegistryError, source_revision};
+pub use local_registry::{LocalRegistry, LocalRegistryError, source_revision, source_url};
 pub use push::{Credentials, push};
 pub use resolve::{SCHEME, Use, references, resolve};

@@ -123,6 +123,63 @@ impl Drop for LocalRegistry {
     }
 }
 
+/// Where the sources of the checkout at `dir` can be fetched, for an
+/// image's `org.opencontainers.image.source` label: the URL of its
+/// `origin` remote (else its first remote) as a web address, so registries
+/// such as GHCR link the image to its repository. An SSH remote
+/// (`git@github.com:team/shop.git`) becomes `https://github.com/team/shop`;
+/// user names and tokens in the URL are left out, so no credential reaches
+/// an image. `None` outside a git checkout, without a remote, or for a
+/// remote that is a local path.
+pub fn source_url(dir: &Path) -> Option<String> {
+    let git = |args: &[&str]| {
+        Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+    };
+    let remote = git(&["remote", "get-url", "origin"]).or_else(|| {
+        let first = git(&["remote"])?.lines().next()?.to_owned();
+        git(&["remote", "get-url", &first])
+    })?;
+    web_address(&remote)
+}
+
+/// A git remote's URL as the web address of its repository.
+fn web_address(remote: &str) -> Option<String> {
+    let remote = remote.trim();
+    let (host, path) = if let Some((scheme, rest)) = remote.split_once("://") {
+        if !["https", "http", "ssh", "git"].contains(&scheme) {
+            return None;
+        }
+        let (authority, path) = rest.split_once('/')?;
+        let host = authority.rsplit_once('@').map_or(authority, |(_, host)| host);
+        // An SSH port is no port of the web address.
+        let host = if scheme == "ssh" {
+            host.split_once(':').map_or(host, |(host, _)| host)
+        } else {
+            host
+        };
+        (host, path)
+    } else {
+        // scp-like: `[user@]host:path`; a path with no host is local.
+        let (authority, path) = remote.split_once(':')?;
+        if authority.contains('/') || path.starts_with('/') && authority.is_empty() {
+            return None;
+        }
+        (
+            authority.rsplit_once('@').map_or(authority, |(_, host)| host),
+            path,
+        )
+    };
+    let path = path.trim_matches('/');
+    let path = path.strip_suffix(".git").unwrap_or(path);
+    (!host.is_empty() && !path.is_empty()).then(|| format!("https://{host}/{path}"))
+}
+
 /// The commit `dir` is checked out at (`git rev-parse HEAD`), the revision
 /// an image's `org.opencontainers.image.revision` label names; `unknown`
 /// outside a git checkout.
@@ -137,4 +194,37 @@ pub fn source_revision(dir: &Path) -> String {
             || "unknown".to_owned(),
             |o| String::from_utf8_lossy(&o.stdout).trim().to_owned(),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::web_address;
+
+    #[test]
+    fn remotes_become_web_addresses_without_credentials() {
+        for (remote, want) in [
+            (
+                "git@github.com:team/shop.git",
+                Some("https://github.com/team/shop"),
+            ),
+            (
+                "https://github.com/team/shop.git",
+                Some("https://github.com/team/shop"),
+            ),
+            (
+                "https://x-token:ghp_secret@github.com/team/shop",
+                Some("https://github.com/team/shop"),
+            ),
+            (
+                "ssh://git@gitlab.example.com:2222/team/shop.git",
+                Some("https://gitlab.example.com/team/shop"),
+            ),
+            ("git://example.com/shop/", Some("https://example.com/shop")),
+            ("/srv/git/shop.git", None),
+            ("../shop", None),
+            ("file:///srv/git/shop.git", None),
+        ] {
+            assert_eq!(web_address(remote).as_deref(), want, "{remote}");
+        }
+    }
 }

@@ -38,7 +38,10 @@
 //!   bodies), `object_meta` (metadata access and validation), `quantity` (resource
 //!   quantities), `go_format` and `hooks` (the testing hooks: [`Action`], [`Reactor`]).
 //!
-//! `crd_check` checks a CRD as kube-apiserver would, for generators.
+//! `crd_check` checks a CRD as kube-apiserver would, for generators. Above
+//! them all, `workloads` plays a small cluster's kubelet and workload
+//! controllers through [`TestEnv`]'s object API ([`TestEnv::run_workloads`]),
+//! and `serve` is the `testenv serve` command.
 //!
 //! # Example
 //!
@@ -87,6 +90,7 @@ pub mod serve;
 mod store;
 mod test_env;
 mod timestamps;
+mod workloads;
 
 pub use crd_check::check_custom_resource_definition;
 pub use errors::{ErrorStatus, StatusCause, StatusFields};
@@ -96,3 +100,4 @@ pub use http::service::{ResponseBody, TestEnvService};
 pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use registry::resource::{BuiltinKind, builtin_kinds};
 pub use test_env::{Builder, DEFAULT_WATCH_HISTORY_BYTES, Error, TestEnv};
+pub use workloads::{EXIT_CODE_ANNOTATION, Workloads};

@@ -92,12 +92,29 @@ impl UidGenerator {
 }
 
 /// The uid a server with [`UidGenerator::Deterministic`] gives the first
-/// object `name` in `namespace` (empty for cluster-scoped kinds) of
-/// `resource`: the plural, with its group unless it is the core group's
-/// (`"pods"`, `"addressableservices.samples.knative.dev"`). An object created
-/// again under the same name gets another.
-pub fn uid_for(resource: &str, namespace: &str, name: &str) -> String {
-    nth_uid(resource, namespace, name, 0)
+/// object of kind `K` named `name` in `namespace` (empty for cluster-scoped
+/// kinds). An object created again under the same name gets another.
+///
+/// ```
+/// use k8s_openapi::api::batch::v1::Job;
+///
+/// let uid = kinject_testenv::uid_for::<Job>("default", "nightly");
+/// assert_eq!(uid, kinject_testenv::uid_for::<Job>("default", "nightly"));
+/// assert_ne!(uid, kinject_testenv::uid_for::<Job>("default", "weekly"));
+/// ```
+pub fn uid_for<K: kube::Resource<DynamicType = ()>>(namespace: &str, name: &str) -> String {
+    nth_uid(&resource_key::<K>(), namespace, name, 0)
+}
+
+/// The store's name of `K`'s resource: the plural, with its group unless it
+/// is the core group's (`pods`, `jobs.batch`).
+fn resource_key<K: kube::Resource<DynamicType = ()>>() -> String {
+    let (plural, group) = (K::plural(&()), K::group(&()));
+    if group.is_empty() {
+        plural.into_owned()
+    } else {
+        format!("{plural}.{group}")
+    }
 }
 
 fn nth_uid(resource: &str, namespace: &str, name: &str, earlier: u64) -> String {
@@ -126,11 +143,19 @@ mod tests {
     #[test]
     fn deterministic_uids_are_uid_for_then_differ_on_recreation() {
         let mut g = UidGenerator::deterministic();
+        use k8s_openapi::api::batch::v1::Job;
+        use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+
         let first = g.generate("pods", "ns", "web");
-        assert_eq!(first, uid_for("pods", "ns", "web"));
+        assert_eq!(first, uid_for::<Pod>("ns", "web"));
         assert_ne!(g.generate("pods", "ns", "web"), first, "a new object, a new uid");
-        assert_ne!(uid_for("pods", "ns", "web"), uid_for("pods", "other", "web"));
-        assert_ne!(uid_for("pods", "", "web"), uid_for("configmaps", "", "web"));
+        assert_ne!(uid_for::<Pod>("ns", "web"), uid_for::<Pod>("other", "web"));
+        assert_ne!(uid_for::<Pod>("", "web"), uid_for::<ConfigMap>("", "web"));
+        // A kind of a named group is known by its group too, as the store knows it.
+        assert_eq!(
+            g.generate("jobs.batch", "ns", "nightly"),
+            uid_for::<Job>("ns", "nightly")
+        );
         assert_eq!(first.len(), 36);
         assert_ne!(UidGenerator::Random.generate("pods", "ns", "web"), first);
     }

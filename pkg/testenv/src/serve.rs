@@ -29,6 +29,14 @@ pub struct ServeArgs {
     /// `kubectl delete` of a namespace waits for that).
     #[arg(long)]
     pub no_namespace_deletion: bool,
+    /// Leave pods Pending, as a cluster without nodes would (a stand-in
+    /// kubelet starts them otherwise, and runs a Job's to completion).
+    #[arg(long)]
+    pub no_kubelet: bool,
+    /// Leave Jobs, ReplicaSets and Deployments without pods, as a bare API
+    /// server does.
+    #[arg(long)]
+    pub no_workload_controllers: bool,
 }
 
 /// A `--route-service` value.
@@ -98,10 +106,16 @@ pub async fn serve(args: ServeArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    tokio::select! {
-        _ = tokio::signal::ctrl_c() => {}
-        _ = term.recv() => {}
-    }
+    let workloads = crate::Workloads::all()
+        .kubelet(!args.no_kubelet)
+        .controllers(!args.no_workload_controllers);
+    let stop = async {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    };
+    env.run_workloads(workloads, stop).await;
     server.shutdown().await;
     ExitCode::SUCCESS
 }

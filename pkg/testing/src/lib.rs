@@ -27,7 +27,7 @@
 //! with `generateName` has no name in the request; the server names it
 //! `<generateName>00001`, `00002`, … (Knative's generate-name reactor), which
 //! later reads see. Uids are deterministic: an object seeded without one, or
-//! created by the reconcile, gets [`uid_for`]`(resource, namespace, name)`, so
+//! created by the reconcile, gets [`uid_for`]`::<Kind>(namespace, name)`, so
 //! an expected status or owner reference can name it.
 //!
 //! Input objects cannot be soiled by a reconcile: the informer cache hands out

@@ -72,7 +72,7 @@ pub struct CustomKind {
     /// Of several versions of the kind, the one the API server stores (the
     /// `storage` marker).
     pub storage: bool,
-    /// Where the type is declared (`apis/src/v1alpha1/widget_types.rs:12`),
+    /// Where the type is declared (`apis/src/v1alpha1/widget_types.rs`),
     /// for errors about its CRD; empty when not known.
     pub defined_at: String,
     schema: fn() -> Value,
@@ -197,7 +197,7 @@ impl CustomKind {
         self
     }
 
-    /// The same entry, saying where the type is declared (`file:line`).
+    /// The same entry, saying where the type is declared (the file).
     pub fn defined_at(mut self, place: &str) -> Self {
         place.clone_into(&mut self.defined_at);
         self

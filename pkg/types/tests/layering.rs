@@ -590,9 +590,15 @@ fn the_framework_depends_on_no_crate_of_the_sample_app() {
 #[test]
 fn the_framework_crates_package_for_a_registry() {
     /// The table-test harness, the schema command that checks CRDs as the
-    /// API server would, and the `kinject` command that serves the local
-    /// cluster: none is linked into a controller.
-    const DEVELOPMENT_TOOLS: [&str; 3] = ["kinject-testing", "kinject-schema", "kinject-cli"];
+    /// API server would, the `kinject` command that serves the local
+    /// cluster, and the local cluster a project's example runs: none is
+    /// linked into a controller.
+    const DEVELOPMENT_TOOLS: [&str; 4] = [
+        "kinject-testing",
+        "kinject-schema",
+        "kinject-cli",
+        "kinject-local",
+    ];
     let metadata = workspace_metadata();
     // `publish` is null when any registry may take the package.
     let publishable: Vec<&serde_json::Value> = metadata["packages"]
@@ -863,6 +869,11 @@ fn schema_modules_form_a_tree() {
 #[test]
 fn testenv_modules_form_a_tree() {
     module_tree::assert_tree("pkg/testenv");
+}
+
+#[test]
+fn local_modules_form_a_tree() {
+    module_tree::assert_tree("pkg/local");
 }
 
 #[test]

@@ -11,16 +11,16 @@ use kinject_types::registry::CustomKind;
 pub fn custom_kinds() -> Vec<CustomKind> {
     Vec::from([
         CustomKind::of::<fixture_apis::v1::ClusterPolicy>()
-            .defined_at("tests/fixtures/api/v1/cluster_policy.rs:9"),
+            .defined_at("tests/fixtures/api/v1/cluster_policy.rs"),
         CustomKind::of::<fixture_apis::v1::Plain>()
-            .defined_at("tests/fixtures/api/v1/snapshot.rs:16"),
+            .defined_at("tests/fixtures/api/v1/snapshot.rs"),
         CustomKind::of::<fixture_apis::v1::Snapshot>()
-            .defined_at("tests/fixtures/api/v1/snapshot.rs:7"),
+            .defined_at("tests/fixtures/api/v1/snapshot.rs"),
         CustomKind::of::<fixture_apis::v1::Widget>()
-            .defined_at("tests/fixtures/api/v1/widget.rs:9")
+            .defined_at("tests/fixtures/api/v1/widget.rs")
             .defaulted::<fixture_apis::v1::Widget>()
             .validated::<fixture_apis::v1::Widget>(),
         CustomKind::of::<fixture_apis::v1::inner::Gateway>()
-            .defined_at("tests/fixtures/api/v1/gateway.rs:12"),
+            .defined_at("tests/fixtures/api/v1/gateway.rs"),
     ])
 }

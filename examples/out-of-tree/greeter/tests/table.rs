@@ -46,7 +46,7 @@ fn config_map(owner: &Greeting, message: &str) -> ConfigMap {
     };
     // The server gives the seeded Greeting this uid.
     let mut owner = owner.clone();
-    owner.metadata.uid = Some(uid_for("greetings.hello.example.com", "ns", "hi"));
+    owner.metadata.uid = Some(uid_for::<Greeting>("ns", "hi"));
     if let Err(e) = set_controller_ref(&mut cm, &owner) {
         panic!("{e}");
     }

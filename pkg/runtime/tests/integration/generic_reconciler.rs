@@ -750,8 +750,8 @@ impl ReconcileKind<Widget> for RecordsItsChild {
 /// status that records it.
 #[tokio::test]
 async fn rows_name_the_uids_the_server_sets() {
-    let parent_uid = uid_for("widgets.fixtures.kinject.dev", "ns", "rut");
-    let child_uid = uid_for("configmaps", "ns", "rut-settings");
+    let parent_uid = uid_for::<Widget>("ns", "rut");
+    let child_uid = uid_for::<k8s_openapi::api::core::v1::ConfigMap>("ns", "rut-settings");
     assert_ne!(parent_uid, child_uid);
     let mut stored = rut(&[], false);
     stored.status = None;

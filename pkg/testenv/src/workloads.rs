@@ -1,50 +1,112 @@
-//! What a small cluster's nodes and kube-controller-manager do, for the
-//! local job: a kubelet that starts pods (an IP each, Running and Ready, and
+//! What a small cluster's nodes and kube-controller-manager do, for a local
+//! cluster: a kubelet that starts pods (an IP each, Running and Ready, and
 //! run to completion when their restart policy says they end), and Job,
 //! ReplicaSet and Deployment controllers that create, scale and report on
 //! pods. Each pass reads the whole API server and writes only what changed,
 //! every half second: a demonstration cluster, not a scheduler. A
 //! controller that owns Jobs or Deployments can be tried end to end here.
+//!
+//! It sits above [`TestEnv`] and talks to it as any client would, through
+//! its in-process object API, so the API server's rules apply to every
+//! write it makes.
 
 use std::collections::BTreeMap;
+use std::future::Future;
 use std::time::Duration;
 
-use kinject_testenv::TestEnv;
 use serde_json::{Value, json};
-use tokio_util::sync::CancellationToken;
+
+use crate::TestEnv;
 
 /// The annotation that decides how a pod that runs to completion ends:
 /// its exit code (`0` when absent: it succeeds).
-pub(crate) const EXIT_CODE_ANNOTATION: &str = "local.kinject.dev/exit-code";
+pub const EXIT_CODE_ANNOTATION: &str = "local.kinject.dev/exit-code";
 
 /// Every node of the local cluster is this one.
 const HOST_IP: &str = "10.0.0.10";
 
-/// Runs the kubelet (unless `kubelet` is false) and the workload
-/// controllers (unless `controllers` is) until `stop`. `in_process` names
-/// the Deployments this process runs itself, which get no pods.
-pub(crate) async fn run(
-    env: TestEnv,
-    kubelet: bool,
-    controllers: bool,
-    in_process: Vec<String>,
-    stop: CancellationToken,
-) {
-    let mut node = Kubelet::default();
-    let mut refused = Refused::default();
-    while !stop.is_cancelled() {
-        if kubelet {
-            node.pass(&env);
+/// Which parts of a small cluster [`TestEnv::run_workloads`] plays.
+///
+/// ```
+/// use kinject_testenv::{TestEnv, Workloads};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let env = TestEnv::new();
+/// // The kubelet and the Job, ReplicaSet and Deployment controllers, but
+/// // not for knative-samples/controller, which the caller runs itself.
+/// let workloads = Workloads::all().run_in_process("knative-samples", "controller");
+/// env.run_workloads(workloads, std::future::ready(())).await;
+/// # }
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Workloads {
+    /// Start pods: Running and Ready, or run to completion.
+    pub kubelet: bool,
+    /// Job, ReplicaSet and Deployment controllers.
+    pub controllers: bool,
+    /// Deployments (namespace, name) that get no pods: their one replica is
+    /// the caller's own process.
+    pub in_process: Vec<(String, String)>,
+}
+
+impl Workloads {
+    /// The kubelet and the workload controllers.
+    pub fn all() -> Self {
+        Workloads {
+            kubelet: true,
+            controllers: true,
+            in_process: Vec::new(),
         }
-        if controllers {
-            // One list of pods for both pod owners: a Job's creates are
-            // not a ReplicaSet's, and the kubelet has already run.
-            let pods = list(&env, "", "v1", "pods");
-            jobs(&env, &pods, &mut refused);
-            deployments(&env, &in_process, &mut refused);
-            replica_sets(&env, &pods, &mut refused);
+    }
+
+    /// Whether to run the kubelet.
+    pub fn kubelet(mut self, on: bool) -> Self {
+        self.kubelet = on;
+        self
+    }
+
+    /// Whether to run the Job, ReplicaSet and Deployment controllers.
+    pub fn controllers(mut self, on: bool) -> Self {
+        self.controllers = on;
+        self
+    }
+
+    /// Deployment `namespace/name` runs in the caller's process: it gets no
+    /// ReplicaSet or pods.
+    pub fn run_in_process(mut self, namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        self.in_process.push((namespace.into(), name.into()));
+        self
+    }
+}
+
+impl TestEnv {
+    /// Plays the parts of a small cluster that `workloads` names, a pass
+    /// every half second, until `stop` completes (a pass has always run by
+    /// then). Spawn it beside [`serve`](Self::serve) for a local cluster in
+    /// which pods run and Jobs finish.
+    pub async fn run_workloads(&self, workloads: Workloads, stop: impl Future<Output = ()>) {
+        let mut node = Kubelet::default();
+        let mut refused = Refused::default();
+        let mut stop = std::pin::pin!(stop);
+        loop {
+            if workloads.kubelet {
+                node.pass(self);
+            }
+            if workloads.controllers {
+                // One list of pods for both pod owners: a Job's creates are
+                // not a ReplicaSet's, and the kubelet has already run.
+                let pods = list(self, "", "v1", "pods");
+                jobs(self, &pods, &mut refused);
+                deployments(self, &workloads.in_process, &mut refused);
+                replica_sets(self, &pods, &mut refused);
+            }
+            tokio::select! {
+                () = &mut stop => return,
+                () = tokio::time::sleep(Duration::from_millis(500)) => {}
+            }
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
@@ -66,7 +128,7 @@ impl Refused {
 }
 
 fn now() -> String {
-    k8s_openapi::jiff::Timestamp::now().to_string()
+    jiff::Timestamp::now().to_string()
 }
 
 /// The objects of a built-in resource, everywhere.
@@ -323,10 +385,14 @@ fn template_hash(template: &Value) -> String {
 /// The Deployment controller: one ReplicaSet per template (the current one
 /// at `replicas`, older ones at zero, as `Recreate` does), and the
 /// Deployment's status from the current one.
-fn deployments(env: &TestEnv, in_process: &[String], refused: &mut Refused) {
+fn deployments(env: &TestEnv, in_process: &[(String, String)], refused: &mut Refused) {
     let sets = list(env, "apps", "v1", "replicasets");
     for deployment in list(env, "apps", "v1", "deployments") {
-        if deleting(&deployment) || in_process.iter().any(|n| n == name(&deployment)) {
+        if deleting(&deployment)
+            || in_process
+                .iter()
+                .any(|(ns, n)| ns == namespace(&deployment) && n == name(&deployment))
+        {
             continue;
         }
         let mut template = deployment["spec"]["template"].clone();
