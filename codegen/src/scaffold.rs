@@ -433,6 +433,7 @@ fn plan_kind(
         wiring: &wiring,
         spec: &spec,
         example_field: fields.is_empty(),
+        fields: &fields,
     };
     let mut files = Files::default();
     add_api_files(&mut files, &values, api, repo)?;
@@ -843,6 +844,7 @@ struct Values<'a> {
     /// True for the example field `description` (no `--field`), which
     /// comes with a validation rule and its table row.
     example_field: bool,
+    fields: &'a [fields::Field],
 }
 
 impl Values<'_> {
@@ -855,9 +857,12 @@ impl Values<'_> {
         } else {
             String::new()
         };
-        let pairs: [(&str, &str); 21] = [
+        let (kind_options, kind_comment) = fields::kind_options(self.fields);
+        let pairs: [(&str, &str); 23] = [
             // First: they hold other placeholders.
             ("{{invalid_spec_row}}", &invalid_spec_row),
+            ("{{kind_options}}", &kind_options),
+            ("{{kind_comment}}", &kind_comment),
             ("{{spec_fields}}", &self.spec.declarations),
             ("{{example_spec}}", &self.spec.example),
             ("{{sample_spec}}", &self.spec.sample),

@@ -298,6 +298,37 @@ fn snake_of(camel: &str) -> String {
     out
 }
 
+impl FieldType {
+    /// True for a Kubernetes object type, whose schema (with every one of
+    /// its descriptions) goes into the CRD whole.
+    fn embeds_kubernetes_object(&self) -> bool {
+        match self {
+            FieldType::Kubernetes(path) => path != QUANTITY && path != INT_OR_STRING,
+            FieldType::List(inner) | FieldType::Optional(inner) => inner.embeds_kubernetes_object(),
+            _ => false,
+        }
+    }
+}
+
+/// The description limit of a kind whose spec embeds Kubernetes objects: a
+/// `JobTemplateSpec` alone brings 320 KB of descriptions, past the 256 KiB
+/// of the annotation plain `kubectl apply` keeps a copy of the CRD in; cut
+/// to 120 bytes each, it takes 182 KB.
+pub(crate) const EMBEDDED_DESCRIPTION_LIMIT: usize = 120;
+
+/// The `#[kind]` options and the comment above them that `fields` need.
+pub(crate) fn kind_options(fields: &[Field]) -> (String, String) {
+    if !fields.iter().any(|f| f.ty.embeds_kubernetes_object()) {
+        return (String::new(), String::new());
+    }
+    (
+        format!(", max_description_len = {EMBEDDED_DESCRIPTION_LIMIT}"),
+        "// The Kubernetes types in the spec bring their descriptions into the CRD;\n\
+         // cut short, the CRD fits the 256 KiB `kubectl apply` keeps a copy in.\n"
+            .to_owned(),
+    )
+}
+
 /// What the templates say about the spec's fields.
 pub(crate) struct SpecText {
     /// The fields of `<Kind>Spec`, as Rust.
@@ -533,6 +564,9 @@ mod tests {
             "{}",
             text.declarations
         );
+        assert!(kind_options(&fields).0.contains("max_description_len = 120"));
+        let small = parse(&["cpu:Quantity".into(), "n:int32".into()], &mut Vec::new());
+        assert_eq!(kind_options(&small), (String::new(), String::new()));
         let mut problems = Vec::new();
         parse(
             &["a:k8s_openapi::api::core::v1::".into(), "b:Pods".into()],

@@ -317,6 +317,22 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     ] {
         assert!(tested.contains(test), "{test}:\n{tested}");
     }
+    the_scaffold_wrote_what_the_tutorial_says(&project);
+    the_user_writes_a_widget_that_runs_a_job(&project, &packages);
+    if copies::installed("kubectl", "hack/run-local.sh and the tutorial's step 6") {
+        run_local_runs_the_controller(&project);
+        if copies::installed("docker-registry", "the tutorial's step 6") {
+            step_6_ships_the_project(&project);
+        }
+    }
+    copies::assert_only_own_crates_compiled(&project, &before);
+    the_projects_lints_pass(&project, &packages);
+}
+
+/// The files `create api` and `update-codegen.sh` write, with the fields
+/// in the example object, the owned kinds' writes in the generated RBAC and
+/// the project's own namespace in place of the sample's.
+fn the_scaffold_wrote_what_the_tutorial_says(project: &Path) {
     for file in [
         "apis/src/shop/v1alpha1/widget_types.rs",
         "reconcilers/src/widget.rs",
@@ -327,10 +343,11 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     ] {
         assert!(project.join(file).is_file(), "{file} was not written");
     }
-    // The fields reach the example object, and the owned kinds' writes the
-    // generated RBAC.
     let sample = std::fs::read_to_string(project.join("config/samples/shop_v1alpha1_widget.yaml")).unwrap();
-    assert!(sample.ends_with("spec:\n  replicas: 1\n"), "{sample}");
+    assert!(
+        sample.ends_with("spec:\n  replicas: 1\n  jobTemplate: {}\n"),
+        "{sample}"
+    );
     let rules = std::fs::read_to_string(project.join("config/200-clusterrole.yaml")).unwrap();
     assert!(
         rules.contains(
@@ -343,13 +360,66 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
         namespace.contains("name: shop") && !namespace.contains("knative"),
         "{namespace}"
     );
-    if copies::installed("kubectl", "hack/run-local.sh and the tutorial's step 6") {
-        run_local_runs_the_controller(&project);
-        if copies::installed("docker-registry", "the tutorial's step 6") {
-            step_6_ships_the_project(&project);
-        }
+}
+
+/// What a user writes next, in the scaffold's place: the Widget runs its
+/// `jobTemplate` as a Job it owns and is Ready once the Job completed
+/// (`tests/fixtures/widget-runs-a-job`), with table rows of its own. The
+/// project's CI then holds, step by step as its `.ci/run` takes them over
+/// the project's packages: generation, tests, formatting, lints and the
+/// generated-code check.
+fn the_user_writes_a_widget_that_runs_a_job(project: &Path, packages: &[String]) {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/widget-runs-a-job");
+    for (fixture, to) in [
+        ("widget.rs", "reconcilers/src/widget.rs"),
+        ("table.rs", "reconcilers/tests/tables/widget.rs"),
+        ("sample.yaml", "config/samples/shop_v1alpha1_widget.yaml"),
+    ] {
+        std::fs::copy(fixtures.join(fixture), project.join(to)).unwrap();
     }
-    copies::assert_only_own_crates_compiled(&project, &before);
+    let generated = copies::script(project, "update-codegen.sh");
+    assert!(generated.ok, "update-codegen:\n{}", generated.stderr);
+    let each = |verb: &[&'static str]| -> Vec<&str> {
+        let mut args = verb.to_vec();
+        for package in packages {
+            args.extend(["-p", package.as_str()]);
+        }
+        args
+    };
+    let tests = copies::cargo(project, &each(&["test", "--offline"]));
+    assert!(
+        tests.ok,
+        "the project's tests:\n{}\n{}",
+        tests.stdout, tests.stderr
+    );
+    for test in [
+        "widget::a_new_widget_gets_its_job ... ok",
+        "widget::a_complete_job_makes_it_ready ... ok",
+    ] {
+        assert!(tests.stdout.contains(test), "{test}:\n{}", tests.stdout);
+    }
+    let formatted = copies::cargo(project, &each(&["fmt", "--check"]));
+    assert!(
+        formatted.ok,
+        "cargo fmt --check:\n{}{}",
+        formatted.stdout, formatted.stderr
+    );
+    let verified = copies::script(project, "verify-codegen.sh");
+    assert!(verified.ok, "verify-codegen:\n{}", verified.stderr);
+}
+
+/// The project's `.ci/run` lint step over its packages, with its own lints
+/// (the scaffolded tests with rows added among them). Last: its check
+/// builds are the ones this workspace's clippy makes afterwards, which the
+/// shared-build check before it would take for builds made twice.
+fn the_projects_lints_pass(project: &Path, packages: &[String]) {
+    let mut lints = vec!["clippy", "--offline", "--all-targets"];
+    for package in packages {
+        lints.extend(["-p", package.as_str()]);
+    }
+    lints.extend(["--", "-D", "warnings"]);
+    let linted = copies::cargo(project, &lints);
+    assert!(linted.ok, "cargo clippy:\n{}", linted.stderr);
 }
 
 /// A command line in `project` with the `kinject` under test first on
@@ -366,21 +436,25 @@ fn until_kubectl(project: &Path, args: &str, want: &str, log: &Path) {
     copies::until_output(project, &line, log, |out| out.trim() == want);
 }
 
-/// `hack/run-local.sh` in the new project: the local API server with
-/// `config/` applied and the controller on it; the example Widget applied
-/// then becomes Ready, Ctrl-C stops everything cleanly, and nothing is
-/// logged at WARN or ERROR.
+/// `hack/run-local.sh` in the new project, with no `kinject` on `PATH`: the
+/// local cluster with `config/` applied and the controller on it as its
+/// service account; the example Widget's Job completes and the Widget
+/// becomes Ready, Ctrl-C stops everything cleanly, and nothing is logged at
+/// WARN or ERROR (so no RBAC refusal either).
 fn run_local_runs_the_controller(project: &Path) {
     let log = project.join("run-local.log");
     // The controller's default ports may be held by another test.
-    let line = with_kinject_on_path("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 hack/run-local.sh");
-    let mut running = copies::background(project, &line, &log);
+    let line = "PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 hack/run-local.sh";
+    let mut running = copies::background(project, line, &log);
     copies::until_logged(&mut running, &log, |text| text.contains("config/ applied"));
-    let applied = copies::shell(
+    // It applies config/samples/ itself, once the webhook serves; the
+    // Widget's Job runs to completion on the local cluster's kubelet.
+    until_kubectl(
         project,
-        "kubectl --kubeconfig .testenv/kubeconfig apply -f config/samples/",
+        r#"get job example-widget-run -o 'jsonpath={.status.conditions[?(@.type=="Complete")].status}'"#,
+        "True",
+        &log,
     );
-    assert!(applied.ok, "{}", applied.stderr);
     until_kubectl(
         project,
         r#"get widget example-widget -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}'"#,

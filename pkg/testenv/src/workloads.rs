@@ -433,24 +433,7 @@ fn deployments(env: &TestEnv, in_process: &[(String, String)], refused: &mut Ref
             }
             Some(_) => {}
         }
-        let available = current.map_or(0, |rs| int(rs, "/status/availableReplicas", 0));
-        let now = now();
-        let condition = |kind: &str, ok: bool, reason: &str, message: &str| {
-            json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
-                   "message": message, "lastUpdateTime": now, "lastTransitionTime": now})
-        };
-        let status = json!({
-            "observedGeneration": int(&deployment, "/metadata/generation", 1),
-            "replicas": current.map_or(0, |rs| int(rs, "/status/replicas", 0)),
-            "updatedReplicas": current.map_or(0, |rs| int(rs, "/status/replicas", 0)),
-            "readyReplicas": current.map_or(0, |rs| int(rs, "/status/readyReplicas", 0)),
-            "availableReplicas": available,
-            "conditions": [
-                condition("Available", available >= replicas, if available >= replicas { "MinimumReplicasAvailable" } else { "MinimumReplicasUnavailable" },
-                    if available >= replicas { "Deployment has minimum availability." } else { "Deployment does not have minimum availability." }),
-                condition("Progressing", true, "NewReplicaSetAvailable", &format!("ReplicaSet \"{current_name}\" has successfully progressed.")),
-            ],
-        });
+        let status = deployment_status(&deployment, current.copied(), &current_name, replicas);
         // Timestamps change every pass; compare without them.
         let strip = |v: &Value| {
             let mut v = v.clone();
@@ -471,4 +454,40 @@ fn deployments(env: &TestEnv, in_process: &[(String, String)], refused: &mut Ref
             set_status(env, deployment, status);
         }
     }
+}
+
+/// A Deployment's status from its current ReplicaSet (`None` before it is
+/// created), as kube-controller-manager reports it.
+fn deployment_status(
+    deployment: &Value,
+    current: Option<&Value>,
+    current_name: &str,
+    replicas: i64,
+) -> Value {
+    let available = current.map_or(0, |rs| int(rs, "/status/availableReplicas", 0));
+    let now = now();
+    let condition = |kind: &str, ok: bool, reason: &str, message: &str| {
+        json!({"type": kind, "status": if ok { "True" } else { "False" }, "reason": reason,
+               "message": message, "lastUpdateTime": now, "lastTransitionTime": now})
+    };
+    let (reason, message) = if available >= replicas {
+        ("MinimumReplicasAvailable", "Deployment has minimum availability.")
+    } else {
+        (
+            "MinimumReplicasUnavailable",
+            "Deployment does not have minimum availability.",
+        )
+    };
+    json!({
+        "observedGeneration": int(deployment, "/metadata/generation", 1),
+        "replicas": current.map_or(0, |rs| int(rs, "/status/replicas", 0)),
+        "updatedReplicas": current.map_or(0, |rs| int(rs, "/status/replicas", 0)),
+        "readyReplicas": current.map_or(0, |rs| int(rs, "/status/readyReplicas", 0)),
+        "availableReplicas": available,
+        "conditions": [
+            condition("Available", available >= replicas, reason, message),
+            condition("Progressing", true, "NewReplicaSetAvailable",
+                &format!("ReplicaSet \"{current_name}\" has successfully progressed.")),
+        ],
+    })
 }
