@@ -55,6 +55,14 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Route::Resource(t) => t,
         other => return not_a_resource(&env.inner, other, &req),
     };
+    // A review kind has no routes but its collection's POST (and, namespaced, no
+    // collection across namespaces).
+    let def = &target.def;
+    if def.create_only
+        && (target.name.is_some() || target.legacy_watch || (def.namespaced && target.namespace.is_none()))
+    {
+        return no_route();
+    }
     if let Some(reply) = unserved_subresource(&target) {
         return reply;
     }
@@ -72,8 +80,10 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if verb == "watch" {
         wait_for_revision(&env.inner, &q).await;
     }
+    // Reviews store nothing, so no webhook is asked about them.
     if matches!(verb, "create" | "update" | "patch" | "delete")
         && target.subresource.as_deref() != Some("scale")
+        && !target.def.create_only
         && let Some(r) = admission::write(env, verb, &target, &req, &q).await
     {
         return r.unwrap_or_else(|e| Reply::error(&e));
@@ -254,13 +264,7 @@ fn dispatch(
             }
             watch::start(inner, def, sel, q, output)
         }
-        "create" => {
-            let body = json_body(req, def)?;
-            custom_kind_present(req, q, def, &body)?;
-            let opts = write_opts(q, req)?;
-            let w = inner.write(|st| st.create(def, t.namespace.as_deref(), body, &opts))?;
-            Ok(written(w, output, def))
-        }
+        "create" => create(inner, t, req, q, output),
         "update" => {
             let body = json_body(req, def)?;
             custom_kind_present(req, q, def, &body)?;
@@ -295,6 +299,27 @@ fn dispatch(
         }
         _ => Err(ErrorStatus::method_not_allowed()),
     }
+}
+
+/// `POST` to a collection: a stored object, or a review's answer.
+fn create(
+    inner: &Arc<Inner>,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+    output: Output,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let body = json_body(req, def)?;
+    let opts = write_opts(q, req)?;
+    let ns = t.namespace.as_deref();
+    let w = if def.create_only {
+        inner.registry().review(def, ns, &req.user, body, &opts)?
+    } else {
+        custom_kind_present(req, q, def, &body)?;
+        inner.write(|st| st.create(def, ns, body, &opts))?
+    };
+    Ok(written(w, output, def))
 }
 
 /// `get`, `update` and `patch` of the scale subresource.

@@ -11,6 +11,7 @@ pub(crate) mod options;
 pub(crate) mod preconditions;
 pub(crate) mod rbac;
 pub(crate) mod resource;
+mod reviews;
 mod scale;
 pub(crate) mod schema;
 pub(crate) mod verbs;

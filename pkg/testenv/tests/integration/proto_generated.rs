@@ -399,11 +399,26 @@ fn json_impl(path: &str, msg: &Message, names: &BTreeSet<String>) -> String {
     out
 }
 
+/// The review kinds, which the server answers but does not store (and so are not
+/// among `builtin_kinds()`); kubectl's `auth` commands send them as protobuf.
+const REVIEW_KINDS: &[(&str, &str)] = &[
+    ("authentication.k8s.io/v1", "SelfSubjectReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview"),
+];
+
 /// (apiVersion, kind) of every built-in kind the server serves.
 fn kinds_served() -> Vec<(String, String)> {
     kinject_testenv::builtin_kinds()
         .iter()
         .map(|k| (k.api_version(), k.kind.to_owned()))
+        .chain(
+            REVIEW_KINDS
+                .iter()
+                .map(|(v, k)| ((*v).to_owned(), (*k).to_owned())),
+        )
         .collect()
 }
 

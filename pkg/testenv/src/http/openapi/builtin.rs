@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use crate::registry::resource::{ResourceDef, builtin_kinds, builtins as builtin_defs};
+use crate::registry::resource::{ResourceDef, builtin_kinds, builtins as builtin_defs, create_only_kinds};
 
 use super::schema::{REF_V3, closure};
 use super::{Encoded, gv_document, hash, v2};
@@ -80,18 +80,20 @@ fn build() -> Builtins {
         .with(|s| s.meta_schema = None)
         .into_generator();
     let mut kinds = BTreeMap::new();
-    for k in builtin_kinds() {
-        let reference = k.schema_ref(&mut generator);
+    let mut add = |g: &str, v: &str, kind: &str, reference: schemars::Schema| {
         if let Some(name) = reference
             .get("$ref")
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix(REF_V3))
         {
-            kinds.insert(
-                (k.group.to_owned(), k.version.to_owned(), k.kind.to_owned()),
-                name.to_owned(),
-            );
+            kinds.insert((g.to_owned(), v.to_owned(), kind.to_owned()), name.to_owned());
         }
+    };
+    for k in builtin_kinds() {
+        add(k.group, k.version, k.kind, k.schema_ref(&mut generator));
+    }
+    for k in create_only_kinds() {
+        add(k.group, k.version, k.kind, k.schema_ref(&mut generator));
     }
     let _ = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
     let mut defs = generator.take_definitions(true);

@@ -192,10 +192,12 @@ pub(super) fn gv_document(defs: &[&ResourceDef], schemas: Map<String, Value>) ->
                 "responses": {"200": {"description": "OK"}},
             })
         };
-        paths.insert(
-            format!("{prefix}{scope}/{}/{{name}}", d.plural),
-            json!({"patch": op("patch"), "put": op("put")}),
-        );
+        if !d.create_only {
+            paths.insert(
+                format!("{prefix}{scope}/{}/{{name}}", d.plural),
+                json!({"patch": op("patch"), "put": op("put")}),
+            );
+        }
         paths.insert(
             format!("{prefix}{scope}/{}", d.plural),
             json!({"post": op("post")}),

@@ -1,0 +1,161 @@
+//! kubectl's `auth` commands against the loopback server, as an administrator and
+//! as a service account: `can-i` (one question, and `--list`) and `whoami`. Skips
+//! with a notice when kubectl is not installed, as the other kubectl tests do.
+
+use std::path::PathBuf;
+
+use crate::kubectl::{Kubectl, kubectl_available, skip, uuid_like};
+use crate::reviews::shop;
+
+/// An administrator's kubectl. kubectl sends a kubeconfig's credentials only over
+/// TLS, so it cannot present a service account's token to the loopback server;
+/// `--as` (impersonation) is how it acts as another user here.
+fn admin_kubectl(server: &kinject_testenv::Server, dir: &PathBuf) -> Kubectl {
+    std::fs::create_dir_all(dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    Kubectl {
+        kubeconfig,
+        cache: dir.join("cache"),
+    }
+}
+
+/// `kubectl auth can-i ...`: what it prints, and whether it exited with 0 (yes) or 1 (no).
+pub(crate) fn can_i(k: &Kubectl, args: &[&str]) -> (bool, String) {
+    let mut full = vec!["auth", "can-i"];
+    full.extend(args);
+    let out = k.cmd(&full).output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    match out.status.code() {
+        Some(0) => (true, stdout),
+        Some(1) => (false, stdout),
+        _ => panic!("kubectl {full:?} failed ({}):\n{stdout}\n{stderr}", out.status),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_can_i_answers_for_the_kubeconfig_user() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = shop();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-auth-{}", uuid_like()));
+    let admin = admin_kubectl(&server, &dir);
+    tokio::task::spawn_blocking(move || {
+        assert_eq!(
+            can_i(&admin, &["create", "jobs.batch", "-n", "default"]),
+            (true, "yes\n".into())
+        );
+        assert_eq!(can_i(&admin, &["delete", "/anything"]), (true, "yes\n".into()));
+        let (_, everything) = can_i(&admin, &["--list", "-n", "shop"]);
+        let rows: Vec<Vec<&str>> = everything
+            .lines()
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows.get(..3),
+            Some(
+                &[
+                    vec!["Resources", "Non-Resource", "URLs", "Resource", "Names", "Verbs"],
+                    vec!["*.*", "[]", "[]", "[*]"],
+                    vec!["[*]", "[]", "[*]"],
+                ][..]
+            ),
+            "{everything}"
+        );
+        assert!(
+            rows.contains(&vec![
+                "selfsubjectaccessreviews.authorization.k8s.io",
+                "[]",
+                "[]",
+                "[create]"
+            ]),
+            "{everything}"
+        );
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_whoami_and_api_resources_show_the_review_kinds() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = shop();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-whoami-{}", uuid_like()));
+    let admin = admin_kubectl(&server, &dir);
+    tokio::task::spawn_blocking(move || {
+        let me = admin.run(&["auth", "whoami"]);
+        let rows: Vec<Vec<&str>> = me.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec!["ATTRIBUTE", "VALUE"],
+                vec!["Username", "system:admin"],
+                vec!["Groups", "[system:masters", "system:authenticated]"],
+            ],
+            "{me}"
+        );
+        let json: serde_json::Value =
+            serde_json::from_str(&admin.run(&["auth", "whoami", "-o", "json"])).unwrap();
+        assert_eq!(json["status"]["userInfo"]["username"], "system:admin");
+
+        let resources = admin.run(&["api-resources", "-o", "wide", "--api-group=authorization.k8s.io"]);
+        let rows: Vec<Vec<&str>> = resources
+            .lines()
+            .skip(1)
+            .map(|l| l.split_whitespace().collect())
+            .collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec![
+                    "localsubjectaccessreviews",
+                    "authorization.k8s.io/v1",
+                    "true",
+                    "LocalSubjectAccessReview",
+                    "create"
+                ],
+                vec![
+                    "selfsubjectaccessreviews",
+                    "authorization.k8s.io/v1",
+                    "false",
+                    "SelfSubjectAccessReview",
+                    "create"
+                ],
+                vec![
+                    "selfsubjectrulesreviews",
+                    "authorization.k8s.io/v1",
+                    "false",
+                    "SelfSubjectRulesReview",
+                    "create"
+                ],
+                vec![
+                    "subjectaccessreviews",
+                    "authorization.k8s.io/v1",
+                    "false",
+                    "SubjectAccessReview",
+                    "create"
+                ],
+            ],
+            "{resources}"
+        );
+        let err = admin.fail(&["get", "selfsubjectaccessreviews"]);
+        assert!(
+            err.contains("the server does not allow this method on the requested resource"),
+            "{err}"
+        );
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
+}
