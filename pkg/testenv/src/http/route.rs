@@ -132,6 +132,13 @@ pub(super) fn verb_of(method: &Method, t: &Target, q: &QueryView<'_>) -> Result<
     }
     let watch = t.legacy_watch || q.flag("watch") == Some(true);
     let item = t.name.is_some();
+    if t.subresource.as_deref() == Some("token") {
+        // A TokenRequest is created on the service account's path.
+        return match method.as_str() {
+            "POST" if item => Ok("create"),
+            _ => Err(ErrorStatus::method_not_allowed()),
+        };
+    }
     let v = match (method.as_str(), item) {
         ("GET", _) if watch => "watch",
         ("GET", true) => "get",

@@ -14,6 +14,7 @@ pub(crate) mod resource;
 mod reviews;
 mod scale;
 pub(crate) mod schema;
+pub(crate) mod tokens;
 pub(crate) mod verbs;
 
 use std::sync::Arc;

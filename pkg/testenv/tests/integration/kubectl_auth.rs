@@ -159,3 +159,58 @@ async fn kubectl_auth_whoami_and_api_resources_show_the_review_kinds() {
     let _ = std::fs::remove_dir_all(dir);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_token_mints_a_token_for_the_account() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = shop();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-token-{}", uuid_like()));
+    let admin = admin_kubectl(&server, &dir);
+    let minted = tokio::task::spawn_blocking(move || {
+        admin.run(&["create", "serviceaccount", "bot", "-n", "shop"]);
+        let token = admin.run(&["create", "token", "bot", "-n", "shop"]);
+        let json: serde_json::Value = serde_json::from_str(&admin.run(&[
+            "create",
+            "token",
+            "bot",
+            "-n",
+            "shop",
+            "--duration=2h",
+            "--audience=vault",
+            "-o",
+            "json",
+        ]))
+        .unwrap();
+        assert_eq!(json["spec"]["expirationSeconds"], 7200);
+        assert_eq!(json["spec"]["audiences"], serde_json::json!(["vault"]));
+        let err = admin.fail(&["create", "token", "ghost", "-n", "shop"]);
+        assert!(err.contains("serviceaccounts \"ghost\" not found"), "{err}");
+        let err = admin.fail(&["create", "token", "bot", "-n", "shop", "--duration=5m"]);
+        assert!(
+            err.contains(
+                "spec.expirationSeconds: Invalid value: 300: may not specify a duration less than 10 minutes"
+            ),
+            "{err}"
+        );
+        token.trim().to_owned()
+    })
+    .await
+    .unwrap();
+    assert_eq!(minted, env.service_account_token("shop", "bot"));
+    // kubectl presents tokens over TLS only; a kube client takes it over HTTP.
+    let bot = crate::common::client_with_kubeconfig(&server.kubeconfig_with_token(&minted)).await;
+    let jobs = kube::Api::<k8s_openapi::api::batch::v1::Job>::namespaced(bot, "shop");
+    let err = crate::common::api_err(jobs.list(&Default::default()).await.unwrap_err());
+    assert!(
+        err.message
+            .starts_with("jobs.batch is forbidden: User \"system:serviceaccount:shop:bot\""),
+        "{}",
+        err.message
+    );
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
+}

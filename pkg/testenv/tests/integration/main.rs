@@ -22,5 +22,6 @@ mod printing;
 mod proto_generated;
 mod reviews;
 mod semantics;
+mod tokens;
 mod validation;
 mod watch;

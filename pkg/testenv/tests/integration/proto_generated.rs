@@ -27,9 +27,16 @@ const BY_HAND: &[&str] = &[
 
 /// Bodies the server accepts beyond the kinds it serves, by apiVersion, kind and
 /// message (k8s-pb gives subresource kinds no `Resource` impl): the `scale`
-/// subresource of workloads and custom resources.
-const SUBRESOURCE_KINDS: &[(&str, &str, &str)] =
-    &[("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale")];
+/// subresource of workloads and custom resources, and the `token` subresource of
+/// ServiceAccounts (`kubectl create token`).
+const SUBRESOURCE_KINDS: &[(&str, &str, &str)] = &[
+    ("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale"),
+    (
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        "api::authentication::v1::TokenRequest",
+    ),
+];
 
 const OUT: &str = "src/http/proto/generated.rs";
 

@@ -15,6 +15,8 @@ use super::{Encoded, gv_document, hash, v2};
 
 pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+/// The body of a ServiceAccount's `token` subresource, which core/v1 documents.
+const TOKEN_REQUEST: &str = "io.k8s.api.authentication.v1.TokenRequest";
 
 #[derive(Debug)]
 pub(crate) struct Builtins {
@@ -96,6 +98,7 @@ fn build() -> Builtins {
         add(k.group, k.version, k.kind, k.schema_ref(&mut generator));
     }
     let _ = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
+    let _ = generator.subschema_for::<k8s_openapi::api::authentication::v1::TokenRequest>();
     let mut defs = generator.take_definitions(true);
     for ((g, v, kind), name) in &kinds {
         if let Some(Value::Object(d)) = defs.get_mut(name) {
@@ -145,6 +148,9 @@ fn group_versions(b: &Builtins) -> BTreeMap<(String, String), Encoded> {
             let mut schemas = Map::new();
             for d in &ds {
                 schemas.extend(b.kind_closure(&d.group, &d.version, &d.kind));
+                if d.token_request {
+                    schemas.extend(b.closure([TOKEN_REQUEST]));
+                }
             }
             let doc = gv_document(&ds, schemas);
             (gv, Encoded::new(&doc))

@@ -63,6 +63,7 @@ pub(super) const KINDS: &[Kind] = &[
     kind::<pb::api::authorization::v1::SelfSubjectRulesReview>(),
     kind::<pb::api::authorization::v1::SubjectAccessReview>(),
     Kind { api_version: "autoscaling/v1", kind: "Scale", decode: decode_as::<pb::api::autoscaling::v1::Scale> },
+    Kind { api_version: "authentication.k8s.io/v1", kind: "TokenRequest", decode: decode_as::<pb::api::authentication::v1::TokenRequest> },
 ];
 
 impl Json for pb::api::admissionregistration::v1::AuditAnnotation {
@@ -601,6 +602,17 @@ impl Json for pb::api::apps::v1::StatefulSetUpdateStrategy {
     }
 }
 
+impl Json for pb::api::authentication::v1::BoundObjectReference {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("kind", &self.kind)?;
+        o.field("apiVersion", &self.api_version)?;
+        o.field("name", &self.name)?;
+        o.field("uid", &self.u_id)?;
+        o.done()
+    }
+}
+
 impl Json for pb::api::authentication::v1::ExtraValue {
     fn json(&self) -> Result<Value, String> {
         self.items.json()
@@ -620,6 +632,35 @@ impl Json for pb::api::authentication::v1::SelfSubjectReviewStatus {
     fn json(&self) -> Result<Value, String> {
         let mut o = Obj::default();
         o.field("userInfo", &self.user_info)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequest {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequestSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("audiences", &self.audiences)?;
+        o.field("expirationSeconds", &self.expiration_seconds)?;
+        o.field("boundObjectRef", &self.bound_object_ref)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequestStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("token", &self.token)?;
+        o.field("expirationTimestamp", &self.expiration_timestamp)?;
         o.done()
     }
 }

@@ -103,6 +103,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                 return_deleted_object: false,
                 deletecollection: true,
                 create_only: false,
+                token_request: false,
                 imp: KindImpl::Custom(Arc::new(Schema {
                     root: v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(
                         || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),

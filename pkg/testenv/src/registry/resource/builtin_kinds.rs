@@ -330,6 +330,7 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         // lists `deletecollection` among their verbs.
         deletecollection: k.special != Builtin::Namespace,
         create_only: false,
+        token_request: k.group.is_empty() && k.plural == "serviceaccounts",
         imp: KindImpl::Builtin(k.special, k.roundtrip),
         columns: Vec::new(),
         scale,

@@ -51,6 +51,25 @@ pub(crate) fn create_only_kinds() -> &'static [CreateOnlyKind] {
     })
 }
 
+/// What a ServiceAccount's `token` subresource takes and answers, TokenRequest: not
+/// served as a resource of its own, but decoded and reported on as one.
+pub(crate) fn token_request_def() -> ResourceDef {
+    use k8s_openapi::Resource as _;
+    use k8s_openapi::api::authentication::v1::TokenRequest;
+    let mut def = CreateOnlyKind {
+        group: TokenRequest::GROUP,
+        version: TokenRequest::VERSION,
+        kind: TokenRequest::KIND,
+        plural: TokenRequest::URL_PATH_SEGMENT,
+        namespaced: true,
+        roundtrip: roundtrip::<TokenRequest>,
+        schema: schemars::SchemaGenerator::subschema_for::<TokenRequest>,
+    }
+    .resource_def();
+    def.create_only = false;
+    def
+}
+
 impl CreateOnlyKind {
     /// The kind's schema as a reference into `generator`'s definitions.
     pub(crate) fn schema_ref(&self, generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -77,6 +96,7 @@ impl CreateOnlyKind {
             return_deleted_object: false,
             deletecollection: false,
             create_only: true,
+            token_request: false,
             imp: KindImpl::Builtin(Builtin::Other, self.roundtrip),
             columns: Vec::new(),
             scale: None,

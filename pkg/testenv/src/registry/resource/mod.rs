@@ -6,7 +6,7 @@ mod create_only;
 mod events;
 
 pub use builtin_kinds::{BuiltinKind, builtin_kinds};
-pub(crate) use create_only::{CreateOnlyKind, create_only_kinds};
+pub(crate) use create_only::{CreateOnlyKind, create_only_kinds, token_request_def};
 
 use std::sync::Arc;
 
@@ -82,6 +82,8 @@ pub(crate) struct ResourceDef {
     /// Served for `create` alone and never stored: the review kinds, whose create
     /// answers a question.
     pub(crate) create_only: bool,
+    /// The `token` subresource (ServiceAccounts): a TokenRequest's create.
+    pub(crate) token_request: bool,
     pub(crate) imp: KindImpl,
     /// The printer columns of `kubectl get` after Name, CRDs only.
     pub(crate) columns: Vec<Column>,
