@@ -214,3 +214,82 @@ async fn kubectl_create_token_mints_a_token_for_the_account() {
     let _ = std::fs::remove_dir_all(dir);
     server.shutdown().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_as_a_service_account_answers_for_that_account() {
+    if !kubectl_available() {
+        skip("kubectl not found on PATH");
+        return;
+    }
+    let env = shop();
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-kubectl-as-{}", uuid_like()));
+    let admin = admin_kubectl(&server, &dir);
+    tokio::task::spawn_blocking(move || {
+        let bot = "--as=system:serviceaccount:shop:bot";
+        assert_eq!(
+            can_i(&admin, &["create", "jobs", bot, "-n", "shop"]),
+            (true, "yes\n".into())
+        );
+        assert_eq!(
+            can_i(&admin, &["create", "jobs", bot, "-n", "default"]),
+            (false, "no\n".into())
+        );
+        assert_eq!(
+            can_i(&admin, &["delete", "jobs", bot, "-n", "shop"]),
+            (false, "no\n".into())
+        );
+        assert_eq!(can_i(&admin, &["get", "/healthz", bot]), (true, "yes\n".into()));
+        assert_eq!(can_i(&admin, &["post", "/healthz", bot]), (false, "no\n".into()));
+        assert_eq!(
+            can_i(
+                &admin,
+                &["list", "pods", "--as=jane", "--as-group=devs", "-n", "shop"]
+            ),
+            (true, "yes\n".into())
+        );
+        assert_eq!(
+            can_i(&admin, &["list", "pods", "--as=jane", "-n", "shop"]),
+            (false, "no\n".into())
+        );
+
+        let (_, listed) = can_i(&admin, &["--list", bot, "-n", "shop"]);
+        let rows: Vec<Vec<&str>> = listed.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert!(
+            rows.contains(&vec!["jobs.batch", "[]", "[]", "[create", "get]"]),
+            "{listed}"
+        );
+        assert!(rows.contains(&vec!["[/healthz]", "[]", "[get]"]), "{listed}");
+        assert!(!rows.iter().any(|r| r.first() == Some(&"*.*")), "{listed}");
+        let (_, elsewhere) = can_i(&admin, &["--list", bot, "-n", "default"]);
+        assert!(!elsewhere.contains("jobs.batch"), "{elsewhere}");
+
+        let me = admin.run(&["auth", "whoami", bot]);
+        let rows: Vec<Vec<&str>> = me.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert_eq!(
+            rows,
+            vec![
+                vec!["ATTRIBUTE", "VALUE"],
+                vec!["Username", "system:serviceaccount:shop:bot"],
+                vec![
+                    "Groups",
+                    "[system:serviceaccounts",
+                    "system:serviceaccounts:shop",
+                    "system:authenticated]"
+                ],
+            ],
+            "{me}"
+        );
+        let err = admin.fail(&["get", "pods", "-n", "shop", bot]);
+        assert!(
+            err.contains(
+                "pods is forbidden: User \"system:serviceaccount:shop:bot\" cannot list resource \"pods\""
+            ),
+            "{err}"
+        );
+    })
+    .await
+    .unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+    server.shutdown().await;
+}
