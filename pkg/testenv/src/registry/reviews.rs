@@ -37,8 +37,8 @@ impl Registry {
             "SelfSubjectRulesReview" => self.rules_review(&obj, user)?,
             "SelfSubjectReview" => self_subject_review(user),
             kind => {
-                let (attributes, subject) = access_review(kind, &obj, user)?;
-                let decision = rbac::decide(self, &subject, &attributes.asked());
+                let (question, subject) = access_review(kind, &obj, user)?;
+                let decision = rbac::decide(self, &subject, &question.asked());
                 let mut status = json!({"allowed": decision.allowed});
                 if !decision.reason.is_empty() {
                     status["reason"] = json!(decision.reason);
@@ -90,20 +90,13 @@ impl Registry {
     }
 }
 
-/// The field manager's record of the request. Decoding leaves an empty `metadata`
-/// where the request had none, which is no field of the client's.
+/// The field manager's record of the request: the fields it sets that an empty
+/// review does not have, as kube-apiserver's field manager compares the request with
+/// a new object of its kind (whose status says `allowed: false`).
 fn managed_fields(def: &ResourceDef, obj: &Value, opts: &WriteOpts) -> Option<Value> {
     let manager = opts.field_manager.as_deref().unwrap_or_default();
-    let mut fields = obj.clone();
-    if fields
-        .get("metadata")
-        .and_then(Value::as_object)
-        .is_some_and(serde_json::Map::is_empty)
-        && let Some(m) = fields.as_object_mut()
-    {
-        m.remove("metadata");
-    }
-    track_update(def, None, &fields, manager, false)
+    let empty = json!({"metadata": {}, "spec": {}, "status": {"allowed": false}});
+    track_update(def, Some(&empty), obj, manager, false)
 }
 
 /// The namespace of the request on the object, as kube-apiserver's create handler

@@ -14,6 +14,7 @@ use crate::object_meta::meta_str;
 use crate::registry::Registry;
 use crate::registry::options::{WriteOpts, Written};
 use crate::registry::resource::{ResourceDef, token_request_def};
+use crate::timestamps::time;
 
 const TOKEN_PREFIX: &str = "testenv:serviceaccount:";
 
@@ -167,11 +168,6 @@ fn check_expiration(def: &ResourceDef, seconds: i64) -> Result<(), ErrorStatus> 
     };
     let err = FieldError::invalid("spec.expirationSeconds", json!(seconds), detail);
     Err(ErrorStatus::invalid(&def.group, &def.kind, "", vec![err]))
-}
-
-/// A `metav1.Time`: whole seconds, UTC.
-fn time(t: jiff::Timestamp) -> String {
-    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).unwrap_or_default()
 }
 
 #[cfg(test)]
