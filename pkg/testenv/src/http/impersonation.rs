@@ -81,15 +81,15 @@ fn parts(headers: &HeaderMap) -> Vec<Part> {
         });
     }
     out.extend(values(headers, GROUP).map(Part::Group));
-    let mut extra_names: Vec<&str> = headers
+    let mut extra_names: Vec<(&str, &str)> = headers
         .keys()
         .map(http::HeaderName::as_str)
-        .filter(|n| n.starts_with(EXTRA_PREFIX))
+        .filter_map(|n| Some((n, n.strip_prefix(EXTRA_PREFIX)?)))
         .collect();
     extra_names.sort_unstable();
     extra_names.dedup();
-    for header in extra_names {
-        let key = unescape(&header[EXTRA_PREFIX.len()..]);
+    for (header, escaped) in extra_names {
+        let key = unescape(escaped);
         out.extend(values(headers, header).map(|value| Part::Extra {
             key: key.clone(),
             value,
