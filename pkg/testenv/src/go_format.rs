@@ -58,6 +58,124 @@ pub(crate) fn go_value(v: &Value) -> String {
     }
 }
 
+/// An `ObjectMeta` as Go's `%#v` prints the struct (how a field error shows
+/// metadata that must be empty). Pointers Go would print as addresses
+/// (`deletionGracePeriodSeconds`, an owner reference's flags) show `0xc000000000`.
+pub(crate) fn go_object_meta(meta: &Value) -> String {
+    let text = |k: &str| format!("{:?}", meta.get(k).and_then(Value::as_str).unwrap_or_default());
+    let time = |k: &str| meta.get(k).and_then(Value::as_str).map(go_time);
+    let map = |k: &str| match meta.get(k).and_then(Value::as_object) {
+        Some(m) if !m.is_empty() => {
+            let mut entries: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k:?}:{:?}", v.as_str().unwrap_or_default()))
+                .collect();
+            entries.sort();
+            format!("map[string]string{{{}}}", entries.join(", "))
+        }
+        _ => "map[string]string(nil)".to_owned(),
+    };
+    let finalizers = match meta.get("finalizers").and_then(Value::as_array) {
+        Some(f) if !f.is_empty() => format!(
+            "[]string{{{}}}",
+            f.iter()
+                .map(|v| format!("{:?}", v.as_str().unwrap_or_default()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        _ => "[]string(nil)".to_owned(),
+    };
+    format!(
+        "v1.ObjectMeta{{Name:{}, GenerateName:{}, Namespace:{}, SelfLink:{}, UID:{}, ResourceVersion:{}, \
+         Generation:{}, CreationTimestamp:{}, DeletionTimestamp:{}, DeletionGracePeriodSeconds:{}, \
+         Labels:{}, Annotations:{}, OwnerReferences:{}, Finalizers:{finalizers}, ManagedFields:[]v1.ManagedFieldsEntry(nil)}}",
+        text("name"),
+        text("generateName"),
+        text("namespace"),
+        text("selfLink"),
+        text("uid"),
+        text("resourceVersion"),
+        meta.get("generation").and_then(Value::as_i64).unwrap_or_default(),
+        time("creationTimestamp").unwrap_or_else(|| go_time("0001-01-01T00:00:00Z")),
+        time("deletionTimestamp").unwrap_or_else(|| "<nil>".to_owned()),
+        if meta
+            .get("deletionGracePeriodSeconds")
+            .is_some_and(|v| !v.is_null())
+        {
+            "(*int64)(0xc000000000)"
+        } else {
+            "(*int64)(nil)"
+        },
+        map("labels"),
+        map("annotations"),
+        go_owner_references(meta.get("ownerReferences")),
+    )
+}
+
+fn go_owner_references(refs: Option<&Value>) -> String {
+    let Some(refs) = refs.and_then(Value::as_array).filter(|r| !r.is_empty()) else {
+        return "[]v1.OwnerReference(nil)".to_owned();
+    };
+    let one = |r: &Value| {
+        let text = |k: &str| format!("{:?}", r.get(k).and_then(Value::as_str).unwrap_or_default());
+        let flag = |k: &str| {
+            if r.get(k).is_some_and(|v| !v.is_null()) {
+                "(*bool)(0xc000000000)"
+            } else {
+                "(*bool)(nil)"
+            }
+        };
+        format!(
+            "v1.OwnerReference{{APIVersion:{}, Kind:{}, Name:{}, UID:{}, Controller:{}, BlockOwnerDeletion:{}}}",
+            text("apiVersion"),
+            text("kind"),
+            text("name"),
+            text("uid"),
+            flag("controller"),
+            flag("blockOwnerDeletion"),
+        )
+    };
+    format!(
+        "[]v1.OwnerReference{{{}}}",
+        refs.iter().map(one).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// An RFC 3339 time as Go's `%#v` prints a `time.Time` in UTC.
+fn go_time(rfc3339: &str) -> String {
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let Ok(t) = rfc3339.parse::<jiff::Timestamp>() else {
+        return format!("{rfc3339:?}");
+    };
+    let d = t.to_zoned(jiff::tz::TimeZone::UTC).datetime();
+    let month = MONTHS
+        .get(usize::try_from(d.month() - 1).unwrap_or_default())
+        .copied()
+        .unwrap_or_default();
+    format!(
+        "time.Date({}, time.{month}, {}, {}, {}, {}, {}, time.UTC)",
+        d.year(),
+        d.day(),
+        d.hour(),
+        d.minute(),
+        d.second(),
+        d.subsec_nanosecond()
+    )
+}
+
 /// A float as Go's `fmt` prints it with `%v` (`strconv.FormatFloat(f, 'g', -1, 64)`).
 pub(crate) fn go_float_text(f: f64) -> String {
     // A number literal too long for a float64 parses to infinity.
@@ -231,6 +349,24 @@ mod tests {
         assert_eq!(
             go_json(&json!({"b": [1, 2.5, null], "a": "<x>&\u{1}\n"})),
             "{\"a\":\"\\u003cx\\u003e\\u0026\\u0001\\n\",\"b\":[1,2.5,null]}"
+        );
+    }
+
+    #[test]
+    fn object_meta_as_go_prints_the_struct() {
+        assert_eq!(
+            go_object_meta(
+                &json!({"name": "x", "labels": {"b": "2", "a": "1"}, "creationTimestamp": "2024-03-05T06:07:08Z"})
+            ),
+            "v1.ObjectMeta{Name:\"x\", GenerateName:\"\", Namespace:\"\", SelfLink:\"\", UID:\"\", ResourceVersion:\"\", \
+             Generation:0, CreationTimestamp:time.Date(2024, time.March, 5, 6, 7, 8, 0, time.UTC), DeletionTimestamp:<nil>, \
+             DeletionGracePeriodSeconds:(*int64)(nil), Labels:map[string]string{\"a\":\"1\", \"b\":\"2\"}, \
+             Annotations:map[string]string(nil), OwnerReferences:[]v1.OwnerReference(nil), Finalizers:[]string(nil), \
+             ManagedFields:[]v1.ManagedFieldsEntry(nil)}"
+        );
+        assert!(
+            go_object_meta(&json!({}))
+                .contains("CreationTimestamp:time.Date(1, time.January, 1, 0, 0, 0, 0, time.UTC)")
         );
     }
 }

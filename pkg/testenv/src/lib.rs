@@ -26,13 +26,14 @@
 //! - `http`: serving (the `tower::Service` and the loopback server), routing requests
 //!   to verbs, request options and bodies (protobuf included), lists and continue
 //!   tokens, watches, discovery and the OpenAPI documents, server-side printing for
-//!   `kubectl get`, admission webhooks and authentication;
+//!   `kubectl get`, admission webhooks, authentication and impersonation;
 //! - `test_env`: the public API ([`TestEnv`], [`Builder`]) and the state the layers
 //!   share, behind one lock that is never held across an await;
 //! - `registry`: the stored objects and what kube-apiserver's registry does to them,
 //!   kind by kind: decoding and validation, create/update/patch/apply/delete,
 //!   server-side apply's field ownership, `scale`, the CRD lifecycle, the optional
-//!   garbage collector and namespace controller, and RBAC authorization;
+//!   garbage collector and namespace controller, RBAC authorization, the review
+//!   kinds' answers and service account tokens;
 //! - leaves that know none of these: `store` (objects and revisions, the watch history),
 //!   `selector`, `jsonpath`, `patches`, `names`, `timestamps`, `errors` (the `Status`
 //!   bodies), `object_meta` (metadata access and validation), `quantity` (resource

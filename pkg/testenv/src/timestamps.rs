@@ -11,7 +11,12 @@ const LAYOUT: &str = "2006-01-02T15:04:05.000000Z07:00";
 
 /// The current time as a `metav1.Time`.
 pub(crate) fn now() -> String {
-    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", jiff::Timestamp::now()).unwrap_or_default()
+    time(jiff::Timestamp::now())
+}
+
+/// A time as a `metav1.Time`: whole seconds, UTC.
+pub(crate) fn time(t: jiff::Timestamp) -> String {
+    jiff::fmt::strtime::format("%Y-%m-%dT%H:%M:%SZ", t).unwrap_or_default()
 }
 
 /// Checks the MicroTimes of `obj` at `paths` (JSON pointers) and rewrites each as

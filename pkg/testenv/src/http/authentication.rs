@@ -2,24 +2,16 @@
 //!
 //! A request without credentials is made by `system:admin` (in `system:masters`), so
 //! tests and `kubectl` need no setup. A request bearing a token from
-//! [`crate::TestEnv::service_account_token`] is made by that service account (the
-//! token names it, so it holds across restarts, as a signed one does) and is
-//! authorized by RBAC; any other token is `401 Unauthorized`. Every authenticated user
+//! [`crate::TestEnv::service_account_token`] or a TokenRequest is made by that
+//! service account (the token names it, so it holds across restarts, as a signed
+//! one does) and is authorized by RBAC; any other token is `401 Unauthorized`. Every authenticated user
 //! may read the discovery and health paths, which kube-apiserver's bootstrap
 //! `system:discovery` and `system:public-info-viewer` roles grant.
 
 use crate::errors::ErrorStatus;
 use crate::registry::rbac::User;
+use crate::registry::tokens::{account_of, token_for};
 use crate::test_env::TestEnv;
-
-const TOKEN_PREFIX: &str = "testenv:serviceaccount:";
-
-/// The token of service account `namespace/name`: it names the account, as a
-/// service-account JWT does, in a form no namespace or name can be confused in
-/// (neither may hold a colon).
-pub(crate) fn token_for(namespace: &str, name: &str) -> String {
-    format!("{TOKEN_PREFIX}{namespace}:{name}")
-}
 
 /// The user a request's `Authorization` header names: `system:admin` without one.
 pub(crate) fn authenticate(authorization: &str) -> Result<User, ErrorStatus> {
@@ -28,9 +20,7 @@ pub(crate) fn authenticate(authorization: &str) -> Result<User, ErrorStatus> {
     }
     let account = authorization
         .strip_prefix("Bearer ")
-        .and_then(|token| token.trim().strip_prefix(TOKEN_PREFIX))
-        .and_then(|rest| rest.split_once(':'))
-        .filter(|(ns, name)| !ns.is_empty() && !name.is_empty() && !name.contains(':'));
+        .and_then(|token| account_of(token.trim()));
     match account {
         Some((namespace, name)) => Ok(User::service_account(namespace, name)),
         None => Err(ErrorStatus::new(401, "Unauthorized", "Unauthorized")),

@@ -88,3 +88,20 @@ fn summarize(data: &[u8], max: usize) -> String {
         }
     }
 }
+
+/// Decodes the body of a subresource whose kind is not the resource's (a Scale, a
+/// TokenRequest): JSON, or protobuf as client-go's typed clients send it.
+pub(crate) fn subresource_body(req: &Request, api_version: &str, kind: &str) -> Result<Value, ErrorStatus> {
+    let ct = req.content_type.split(';').next().unwrap_or_default().trim();
+    let version = api_version.rsplit('/').next().unwrap_or(api_version);
+    if ct == "application/vnd.kubernetes.protobuf" {
+        proto::decode(api_version, kind, &req.body)
+    } else {
+        serde_json::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
+    }
+    .map_err(|e| {
+        ErrorStatus::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
+        ))
+    })
+}

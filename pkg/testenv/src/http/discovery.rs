@@ -136,6 +136,13 @@ pub(crate) fn aggregated(state: &Registry, core: bool) -> Reply {
                                 "verbs": ["get", "patch", "update"],
                             }));
                         }
+                        if d.token_request {
+                            subs.push(json!({
+                                "subresource": "token",
+                                "responseKind": gvk("authentication.k8s.io", "v1", "TokenRequest"),
+                                "verbs": ["create"],
+                            }));
+                        }
                         if !subs.is_empty() {
                             r["subresources"] = json!(subs);
                         }
@@ -197,6 +204,17 @@ pub(crate) fn resource_list(state: &Registry, group: &str, version: &str) -> Val
                 "version": "v1",
                 "kind": "Scale",
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if d.token_request {
+            resources.push(json!({
+                "name": format!("{}/token", d.plural),
+                "singularName": "",
+                "namespaced": d.namespaced,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
             }));
         }
     }

@@ -14,11 +14,10 @@ use crate::selector::FieldTerm;
 use crate::test_env::{Inner, TestEnv};
 
 use super::admission;
-use super::body::{custom_kind_present, json_body};
+use super::body::{custom_kind_present, json_body, subresource_body};
 use super::discovery;
 use super::list::list;
 use super::openapi;
-use super::proto;
 use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
 use super::request_options::{delete_opts, selection, write_opts};
@@ -55,6 +54,14 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
         Route::Resource(t) => t,
         other => return not_a_resource(&env.inner, other, &req),
     };
+    // A review kind has no routes but its collection's POST (and, namespaced, no
+    // collection across namespaces).
+    let def = &target.def;
+    if def.create_only
+        && (target.name.is_some() || target.legacy_watch || (def.namespaced && target.namespace.is_none()))
+    {
+        return no_route();
+    }
     if let Some(reply) = unserved_subresource(&target) {
         return reply;
     }
@@ -72,8 +79,10 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if verb == "watch" {
         wait_for_revision(&env.inner, &q).await;
     }
+    // Reviews and tokens store nothing, so no webhook is asked about them.
     if matches!(verb, "create" | "update" | "patch" | "delete")
-        && target.subresource.as_deref() != Some("scale")
+        && !matches!(target.subresource.as_deref(), Some("scale" | "token"))
+        && !target.def.create_only
         && let Some(r) = admission::write(env, verb, &target, &req, &q).await
     {
         return r.unwrap_or_else(|e| Reply::error(&e));
@@ -119,6 +128,7 @@ fn unserved_subresource(target: &Target) -> Option<Reply> {
         None => true,
         Some("status") => target.def.status,
         Some("scale") => target.def.scale.is_some(),
+        Some("token") => target.def.token_request,
         Some(_) => false,
     };
     if served {
@@ -230,8 +240,19 @@ fn dispatch(
     let ns = t.namespace.as_deref().unwrap_or_default();
     let name = t.name.as_deref().unwrap_or_default();
     let status_only = t.subresource.as_deref() == Some("status");
-    if t.subresource.as_deref() == Some("scale") {
-        return scale(inner, verb, t, req, q);
+    match t.subresource.as_deref() {
+        Some("scale") => return scale(inner, verb, t, req, q),
+        Some("token") => {
+            let body = subresource_body(req, "authentication.k8s.io/v1", "TokenRequest")?;
+            let opts = write_opts(q, req)?;
+            let w = inner.registry().token_request(def, ns, name, body, &opts)?;
+            return Ok(Reply::Json {
+                code: 201,
+                body: w.object,
+                warnings: w.warnings,
+            });
+        }
+        _ => {}
     }
     match verb {
         "get" => {
@@ -254,13 +275,7 @@ fn dispatch(
             }
             watch::start(inner, def, sel, q, output)
         }
-        "create" => {
-            let body = json_body(req, def)?;
-            custom_kind_present(req, q, def, &body)?;
-            let opts = write_opts(q, req)?;
-            let w = inner.write(|st| st.create(def, t.namespace.as_deref(), body, &opts))?;
-            Ok(written(w, output, def))
-        }
+        "create" => create(inner, t, req, q, output),
         "update" => {
             let body = json_body(req, def)?;
             custom_kind_present(req, q, def, &body)?;
@@ -297,6 +312,27 @@ fn dispatch(
     }
 }
 
+/// `POST` to a collection: a stored object, or a review's answer.
+fn create(
+    inner: &Arc<Inner>,
+    t: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+    output: Output,
+) -> Result<Reply, ErrorStatus> {
+    let def = &t.def;
+    let body = json_body(req, def)?;
+    let opts = write_opts(q, req)?;
+    let ns = t.namespace.as_deref();
+    let w = if def.create_only {
+        inner.registry().review(def, ns, &req.user, body, &opts)?
+    } else {
+        custom_kind_present(req, q, def, &body)?;
+        inner.write(|st| st.create(def, ns, body, &opts))?
+    };
+    Ok(written(w, output, def))
+}
+
 /// `get`, `update` and `patch` of the scale subresource.
 fn scale(
     inner: &Arc<Inner>,
@@ -311,19 +347,7 @@ fn scale(
     let opts = write_opts(q, req)?;
     let body = match verb {
         "get" => return Ok(Reply::ok(inner.registry().scale_get(def, ns, name)?)),
-        "update" => {
-            let ct = req.content_type.split(';').next().unwrap_or_default().trim();
-            if ct == "application/vnd.kubernetes.protobuf" {
-                proto::decode("autoscaling/v1", "Scale", &req.body)
-            } else {
-                serde_json::from_slice::<Value>(&req.body).map_err(|e| e.to_string())
-            }
-            .map_err(|e| {
-                ErrorStatus::bad_request(format!(
-                    "Scale in version \"v1\" cannot be handled as a Scale: {e}"
-                ))
-            })?
-        }
+        "update" => subresource_body(req, "autoscaling/v1", "Scale")?,
         "patch" => {
             let current = inner.registry().scale_get(def, ns, name)?;
             match PatchType::from_content_type(&req.content_type) {

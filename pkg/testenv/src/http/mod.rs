@@ -1,6 +1,7 @@
 //! The HTTP layer: the two faces (an in-process `tower::Service` and a loopback
 //! server), routing of requests to verbs, request options and bodies, lists, watches,
-//! discovery, server-side printing, admission webhooks and the testing hooks. It turns
+//! discovery, server-side printing, admission webhooks, authentication and
+//! impersonation, and the testing hooks. It turns
 //! requests into calls on the [registry](crate::registry), and their results into
 //! responses.
 
@@ -10,6 +11,7 @@ mod body;
 mod continue_token;
 mod discovery;
 mod handler;
+mod impersonation;
 mod list;
 mod openapi;
 mod proto;

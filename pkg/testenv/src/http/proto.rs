@@ -409,6 +409,10 @@ mod tests {
             let v = decode(&api_version, k.kind, &envelope(&api_version, k.kind, Vec::new())).unwrap();
             assert_eq!(v, json!({"apiVersion": api_version, "kind": k.kind}));
         }
+        for k in crate::registry::resource::create_only_kinds() {
+            let api_version = format!("{}/{}", k.group, k.version);
+            assert!(decodes(&api_version, k.kind), "{api_version} {}", k.kind);
+        }
         assert!(!decodes("samples.knative.dev/v1alpha1", "AddressableService"));
     }
 

@@ -124,8 +124,21 @@ fn resource_route(state: &Registry, group: &str, version: &str, rest: &[&str]) -
 }
 
 pub(super) fn verb_of(method: &Method, t: &Target, q: &QueryView<'_>) -> Result<&'static str, ErrorStatus> {
+    if t.def.create_only {
+        return match method.as_str() {
+            "POST" => Ok("create"),
+            _ => Err(ErrorStatus::method_not_allowed()),
+        };
+    }
     let watch = t.legacy_watch || q.flag("watch") == Some(true);
     let item = t.name.is_some();
+    if t.subresource.as_deref() == Some("token") {
+        // A TokenRequest is created on the service account's path.
+        return match method.as_str() {
+            "POST" if item => Ok("create"),
+            _ => Err(ErrorStatus::method_not_allowed()),
+        };
+    }
     let v = match (method.as_str(), item) {
         ("GET", _) if watch => "watch",
         ("GET", true) => "get",

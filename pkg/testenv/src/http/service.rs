@@ -16,6 +16,7 @@ use crate::test_env::TestEnv;
 
 use super::authentication::authenticate;
 use super::handler::handle;
+use super::impersonation::impersonate;
 use super::reply::Reply;
 use super::request::Request as ApiRequest;
 
@@ -122,6 +123,14 @@ where
     let user = match authenticate(&header(header::AUTHORIZATION)) {
         Ok(user) => user,
         Err(e) => return respond(Reply::error(&e)),
+    };
+    let uri = parts
+        .uri
+        .path_and_query()
+        .map_or("/", http::uri::PathAndQuery::as_str);
+    let user = match impersonate(env, user, &parts.headers, uri) {
+        Ok(user) => user,
+        Err(reply) => return respond(reply),
     };
     let request = ApiRequest {
         method: parts.method.clone(),

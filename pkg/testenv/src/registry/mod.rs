@@ -11,8 +11,10 @@ pub(crate) mod options;
 pub(crate) mod preconditions;
 pub(crate) mod rbac;
 pub(crate) mod resource;
+mod reviews;
 mod scale;
 pub(crate) mod schema;
+pub(crate) mod tokens;
 pub(crate) mod verbs;
 
 use std::sync::Arc;

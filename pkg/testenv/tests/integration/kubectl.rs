@@ -10,7 +10,7 @@ use std::time::Duration;
 
 /// Whether kubectl can be run. Not being on PATH is a reason to skip; a kubectl that is
 /// there but fails is a broken setup, and fails the test.
-fn kubectl_available() -> bool {
+pub(crate) fn kubectl_available() -> bool {
     match Command::new("kubectl")
         .arg("version")
         .arg("--client")
@@ -32,7 +32,7 @@ fn kubectl_available() -> bool {
 /// Reports a skipped test where it is seen: the harness captures `println!` and shows
 /// it only for failures, so this writes to the process's stderr directly. With
 /// `TESTENV_REQUIRE_KUBECTL` or `CI` set (CI has kubectl), skipping is a failure.
-fn skip(why: &str) {
+pub(crate) fn skip(why: &str) {
     use std::io::Write as _;
     for required in ["TESTENV_REQUIRE_KUBECTL", "CI"] {
         assert!(
@@ -43,13 +43,13 @@ fn skip(why: &str) {
     let _ = writeln!(std::io::stderr(), "skipped: {why}");
 }
 
-struct Kubectl {
-    kubeconfig: PathBuf,
-    cache: PathBuf,
+pub(crate) struct Kubectl {
+    pub(crate) kubeconfig: PathBuf,
+    pub(crate) cache: PathBuf,
 }
 
 impl Kubectl {
-    fn cmd(&self, args: &[&str]) -> Command {
+    pub(crate) fn cmd(&self, args: &[&str]) -> Command {
         let mut c = Command::new("kubectl");
         c.arg("--kubeconfig")
             .arg(&self.kubeconfig)
@@ -110,14 +110,14 @@ impl Kubectl {
     }
 
     /// Runs a command that must fail, and returns its stderr.
-    fn fail(&self, args: &[&str]) -> String {
+    pub(crate) fn fail(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
         assert!(!out.status.success(), "kubectl {args:?} succeeded:\n{stderr}");
         stderr
     }
 
-    fn run(&self, args: &[&str]) -> String {
+    pub(crate) fn run(&self, args: &[&str]) -> String {
         let out = self.cmd(args).output().unwrap();
         let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -129,7 +129,7 @@ impl Kubectl {
     }
 }
 
-fn write(dir: &Path, name: &str, content: &str) -> String {
+pub(crate) fn write(dir: &Path, name: &str, content: &str) -> String {
     let p = dir.join(name);
     std::fs::write(&p, content).unwrap();
     p.to_string_lossy().into_owned()
@@ -456,7 +456,7 @@ async fn kubectl_prints_printer_columns_and_meets_the_annotation_limit() {
     server.shutdown().await;
 }
 
-fn uuid_like() -> String {
+pub(crate) fn uuid_like() -> String {
     format!(
         "{}-{}",
         std::process::id(),

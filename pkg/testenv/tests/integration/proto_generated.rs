@@ -27,9 +27,16 @@ const BY_HAND: &[&str] = &[
 
 /// Bodies the server accepts beyond the kinds it serves, by apiVersion, kind and
 /// message (k8s-pb gives subresource kinds no `Resource` impl): the `scale`
-/// subresource of workloads and custom resources.
-const SUBRESOURCE_KINDS: &[(&str, &str, &str)] =
-    &[("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale")];
+/// subresource of workloads and custom resources, and the `token` subresource of
+/// ServiceAccounts (`kubectl create token`).
+const SUBRESOURCE_KINDS: &[(&str, &str, &str)] = &[
+    ("autoscaling/v1", "Scale", "api::autoscaling::v1::Scale"),
+    (
+        "authentication.k8s.io/v1",
+        "TokenRequest",
+        "api::authentication::v1::TokenRequest",
+    ),
+];
 
 const OUT: &str = "src/http/proto/generated.rs";
 
@@ -399,11 +406,26 @@ fn json_impl(path: &str, msg: &Message, names: &BTreeSet<String>) -> String {
     out
 }
 
+/// The review kinds, which the server answers but does not store (and so are not
+/// among `builtin_kinds()`); kubectl's `auth` commands send them as protobuf.
+const REVIEW_KINDS: &[(&str, &str)] = &[
+    ("authentication.k8s.io/v1", "SelfSubjectReview"),
+    ("authorization.k8s.io/v1", "LocalSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectAccessReview"),
+    ("authorization.k8s.io/v1", "SelfSubjectRulesReview"),
+    ("authorization.k8s.io/v1", "SubjectAccessReview"),
+];
+
 /// (apiVersion, kind) of every built-in kind the server serves.
 fn kinds_served() -> Vec<(String, String)> {
     kinject_testenv::builtin_kinds()
         .iter()
         .map(|k| (k.api_version(), k.kind.to_owned()))
+        .chain(
+            REVIEW_KINDS
+                .iter()
+                .map(|(v, k)| ((*v).to_owned(), (*k).to_owned())),
+        )
         .collect()
 }
 

@@ -6,7 +6,7 @@
 
 use crate::common;
 
-use common::{api_err, asvc, asvc_api, env_with_crd};
+use common::{api_err, asvc, asvc_api, client_with_kubeconfig, env_with_crd};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Pod, Secret};
 use kinject_testenv::TestEnv;
@@ -2771,14 +2771,6 @@ async fn serves_on_the_address_it_is_given() {
         err.starts_with(&format!("failed to listen on 127.0.0.1:{port}: ")),
         "{err}"
     );
-}
-
-async fn client_with_kubeconfig(kubeconfig: &str) -> kube::Client {
-    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
 }
 
 #[tokio::test]

@@ -8,13 +8,15 @@ use std::sync::OnceLock;
 use schemars::generate::SchemaSettings;
 use serde_json::{Map, Value, json};
 
-use crate::registry::resource::{ResourceDef, builtin_kinds, builtins as builtin_defs};
+use crate::registry::resource::{ResourceDef, builtin_kinds, builtins as builtin_defs, create_only_kinds};
 
 use super::schema::{REF_V3, closure};
 use super::{Encoded, gv_document, hash, v2};
 
 pub(crate) const OBJECT_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta";
 pub(crate) const LIST_META: &str = "io.k8s.apimachinery.pkg.apis.meta.v1.ListMeta";
+/// The body of a ServiceAccount's `token` subresource, which core/v1 documents.
+const TOKEN_REQUEST: &str = "io.k8s.api.authentication.v1.TokenRequest";
 
 #[derive(Debug)]
 pub(crate) struct Builtins {
@@ -80,20 +82,23 @@ fn build() -> Builtins {
         .with(|s| s.meta_schema = None)
         .into_generator();
     let mut kinds = BTreeMap::new();
-    for k in builtin_kinds() {
-        let reference = k.schema_ref(&mut generator);
+    let mut add = |g: &str, v: &str, kind: &str, reference: schemars::Schema| {
         if let Some(name) = reference
             .get("$ref")
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix(REF_V3))
         {
-            kinds.insert(
-                (k.group.to_owned(), k.version.to_owned(), k.kind.to_owned()),
-                name.to_owned(),
-            );
+            kinds.insert((g.to_owned(), v.to_owned(), kind.to_owned()), name.to_owned());
         }
+    };
+    for k in builtin_kinds() {
+        add(k.group, k.version, k.kind, k.schema_ref(&mut generator));
+    }
+    for k in create_only_kinds() {
+        add(k.group, k.version, k.kind, k.schema_ref(&mut generator));
     }
     let _ = generator.subschema_for::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta>();
+    let _ = generator.subschema_for::<k8s_openapi::api::authentication::v1::TokenRequest>();
     let mut defs = generator.take_definitions(true);
     for ((g, v, kind), name) in &kinds {
         if let Some(Value::Object(d)) = defs.get_mut(name) {
@@ -143,6 +148,9 @@ fn group_versions(b: &Builtins) -> BTreeMap<(String, String), Encoded> {
             let mut schemas = Map::new();
             for d in &ds {
                 schemas.extend(b.kind_closure(&d.group, &d.version, &d.kind));
+                if d.token_request {
+                    schemas.extend(b.closure([TOKEN_REQUEST]));
+                }
             }
             let doc = gv_document(&ds, schemas);
             (gv, Encoded::new(&doc))

@@ -183,8 +183,7 @@ pub(super) fn gv_document(defs: &[&ResourceDef], schemas: Map<String, Value>) ->
         } else {
             ""
         };
-        let gvk = json!({"group": d.group, "version": d.version, "kind": d.kind});
-        let op = |action: &str| {
+        let op_of = |action: &str, gvk: Value| {
             json!({
                 "x-kubernetes-action": action,
                 "x-kubernetes-group-version-kind": gvk,
@@ -192,10 +191,26 @@ pub(super) fn gv_document(defs: &[&ResourceDef], schemas: Map<String, Value>) ->
                 "responses": {"200": {"description": "OK"}},
             })
         };
-        paths.insert(
-            format!("{prefix}{scope}/{}/{{name}}", d.plural),
-            json!({"patch": op("patch"), "put": op("put")}),
-        );
+        let op = |action: &str| {
+            op_of(
+                action,
+                json!({"group": d.group, "version": d.version, "kind": d.kind}),
+            )
+        };
+        if d.token_request {
+            let token_request =
+                json!({"group": "authentication.k8s.io", "version": "v1", "kind": "TokenRequest"});
+            paths.insert(
+                format!("{prefix}{scope}/{}/{{name}}/token", d.plural),
+                json!({"post": op_of("post", token_request)}),
+            );
+        }
+        if !d.create_only {
+            paths.insert(
+                format!("{prefix}{scope}/{}/{{name}}", d.plural),
+                json!({"patch": op("patch"), "put": op("put")}),
+            );
+        }
         paths.insert(
             format!("{prefix}{scope}/{}", d.plural),
             json!({"post": op("post")}),

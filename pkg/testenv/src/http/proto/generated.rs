@@ -57,7 +57,13 @@ pub(super) const KINDS: &[Kind] = &[
     kind::<pb::api::storage::v1::CSIStorageCapacity>(),
     kind::<pb::api::storage::v1::StorageClass>(),
     kind::<pb::api::storage::v1::VolumeAttachment>(),
+    kind::<pb::api::authentication::v1::SelfSubjectReview>(),
+    kind::<pb::api::authorization::v1::LocalSubjectAccessReview>(),
+    kind::<pb::api::authorization::v1::SelfSubjectAccessReview>(),
+    kind::<pb::api::authorization::v1::SelfSubjectRulesReview>(),
+    kind::<pb::api::authorization::v1::SubjectAccessReview>(),
     Kind { api_version: "autoscaling/v1", kind: "Scale", decode: decode_as::<pb::api::autoscaling::v1::Scale> },
+    Kind { api_version: "authentication.k8s.io/v1", kind: "TokenRequest", decode: decode_as::<pb::api::authentication::v1::TokenRequest> },
 ];
 
 impl Json for pb::api::admissionregistration::v1::AuditAnnotation {
@@ -592,6 +598,241 @@ impl Json for pb::api::apps::v1::StatefulSetUpdateStrategy {
         let mut o = Obj::default();
         o.field("type", &self.r#type)?;
         o.field("rollingUpdate", &self.rolling_update)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::BoundObjectReference {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("kind", &self.kind)?;
+        o.field("apiVersion", &self.api_version)?;
+        o.field("name", &self.name)?;
+        o.field("uid", &self.u_id)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::ExtraValue {
+    fn json(&self) -> Result<Value, String> {
+        self.items.json()
+    }
+}
+
+impl Json for pb::api::authentication::v1::SelfSubjectReview {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::SelfSubjectReviewStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("userInfo", &self.user_info)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequest {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequestSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("audiences", &self.audiences)?;
+        o.field("expirationSeconds", &self.expiration_seconds)?;
+        o.field("boundObjectRef", &self.bound_object_ref)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::TokenRequestStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("token", &self.token)?;
+        o.field("expirationTimestamp", &self.expiration_timestamp)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authentication::v1::UserInfo {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("username", &self.username)?;
+        o.field("uid", &self.uid)?;
+        o.field("groups", &self.groups)?;
+        o.field("extra", &self.extra)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::ExtraValue {
+    fn json(&self) -> Result<Value, String> {
+        self.items.json()
+    }
+}
+
+impl Json for pb::api::authorization::v1::FieldSelectorAttributes {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("rawSelector", &self.raw_selector)?;
+        o.field("requirements", &self.requirements)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::LabelSelectorAttributes {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("rawSelector", &self.raw_selector)?;
+        o.field("requirements", &self.requirements)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::LocalSubjectAccessReview {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::NonResourceAttributes {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("path", &self.path)?;
+        o.field("verb", &self.verb)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::NonResourceRule {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("verbs", &self.verbs)?;
+        o.field("nonResourceURLs", &self.non_resource_ur_ls)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::ResourceAttributes {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("namespace", &self.namespace)?;
+        o.field("verb", &self.verb)?;
+        o.field("group", &self.group)?;
+        o.field("version", &self.version)?;
+        o.field("resource", &self.resource)?;
+        o.field("subresource", &self.subresource)?;
+        o.field("name", &self.name)?;
+        o.field("fieldSelector", &self.field_selector)?;
+        o.field("labelSelector", &self.label_selector)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::ResourceRule {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("verbs", &self.verbs)?;
+        o.field("apiGroups", &self.api_groups)?;
+        o.field("resources", &self.resources)?;
+        o.field("resourceNames", &self.resource_names)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SelfSubjectAccessReview {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SelfSubjectAccessReviewSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("resourceAttributes", &self.resource_attributes)?;
+        o.field("nonResourceAttributes", &self.non_resource_attributes)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SelfSubjectRulesReview {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SelfSubjectRulesReviewSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("namespace", &self.namespace)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SubjectAccessReview {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("metadata", &self.metadata)?;
+        o.field("spec", &self.spec)?;
+        o.field("status", &self.status)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SubjectAccessReviewSpec {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("resourceAttributes", &self.resource_attributes)?;
+        o.field("nonResourceAttributes", &self.non_resource_attributes)?;
+        o.field("user", &self.user)?;
+        o.field("groups", &self.groups)?;
+        o.field("extra", &self.extra)?;
+        o.field("uid", &self.uid)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SubjectAccessReviewStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("allowed", &self.allowed)?;
+        o.field("denied", &self.denied)?;
+        o.field("reason", &self.reason)?;
+        o.field("evaluationError", &self.evaluation_error)?;
+        o.done()
+    }
+}
+
+impl Json for pb::api::authorization::v1::SubjectRulesReviewStatus {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("resourceRules", &self.resource_rules)?;
+        o.field("nonResourceRules", &self.non_resource_rules)?;
+        o.field("incomplete", &self.incomplete)?;
+        o.field("evaluationError", &self.evaluation_error)?;
         o.done()
     }
 }
@@ -4588,6 +4829,16 @@ impl Json for pb::apimachinery::pkg::apis::meta::v1::Condition {
         o.field("lastTransitionTime", &self.last_transition_time)?;
         o.field("reason", &self.reason)?;
         o.field("message", &self.message)?;
+        o.done()
+    }
+}
+
+impl Json for pb::apimachinery::pkg::apis::meta::v1::FieldSelectorRequirement {
+    fn json(&self) -> Result<Value, String> {
+        let mut o = Obj::default();
+        o.field("key", &self.key)?;
+        o.field("operator", &self.operator)?;
+        o.field("values", &self.values)?;
         o.done()
     }
 }

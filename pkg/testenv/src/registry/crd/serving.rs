@@ -102,6 +102,8 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                 allow_unconditional_update: false,
                 return_deleted_object: false,
                 deletecollection: true,
+                create_only: false,
+                token_request: false,
                 imp: KindImpl::Custom(Arc::new(Schema {
                     root: v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(
                         || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),

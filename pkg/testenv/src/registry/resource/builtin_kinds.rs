@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use super::{Builtin, KindImpl, ResourceDef, Roundtrip, ScalePaths};
 
 /// Reads a resource's scope from its k8s-openapi type, so that no table repeats it.
-trait Scope {
+pub(super) trait Scope {
     const NAMESPACED: bool;
 }
 
@@ -65,7 +65,7 @@ impl BuiltinKind {
 
 /// Decodes a body into the k8s-openapi type and encodes it again, which checks field
 /// types and drops unknown fields as kube-apiserver's decoder does.
-fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
+pub(super) fn roundtrip<T: DeserializeOwned + Serialize>(v: &Value) -> Result<Value, String> {
     let typed: T = serde_json::from_value(v.clone()).map_err(|e| e.to_string())?;
     serde_json::to_value(typed).map_err(|e| e.to_string())
 }
@@ -329,13 +329,15 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         // Namespaces have no collection delete; Services have one, and kube-apiserver
         // lists `deletecollection` among their verbs.
         deletecollection: k.special != Builtin::Namespace,
+        create_only: false,
+        token_request: k.group.is_empty() && k.plural == "serviceaccounts",
         imp: KindImpl::Builtin(k.special, k.roundtrip),
         columns: Vec::new(),
         scale,
     }
 }
 
-/// The built-in resources, as a kube-apiserver without optional groups serves them.
-pub(crate) fn builtins() -> Vec<ResourceDef> {
+/// The resources of the stored built-in kinds.
+pub(super) fn stored_builtins() -> Vec<ResourceDef> {
     builtin_kinds().iter().map(resource_def).collect()
 }

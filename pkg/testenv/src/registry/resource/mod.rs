@@ -2,10 +2,11 @@
 //! each is called, where it is stored, which subresources and printer columns it has.
 
 mod builtin_kinds;
+mod create_only;
 mod events;
 
-pub(crate) use builtin_kinds::builtins;
 pub use builtin_kinds::{BuiltinKind, builtin_kinds};
+pub(crate) use create_only::{CreateOnlyKind, create_only_kinds, token_request_def};
 
 use std::sync::Arc;
 
@@ -16,6 +17,14 @@ use crate::store::ResKey;
 
 use super::schema::Schema;
 use events::{EVENT_FIELDS, convert_event};
+
+/// The built-in resources, as a kube-apiserver without optional groups serves them:
+/// the stored kinds, then the review kinds.
+pub(crate) fn builtins() -> Vec<ResourceDef> {
+    let mut defs = builtin_kinds::stored_builtins();
+    defs.extend(create_only_kinds().iter().map(CreateOnlyKind::resource_def));
+    defs
+}
 
 /// A built-in kind, whose bodies are checked by a round trip through k8s-openapi.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +79,11 @@ pub(crate) struct ResourceDef {
     /// `DELETE` answers with the deleted object rather than a success `Status`.
     pub(crate) return_deleted_object: bool,
     pub(crate) deletecollection: bool,
+    /// Served for `create` alone and never stored: the review kinds, whose create
+    /// answers a question.
+    pub(crate) create_only: bool,
+    /// The `token` subresource (ServiceAccounts): a TokenRequest's create.
+    pub(crate) token_request: bool,
     pub(crate) imp: KindImpl,
     /// The printer columns of `kubectl get` after Name, CRDs only.
     pub(crate) columns: Vec<Column>,
@@ -185,6 +199,9 @@ impl ResourceDef {
     }
 
     pub(crate) fn verbs(&self) -> Vec<&'static str> {
+        if self.create_only {
+            return vec!["create"];
+        }
         let mut v = vec!["create", "delete"];
         if self.deletecollection {
             v.push("deletecollection");

@@ -110,3 +110,12 @@ pub async fn send_bytes(
         .to_bytes();
     (code, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
 }
+
+/// A `kube::Client` from a kubeconfig, as a controller process would build one.
+pub async fn client_with_kubeconfig(kubeconfig: &str) -> kube::Client {
+    let kc = kube::config::Kubeconfig::from_yaml(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
