@@ -84,10 +84,10 @@ mod seed;
 mod table;
 
 pub use kinject_testenv as testenv;
-/// The uid a row's API server gives the object `name` in `namespace` of
-/// `resource` (`"pods"`, `"addressableservices.samples.knative.dev"`), whether
-/// the row seeds it without one or the reconcile creates it: expected objects
-/// write server-set uids (owner references, uids a status records) with it.
+/// The uid a row's API server gives the object of kind `K` named `name` in
+/// `namespace` (`uid_for::<Job>("ns", "nightly")`), whether the row seeds it
+/// without one or the reconcile creates it: expected objects write
+/// server-set uids (owner references, uids a status records) with it.
 pub use kinject_testenv::uid_for;
 
 pub use row::{DeleteAction, PatchAction, PostCondition, RowOutcome, TableRow, obj};
