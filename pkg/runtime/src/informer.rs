@@ -659,6 +659,7 @@ impl<K: Object> Informer<K> {
                     // Served before and gone now: maybe the server restarted
                     // empty, so the others look too.
                     Next::ResourceGone => tell_the_others(&mut world_changes),
+                    Next::Relist => events = watch(&watching.missing),
                     Next::ListAgain(why) => {
                         tracing::warn!(informer = %shared.description, error = %why,
                             "the API server's history is not the cache's; listing again from scratch");
@@ -725,9 +726,29 @@ impl<K: Object> Informer<K> {
                     Next::Continue
                 }
             }
+            // The version the watch resumes from is gone (compacted, or from
+            // before the resource went away): kube's watcher would list
+            // again only after its backoff; a fresh one lists at once.
+            Some(Err(err)) if status_code(&err) == Some(410) => {
+                if watching.missing.load(Ordering::SeqCst) {
+                    tracing::info!(informer = %shared.description,
+                        "resource version expired after the resource was gone; listing again");
+                } else {
+                    tracing::debug!(informer = %shared.description, error = %err,
+                        "resource version expired; listing again");
+                }
+                Next::Relist
+            }
             Some(Err(err)) => {
-                tracing::warn!(informer = %shared.description, error = %err,
-                    "watch failed; retrying with backoff (check RBAC list/watch permissions and that the resource is served)");
+                // Only a refusal is about permissions; naming RBAC for a
+                // dropped connection would point the reader the wrong way.
+                if matches!(status_code(&err), Some(401 | 403)) {
+                    tracing::warn!(informer = %shared.description, error = %err,
+                        "the API server refused to list or watch; retrying with backoff (check the RBAC rules for list and watch)");
+                } else {
+                    tracing::warn!(informer = %shared.description, error = %err,
+                        "watch failed; retrying with backoff");
+                }
                 *shared.last_error.lock() = Some(err.to_string());
                 Next::Continue
             }
@@ -1056,22 +1077,29 @@ enum Next {
     ListAgain(String),
     /// The resource answered 404 after it was listed; the cache is empty.
     ResourceGone,
+    /// The watch cannot resume (410): list again now, without a backoff.
+    Relist,
 }
 
 /// The API server answered 404 for the resource itself: its CRD is deleted
 /// or not yet established (a relist after a reset finds it missing too).
 fn is_not_found(err: &watcher::Error) -> bool {
-    let status = match err {
+    status_code(err) == Some(404)
+}
+
+/// The HTTP status of an error the API server answered, wherever the
+/// watcher met it.
+fn status_code(err: &watcher::Error) -> Option<u16> {
+    match err {
         watcher::Error::InitialListFailed(e)
         | watcher::Error::WatchStartFailed(e)
         | watcher::Error::WatchFailed(e) => match e {
-            kube::Error::Api(status) => status.code,
-            _ => return false,
+            kube::Error::Api(status) => Some(status.code),
+            _ => None,
         },
-        watcher::Error::WatchError(status) => status.code,
-        _ => return false,
-    };
-    status == 404
+        watcher::Error::WatchError(status) => Some(status.code),
+        _ => None,
+    }
 }
 
 /// kube-runtime's default retry timing (800 ms doubling to 30 s, with
@@ -1085,7 +1113,7 @@ struct RetryBackoff {
 }
 
 /// The longest wait between lists of a resource that answers 404.
-pub const MISSING_RESOURCE_RETRY: Duration = Duration::from_secs(4);
+pub const MISSING_RESOURCE_RETRY: Duration = Duration::from_secs(1);
 
 impl RetryBackoff {
     fn new(missing: Arc<AtomicBool>) -> Self {

@@ -718,6 +718,92 @@ async fn a_resource_that_disappears_empties_the_cache_until_it_returns() {
     stop.cancel();
 }
 
+/// A CRD that returns is served again within 2 s (on the test's paused
+/// clock, so the figure does not depend on the machine): a resource that
+/// answers 404 is retried at least every `informer::MISSING_RESOURCE_RETRY`, and the
+/// watch that resumes once the CRD is back meets 410 (its version is from
+/// before the resource went) and lists again at once instead of after a
+/// backoff.
+#[tokio::test(start_paused = true)]
+async fn a_resource_that_returns_is_served_within_two_seconds() {
+    use crate::fixtures::Scaler;
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+
+    let log = CapturedLog::default();
+    let _logging = tracing::subscriber::set_default(
+        tracing_subscriber::fmt()
+            .with_writer(log.clone())
+            .with_max_level(tracing::Level::INFO)
+            .finish(),
+    );
+    let (env, crd) = env_with_scalers();
+    env.create_object(scaler("before", 1)).unwrap();
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<Scaler>();
+    let stop = started(&ctx).await;
+    Api::<CustomResourceDefinition>::all(env.client())
+        .delete(crd.metadata.name.as_deref().unwrap(), &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually("the informer to unsync", || !informer.has_synced()).await;
+    // Long enough for kube's backoff to have grown past its first steps.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+
+    env.install_crd(crd).unwrap();
+    env.create_object(scaler("after", 1)).unwrap();
+    let back = tokio::time::Instant::now();
+    while !(informer.has_synced() && informer.lister().keys().len() == 1) {
+        assert!(
+            back.elapsed() < Duration::from_secs(30),
+            "not listed again: {:?}",
+            ctx.unsynced_informers()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(
+        back.elapsed() <= Duration::from_secs(2),
+        "served again {:?} after the CRD returned",
+        back.elapsed()
+    );
+    stop.cancel();
+    // The log says what happened, and names no RBAC rule for it.
+    let text = log.text();
+    assert!(
+        text.contains("resource version expired after the resource was gone; listing again"),
+        "{text}"
+    );
+    assert!(!text.contains("RBAC"), "{text}");
+}
+
+/// A log written into memory, for tests that read what was said.
+#[derive(Clone, Default)]
+struct CapturedLog(Arc<Mutex<Vec<u8>>>);
+
+impl CapturedLog {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+impl std::io::Write for CapturedLog {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for CapturedLog {
+    type Writer = CapturedLog;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        self.clone()
+    }
+}
+
 /// One world per process: when one informer finds the API server's history
 /// changed (here, its resource 404s after it was listed), every informer of
 /// the context lists again and is unsynced until it has.
