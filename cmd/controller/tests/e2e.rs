@@ -670,7 +670,7 @@ async fn bad_setup_exits_1_saying_what_to_fix() {
     assert_eq!(code, 1);
     assert!(
         stderr.contains(
-            "ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 <= 11 <= 10"
+            "ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 and 10, got 11"
         ),
         "{stderr}"
     );
@@ -1071,6 +1071,8 @@ async fn ghost_scenario(name: &str, leave_out: &str) {
             .unwrap();
     }
     server.shutdown().await;
+    // Down long enough for every informer to find it unreachable.
+    tokio::time::sleep(Duration::from_secs(2)).await;
     // Each request of the new world takes a second, so the relists last
     // long enough for /readiness to be seen failing.
     let reborn = TestEnv::builder()
@@ -1114,9 +1116,34 @@ async fn ghost_scenario(name: &str, leave_out: &str) {
     if !leave_out.is_empty() {
         let readiness = probe(&controller, "/readiness");
         assert!(readiness.contains("SimpleDeployment"), "{readiness}");
+        // In words, not kube's "Failed to parse error data" of the 404 body.
+        assert!(
+            readiness.contains("not served (404 Not Found): its CustomResourceDefinition is not installed"),
+            "{readiness}"
+        );
     }
+    the_outage_was_said_once(&log_lines(&controller));
     let (exit, _) = controller.terminate();
     assert!(exit.success());
+}
+
+/// An outage of the API server is one warning for the process, naming the
+/// server, and its end one line; the client library's stream ends are not
+/// repeated.
+fn the_outage_was_said_once(lines: &[Value]) {
+    let said = |needle: &str| {
+        lines
+            .iter()
+            .filter(|l| l["msg"].as_str().is_some_and(|m| m.contains(needle)))
+            .count()
+    };
+    assert_eq!(said("eof in poll"), 0);
+    assert_eq!(
+        said("lost the connection to the API server at http://127.0.0.1:"),
+        1
+    );
+    assert_eq!(said("watch failed"), 0);
+    assert!(said("answers again") >= 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

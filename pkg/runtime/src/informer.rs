@@ -124,6 +124,12 @@ pub(crate) struct World {
     /// so no controller passes its sync check between the reset and the
     /// moment each informer's task sees it. `false` once the informer is gone.
     unsync: Arc<Mutex<Vec<Unsync>>>,
+    /// Where the API server is, for the line that says it cannot be reached.
+    server: Option<Arc<str>>,
+    /// Set by the first informer that cannot reach the API server, cleared
+    /// by the first that reaches it again: a lost server is one warning for
+    /// the process, not one per informer.
+    unreachable: Arc<AtomicBool>,
 }
 
 /// Unsyncs one informer; `false` once it is gone.
@@ -138,11 +144,20 @@ impl fmt::Debug for World {
 }
 
 impl World {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(server: Option<String>) -> Self {
         World {
             epoch: Arc::new(watch::Sender::new(0)),
             unsync: Arc::default(),
+            server: server.map(Arc::from),
+            unreachable: Arc::default(),
         }
+    }
+
+    /// " at <url>" when the server's address is known.
+    fn at(&self) -> String {
+        self.server
+            .as_deref()
+            .map_or_else(String::new, |url| format!(" at {}", url.trim_end_matches('/')))
     }
 
     fn join<K: Send + Sync + 'static>(&self, shared: std::sync::Weak<Shared<K>>) {
@@ -691,6 +706,12 @@ impl<K: Object> Informer<K> {
             // (restarted empty, restored from a backup) and already past our
             // version.
             Some(Ok(event)) => {
+                if let Some(world) = &shared.reporting.world
+                    && world.unreachable.swap(false, Ordering::SeqCst)
+                {
+                    tracing::info!(informer = %shared.description,
+                        "the API server{} answers again; every informer lists or watches again", world.at());
+                }
                 if let Some(back) = watching.versions.went_back(&event) {
                     return Next::ListAgain(back.to_string());
                 }
@@ -719,7 +740,7 @@ impl<K: Object> Informer<K> {
                     self.forget_everything();
                     watching.versions = Versions::default();
                 }
-                *shared.last_error.lock() = Some(err.to_string());
+                *shared.last_error.lock() = Some(in_words(&err));
                 if first && watching.listed_once {
                     Next::ResourceGone
                 } else {
@@ -740,19 +761,37 @@ impl<K: Object> Informer<K> {
                 Next::Relist
             }
             Some(Err(err)) => {
-                // Only a refusal is about permissions; naming RBAC for a
-                // dropped connection would point the reader the wrong way.
-                if matches!(status_code(&err), Some(401 | 403)) {
-                    tracing::warn!(informer = %shared.description, error = %err,
-                        "the API server refused to list or watch; retrying with backoff (check the RBAC rules for list and watch)");
-                } else {
-                    tracing::warn!(informer = %shared.description, error = %err,
-                        "watch failed; retrying with backoff");
-                }
-                *shared.last_error.lock() = Some(err.to_string());
+                self.report_watch_error(&err);
+                *shared.last_error.lock() = Some(in_words(&err));
                 Next::Continue
             }
             None => Next::Stop,
+        }
+    }
+
+    /// One line for a failed list or watch that will be retried. Only a
+    /// refusal is about permissions (naming RBAC for a dropped connection
+    /// would point the reader the wrong way), and a server that cannot be
+    /// reached is said once for the whole process: every informer meets it
+    /// at the same moment.
+    fn report_watch_error(&self, err: &watcher::Error) {
+        let shared = &self.shared;
+        match status_code(err) {
+            Some(401 | 403) => tracing::warn!(informer = %shared.description, error = %err,
+                "the API server refused to list or watch; retrying with backoff (check the RBAC rules for list and watch)"),
+            Some(_) => tracing::warn!(informer = %shared.description, error = %err,
+                "list or watch failed; retrying with backoff"),
+            None => match &shared.reporting.world {
+                Some(world) if world.unreachable.swap(true, Ordering::SeqCst) => {
+                    tracing::debug!(informer = %shared.description, error = %err,
+                        "the API server is still unreachable; retrying with backoff");
+                }
+                Some(world) => tracing::warn!(error = %err,
+                    "lost the connection to the API server{}; every informer retries with backoff, \
+                     at most 30 s apart, and says nothing more until it answers", world.at()),
+                None => tracing::warn!(informer = %shared.description, error = %err,
+                    "lost the connection to the API server; retrying with backoff"),
+            },
         }
     }
 
@@ -1085,6 +1124,36 @@ enum Next {
 /// or not yet established (a relist after a reset finds it missing too).
 fn is_not_found(err: &watcher::Error) -> bool {
     status_code(err) == Some(404)
+}
+
+/// Why a list or watch failed, in words, for `/readiness` and the
+/// controllers waiting on the informer: kube's own text for a 404 quotes the
+/// body it could not parse ("404 page not found: Failed to parse error
+/// data"), which says nothing to the person reading it.
+fn in_words(err: &watcher::Error) -> String {
+    let status = match err {
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(&**status),
+        watcher::Error::WatchError(status) => Some(&**status),
+        _ => None,
+    };
+    match status {
+        Some(status) if status.code == 404 => {
+            "the resource is not served (404 Not Found): its CustomResourceDefinition is not installed, \
+             or not established yet"
+                .to_owned()
+        }
+        Some(status) if matches!(status.code, 401 | 403) => format!(
+            "the API server refused to list or watch it ({} {}): {}; check the RBAC rules for list and watch",
+            status.code, status.reason, status.message
+        ),
+        Some(status) => format!(
+            "the API server answered {} {}: {}",
+            status.code, status.reason, status.message
+        ),
+        None => format!("cannot reach the API server: {err}"),
+    }
 }
 
 /// The HTTP status of an error the API server answered, wherever the

@@ -237,6 +237,7 @@ impl ContextBuilder {
 
     /// The context.
     pub fn build(self) -> Context {
+        let world = World::new(self.config.as_ref().map(|c| c.cluster_url.to_string()));
         Context {
             namespace: self.namespace.map(Arc::from),
             inner: Arc::new(Inner {
@@ -253,7 +254,7 @@ impl ContextBuilder {
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
                 permissions: Mutex::new(Permissions::default()),
-                world: World::new(),
+                world,
             }),
         }
     }

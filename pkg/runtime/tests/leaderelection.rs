@@ -700,14 +700,14 @@ async fn spawn_refuses_what_cannot_work() {
     let mut bad = config(1);
     bad.buckets = 11;
     let err = spawn(&leader_aware(QUEUE), NS, &bad, "id");
-    assert_eq!(err.to_string(), "buckets: value must be between 1 <= 11 <= 10");
+    assert_eq!(err.to_string(), "buckets: value must be between 1 and 10, got 11");
 
     let mut bad = config(1);
     bad.renew_deadline = bad.lease_duration;
     let err = spawn(&leader_aware(QUEUE), NS, &bad, "id");
     assert_eq!(
         err.to_string(),
-        "leaseDuration must be greater than renewDeadline"
+        "lease-duration (1s) must be longer than renew-deadline (1s)"
     );
 
     assert_eq!(

@@ -60,7 +60,12 @@ pub(crate) fn follow_logging_config(system: &Context, name: &str, levels: &loggi
 /// edit is announced when it happens, not at the next start. An invalid one
 /// is an error line naming the key and why, while the process keeps the
 /// values it started with; a valid one says it applies at the next start.
-pub(crate) fn announce_start_config_edits(system: &Context, leader_election: &str, observability: &str) {
+pub(crate) fn announce_start_config_edits(
+    system: &Context,
+    leader_election: &str,
+    observability: &str,
+    kept: Kept,
+) {
     let names = [
         (leader_election.to_owned(), StartConfig::LeaderElection),
         (observability.to_owned(), StartConfig::Observability),
@@ -83,12 +88,46 @@ pub(crate) fn announce_start_config_edits(system: &Context, leader_election: &st
                 if old.data == new.data {
                     return;
                 }
-                match start_config_edit(name, *which, &new.data.clone().unwrap_or_default()) {
+                match start_config_edit(name, *which, &new.data.clone().unwrap_or_default(), &kept) {
                     Err(message) => tracing::error!("{message}"),
                     Ok(message) => tracing::info!("{message}"),
                 }
             }),
     );
+}
+
+/// The values read at start that a process keeps, in words, for the line
+/// that refuses an invalid edit.
+#[derive(Clone, Debug)]
+pub(crate) struct Kept {
+    leader_election: String,
+    observability: String,
+}
+
+impl Kept {
+    /// What `election` and the metrics setting say.
+    pub(crate) fn new(election: &leaderelection::ComponentConfig, serve_metrics: bool) -> Self {
+        Kept {
+            leader_election: format!(
+                "buckets {}, lease-duration {}, renew-deadline {}, retry-period {}",
+                election.buckets,
+                kinject_runtime::go_duration(election.lease_duration),
+                kinject_runtime::go_duration(election.renew_deadline),
+                kinject_runtime::go_duration(election.retry_period),
+            ),
+            observability: format!(
+                "metrics-protocol {}",
+                if serve_metrics { "prometheus" } else { "none" }
+            ),
+        }
+    }
+
+    fn of(&self, which: StartConfig) -> &str {
+        match which {
+            StartConfig::LeaderElection => &self.leader_election,
+            StartConfig::Observability => &self.observability,
+        }
+    }
 }
 
 /// Which ConfigMap read only at start.
@@ -104,6 +143,7 @@ fn start_config_edit(
     name: &str,
     which: StartConfig,
     data: &BTreeMap<String, String>,
+    kept: &Kept,
 ) -> Result<String, String> {
     let checked = match which {
         StartConfig::LeaderElection => leader_election_config(data).map(drop),
@@ -114,7 +154,9 @@ fn start_config_edit(
             "{name} changed; the new values apply when the process restarts"
         )),
         Err(why) => Err(format!(
-            "{name} is invalid: {why}; this process keeps the values it started with, and it would not start again until {name} is fixed"
+            "{name} is invalid: {why}; this process keeps the values it started with ({}), \
+             and it would not start again until {name} is fixed",
+            kept.of(which)
         )),
     }
 }
@@ -189,25 +231,36 @@ mod tests {
                 .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
                 .collect::<BTreeMap<_, _>>()
         };
+        let kept = Kept::new(&leaderelection::ComponentConfig::new("controller"), true);
         let bad = start_config_edit(
             "config-leader-election",
             StartConfig::LeaderElection,
             &data(&[("leaseDuration", "banana")]),
+            &kept,
         )
         .unwrap_err();
         assert!(bad.contains("leaseDuration"), "{bad}");
-        assert!(bad.contains("keeps the values it started with"), "{bad}");
+        assert!(
+            bad.contains(
+                "keeps the values it started with (buckets 1, lease-duration 1m0s, renew-deadline 40s, \
+                 retry-period 10s)"
+            ),
+            "{bad}"
+        );
         let bad = start_config_edit(
             "config-observability",
             StartConfig::Observability,
             &data(&[("metrics-protocol", "carrier-pigeon")]),
+            &kept,
         )
         .unwrap_err();
         assert!(bad.contains("metrics-protocol \"carrier-pigeon\""), "{bad}");
+        assert!(bad.contains("(metrics-protocol prometheus)"), "{bad}");
         let good = start_config_edit(
             "config-leader-election",
             StartConfig::LeaderElection,
             &data(&[("lease-duration", "90s")]),
+            &kept,
         )
         .unwrap();
         assert!(good.contains("when the process restarts"), "{good}");
@@ -244,7 +297,7 @@ mod tests {
             .unwrap()
             .unwrap_err();
         assert!(
-            err.starts_with("buckets: value must be between 1 <= 0 <= 10"),
+            err.starts_with("buckets: value must be between 1 and 10, got 0"),
             "{err}"
         );
         assert!(

@@ -48,6 +48,11 @@ pub enum LoggingConfigError {
     /// `zap-logger-config` is not JSON.
     #[error("zap-logger-config is not valid JSON ({0}); fix it or remove the key")]
     ZapConfig(String),
+    /// `zap-logger-config` is JSON, but not an object.
+    #[error(
+        "zap-logger-config must be a JSON object such as {{\"level\": \"info\", \"encoding\": \"json\"}}, got {0}"
+    )]
+    ZapConfigShape(&'static str),
     /// An `encoding` zap does not know.
     #[error("invalid encoding {0:?} in zap-logger-config; use \"json\" or \"console\"")]
     Encoding(String),
@@ -71,12 +76,30 @@ pub fn level_from_config(
     Ok(level)
 }
 
-/// `zap-logger-config` parsed, when set and not blank.
+/// `zap-logger-config` parsed, when set and not blank: a JSON object, as
+/// zap's `Config` is (valid JSON of another shape, `[1,2]`, would otherwise
+/// be taken as a config that sets nothing).
 fn zap_config(data: &BTreeMap<String, String>) -> Result<Option<Value>, LoggingConfigError> {
-    data.get("zap-logger-config")
-        .filter(|s| !s.trim().is_empty())
-        .map(|zap| serde_json::from_str(zap).map_err(|e| LoggingConfigError::ZapConfig(e.to_string())))
-        .transpose()
+    let Some(text) = data.get("zap-logger-config").filter(|s| !s.trim().is_empty()) else {
+        return Ok(None);
+    };
+    match serde_json::from_str::<Value>(text) {
+        Ok(config @ Value::Object(_)) => Ok(Some(config)),
+        Ok(other) => Err(LoggingConfigError::ZapConfigShape(json_kind(&other))),
+        Err(e) => Err(LoggingConfigError::ZapConfig(e.to_string())),
+    }
+}
+
+/// What a JSON value is, in the words of an error.
+fn json_kind(value: &Value) -> &'static str {
+    match value {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
 }
 
 fn parse_level(key: &str, name: &str) -> Result<LevelFilter, LoggingConfigError> {
@@ -255,6 +278,10 @@ impl LevelHandle {
 /// Where kube's client logs failed responses.
 const KUBE_CLIENT_RESPONSE_TARGET: &str = "kube_client::client::builder";
 
+/// Where kube's client logs a watch stream that ended early, and bodies it
+/// could not decode before returning the error.
+const KUBE_CLIENT_STREAM_TARGET: &str = "kube_client::client";
+
 /// Installs the process's logger, the first time, writing `encoding` with
 /// `component` as the logger name and `pod` on every line as
 /// `knative.dev/pod`, and sets `component`'s level to `level` (libraries at
@@ -291,8 +318,15 @@ where
         // kube's client logs every failed response at error level, and the code
         // that made the request reports the same failure again (a reconcile's
         // one error line, an informer's warning): one failure, one line.
+        //
+        // Its watch streams warn when a stream ends early ("eof in poll",
+        // once per informer when the API server goes away); the watcher
+        // resumes them, and the informers say once for the process when the
+        // server cannot be reached.
         let json = json.with_filter(tracing_subscriber::filter::filter_fn(|meta| {
-            !(*meta.level() == tracing::Level::ERROR && meta.target() == KUBE_CLIENT_RESPONSE_TARGET)
+            let level = *meta.level();
+            !(level == tracing::Level::ERROR && meta.target() == KUBE_CLIENT_RESPONSE_TARGET
+                || level == tracing::Level::WARN && meta.target() == KUBE_CLIENT_STREAM_TARGET)
         }));
         let installed = tracing_subscriber::registry()
             .with(filter)
@@ -530,6 +564,11 @@ mod tests {
         assert_eq!(
             err.to_string(),
             "invalid log level \"loud\" in loglevel.controller; use one of debug, info, warn, error, dpanic, panic, fatal"
+        );
+        let err = level_from_config("controller", &data(&[("zap-logger-config", "[1,2]")])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "zap-logger-config must be a JSON object such as {\"level\": \"info\", \"encoding\": \"json\"}, got an array"
         );
         let err = level_from_config("controller", &data(&[("zap-logger-config", "{not json")])).unwrap_err();
         assert!(

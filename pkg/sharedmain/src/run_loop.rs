@@ -12,7 +12,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
-use crate::config_maps::{announce_start_config_edits, follow_logging_config};
+use crate::config_maps::{Kept, announce_start_config_edits, follow_logging_config};
 use crate::controllers::Built;
 use crate::error::MainError;
 use crate::servers;
@@ -41,6 +41,7 @@ impl Setup {
                 &system,
                 &self.env.config_leader_election_name,
                 &self.env.config_observability_name,
+                Kept::new(&self.election, self.serve_metrics),
             );
         });
 

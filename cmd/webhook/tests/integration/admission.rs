@@ -292,7 +292,7 @@ fn a_config_map_the_controller_would_refuse_is_refused_with_its_words() {
         (
             "config-leader-election",
             json!({"buckets": "11"}),
-            "validation failed: buckets: value must be between 1 <= 11 <= 10",
+            "validation failed: buckets: value must be between 1 and 10, got 11",
         ),
         (
             "config-observability",

@@ -469,7 +469,7 @@ async fn bad_setup_exits_1_saying_what_and_how_to_fix_it() {
     let stderr = std::fs::read_to_string(&webhook.stderr).unwrap();
     assert!(
         stderr.starts_with(
-            "webhook: ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 <= 11 <= 10 ("
+            "webhook: ConfigMap knative-samples/config-leader-election is invalid: buckets: value must be between 1 and 10, got 11 ("
         ),
         "{stderr}"
     );

@@ -63,7 +63,7 @@ const MAP_LEASE_PREFIX: &str = "map-lease-prefix";
 /// assert_eq!(config.lease_duration, Duration::from_secs(15));
 ///
 /// let err = Config::from_map(&BTreeMap::from([("buckets".to_owned(), "11".to_owned())])).unwrap_err();
-/// assert_eq!(err.to_string(), "buckets: value must be between 1 <= 11 <= 10");
+/// assert_eq!(err.to_string(), "buckets: value must be between 1 and 10, got 11");
 /// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -147,7 +147,20 @@ impl Config {
             .collect();
 
         check_buckets(buckets)?;
-        check_timings(lease, renew, retry)?;
+        // Errors name each key as the ConfigMap spells it.
+        let spelled = |dashed: &'static str, camel: &'static str| {
+            if !data.contains_key(dashed) && data.contains_key(camel) {
+                camel
+            } else {
+                dashed
+            }
+        };
+        let keys = TimingKeys {
+            lease: spelled("lease-duration", "leaseDuration"),
+            renew: spelled("renew-deadline", "renewDeadline"),
+            retry: spelled("retry-period", "retryPeriod"),
+        };
+        check_timings(lease, renew, retry, &keys)?;
         Ok(Config {
             buckets,
             lease_duration: from_nanos(lease),
@@ -214,6 +227,7 @@ impl ComponentConfig {
             nanos(self.lease_duration),
             nanos(self.renew_deadline),
             nanos(self.retry_period),
+            &TimingKeys::default(),
         )
     }
 
@@ -371,25 +385,50 @@ fn check_buckets(buckets: u32) -> Result<(), ConfigError> {
     }
     Err(ConfigError::new(
         "buckets",
-        format!("buckets: value must be between 1 <= {buckets} <= {MAX_BUCKETS}"),
+        format!("buckets: value must be between 1 and {MAX_BUCKETS}, got {buckets}"),
         format!("set buckets in the {CONFIG_MAP_NAME} ConfigMap to a whole number from 1 to {MAX_BUCKETS}"),
     ))
 }
 
-/// client-go's `NewLeaderElector` checks, in its order, then ours.
-fn check_timings(lease: i128, renew: i128, retry: i128) -> Result<(), ConfigError> {
+/// The keys a ConfigMap gave the three timings under: dashed, or the
+/// camel-case ones Knative reads too.
+#[derive(Clone, Copy)]
+struct TimingKeys {
+    lease: &'static str,
+    renew: &'static str,
+    retry: &'static str,
+}
+
+impl Default for TimingKeys {
+    fn default() -> Self {
+        TimingKeys {
+            lease: "lease-duration",
+            renew: "renew-deadline",
+            retry: "retry-period",
+        }
+    }
+}
+
+/// client-go's `NewLeaderElector` checks, in its order, then ours; each
+/// error names the keys as the ConfigMap spells them.
+fn check_timings(lease: i128, renew: i128, retry: i128, keys: &TimingKeys) -> Result<(), ConfigError> {
     let (l, r, p) = (
         signed_go_duration(lease),
         signed_go_duration(renew),
         signed_go_duration(retry),
     );
+    let TimingKeys {
+        lease: lease_key,
+        renew: renew_key,
+        retry: retry_key,
+    } = *keys;
     if lease <= renew {
         return Err(ConfigError::new(
-            "leaseDuration",
-            "leaseDuration must be greater than renewDeadline",
+            lease_key,
+            format!("{lease_key} ({l}) must be longer than {renew_key} ({r})"),
             format!(
-                "make lease-duration ({l}) longer than renew-deadline ({r}), so that a leader that cannot \
-                 renew stops leading before its lease expires for the others (defaults: 60s and 40s)"
+                "make {lease_key} longer than {renew_key}, so that a leader that cannot renew stops \
+                 leading before its lease expires for the others (defaults: 60s and 40s)"
             ),
         ));
     }
@@ -397,38 +436,33 @@ fn check_timings(lease: i128, renew: i128, retry: i128) -> Result<(), ConfigErro
     let jittered = (JITTER_FACTOR * retry as f64) as i128;
     if renew <= jittered {
         return Err(ConfigError::new(
-            "renewDeadline",
-            "renewDeadline must be greater than retryPeriod*JitterFactor",
+            renew_key,
             format!(
-                "make renew-deadline ({r}) longer than {JITTER_FACTOR} × retry-period ({p}) = {}, or shorten \
-                 retry-period (defaults: 40s and 10s)",
+                "{renew_key} ({r}) must be longer than {JITTER_FACTOR} × {retry_key} ({p}) = {}",
                 signed_go_duration(jittered)
             ),
+            format!("make {renew_key} longer, or shorten {retry_key} (defaults: 40s and 10s)"),
         ));
     }
-    for (key, value, dashed) in [
-        ("leaseDuration", lease, "lease-duration"),
-        ("renewDeadline", renew, "renew-deadline"),
-        ("retryPeriod", retry, "retry-period"),
-    ] {
+    for (key, value) in [(lease_key, lease), (renew_key, renew), (retry_key, retry)] {
         if value < 1 {
             return Err(ConfigError::new(
                 key,
-                format!("{key} must be greater than zero"),
                 format!(
-                    "set {dashed} to a positive duration (it is {})",
+                    "{key} must be greater than zero, got {}",
                     signed_go_duration(value)
                 ),
+                format!("set {key} to a positive duration such as \"10s\""),
             ));
         }
     }
     if lease < 1_000_000_000 {
         return Err(ConfigError::new(
-            "leaseDuration",
-            "leaseDuration must be at least 1s",
+            lease_key,
+            format!("{lease_key} must be at least 1s, got {l}"),
             format!(
-                "set lease-duration to 1s or more (it is {l}): the Lease stores whole seconds, so a shorter \
-                 lease would read as expired at once and buckets would change hands on every attempt"
+                "set {lease_key} to 1s or more: the Lease stores whole seconds, so a shorter lease would \
+                 read as expired at once and buckets would change hands on every attempt"
             ),
         ));
     }
@@ -600,11 +634,11 @@ mod tests {
     #[test]
     fn bucket_messages() {
         for (value, message) in [
-            ("0", "buckets: value must be between 1 <= 0 <= 10"),
-            ("11", "buckets: value must be between 1 <= 11 <= 10"),
+            ("0", "buckets: value must be between 1 and 10, got 0"),
+            ("11", "buckets: value must be between 1 and 10, got 11"),
             (
                 "4294967295",
-                "buckets: value must be between 1 <= 4294967295 <= 10",
+                "buckets: value must be between 1 and 10, got 4294967295",
             ),
             (
                 "4294967296",
@@ -671,27 +705,32 @@ mod tests {
     }
 
     #[test]
-    fn timing_messages() {
+    fn timing_messages_name_the_keys_as_the_config_map_spells_them() {
         for (pairs, key, message) in [
             (
                 &[("lease-duration", "15s")][..],
-                "leaseDuration",
-                "leaseDuration must be greater than renewDeadline",
+                "lease-duration",
+                "lease-duration (15s) must be longer than renew-deadline (40s)",
             ),
             (
                 &[("renew-deadline", "60s")][..],
+                "lease-duration",
+                "lease-duration (1m0s) must be longer than renew-deadline (1m0s)",
+            ),
+            (
+                &[("leaseDuration", "15s"), ("renewDeadline", "20s")][..],
                 "leaseDuration",
-                "leaseDuration must be greater than renewDeadline",
+                "leaseDuration (15s) must be longer than renewDeadline (20s)",
             ),
             (
                 &[("renew-deadline", "12s")][..],
-                "renewDeadline",
-                "renewDeadline must be greater than retryPeriod*JitterFactor",
+                "renew-deadline",
+                "renew-deadline (12s) must be longer than 1.2 × retry-period (10s) = 12s",
             ),
             (
-                &[("retry-period", "34s")][..],
-                "renewDeadline",
-                "renewDeadline must be greater than retryPeriod*JitterFactor",
+                &[("retryPeriod", "34s")][..],
+                "renew-deadline",
+                "renew-deadline (40s) must be longer than 1.2 × retryPeriod (34s) = 40.8s",
             ),
             (
                 &[
@@ -699,23 +738,23 @@ mod tests {
                     ("renew-deadline", "-2s"),
                     ("retry-period", "-10s"),
                 ][..],
-                "leaseDuration",
-                "leaseDuration must be greater than zero",
+                "lease-duration",
+                "lease-duration must be greater than zero, got -1s",
             ),
             (
                 &[("renew-deadline", "-1s")][..],
-                "renewDeadline",
-                "renewDeadline must be greater than retryPeriod*JitterFactor",
+                "renew-deadline",
+                "renew-deadline (-1s) must be longer than 1.2 × retry-period (10s) = 12s",
             ),
             (
                 &[("renew-deadline", "0"), ("retry-period", "-1s")][..],
-                "renewDeadline",
-                "renewDeadline must be greater than zero",
+                "renew-deadline",
+                "renew-deadline must be greater than zero, got 0s",
             ),
             (
                 &[("retry-period", "0s")][..],
-                "retryPeriod",
-                "retryPeriod must be greater than zero",
+                "retry-period",
+                "retry-period must be greater than zero, got 0s",
             ),
             (
                 &[
@@ -723,8 +762,8 @@ mod tests {
                     ("renew-deadline", "500ms"),
                     ("retry-period", "100ms"),
                 ][..],
-                "leaseDuration",
-                "leaseDuration must be at least 1s",
+                "lease-duration",
+                "lease-duration must be at least 1s, got 900ms",
             ),
         ] {
             let e = err(pairs);
@@ -735,15 +774,11 @@ mod tests {
         let e = err(&[("lease-duration", "15s")]);
         assert_eq!(
             e.hint(),
-            "make lease-duration (15s) longer than renew-deadline (40s), so that a leader that cannot renew \
+            "make lease-duration longer than renew-deadline, so that a leader that cannot renew \
              stops leading before its lease expires for the others (defaults: 60s and 40s)"
         );
         let e = err(&[("renew-deadline", "12s")]);
-        assert!(
-            e.hint().contains("1.2 × retry-period (10s) = 12s"),
-            "{}",
-            e.hint()
-        );
+        assert!(e.hint().contains("shorten retry-period"), "{}", e.hint());
     }
 
     #[test]
@@ -753,13 +788,13 @@ mod tests {
         config.buckets = 0;
         assert_eq!(
             config.validate().unwrap_err().to_string(),
-            "buckets: value must be between 1 <= 0 <= 10"
+            "buckets: value must be between 1 and 10, got 0"
         );
         config.buckets = 2;
         config.retry_period = Duration::ZERO;
         assert_eq!(
             config.validate().unwrap_err().to_string(),
-            "retryPeriod must be greater than zero"
+            "retry-period must be greater than zero, got 0s"
         );
     }
 
