@@ -1146,6 +1146,70 @@ fn the_outage_was_said_once(lines: &[Value]) {
     assert!(said("answers again") >= 1);
 }
 
+/// The API server is down a while and comes back empty, its history already
+/// past the old one's when the controller reconnects: nothing in the
+/// resumed watches shows it. The uid of namespace kube-system does, so the
+/// caches list again before any reconcile, and an AddressableService new
+/// in this world naming a Service only the old world had is not marked
+/// Ready with that Service's address.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_world_that_overtook_the_old_gets_no_status_from_the_old_cache() {
+    let dir = tempdir("overtaken");
+    let (env, server, kubeconfig) = cluster(&dir).await;
+    let port = server.addr().port();
+    env.create_object(service("webhook")).unwrap();
+    env.create_object(addressable_service("old", "webhook")).unwrap();
+    let controller = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_under_rbac(&env, "old to be Ready", Duration::from_secs(60), || {
+        is_ready(&env, NS, "old")
+    })
+    .await;
+    server.shutdown().await;
+    wait_for(
+        "the controller to find the server gone",
+        Duration::from_secs(30),
+        || {
+            log_lines(&controller).iter().any(|l| {
+                l["msg"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("lost the connection"))
+            })
+        },
+    )
+    .await;
+
+    let reborn = TestEnv::builder().port(port).build();
+    apply_setup(&reborn);
+    while reborn.resource_version() <= env.resource_version() + 10 {
+        let name = format!("filler-{}", reborn.resource_version());
+        reborn
+            .create_object(json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": name, "namespace": NS}}))
+            .unwrap();
+    }
+    reborn
+        .create_object(addressable_service("fresh", "webhook"))
+        .unwrap();
+    let _server = reborn.serve().await.unwrap();
+    wait_for("fresh to get a status", Duration::from_secs(60), || {
+        get(&reborn, "addressableservices", NS, "fresh").is_some_and(|o| o.get("status").is_some())
+    })
+    .await;
+    // A moment for a stale write to land, were one coming.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let fresh = status(&get(&reborn, "addressableservices", NS, "fresh").unwrap());
+    assert_eq!(fresh["conditions"][0]["status"], "False", "{fresh}");
+    assert!(fresh.get("address").is_none_or(Value::is_null), "{fresh}");
+    assert!(
+        log_lines(&controller).iter().any(|l| l["msg"]
+            .as_str()
+            .is_some_and(|m| m.contains("is another cluster now"))),
+        "the new world went unnoticed"
+    );
+    let (exit, _) = controller.terminate();
+    assert!(exit.success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_restarted_empty_gets_no_write_from_the_old_world() {
     ghost_scenario("ghost", "").await;

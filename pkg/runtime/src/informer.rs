@@ -56,6 +56,7 @@ use crate::apis::Object;
 use crate::events::{Event, Recorder};
 use crate::lister::Lister;
 use crate::store::{Change, Store, StoreKey};
+use crate::world::World;
 use lenient::Lenient;
 
 pub use crate::store::{CacheError, CacheFormat, IndexError, IndexFn};
@@ -104,76 +105,6 @@ pub(crate) struct Reporting {
     pub(crate) metrics: Option<InformerMetrics>,
     /// The process's other informers, which list again with this one.
     pub(crate) world: Option<World>,
-}
-
-/// The API server's history as all the informers of one process know it.
-///
-/// When one informer learns that the server's history is not its cache's (a
-/// resource version the server never reached, an event older than one
-/// delivered, an object replaced without a delete, a resource that 404s
-/// after it was listed), it says so here and every informer of the process
-/// lists again, unsynced until done. Controllers wait for their informers
-/// before each reconcile, so none writes from a cache of the old world while
-/// another already shows the new one. client-go and kube-runtime leave each
-/// informer to find out alone, seconds apart.
-#[derive(Clone)]
-pub(crate) struct World {
-    /// Bumped on every reset; each informer's task watches it and lists again.
-    epoch: Arc<watch::Sender<u64>>,
-    /// Unsyncs each informer of the process at once, in the resetting call,
-    /// so no controller passes its sync check between the reset and the
-    /// moment each informer's task sees it. `false` once the informer is gone.
-    unsync: Arc<Mutex<Vec<Unsync>>>,
-    /// Where the API server is, for the line that says it cannot be reached.
-    server: Option<Arc<str>>,
-    /// Set by the first informer that cannot reach the API server, cleared
-    /// by the first that reaches it again: a lost server is one warning for
-    /// the process, not one per informer.
-    unreachable: Arc<AtomicBool>,
-}
-
-/// Unsyncs one informer; `false` once it is gone.
-type Unsync = Box<dyn Fn() -> bool + Send + Sync>;
-
-impl fmt::Debug for World {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("World")
-            .field("epoch", &*self.epoch.borrow())
-            .finish()
-    }
-}
-
-impl World {
-    pub(crate) fn new(server: Option<String>) -> Self {
-        World {
-            epoch: Arc::new(watch::Sender::new(0)),
-            unsync: Arc::default(),
-            server: server.map(Arc::from),
-            unreachable: Arc::default(),
-        }
-    }
-
-    /// " at <url>" when the server's address is known.
-    fn at(&self) -> String {
-        self.server
-            .as_deref()
-            .map_or_else(String::new, |url| format!(" at {}", url.trim_end_matches('/')))
-    }
-
-    fn join<K: Send + Sync + 'static>(&self, shared: std::sync::Weak<Shared<K>>) {
-        self.unsync.lock().push(Box::new(move || match shared.upgrade() {
-            Some(shared) => {
-                shared.synced.send_replace(false);
-                true
-            }
-            None => false,
-        }));
-    }
-
-    fn reset(&self) {
-        self.unsync.lock().retain(|unsync| unsync());
-        self.epoch.send_modify(|epoch| *epoch += 1);
-    }
 }
 
 type Callback<K> = Arc<dyn Fn(&K) + Send + Sync>;
@@ -535,7 +466,14 @@ impl<K: Object> Informer<K> {
             }),
         };
         if let Some(world) = world {
-            world.join(Arc::downgrade(&informer.shared));
+            let shared = Arc::downgrade(&informer.shared);
+            world.join(Box::new(move || match shared.upgrade() {
+                Some(shared) => {
+                    shared.synced.send_replace(false);
+                    true
+                }
+                None => false,
+            }));
         }
         informer
     }
@@ -576,20 +514,43 @@ impl<K: Object> Informer<K> {
         self.shared.store.write().add_index(name, Arc::new(func))
     }
 
-    /// True once the first list has been cached.
+    /// True once the first list has been cached, and the cache is of the
+    /// API server's current history: not while every informer lists again,
+    /// nor while the process checks the server is the cluster it was after
+    /// it could not be reached: a server that came back empty is told apart
+    /// by the uid of namespace `kube-system`.
     pub fn has_synced(&self) -> bool {
-        *self.shared.synced.borrow()
+        *self.shared.synced.borrow() && !self.verifying()
     }
 
-    /// Waits until the first list has been cached.
+    fn verifying(&self) -> bool {
+        self.shared.reporting.world.as_ref().is_some_and(World::verifying)
+    }
+
+    /// Waits until [`has_synced`](Self::has_synced).
     pub async fn wait_for_sync(&self) {
         let mut rx = self.shared.synced.subscribe();
-        // The sender lives as long as `self`, so this only returns once synced.
-        let _ = rx.wait_for(|synced| *synced).await;
+        loop {
+            // The sender lives as long as `self`, so this only returns once synced.
+            let _ = rx.wait_for(|synced| *synced).await;
+            match &self.shared.reporting.world {
+                Some(world) if world.verifying() => world.verified().await,
+                _ => return,
+            }
+            if self.has_synced() {
+                return;
+            }
+        }
     }
 
     /// The last watch or list error, if the informer is failing.
     pub fn last_error(&self) -> Option<String> {
+        if self.verifying() {
+            return Some(
+                "checking that the API server is the cluster it was, after it could not be reached"
+                    .to_owned(),
+            );
+        }
         self.shared.last_error.lock().clone()
     }
 
@@ -643,7 +604,7 @@ impl<K: Object> Informer<K> {
             listed_once: false,
         };
         let world = shared.reporting.world.clone();
-        let mut world_changes = world.as_ref().map(|w| w.epoch.subscribe());
+        let mut world_changes = world.as_ref().map(World::resets);
         // Tells the process's other informers to list again; this one does
         // already, so it skips the change it made.
         let tell_the_others = |changes: &mut Option<watch::Receiver<u64>>| {
@@ -707,10 +668,11 @@ impl<K: Object> Informer<K> {
             // version.
             Some(Ok(event)) => {
                 if let Some(world) = &shared.reporting.world
-                    && world.unreachable.swap(false, Ordering::SeqCst)
+                    && world.answers()
                 {
                     tracing::info!(informer = %shared.description,
-                        "the API server{} answers again; every informer lists or watches again", world.at());
+                        "the API server{} answers again; checking it is the same cluster before any controller writes",
+                        world.at());
                 }
                 if let Some(back) = watching.versions.went_back(&event) {
                     return Next::ListAgain(back.to_string());
@@ -782,7 +744,7 @@ impl<K: Object> Informer<K> {
             Some(_) => tracing::warn!(informer = %shared.description, error = %err,
                 "list or watch failed; retrying with backoff"),
             None => match &shared.reporting.world {
-                Some(world) if world.unreachable.swap(true, Ordering::SeqCst) => {
+                Some(world) if !world.lose() => {
                     tracing::debug!(informer = %shared.description, error = %err,
                         "the API server is still unreachable; retrying with backoff");
                 }

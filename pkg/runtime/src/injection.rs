@@ -49,9 +49,10 @@ use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
 pub use crate::clock::Clock;
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
-use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting, World};
+use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
 use crate::network;
 use crate::rbac::{Permissions, Verb};
+use crate::world::World;
 
 /// The injection context: a cheap, cloneable handle shared by every controller
 /// of a process.
@@ -237,7 +238,17 @@ impl ContextBuilder {
 
     /// The context.
     pub fn build(self) -> Context {
-        let world = World::new(self.config.as_ref().map(|c| c.cluster_url.to_string()));
+        let world = World::new(
+            self.config.as_ref().map(|c| c.cluster_url.to_string()),
+            Some(self.client.clone()),
+        );
+        // What the world reads of itself: the uid of one namespace.
+        let mut permissions = Permissions::default();
+        permissions.allow_named::<k8s_openapi::api::core::v1::Namespace>(
+            None,
+            crate::world::IDENTITY_NAMESPACE,
+            &[Verb::Get],
+        );
         Context {
             namespace: self.namespace.map(Arc::from),
             inner: Arc::new(Inner {
@@ -253,7 +264,7 @@ impl ContextBuilder {
                 clock: self.clock,
                 recording: Mutex::new(None),
                 informer_recorder: std::sync::OnceLock::new(),
-                permissions: Mutex::new(Permissions::default()),
+                permissions: Mutex::new(permissions),
                 world,
             }),
         }
@@ -594,6 +605,10 @@ impl Context {
     /// Starts every registered informer that is not running yet; they stop when
     /// `shutdown` is cancelled. Informers asked for later need another call.
     pub fn start_informers(&self, shutdown: &CancellationToken) -> Vec<JoinHandle<()>> {
+        // Which cluster this is, read once, so an API server that comes back
+        // as another can be told apart (see `crate::world`).
+        let world = self.inner.world.clone();
+        tokio::spawn(async move { world.record_identity().await });
         self.inner
             .informers
             .lock()

@@ -84,6 +84,7 @@ pub mod reconciler;
 mod store;
 mod token_bucket;
 pub mod tracker;
+mod world;
 
 // The helpers' items users need stand where they use them (the clock in
 // `injection`, batches in `reconciler`, the token bucket in `controller`, Go

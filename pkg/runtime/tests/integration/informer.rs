@@ -611,6 +611,56 @@ async fn a_server_that_restarted_with_another_history_is_listed_again() {
     stop.cancel();
 }
 
+/// An API server that was unreachable for a while and came back empty,
+/// with a history already past the old one's and no object of the old
+/// world's names: nothing in the resumed watch shows a change. The world's
+/// identity does: namespace kube-system has another uid, so the informer
+/// lists again (unsynced meanwhile) and the object only the old server had
+/// leaves the cache.
+#[tokio::test]
+async fn a_new_world_that_overtook_the_old_is_told_by_its_identity() {
+    let first = TestEnv::new();
+    let server = first.serve().await.unwrap();
+    let port = server.addr().port();
+    first
+        .create_object(serde_json::to_value(cm("ghost", "x", "old")).unwrap())
+        .unwrap();
+    let ctx = Context::builder(server.client().unwrap())
+        .config(kube::Config::new(server.url().parse().unwrap()))
+        .build();
+    let informer = ctx.informer::<ConfigMap>();
+    let stop = started(&ctx).await;
+    server.shutdown().await;
+    // Long enough for the informer to find the server unreachable.
+    eventually("the informer to find the server gone", || {
+        informer
+            .last_error()
+            .is_some_and(|e| e.contains("cannot reach the API server"))
+    })
+    .await;
+
+    let second = TestEnv::builder().port(port).build();
+    while second.resource_version() <= first.resource_version() + 5 {
+        let name = format!("filler-{}", second.resource_version());
+        second
+            .create_object(serde_json::to_value(cm(&name, "x", "1")).unwrap())
+            .unwrap();
+    }
+    let _server = second.serve().await.unwrap();
+
+    let lister = informer.lister();
+    eventually("the old world's object to leave the cache", || {
+        lister.namespaced(NS).get("ghost").unwrap().is_none() && informer.has_synced()
+    })
+    .await;
+    let cached = lister.keys().len();
+    assert_eq!(
+        cached,
+        second.list_objects("", "v1", "configmaps", Some(NS)).len()
+    );
+    stop.cancel();
+}
+
 /// An API server that restarts empty on the same address, behind the
 /// informer's resource version: the watch is refused as "Too large resource
 /// version" (after the server's wait for it) and the informer lists the new
