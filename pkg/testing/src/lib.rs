@@ -93,3 +93,9 @@ pub use kinject_testenv::uid_for;
 pub use row::{DeleteAction, PatchAction, PostCondition, RowOutcome, TableRow, obj};
 pub use seed::context;
 pub use table::{Constructor, Table, run_row};
+
+// docs/reference.md's examples are this crate's doctests, so the page is
+// compiled and run with the APIs it names (`cargo test -p kinject-testing --doc`).
+#[cfg(doctest)]
+#[doc = include_str!("../../../docs/reference.md")]
+mod reference_docs {}
