@@ -91,11 +91,23 @@ pub enum RbacError {
 
 /// What the process does itself, besides its controllers: it reads its
 /// configuration ConfigMaps (then follows config-logging) and holds its
-/// leader-election leases, all in `system_namespace`.
+/// leader-election leases, all in `system_namespace`. It watches the leases
+/// to share the buckets evenly with the other replicas and to take a
+/// released one at once, and deletes its member lease when it stops.
 pub fn process_permissions(system_namespace: &str) -> Permissions {
     let mut p = Permissions::new();
     p.allow::<ConfigMap>(Some(system_namespace), &[Verb::Get, Verb::List, Verb::Watch]);
-    p.allow::<Lease>(Some(system_namespace), &[Verb::Get, Verb::Create, Verb::Update]);
+    p.allow::<Lease>(
+        Some(system_namespace),
+        &[
+            Verb::Get,
+            Verb::List,
+            Verb::Watch,
+            Verb::Create,
+            Verb::Update,
+            Verb::Delete,
+        ],
+    );
     p
 }
 
@@ -289,6 +301,10 @@ fn render(manifest: &Value, rules: &[PolicyRule]) -> String {
         let resources = rule.resources.clone().unwrap_or_default();
         out.push_str(&format!("  - apiGroups: {}\n", flow_list(&groups)));
         out.push_str(&format!("    resources: {}\n", flow_list(&resources)));
+        // A grant on one object stays on that object.
+        if let Some(names) = &rule.resource_names {
+            out.push_str(&format!("    resourceNames: {}\n", flow_list(names)));
+        }
         out.push_str(&format!("    verbs: {}\n", flow_list(&rule.verbs)));
     }
     out
@@ -298,6 +314,31 @@ fn render(manifest: &Value, rules: &[PolicyRule]) -> String {
 mod tests {
     use super::*;
 
+    /// What `kinject init` writes before any kind is what `update-codegen.sh`
+    /// would write for a process with no controllers: the process's own
+    /// needs, so a new project runs on the local cluster's RBAC at once.
+    #[tokio::test]
+    async fn a_new_projects_rbac_is_what_a_process_without_controllers_needs() {
+        let template = Path::new(env!("CARGO_MANIFEST_DIR")).join("../cli/template/own/config");
+        let dir = std::env::temp_dir().join(format!("rbac-template-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for file in [ROLE_FILE, CLUSTER_ROLE_FILE] {
+            let text = std::fs::read_to_string(template.join(file)).unwrap();
+            let filled = text
+                .replace("{{namespace}}", "shop")
+                .replace("{{group}}", "shop.example.com");
+            std::fs::write(dir.join(file), filled).unwrap();
+        }
+        let stale = update(&dir, &[], true).await.unwrap();
+        assert!(
+            stale.is_empty(),
+            "pkg/cli/template/own/config/{{{ROLE_FILE},{CLUSTER_ROLE_FILE}}} differ from what a project \
+             without controllers needs; run `cargo run -p controller --bin rbac -- <dir>` on a copy of them \
+             and paste its rules: {stale:?}"
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
     #[test]
     fn manifests_keep_their_metadata_and_get_flow_style_rules() {
         let manifest = serde_json::json!({
@@ -306,15 +347,20 @@ mod tests {
         });
         let mut p = process_permissions("system");
         p.allow_resource(None, "", "pods", &[Verb::Get]);
+        p.allow_named::<k8s_openapi::api::core::v1::Secret>(Some("system"), "certs", &[Verb::Get]);
         let text = render(&manifest, &p.rules(Some("system")));
         assert_eq!(
             text,
             format!(
-                "{HEADER}apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: ctl\n  namespace: system\n  labels:\n    app.example.dev/part: \"x y\"\nrules:\n  - apiGroups: [\"\"]\n    resources: [\"configmaps\"]\n    verbs: [\"get\", \"list\", \"watch\"]\n  - apiGroups: [\"coordination.k8s.io\"]\n    resources: [\"leases\"]\n    verbs: [\"get\", \"create\", \"update\"]\n"
+                "{HEADER}apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: ctl\n  namespace: system\n  labels:\n    app.example.dev/part: \"x y\"\nrules:\n  - apiGroups: [\"\"]\n    resources: [\"secrets\"]\n    resourceNames: [\"certs\"]\n    verbs: [\"get\"]\n  - apiGroups: [\"\"]\n    resources: [\"configmaps\"]\n    verbs: [\"get\", \"list\", \"watch\"]\n  - apiGroups: [\"coordination.k8s.io\"]\n    resources: [\"leases\"]\n    verbs: [\"get\", \"list\", \"watch\", \"create\", \"update\", \"delete\"]\n"
             )
         );
         let parsed: Value = serde_saphyr::from_str(&text).unwrap_or_default();
-        assert_eq!(parsed["rules"][1]["verbs"][2], "update");
+        assert_eq!(
+            parsed["rules"][0]["resourceNames"][0], "certs",
+            "a grant on one object stays on it"
+        );
+        assert_eq!(parsed["rules"][2]["verbs"][4], "update");
         assert_eq!(parsed["metadata"]["labels"]["app.example.dev/part"], "x y");
     }
 }

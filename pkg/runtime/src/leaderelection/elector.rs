@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::{CONFIG_MAP_NAME, JITTER_FACTOR};
 use super::hash::HashBucket;
+use super::peers::Peers;
 use crate::controller::Impl;
 use crate::duration::go_duration;
 use crate::leader::Bucket;
@@ -39,6 +40,8 @@ enum Attempt {
     Held,
     /// Someone else holds it, and it has not expired.
     HeldBy(String),
+    /// It is free, and left to a replica that leads fewer than its share.
+    Declined,
     /// The API call failed, or another candidate wrote first.
     Failed,
 }
@@ -47,6 +50,8 @@ enum Attempt {
 enum Ending {
     Shutdown,
     Lost,
+    /// Given up because this replica leads more than its share.
+    Yielded,
 }
 
 /// The elector of one lease (client-go's `LeaderElector` over a `LeaseLock`).
@@ -72,10 +77,21 @@ pub(crate) struct LeaseElector {
     observed_time: Option<Instant>,
     /// The spec last read from the API server, to notice changes.
     observed_raw: Option<LeaseSpec>,
+    /// The controller's replicas, and this lease's bucket ordinal.
+    peers: Option<(Peers, usize)>,
+    /// When this elector first left the free lease to others.
+    declined_since: Option<Instant>,
 }
 
 impl LeaseElector {
-    pub(crate) fn new(api: Api<Lease>, namespace: &str, name: &str, identity: &str, timing: Timing) -> Self {
+    pub(crate) fn new(
+        api: Api<Lease>,
+        namespace: &str,
+        name: &str,
+        identity: &str,
+        timing: Timing,
+        peers: Option<(Peers, usize)>,
+    ) -> Self {
         LeaseElector {
             api,
             describe: format!("{namespace}/{name}"),
@@ -87,6 +103,8 @@ impl LeaseElector {
             observed: LeaseSpec::default(),
             observed_time: None,
             observed_raw: None,
+            peers,
+            declined_since: None,
         }
     }
 
@@ -103,14 +121,35 @@ impl LeaseElector {
                 }
                 return;
             }
-            tracing::info!("{:?} has started leading {:?}", self.identity, bucket.name());
+            // Noted outside the log macro, which skips its arguments when
+            // nothing listens.
+            let counts = self.note(true);
+            tracing::info!(
+                "{:?} has started leading {:?}{counts}",
+                self.identity,
+                bucket.name()
+            );
             controller.promote(bucket.clone());
             let ending = self.renew(&shutdown).await;
             // Demote before releasing, so that this replica has stopped writing
             // the bucket's keys by the time another may lead it. (client-go
             // releases first and calls OnStoppedLeading after.)
             controller.demote(bucket.as_ref());
-            tracing::info!("{:?} has stopped leading {:?}", self.identity, bucket.name());
+            let why = if matches!(ending, Ending::Yielded) {
+                ", to even out the buckets among the replicas"
+            } else {
+                ""
+            };
+            let counts = self.note(false);
+            tracing::info!(
+                "{:?} has stopped leading {:?}{why}{counts}",
+                self.identity,
+                bucket.name()
+            );
+            if let (Ending::Shutdown, Some((peers, _))) = (&ending, &self.peers) {
+                // The others' shares grow before this lease reaches them.
+                peers.leave().await;
+            }
             self.release().await;
             if let Ending::Shutdown = ending {
                 return;
@@ -135,10 +174,25 @@ impl LeaseElector {
                 tracing::info!("Successfully acquired lease {}", self.describe);
                 return Ok(());
             }
-            tracing::debug!("Failed to acquire lease {}", self.describe);
+            if let Attempt::Declined = attempt {
+                tracing::debug!(
+                    "Lease {} is free; left to a replica that leads fewer than its share",
+                    self.describe
+                );
+            } else {
+                tracing::debug!("Failed to acquire lease {}", self.describe);
+            }
+            let released = async {
+                match &self.peers {
+                    Some((peers, ordinal)) => peers.released(*ordinal).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => return Err(Stopped::Idle),
+                // Released by its leader: try at once, not a retry period later.
+                () = released => {}
                 () = sleep(jittered(self.timing.retry_period)) => {}
             }
         }
@@ -162,7 +216,13 @@ impl LeaseElector {
                 renewed = timeout_at(deadline, self.renew_until_success()) => renewed,
             };
             match renewed {
-                Ok(Ok(())) => {}
+                Ok(Ok(())) => {
+                    if let Some((peers, ordinal)) = &self.peers
+                        && peers.should_yield(*ordinal)
+                    {
+                        return Ending::Yielded;
+                    }
+                }
                 Ok(Err(holder)) => {
                     tracing::info!("Lease {} has been taken over by {holder:?}", self.describe);
                     return Ending::Lost;
@@ -191,7 +251,7 @@ impl LeaseElector {
             match self.try_acquire_or_renew().await {
                 Attempt::Held => return Ok(()),
                 Attempt::HeldBy(holder) => return Err(holder),
-                Attempt::Failed => sleep(self.timing.retry_period).await,
+                Attempt::Failed | Attempt::Declined => sleep(self.timing.retry_period).await,
             }
         }
     }
@@ -245,9 +305,45 @@ impl LeaseElector {
                 "Lease {} is held by {holder:?} and has not yet expired",
                 self.describe
             );
+            self.declined_since = None;
             return Attempt::HeldBy(holder.to_owned());
         }
+        if !self.is_leader() && !self.willing() {
+            return Attempt::Declined;
+        }
         self.take(spec, desired).await
+    }
+
+    /// Whether to take this free (or expired) lease: when this replica leads
+    /// fewer than its share, or when it has left the lease to the others for
+    /// a retry period and nobody took it.
+    fn willing(&mut self) -> bool {
+        let Some((peers, _)) = &self.peers else {
+            return true;
+        };
+        if peers.may_take() {
+            self.declined_since = None;
+            return true;
+        }
+        let now = Instant::now();
+        let since = *self.declined_since.get_or_insert(now);
+        if now.saturating_duration_since(since) >= self.timing.retry_period {
+            self.declined_since = None;
+            return true;
+        }
+        false
+    }
+
+    /// Notes a change of leadership with the controller's replicas: " (leads
+    /// N of B buckets)" for the log line.
+    fn note(&self, leading: bool) -> String {
+        match &self.peers {
+            Some((peers, ordinal)) => {
+                let (held, of) = peers.note(*ordinal, leading);
+                format!(" (leads {held} of {of} buckets)")
+            }
+            None => String::new(),
+        }
     }
 
     /// The lease's spec as the API server has it; when there is no lease, it

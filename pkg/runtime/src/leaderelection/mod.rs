@@ -81,9 +81,21 @@
 //!
 //! * **API load**: a leader updates its lease once per retry period (one
 //!   `PUT`, 0.1/s); a candidate reads it once every 10–22s (one `GET`).
-//! * **Graceful hand-over**: a replica that shuts down demotes, then releases
-//!   its leases (holder cleared); another replica takes each over at its next
-//!   attempt, within 22s (retry period plus jitter).
+//! * **Graceful hand-over**: a replica that shuts down demotes, deletes its
+//!   member lease, then releases its leases (holder cleared); the other
+//!   replicas watch the leases, so one takes each over as soon as it sees
+//!   the release (milliseconds; `a_replica_that_shuts_down_hands_over_its_buckets_within_a_retry_period`),
+//!   and at the latest at its next attempt.
+//! * **Even shares**: each replica keeps a member lease
+//!   (`<prefix>.member-<id>`, renewed every retry period), and the live
+//!   members sorted by identity give each replica ⌊B/R⌋ or ⌈B/R⌉ of the B
+//!   buckets; a leader over its share gives up its highest bucket at its
+//!   next renewal, and a replica at its share leaves free buckets to the
+//!   others unless one stays free for a retry period. Three replicas of ten
+//!   buckets lead 4/3/3 within a lease duration of the last one joining,
+//!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
+//!   One watch on the namespace's leases per controller, and one member
+//!   lease write per retry period, are the cost.
 //! * **Crash**: a candidate takes over a bucket 60s after it last saw the
 //!   lease change, i.e. 60–104s after the leader's last renewal.
 //! * **Partition**: a leader whose renewals fail demotes itself at most
@@ -145,12 +157,16 @@
 //!   first controller starts electing, and a lease shorter than 1s is refused.
 //! * `map-lease-prefix` keys need the dot (`map-lease-prefix.<prefix>`); Knative
 //!   takes any single character after `map-lease-prefix`.
+//! * Buckets are shared evenly among the live replicas, and a released
+//!   bucket is taken as soon as its release is seen (Knative: first come,
+//!   first served, at the next attempt).
 //! * Not (yet) here: the StatefulSet-ordinal mode, changing a [`BucketSet`]'s
 //!   names in place, and a configurable maximum bucket count.
 
 mod config;
 mod elector;
 mod hash;
+mod peers;
 
 use std::fmt;
 use std::sync::Arc;
@@ -171,6 +187,7 @@ use crate::apis::validation::is_dns1123_subdomain;
 use crate::controller::Impl;
 use crate::leader::{Bucket, UniversalBucket};
 use elector::{LeaseElector, Timing};
+use peers::Peers;
 
 /// Starts leader election for one controller: one elector per bucket of
 /// `config.bucket_set(controller.name())`, each running a Lease in `namespace`
@@ -229,10 +246,25 @@ pub fn spawn_electors(
         retry_period: config.retry_period,
     };
     let mut electors = JoinSet::new();
-    for bucket in buckets.buckets() {
+    let peers = Peers::new(
+        api.clone(),
+        identity,
+        buckets.names().to_vec(),
+        config.lease_duration,
+        config.retry_period,
+    );
+    electors.spawn_on(peers.clone().run(shutdown.clone()).in_current_span(), &runtime);
+    for (ordinal, bucket) in buckets.buckets().into_iter().enumerate() {
         let name = bucket.name().to_owned();
         tracing::info!("{name} will run in leader-elected mode with id {identity:?}");
-        let elector = LeaseElector::new(api.clone(), namespace, &name, identity, timing);
+        let elector = LeaseElector::new(
+            api.clone(),
+            namespace,
+            &name,
+            identity,
+            timing,
+            Some((peers.clone(), ordinal)),
+        );
         let span = tracing::info_span!("leaderelection", "knative.dev/controller" = %queue, lease = %name);
         electors.spawn_on(
             elector
