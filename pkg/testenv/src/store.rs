@@ -212,6 +212,11 @@ impl Store {
         self.rv
     }
 
+    /// The [`StoredEvent::bytes`] the history keeps alive.
+    pub(crate) fn history_bytes(&self) -> usize {
+        self.history_bytes
+    }
+
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.notify.subscribe()
     }

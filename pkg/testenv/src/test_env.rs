@@ -49,12 +49,29 @@ pub enum Error {
 /// [`Builder::watch_history_bytes`]).
 pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
 
+/// The default byte budget of the action log (see [`Builder::action_log_bytes`]).
+pub const DEFAULT_ACTION_LOG_BYTES: usize = 32 << 20;
+
+/// What a [`TestEnv`] holds in memory besides its objects, in bytes: the
+/// parts that grow with traffic, each bounded by a [`Builder`] setting.
+/// Sizes are estimates (a body's length, an object's strings and a node's
+/// worth per JSON value), within a small factor of the heap they keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldBytes {
+    /// The requests in the action log ([`Builder::action_log_bytes`]).
+    pub action_log: usize,
+    /// The objects of the watch history ([`Builder::watch_history_bytes`]).
+    pub watch_history: usize,
+}
+
 /// Tunables, set through [`TestEnv::builder`].
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) bookmark_interval: Duration,
     pub(crate) history: usize,
     pub(crate) history_bytes: usize,
+    pub(crate) action_log_bytes: usize,
     pub(crate) default_watch_timeout: Duration,
     pub(crate) port: u16,
     pub(crate) address: std::net::IpAddr,
@@ -169,6 +186,22 @@ impl Builder {
         self
     }
 
+    /// How many bytes of requests the action log ([`TestEnv::actions`]) keeps
+    /// (default [`DEFAULT_ACTION_LOG_BYTES`], 32 MiB, bodies included): past
+    /// it the oldest requests leave the log, and [`TestEnv::dropped_actions`]
+    /// counts them. `0` records none, for a server nobody asserts on.
+    /// Counters ([`TestEnv::request_count`]) and reactors see every request
+    /// either way.
+    ///
+    /// A table test's few requests fit many times over; the bound is for a
+    /// server that takes requests for as long as it runs (a local cluster,
+    /// a benchmark), whose log would otherwise keep every body it was sent.
+    #[must_use]
+    pub fn action_log_bytes(mut self, bytes: usize) -> Self {
+        self.config.action_log_bytes = bytes;
+        self
+    }
+
     /// The watch timeout when a request sets no `timeoutSeconds` (default 30 min).
     #[must_use]
     pub fn default_watch_timeout(mut self, d: Duration) -> Self {
@@ -254,7 +287,7 @@ impl Builder {
         let env = TestEnv {
             inner: Arc::new(Inner {
                 registry: Mutex::new(registry),
-                hooks: Mutex::new(Hooks::default()),
+                hooks: Mutex::new(Hooks::new(self.config.action_log_bytes)),
                 config: self.config,
                 latency: Mutex::new(self.latency),
                 close_watches,
@@ -307,6 +340,7 @@ impl TestEnv {
                 bookmark_interval: Duration::from_secs(1),
                 history: 10_000,
                 history_bytes: DEFAULT_WATCH_HISTORY_BYTES,
+                action_log_bytes: DEFAULT_ACTION_LOG_BYTES,
                 default_watch_timeout: Duration::from_secs(1800),
                 port: 0,
                 address: std::net::Ipv4Addr::LOCALHOST.into(),
@@ -546,15 +580,32 @@ impl TestEnv {
             .collect()
     }
 
-    /// Every request received so far, in order (direct-access calls are not included).
+    /// The requests received so far, in order (direct-access calls are not
+    /// included): all of them while they fit the log's byte budget
+    /// ([`Builder::action_log_bytes`]), else the newest that do.
     pub fn actions(&self) -> Vec<Action> {
-        self.inner.hooks().actions.clone()
+        self.inner.hooks().log.actions()
+    }
+
+    /// How many requests since the last [`clear_actions`](Self::clear_actions)
+    /// are missing from [`actions`](Self::actions) for want of room in the
+    /// log; `0` means it holds every one.
+    pub fn dropped_actions(&self) -> u64 {
+        self.inner.hooks().log.dropped()
     }
 
     /// Forgets the requests recorded so far, so [`actions`](Self::actions)
     /// shows only what comes next.
     pub fn clear_actions(&self) {
-        self.inner.hooks().actions.clear();
+        self.inner.hooks().log.clear();
+    }
+
+    /// The bytes held now by the parts of the server that grow with traffic.
+    pub fn held_bytes(&self) -> HeldBytes {
+        HeldBytes {
+            action_log: self.inner.hooks().log.bytes(),
+            watch_history: self.inner.registry().store.history_bytes(),
+        }
     }
 
     /// Adds a reactor; reactors are asked in the order they were added, first match wins.
