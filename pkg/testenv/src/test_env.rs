@@ -2,7 +2,7 @@
 //! lock that is never held across an await.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -49,6 +49,10 @@ pub enum Error {
 /// [`Builder::watch_history_bytes`]).
 pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
 
+/// The default bound of what one watch buffers for its client, in bytes of
+/// encoded events (see [`Builder::watch_buffer_bytes`]).
+pub const DEFAULT_WATCH_BUFFER_BYTES: usize = 8 << 20;
+
 /// The default byte budget of the action log (see [`Builder::action_log_bytes`]).
 pub const DEFAULT_ACTION_LOG_BYTES: usize = 32 << 20;
 
@@ -63,6 +67,9 @@ pub struct HeldBytes {
     pub action_log: usize,
     /// The objects of the watch history ([`Builder::watch_history_bytes`]).
     pub watch_history: usize,
+    /// The encoded events open watches hold for their clients, all watches
+    /// together ([`Builder::watch_buffer_bytes`] each).
+    pub watch_buffers: usize,
 }
 
 /// Tunables, set through [`TestEnv::builder`].
@@ -72,6 +79,7 @@ pub(crate) struct Config {
     pub(crate) history: usize,
     pub(crate) history_bytes: usize,
     pub(crate) action_log_bytes: usize,
+    pub(crate) watch_buffer_bytes: usize,
     pub(crate) default_watch_timeout: Duration,
     pub(crate) port: u16,
     pub(crate) address: std::net::IpAddr,
@@ -90,6 +98,8 @@ pub(crate) struct Inner {
     pub(crate) service_routes: Mutex<Vec<ServiceRoute>>,
     /// The messages of the requests refused as unauthorized, in order.
     pub(crate) denials: Mutex<Vec<String>>,
+    /// The bytes every open watch buffers for its client, together.
+    pub(crate) watch_buffers: Arc<AtomicUsize>,
 }
 
 /// `(namespace, name, port)` of a Service, and the local address serving it.
@@ -183,6 +193,19 @@ impl Builder {
     #[must_use]
     pub fn watch_history_bytes(mut self, bytes: usize) -> Self {
         self.config.history_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of encoded events one watch may hold for its client
+    /// (default [`DEFAULT_WATCH_BUFFER_BYTES`], 8 MiB), besides its 1,000
+    /// events. A live event that finds no room for 100 ms closes the watch
+    /// and drops what its client had not taken, as kube-apiserver closes a
+    /// watcher that does not keep up; a client such as kube's `watcher`
+    /// watches again from the last revision it saw, or lists again on
+    /// `410 Gone`. An event larger than the bound goes through an empty buffer.
+    #[must_use]
+    pub fn watch_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.config.watch_buffer_bytes = bytes;
         self
     }
 
@@ -294,6 +317,7 @@ impl Builder {
                 expire_watches: AtomicU64::new(0),
                 service_routes: Mutex::new(Vec::new()),
                 denials: Mutex::new(Vec::new()),
+                watch_buffers: Arc::new(AtomicUsize::new(0)),
             }),
         };
         let system = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -341,6 +365,7 @@ impl TestEnv {
                 history: 10_000,
                 history_bytes: DEFAULT_WATCH_HISTORY_BYTES,
                 action_log_bytes: DEFAULT_ACTION_LOG_BYTES,
+                watch_buffer_bytes: DEFAULT_WATCH_BUFFER_BYTES,
                 default_watch_timeout: Duration::from_secs(1800),
                 port: 0,
                 address: std::net::Ipv4Addr::LOCALHOST.into(),
@@ -601,10 +626,13 @@ impl TestEnv {
     }
 
     /// The bytes held now by the parts of the server that grow with traffic.
+    /// What a connection has taken from a watch's buffer but not yet written
+    /// to its socket (about one event) is not counted.
     pub fn held_bytes(&self) -> HeldBytes {
         HeldBytes {
             action_log: self.inner.hooks().log.bytes(),
             watch_history: self.inner.registry().store.history_bytes(),
+            watch_buffers: self.inner.watch_buffers.load(Ordering::Relaxed),
         }
     }
 
