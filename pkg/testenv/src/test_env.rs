@@ -186,9 +186,11 @@ impl Builder {
     }
 
     /// How many bytes of objects the watch history keeps, besides its count
-    /// (default [`DEFAULT_WATCH_HISTORY_BYTES`], 64 MiB): a few updates of a
-    /// large object then cost a bounded amount of memory, and older watches
-    /// and `continue` tokens get `410 Gone` as after a compaction. The newest
+    /// (default [`DEFAULT_WATCH_HISTORY_BYTES`], 64 MiB), the writes kept for
+    /// `continue` tokens and every resource's watch window together: a few
+    /// updates of a large object then cost a bounded amount of memory, the
+    /// oldest event leaves first whatever its resource, and older watches and
+    /// `continue` tokens get `410 Gone` as after a compaction. The newest
     /// event is always kept.
     #[must_use]
     pub fn watch_history_bytes(mut self, bytes: usize) -> Self {
