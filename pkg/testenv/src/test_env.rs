@@ -50,8 +50,9 @@ pub enum Error {
 pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
 
 /// The default bound of what one watch buffers for its client, in bytes of
-/// encoded events (see [`Builder::watch_buffer_bytes`]).
-pub const DEFAULT_WATCH_BUFFER_BYTES: usize = 8 << 20;
+/// encoded events (see [`Builder::watch_buffer_bytes`]): room for two events
+/// of the largest object etcd takes (1.5 MiB).
+pub const DEFAULT_WATCH_BUFFER_BYTES: usize = 4 << 20;
 
 /// The default byte budget of the action log (see [`Builder::action_log_bytes`]).
 pub const DEFAULT_ACTION_LOG_BYTES: usize = 32 << 20;
@@ -199,7 +200,7 @@ impl Builder {
     }
 
     /// How many bytes of encoded events one watch may hold for its client
-    /// (default [`DEFAULT_WATCH_BUFFER_BYTES`], 8 MiB), besides its 1,000
+    /// (default [`DEFAULT_WATCH_BUFFER_BYTES`], 4 MiB), besides its 1,000
     /// events. A live event that finds no room for 100 ms closes the watch
     /// and drops what its client had not taken, as kube-apiserver closes a
     /// watcher that does not keep up; a client such as kube's `watcher`
