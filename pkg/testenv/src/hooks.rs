@@ -223,14 +223,14 @@ impl ActionLog {
     /// Keeps `a`, making room by forgetting the oldest requests; an action
     /// larger than the whole budget is not kept, so the bound holds.
     fn push(&mut self, mut a: Action) {
-        // The request's buffer may have grown past its body while it was read;
-        // a copy of exactly the body is what the budget counts.
-        a.body = a.body.map(|b| Bytes::copy_from_slice(&b));
         let size = a.approximate_bytes();
         if size > self.budget {
             self.dropped += 1;
             return;
         }
+        // The request's buffer may have grown past its body while it was read;
+        // a copy of exactly the body is what the budget counts.
+        a.body = a.body.map(|b| Bytes::copy_from_slice(&b));
         self.bytes += size;
         self.actions.push_back(a);
         while self.bytes > self.budget {
