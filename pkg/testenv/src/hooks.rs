@@ -1,6 +1,6 @@
 //! Testing hooks: the action log, reactors that fail requests, request counters.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -38,6 +38,31 @@ impl Action {
     /// The body parsed as JSON, for assertions.
     pub fn body_json(&self) -> Option<serde_json::Value> {
         self.body.as_ref().and_then(|b| serde_json::from_slice(b).ok())
+    }
+
+    /// About how much memory the action keeps alive in the log: what its
+    /// byte budget counts. The body dominates; the rest is a few strings.
+    pub(crate) fn approximate_bytes(&self) -> usize {
+        let strings = [
+            &self.verb,
+            &self.group,
+            &self.version,
+            &self.resource,
+            &self.subresource,
+            &self.namespace,
+            &self.name,
+            &self.content_type,
+            &self.user_agent,
+        ];
+        let query: usize = self
+            .query
+            .iter()
+            .map(|(k, v)| std::mem::size_of::<(String, String)>() + k.len() + v.len())
+            .sum();
+        std::mem::size_of::<Self>()
+            + strings.iter().map(|s| s.len()).sum::<usize>()
+            + query
+            + self.body.as_ref().map_or(0, Bytes::len)
     }
 }
 
@@ -172,14 +197,86 @@ impl Reactor {
     }
 }
 
-#[derive(Debug, Default)]
+/// The requests received, bounded in bytes: a served testenv (a local
+/// cluster, `testenv serve`) takes requests for as long as it runs, and a
+/// log of every body would grow with each of them.
+#[derive(Debug)]
+pub(crate) struct ActionLog {
+    actions: VecDeque<Action>,
+    /// The [`Action::approximate_bytes`] of `actions`.
+    bytes: usize,
+    budget: usize,
+    /// Requests left out since the last clear, for want of room.
+    dropped: u64,
+}
+
+impl ActionLog {
+    pub(crate) fn new(budget: usize) -> Self {
+        Self {
+            actions: VecDeque::new(),
+            bytes: 0,
+            budget,
+            dropped: 0,
+        }
+    }
+
+    /// Keeps `a`, making room by forgetting the oldest requests; an action
+    /// larger than the whole budget is not kept, so the bound holds.
+    fn push(&mut self, mut a: Action) {
+        let size = a.approximate_bytes();
+        if size > self.budget {
+            self.dropped += 1;
+            return;
+        }
+        // The request's buffer may have grown past its body while it was read;
+        // a copy of exactly the body is what the budget counts.
+        a.body = a.body.map(|b| Bytes::copy_from_slice(&b));
+        self.bytes += size;
+        self.actions.push_back(a);
+        while self.bytes > self.budget {
+            let Some(old) = self.actions.pop_front() else {
+                break;
+            };
+            self.bytes -= old.approximate_bytes();
+            self.dropped += 1;
+        }
+    }
+
+    pub(crate) fn actions(&self) -> Vec<Action> {
+        self.actions.iter().cloned().collect()
+    }
+
+    pub(crate) fn clear(&mut self) {
+        self.actions.clear();
+        self.bytes = 0;
+        self.dropped = 0;
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+#[derive(Debug)]
 pub(crate) struct Hooks {
-    pub(crate) actions: Vec<Action>,
+    pub(crate) log: ActionLog,
     pub(crate) reactors: Vec<Reactor>,
     pub(crate) counts: BTreeMap<(String, String), u64>,
 }
 
 impl Hooks {
+    pub(crate) fn new(log_budget: usize) -> Self {
+        Self {
+            log: ActionLog::new(log_budget),
+            reactors: Vec::new(),
+            counts: BTreeMap::new(),
+        }
+    }
+
     /// Logs and counts a request, then asks the reactors, in the order they were added.
     pub(crate) fn record(&mut self, a: Action) -> Option<ErrorStatus> {
         *self
@@ -187,7 +284,63 @@ impl Hooks {
             .entry((a.verb.clone(), a.resource.clone()))
             .or_default() += 1;
         let verdict = self.reactors.iter_mut().find_map(|r| r.fire(&a));
-        self.actions.push(a);
+        if self.log.budget > 0 {
+            self.log.push(a);
+        } else {
+            self.log.dropped += 1;
+        }
         verdict
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(body: usize) -> Action {
+        Action {
+            verb: "update".into(),
+            group: String::new(),
+            version: "v1".into(),
+            resource: "configmaps".into(),
+            subresource: String::new(),
+            namespace: "default".into(),
+            name: "big".into(),
+            content_type: "application/json".into(),
+            body: Some(Bytes::from(vec![b'x'; body])),
+            query: Vec::new(),
+            user_agent: String::new(),
+        }
+    }
+
+    #[test]
+    fn the_action_log_keeps_the_newest_requests_within_its_budget() {
+        let one = put(10_000).approximate_bytes();
+        let mut hooks = Hooks::new(3 * one + one / 2);
+        for _ in 0..10 {
+            hooks.record(put(10_000));
+            assert!(hooks.log.bytes() <= 3 * one + one / 2);
+        }
+        assert_eq!(hooks.log.actions().len(), 3);
+        assert_eq!(hooks.log.dropped(), 7);
+        assert_eq!(hooks.counts[&("update".to_owned(), "configmaps".to_owned())], 10);
+
+        // A request larger than the whole budget is counted, not kept.
+        hooks.record(put(100_000));
+        assert_eq!(hooks.log.actions().len(), 3);
+        assert_eq!(hooks.log.dropped(), 8);
+
+        hooks.log.clear();
+        assert_eq!((hooks.log.bytes(), hooks.log.dropped()), (0, 0));
+    }
+
+    #[test]
+    fn a_log_without_a_budget_records_nothing_but_counts_and_reacts() {
+        let mut hooks = Hooks::new(0);
+        hooks.reactors.push(Reactor::on("update", "configmaps"));
+        assert!(hooks.record(put(10)).is_some(), "the reactor still fires");
+        assert!(hooks.log.actions().is_empty());
+        assert_eq!(hooks.log.bytes(), 0);
+        assert_eq!(hooks.counts.values().sum::<u64>(), 1);
     }
 }

@@ -79,7 +79,10 @@ fn parse_route(value: &str) -> Result<Route, String> {
 /// Serves until SIGINT or SIGTERM, printing the server's URL on stdout;
 /// every failure is one line on stderr and exit code 1.
 pub async fn serve(args: ServeArgs) -> ExitCode {
+    // Nothing reads this server's action log, which would otherwise hold
+    // the newest requests' bodies for as long as it runs; counters still count.
     let env = crate::TestEnv::builder()
+        .action_log_bytes(0)
         .port(args.port)
         .garbage_collection(!args.no_garbage_collection)
         .namespace_deletion(!args.no_namespace_deletion)

@@ -138,10 +138,8 @@ struct Window {
     /// The revision the window starts after (the watch cache's initial list).
     list_rv: u64,
     events: VecDeque<Arc<StoredEvent>>,
-    /// The [`StoredEvent::bytes`] of `events`.
-    bytes: usize,
-    /// Whether an event has been dropped since `list_rv`.
-    trimmed: bool,
+    /// The revision of the newest event dropped since `list_rv`, if any.
+    trimmed_through: Option<u64>,
     /// The resource is no longer served; the events stay for watches still sending them.
     closed: bool,
 }
@@ -151,17 +149,19 @@ impl Window {
         Self {
             list_rv,
             events: VecDeque::new(),
-            bytes: 0,
-            trimmed: false,
+            trimmed_through: None,
             closed: false,
         }
     }
 
-    /// The oldest revision a watch can receive, computed as the watch cache does.
+    /// The oldest revision a watch can receive, computed as the watch cache does. A
+    /// window emptied by the byte bound (other resources' events took the room) can
+    /// deliver anything after the last event it dropped.
     fn oldest(&self) -> u64 {
-        match self.events.front() {
-            Some(first) if self.trimmed => first.rv,
-            _ => self.list_rv + 1,
+        match (self.events.front(), self.trimmed_through) {
+            (Some(first), Some(_)) => first.rv,
+            (None, Some(dropped)) => dropped + 1,
+            (_, None) => self.list_rv + 1,
         }
     }
 }
@@ -179,9 +179,10 @@ pub(crate) struct Store {
     objects: HashMap<ResKey, BTreeMap<ObjKey, Arc<Value>>>,
     history: VecDeque<Arc<StoredEvent>>,
     history_limit: usize,
-    /// The [`StoredEvent::bytes`] of `history`.
-    history_bytes: usize,
-    /// The most bytes of events the history (and each window) keeps.
+    /// The [`StoredEvent::bytes`] of the events `history` and the windows keep
+    /// alive, each counted once.
+    held_bytes: usize,
+    /// The most bytes of events the history and the windows keep together.
     history_bytes_limit: usize,
     windows: HashMap<ResKey, Window>,
     /// The revision the server started at: where the windows of built-ins begin.
@@ -199,7 +200,7 @@ impl Store {
             objects: HashMap::new(),
             history: VecDeque::new(),
             history_limit: history_limit.max(1),
-            history_bytes: 0,
+            held_bytes: 0,
             history_bytes_limit,
             windows: HashMap::new(),
             start_rv: 0,
@@ -210,6 +211,11 @@ impl Store {
 
     pub(crate) fn rv(&self) -> u64 {
         self.rv
+    }
+
+    /// The [`StoredEvent::bytes`] the history and the watch windows keep alive.
+    pub(crate) fn history_bytes(&self) -> usize {
+        self.held_bytes
     }
 
     pub(crate) fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
@@ -284,42 +290,118 @@ impl Store {
 
     fn record(&mut self, ev: StoredEvent) {
         let ev = Arc::new(ev);
+        let res = ev.res.clone();
         let start = self.start_rv;
+        self.held_bytes += ev.bytes;
         let window = self
             .windows
-            .entry(ev.res.clone())
+            .entry(res.clone())
             .or_insert_with(|| Window::new(start));
-        window.bytes += ev.bytes;
         window.events.push_back(Arc::clone(&ev));
-        // By count and by bytes, as kube-apiserver's watch cache is bounded by
-        // its capacity and etcd's history by compaction: a watch from before
-        // the oldest kept event gets 410 Expired. The newest always stays.
-        while window.events.len() > self.history_limit
-            || (window.bytes > self.history_bytes_limit && window.events.len() > 1)
-        {
-            if let Some(old) = window.events.pop_front() {
-                window.bytes -= old.bytes;
-            }
-            window.trimmed = true;
-        }
-        self.history_bytes += ev.bytes;
+        let window_full = window.events.len() > self.history_limit;
         self.history.push_back(ev);
-        while self.history.len() > self.history_limit
-            || (self.history_bytes > self.history_bytes_limit && self.history.len() > 1)
+        // By count, as kube-apiserver's watch cache is bounded by its capacity and
+        // etcd's history by compaction: a watch from before the oldest kept event
+        // gets 410 Expired.
+        if window_full {
+            self.pop_window(&res);
+        }
+        while self.history.len() > self.history_limit {
+            self.pop_history();
+        }
+        // By bytes, over the history and every window together: each window on
+        // its own could keep a full budget of its resource's events. The
+        // newest always stays.
+        while self.held_bytes > self.history_bytes_limit && self.drop_oldest() {}
+        self.notify.send_replace(self.rv);
+    }
+
+    /// Whether `ev` is still in the history, which holds every revision after
+    /// the last one it dropped.
+    fn in_history(&self, ev: &StoredEvent) -> bool {
+        self.history.front().is_some_and(|first| first.rv <= ev.rv)
+    }
+
+    /// Whether `ev` is still in its resource's window, which holds every event
+    /// of the resource from its first on.
+    fn in_window(&self, ev: &StoredEvent) -> bool {
+        self.windows
+            .get(&ev.res)
+            .and_then(|w| w.events.front())
+            .is_some_and(|first| first.rv <= ev.rv)
+    }
+
+    /// Drops the oldest event of `res`'s window.
+    fn pop_window(&mut self, res: &ResKey) {
+        let Some(window) = self.windows.get_mut(res) else {
+            return;
+        };
+        let Some(old) = window.events.pop_front() else {
+            return;
+        };
+        window.trimmed_through = Some(old.rv);
+        if !self.in_history(&old) {
+            self.held_bytes -= old.bytes;
+        }
+    }
+
+    /// Drops the oldest event of the history.
+    fn pop_history(&mut self) {
+        let Some(old) = self.history.pop_front() else {
+            return;
+        };
+        self.compacted = old.rv;
+        if !self.in_window(&old) {
+            self.held_bytes -= old.bytes;
+        }
+    }
+
+    /// Drops the oldest event kept anywhere, from the history and its window
+    /// both, so its memory goes; `false` when only the newest is left.
+    fn drop_oldest(&mut self) -> bool {
+        let oldest_window = self
+            .windows
+            .iter()
+            .filter_map(|(res, w)| w.events.front().map(|first| (first.rv, res)))
+            .min_by_key(|(rv, _)| *rv)
+            .map(|(rv, res)| (rv, res.clone()));
+        let oldest_history = self.history.front().map(|first| first.rv);
+        let oldest = match (oldest_history, &oldest_window) {
+            (Some(h), Some((w, _))) => h.min(*w),
+            (Some(h), None) => h,
+            (None, Some((w, _))) => *w,
+            (None, None) => return false,
+        };
+        if oldest >= self.rv {
+            return false;
+        }
+        if let Some((rv, res)) = oldest_window
+            && rv == oldest
         {
-            if let Some(old) = self.history.pop_front() {
-                self.history_bytes -= old.bytes;
-                self.compacted = old.rv;
+            self.pop_window(&res);
+        }
+        if oldest_history == Some(oldest) {
+            self.pop_history();
+        }
+        true
+    }
+
+    /// Forgets a window's events, counting those the history does not keep.
+    fn forget_window(&mut self, window: &Window) {
+        for ev in &window.events {
+            if !self.in_history(ev) {
+                self.held_bytes -= ev.bytes;
             }
         }
-        self.notify.send_replace(self.rv);
     }
 
     /// Marks the server as started: watches cannot go back before this revision, as a
     /// freshly started kube-apiserver's watch cache begins at etcd's current revision.
     pub(crate) fn start(&mut self) {
         self.start_rv = self.rv;
-        self.windows.clear();
+        for (_, window) in std::mem::take(&mut self.windows) {
+            self.forget_window(&window);
+        }
     }
 
     /// Starts the window of a resource that begins to be served now (a CRD's), unless
@@ -328,7 +410,8 @@ impl Store {
         let rv = self.rv;
         let window = self.windows.entry(res.clone()).or_insert_with(|| Window::new(rv));
         if window.closed {
-            *window = Window::new(rv);
+            let old = std::mem::replace(window, Window::new(rv));
+            self.forget_window(&old);
         }
     }
 
@@ -336,7 +419,7 @@ impl Store {
     /// compaction followed by a restart of every watch cache).
     pub(crate) fn compact(&mut self) {
         self.history.clear();
-        self.history_bytes = 0;
+        self.held_bytes = 0;
         self.compacted = self.rv;
         self.start_rv = self.rv;
         for w in self.windows.values_mut() {
@@ -500,7 +583,7 @@ mod tests {
             store.put(&res, ObjKey::new("a", "big"), big(generation));
         }
         assert_eq!(store.history.len(), 3, "three objects' worth of bytes");
-        assert!(store.history_bytes <= 3 * one + one / 2);
+        assert!(store.held_bytes <= 3 * one + one / 2);
         assert!(
             store.watch_window_check(&res, first).is_err(),
             "an early watch is too old"
@@ -515,6 +598,62 @@ mod tests {
         let mut tiny = Store::new(10_000, 10);
         tiny.put(&res, ObjKey::new("a", "big"), big(0));
         assert_eq!(tiny.history.len(), 1);
+    }
+
+    /// The bytes of the distinct events the history and the windows keep.
+    fn distinct_bytes(store: &Store) -> usize {
+        let mut held: BTreeMap<u64, usize> = BTreeMap::new();
+        for ev in store
+            .history
+            .iter()
+            .chain(store.windows.values().flat_map(|w| w.events.iter()))
+        {
+            held.insert(ev.rv, ev.bytes);
+        }
+        held.values().sum()
+    }
+
+    #[test]
+    fn the_byte_bound_holds_over_every_window_together() {
+        let big = |name: &str, generation: u64| {
+            let mut o = obj(name, generation);
+            o["data"] = serde_json::json!({"blob": "x".repeat(100_000)});
+            o
+        };
+        let one = approximate_bytes(&big("big", 0));
+        let limit = 3 * one + one / 2;
+        let mut store = Store::new(10_000, limit);
+        let (cms, secrets) = (ResKey::new("", "configmaps"), ResKey::new("", "secrets"));
+        for generation in 0..5 {
+            store.put(&cms, ObjKey::new("a", "big"), big("big", generation));
+            assert_eq!(store.held_bytes, distinct_bytes(&store));
+        }
+        let last_cm = store.rv();
+        for generation in 0..5 {
+            store.put(&secrets, ObjKey::new("a", "big"), big("big", generation));
+            assert_eq!(store.held_bytes, distinct_bytes(&store));
+            assert!(store.held_bytes <= limit, "{} bytes held", store.held_bytes);
+        }
+        // The ConfigMaps' window gave its room to newer events: a watch that
+        // would miss one of its events is too old, one after them all is not.
+        assert!(store.watch_window_check(&cms, last_cm - 1).is_err());
+        assert!(store.watch_window_check(&cms, last_cm).is_ok());
+        assert!(
+            store
+                .watch_events_after(&cms, last_cm)
+                .is_ok_and(|evs| evs.is_empty())
+        );
+
+        // The count bound trims a window on its own; the history still
+        // holds what the window let go, and counts it once.
+        let mut counted = Store::new(2, usize::MAX);
+        for generation in 0..3 {
+            counted.put(&cms, ObjKey::new("a", "small"), obj("small", generation));
+        }
+        counted.put(&secrets, ObjKey::new("a", "small"), obj("small", 0));
+        assert_eq!(counted.held_bytes, distinct_bytes(&counted));
+        counted.compact();
+        assert_eq!(counted.held_bytes, 0);
     }
 
     #[test]

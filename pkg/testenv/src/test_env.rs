@@ -2,7 +2,7 @@
 //! lock that is never held across an await.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -49,12 +49,38 @@ pub enum Error {
 /// [`Builder::watch_history_bytes`]).
 pub const DEFAULT_WATCH_HISTORY_BYTES: usize = 64 << 20;
 
+/// The default bound of what one watch buffers for its client, in bytes of
+/// encoded events (see [`Builder::watch_buffer_bytes`]): room for two events
+/// of the largest object etcd takes (1.5 MiB).
+pub const DEFAULT_WATCH_BUFFER_BYTES: usize = 4 << 20;
+
+/// The default byte budget of the action log (see [`Builder::action_log_bytes`]).
+pub const DEFAULT_ACTION_LOG_BYTES: usize = 32 << 20;
+
+/// What a [`TestEnv`] holds in memory besides its objects, in bytes: the
+/// parts that grow with traffic, each bounded by a [`Builder`] setting.
+/// Sizes are estimates (a body's length, an object's strings and a node's
+/// worth per JSON value), within a small factor of the heap they keep.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct HeldBytes {
+    /// The requests in the action log ([`Builder::action_log_bytes`]).
+    pub action_log: usize,
+    /// The objects of the watch history ([`Builder::watch_history_bytes`]).
+    pub watch_history: usize,
+    /// The encoded events open watches hold for their clients, all watches
+    /// together ([`Builder::watch_buffer_bytes`] each).
+    pub watch_buffers: usize,
+}
+
 /// Tunables, set through [`TestEnv::builder`].
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub(crate) bookmark_interval: Duration,
     pub(crate) history: usize,
     pub(crate) history_bytes: usize,
+    pub(crate) action_log_bytes: usize,
+    pub(crate) watch_buffer_bytes: usize,
     pub(crate) default_watch_timeout: Duration,
     pub(crate) port: u16,
     pub(crate) address: std::net::IpAddr,
@@ -73,6 +99,8 @@ pub(crate) struct Inner {
     pub(crate) service_routes: Mutex<Vec<ServiceRoute>>,
     /// The messages of the requests refused as unauthorized, in order.
     pub(crate) denials: Mutex<Vec<String>>,
+    /// The bytes every open watch buffers for its client, together.
+    pub(crate) watch_buffers: Arc<AtomicUsize>,
 }
 
 /// `(namespace, name, port)` of a Service, and the local address serving it.
@@ -159,13 +187,44 @@ impl Builder {
     }
 
     /// How many bytes of objects the watch history keeps, besides its count
-    /// (default [`DEFAULT_WATCH_HISTORY_BYTES`], 64 MiB): a few updates of a
-    /// large object then cost a bounded amount of memory, and older watches
-    /// and `continue` tokens get `410 Gone` as after a compaction. The newest
+    /// (default [`DEFAULT_WATCH_HISTORY_BYTES`], 64 MiB), the writes kept for
+    /// `continue` tokens and every resource's watch window together: a few
+    /// updates of a large object then cost a bounded amount of memory, the
+    /// oldest event leaves first whatever its resource, and older watches and
+    /// `continue` tokens get `410 Gone` as after a compaction. The newest
     /// event is always kept.
     #[must_use]
     pub fn watch_history_bytes(mut self, bytes: usize) -> Self {
         self.config.history_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of encoded events one watch may hold for its client
+    /// (default [`DEFAULT_WATCH_BUFFER_BYTES`], 4 MiB), besides its 1,000
+    /// events. A live event that finds no room for 100 ms closes the watch
+    /// and drops what its client had not taken, as kube-apiserver closes a
+    /// watcher that does not keep up; a client such as kube's `watcher`
+    /// watches again from the last revision it saw, or lists again on
+    /// `410 Gone`. An event larger than the bound goes through an empty buffer.
+    #[must_use]
+    pub fn watch_buffer_bytes(mut self, bytes: usize) -> Self {
+        self.config.watch_buffer_bytes = bytes;
+        self
+    }
+
+    /// How many bytes of requests the action log ([`TestEnv::actions`]) keeps
+    /// (default [`DEFAULT_ACTION_LOG_BYTES`], 32 MiB, bodies included): past
+    /// it the oldest requests leave the log, and [`TestEnv::dropped_actions`]
+    /// counts them. `0` records none, for a server nobody asserts on.
+    /// Counters ([`TestEnv::request_count`]) and reactors see every request
+    /// either way.
+    ///
+    /// A table test's few requests fit many times over; the bound is for a
+    /// server that takes requests for as long as it runs (a local cluster,
+    /// a benchmark), whose log would otherwise keep every body it was sent.
+    #[must_use]
+    pub fn action_log_bytes(mut self, bytes: usize) -> Self {
+        self.config.action_log_bytes = bytes;
         self
     }
 
@@ -254,13 +313,14 @@ impl Builder {
         let env = TestEnv {
             inner: Arc::new(Inner {
                 registry: Mutex::new(registry),
-                hooks: Mutex::new(Hooks::default()),
+                hooks: Mutex::new(Hooks::new(self.config.action_log_bytes)),
                 config: self.config,
                 latency: Mutex::new(self.latency),
                 close_watches,
                 expire_watches: AtomicU64::new(0),
                 service_routes: Mutex::new(Vec::new()),
                 denials: Mutex::new(Vec::new()),
+                watch_buffers: Arc::new(AtomicUsize::new(0)),
             }),
         };
         let system = ["default", "kube-system", "kube-public", "kube-node-lease"];
@@ -307,6 +367,8 @@ impl TestEnv {
                 bookmark_interval: Duration::from_secs(1),
                 history: 10_000,
                 history_bytes: DEFAULT_WATCH_HISTORY_BYTES,
+                action_log_bytes: DEFAULT_ACTION_LOG_BYTES,
+                watch_buffer_bytes: DEFAULT_WATCH_BUFFER_BYTES,
                 default_watch_timeout: Duration::from_secs(1800),
                 port: 0,
                 address: std::net::Ipv4Addr::LOCALHOST.into(),
@@ -546,15 +608,35 @@ impl TestEnv {
             .collect()
     }
 
-    /// Every request received so far, in order (direct-access calls are not included).
+    /// The requests received so far, in order (direct-access calls are not
+    /// included): all of them while they fit the log's byte budget
+    /// ([`Builder::action_log_bytes`]), else the newest that do.
     pub fn actions(&self) -> Vec<Action> {
-        self.inner.hooks().actions.clone()
+        self.inner.hooks().log.actions()
+    }
+
+    /// How many requests since the last [`clear_actions`](Self::clear_actions)
+    /// are missing from [`actions`](Self::actions) for want of room in the
+    /// log; `0` means it holds every one.
+    pub fn dropped_actions(&self) -> u64 {
+        self.inner.hooks().log.dropped()
     }
 
     /// Forgets the requests recorded so far, so [`actions`](Self::actions)
     /// shows only what comes next.
     pub fn clear_actions(&self) {
-        self.inner.hooks().actions.clear();
+        self.inner.hooks().log.clear();
+    }
+
+    /// The bytes held now by the parts of the server that grow with traffic.
+    /// What a connection has taken from a watch's buffer but not yet written
+    /// to its socket (about one event) is not counted.
+    pub fn held_bytes(&self) -> HeldBytes {
+        HeldBytes {
+            action_log: self.inner.hooks().log.bytes(),
+            watch_history: self.inner.registry().store.history_bytes(),
+            watch_buffers: self.inner.watch_buffers.load(Ordering::Relaxed),
+        }
     }
 
     /// Adds a reactor; reactors are asked in the order they were added, first match wins.

@@ -23,3 +23,4 @@ pub(crate) mod server;
 pub(crate) mod service;
 mod table;
 mod watch;
+mod watch_buffer;

@@ -34,7 +34,7 @@ pub(crate) enum Reply {
         etag: String,
     },
     /// A watch: newline-delimited JSON events, streamed.
-    Stream(tokio::sync::mpsc::Receiver<Bytes>),
+    Stream(super::watch_buffer::Receiver),
 }
 
 impl Reply {

@@ -9,7 +9,6 @@ use bytes::{Buf as _, BufMut as _, Bytes};
 use http::{HeaderValue, Request, Response, header};
 use http_body::Frame;
 use http_body_util::BodyExt as _;
-use tokio::sync::mpsc;
 
 use crate::errors::ErrorStatus;
 use crate::test_env::TestEnv;
@@ -29,7 +28,7 @@ pub struct ResponseBody {
 #[derive(Debug)]
 enum Kind {
     Full(Option<Bytes>),
-    Stream(mpsc::Receiver<Bytes>),
+    Stream(super::watch_buffer::Receiver),
 }
 
 impl ResponseBody {

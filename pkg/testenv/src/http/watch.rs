@@ -5,7 +5,6 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 
 use crate::errors::{ErrorStatus, FieldError};
 use crate::registry::Registry;
@@ -17,10 +16,12 @@ use crate::test_env::Inner;
 use super::reply::{Output, Reply};
 use super::request::QueryView;
 use super::request_options::{parse_rv, too_large};
+use super::watch_buffer::{self, Sender, TrySendError};
 
 /// Events one watch may have waiting for its client. kube-apiserver gives a watcher a
 /// bounded channel (10 events, 1000 for watchers its triggers cannot filter) with socket
 /// buffers behind it; here the channel is the only slack, so it takes the larger size.
+/// The bytes they may take are bounded too (`Builder::watch_buffer_bytes`).
 const WATCH_BUFFER: usize = 1000;
 
 /// How long a live event may wait for room in a full buffer before the watch is closed
@@ -50,9 +51,20 @@ fn error_line(e: &ErrorStatus) -> Bytes {
     line("ERROR", &e.to_json())
 }
 
+/// What a watch sends before its live events. The objects are encoded one
+/// at a time as the client takes them: encoded up front, the whole
+/// selection's text would sit outside the buffer's bound.
+#[derive(Default)]
+struct Initial {
+    /// The selected objects, sent as ADDED events.
+    objects: Vec<Arc<Value>>,
+    /// The bookmark that ends them (`sendInitialEvents=true`).
+    end: Option<Bytes>,
+}
+
 impl Spec {
-    /// The selected objects as they are now, as ADDED events.
-    fn initial_events(&self, registry: &Registry, current: u64) -> Result<Vec<Bytes>, ErrorStatus> {
+    /// The selected objects as they are now.
+    fn initial_objects(&self, registry: &Registry, current: u64) -> Result<Vec<Arc<Value>>, ErrorStatus> {
         let snapshot = registry
             .store
             .snapshot(&self.def.key(), current)
@@ -60,7 +72,7 @@ impl Spec {
         Ok(snapshot
             .into_iter()
             .filter(|(_, obj)| self.sel.matches(&self.def, obj))
-            .map(|(_, obj)| line("ADDED", &self.render(&obj)))
+            .map(|(_, obj)| obj)
             .collect())
     }
 
@@ -103,10 +115,10 @@ impl Spec {
     }
 }
 
-fn one_shot(lines: Vec<Bytes>) -> Reply {
-    let (tx, rx) = mpsc::channel(lines.len().max(1));
+fn one_shot(inner: &Inner, lines: Vec<Bytes>) -> Reply {
+    let (tx, rx) = watch_buffer::channel(lines.len(), usize::MAX, Arc::clone(&inner.watch_buffers));
     for l in lines {
-        // The channel has room for every line.
+        // The buffer has room for every line.
         let _ = tx.try_send(l);
     }
     Reply::Stream(rx)
@@ -144,17 +156,21 @@ pub(crate) fn start(
             "too old resource version: {from} ({})",
             registry.store.rv() + 1
         ));
-        return Ok(one_shot(vec![error_line(&e)]));
+        return Ok(one_shot(inner, vec![error_line(&e)]));
     }
     let (cursor, initial) = match begin(&spec, &registry, rv_param, send_initial)? {
         Begin::From { cursor, initial } => (cursor, initial),
-        Begin::Expired(e) => return Ok(one_shot(vec![error_line(&e)])),
+        Begin::Expired(e) => return Ok(one_shot(inner, vec![error_line(&e)])),
     };
     let mut changes = registry.store.subscribe();
     // Writes between `cursor` and now are already in the history; look at them first.
     changes.mark_changed();
     drop(registry);
-    let (tx, rx) = mpsc::channel(WATCH_BUFFER);
+    let (tx, rx) = watch_buffer::channel(
+        WATCH_BUFFER,
+        inner.config.watch_buffer_bytes,
+        Arc::clone(&inner.watch_buffers),
+    );
     let closed = inner.close_watches.subscribe();
     tokio::spawn(pump(
         Arc::clone(inner),
@@ -215,7 +231,7 @@ fn check_watch_options(q: &QueryView<'_>) -> Result<(bool, Option<bool>), ErrorS
 /// How a watch begins.
 enum Begin {
     /// Streaming the events after `cursor`, once `initial` is sent.
-    From { cursor: u64, initial: Vec<Bytes> },
+    From { cursor: u64, initial: Initial },
     /// With an in-stream `410 Gone`, which ends it.
     Expired(ErrorStatus),
 }
@@ -252,15 +268,15 @@ fn begin(
         }
         return Ok(Begin::From {
             cursor: rv,
-            initial: Vec::new(),
+            initial: Initial::default(),
         });
     }
-    let mut initial = Vec::new();
+    let mut initial = Initial::default();
     if send_initial != Some(false) {
-        initial = spec.initial_events(registry, current)?;
+        initial.objects = spec.initial_objects(registry, current)?;
     }
     if send_initial == Some(true) {
-        initial.push(spec.bookmark(current, true));
+        initial.end = Some(spec.bookmark(current, true));
     }
     Ok(Begin::From {
         cursor: current,
@@ -270,61 +286,60 @@ fn begin(
 
 /// Sends one live event: at once if the buffer has room, else within
 /// `BLOCKED_SEND_GRACE`; `false` means stop (the watch ends, or its client is not reading
-/// and the watch is closed, dropping what it could not take).
+/// and the watch is closed, dropping what it had not taken).
 async fn deliver_live(
-    tx: &mpsc::Sender<Bytes>,
+    tx: &Sender,
     line: Bytes,
     closed: &mut tokio::sync::watch::Receiver<u64>,
     deadline: std::pin::Pin<&mut tokio::time::Sleep>,
 ) -> bool {
     let line = match tx.try_send(line) {
         Ok(()) => return true,
-        Err(mpsc::error::TrySendError::Closed(_)) => return false,
-        Err(mpsc::error::TrySendError::Full(line)) => line,
+        Err(TrySendError::Closed) => return false,
+        Err(TrySendError::Full(line)) => line,
     };
     tokio::select! {
         biased;
         _ = closed.changed() => false,
         () = deadline => false,
         sent = tx.send(line) => sent.is_ok(),
-        () = tokio::time::sleep(BLOCKED_SEND_GRACE) => false,
+        () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
+            tx.abandon();
+            false
+        }
     }
 }
 
 /// Sends one initial event, waiting for room as long as it takes, as the cacher does,
-/// unless live events pile up meanwhile: once a buffer's worth of them waits and the
-/// client has not made room for `BLOCKED_SEND_GRACE`, the watch is closed, as the
-/// cacher closes a watcher whose input channel stays full.
+/// unless live events pile up meanwhile: once a buffer's worth of them (in events or
+/// bytes) waits and the client has not made room for `BLOCKED_SEND_GRACE`, the watch is
+/// closed, as the cacher closes a watcher whose input channel stays full.
 async fn deliver_initial(
     inner: &Inner,
     spec: &Spec,
     cursor: u64,
-    tx: &mpsc::Sender<Bytes>,
+    tx: &Sender,
     line: Bytes,
     closed: &mut tokio::sync::watch::Receiver<u64>,
     mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
 ) -> bool {
+    let mut send = std::pin::pin!(tx.send(line));
     loop {
         tokio::select! {
             biased;
             _ = closed.changed() => return false,
             () = &mut deadline => return false,
-            permit = tx.reserve() => {
-                return match permit {
-                    Ok(p) => {
-                        p.send(line);
-                        true
-                    }
-                    Err(_) => false,
-                };
-            }
+            sent = &mut send => return sent.is_ok(),
             () = tokio::time::sleep(BLOCKED_SEND_GRACE) => {
-                let pending = inner
+                let (events, bytes) = inner
                     .registry()
                     .store
                     .watch_events_after(&spec.def.key(), cursor)
-                    .map_or(usize::MAX, |evs| evs.len());
-                if pending >= WATCH_BUFFER {
+                    .map_or((usize::MAX, usize::MAX), |evs| {
+                        (evs.len(), evs.iter().map(|e| e.bytes).sum())
+                    });
+                if events >= WATCH_BUFFER || bytes >= inner.config.watch_buffer_bytes {
+                    tx.abandon();
                     return false;
                 }
             }
@@ -337,8 +352,8 @@ async fn pump(
     inner: Arc<Inner>,
     spec: Spec,
     mut cursor: u64,
-    initial: Vec<Bytes>,
-    tx: mpsc::Sender<Bytes>,
+    initial: Initial,
+    tx: Sender,
     mut changes: tokio::sync::watch::Receiver<u64>,
     mut closed: tokio::sync::watch::Receiver<u64>,
     timeout: std::time::Duration,
@@ -346,6 +361,11 @@ async fn pump(
     // timeoutSeconds counts from the request, initial events included.
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
+    let initial = initial
+        .objects
+        .into_iter()
+        .map(|obj| line("ADDED", &spec.render(&obj)))
+        .chain(initial.end);
     for l in initial {
         if !deliver_initial(&inner, &spec, cursor, &tx, l, &mut closed, deadline.as_mut()).await {
             return;
@@ -404,7 +424,7 @@ async fn pump(
             }
             _ = ticks.tick(), if spec.bookmarks => {
                 // As the cacher does, a bookmark only goes into a buffer with room.
-                if let Err(mpsc::error::TrySendError::Closed(_)) = tx.try_send(spec.bookmark(cursor, false)) {
+                if let Err(TrySendError::Closed) = tx.try_send(spec.bookmark(cursor, false)) {
                     return;
                 }
             }

@@ -17,6 +17,7 @@ mod builtins;
 mod impersonation;
 mod kubectl;
 mod kubectl_auth;
+mod memory;
 mod openapi;
 mod parity;
 mod printing;

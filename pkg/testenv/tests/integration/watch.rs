@@ -726,3 +726,91 @@ async fn a_watch_not_read_during_its_initial_events_is_closed_once_live_events_p
         "the closed watch still delivered {received} events"
     );
 }
+
+/// A ConfigMap `big` of about 100 KB, `generation` telling its versions apart.
+fn big_cm(generation: usize) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "big", "namespace": "default"},
+        "data": {"blob": "x".repeat(100_000), "generation": generation.to_string()}})
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watch_more_than_its_bytes_behind_is_closed_and_its_buffer_freed() {
+    const BUDGET: usize = 1 << 20;
+    const WRITES: usize = 30;
+    let env = TestEnv::builder().watch_buffer_bytes(BUDGET).build();
+    env.create_object(big_cm(0)).unwrap();
+    let from = env.resource_version();
+    let query = format!("/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={from}");
+    let mut idle = raw_watch_at(&env, &query).await;
+    // Far fewer events than the 1,000 a buffer may hold, but three times its bytes.
+    for generation in 1..=WRITES {
+        env.update_object(big_cm(generation)).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        let held = env.held_bytes().watch_buffers;
+        assert!(held <= BUDGET, "{held} bytes buffered after {generation} writes");
+    }
+    // The client goes on not reading for longer than the watch waits for it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(
+        env.held_bytes().watch_buffers,
+        0,
+        "the closed watch's buffer is freed"
+    );
+
+    let mut received = 0;
+    while let Ok(Some(_)) = tokio::time::timeout(Duration::from_secs(60), idle.next()).await {
+        received += 1;
+    }
+    assert!(received < WRITES, "the watch was not closed: {received} events");
+}
+
+async fn next_event(
+    events: &mut (impl futures::Stream<Item = watcher::Result<Event<ConfigMap>>> + Unpin),
+) -> Event<ConfigMap> {
+    tokio::time::timeout(Duration::from_secs(60), events.next())
+        .await
+        .expect("the watcher stalled")
+        .expect("the watcher ended")
+        .expect("the watcher failed")
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_watcher_closed_for_falling_behind_watches_again_and_misses_nothing() {
+    const WRITES: usize = 30;
+    let env = TestEnv::builder().watch_buffer_bytes(1 << 20).build();
+    env.create_object(big_cm(0)).unwrap();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    let mut events = Box::pin(watcher::watcher(api, watcher::Config::default()));
+    while !matches!(next_event(&mut events).await, Event::InitDone) {}
+    let generation = |cm: &ConfigMap| cm.data.as_ref().unwrap()["generation"].clone();
+    // The first write's event shows the watch is open.
+    env.update_object(big_cm(1)).unwrap();
+    let mut seen = Vec::new();
+    if let Event::Apply(cm) = next_event(&mut events).await {
+        seen.push(generation(&cm));
+    }
+    assert_eq!(seen, ["1"]);
+    // The watcher is not polled while the other writes go by, so its watch falls behind.
+    for generation in 2..=WRITES {
+        env.update_object(big_cm(generation)).unwrap();
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(env.held_bytes().watch_buffers, 0, "the watch was closed");
+
+    while seen.last().map(String::as_str) != Some("30") {
+        match next_event(&mut events).await {
+            Event::Apply(cm) | Event::InitApply(cm) => seen.push(generation(&cm)),
+            Event::Init | Event::InitDone => {}
+            Event::Delete(cm) => panic!("deleted: {cm:?}"),
+        }
+    }
+    let written: Vec<String> = (1..=WRITES).map(|g| g.to_string()).collect();
+    assert_eq!(
+        seen, written,
+        "every write arrives once, in order, from the history"
+    );
+    assert!(env.request_count("watch", "configmaps") >= 2, "it watched again");
+    assert_eq!(env.request_count("list", "configmaps"), 1, "no relist was needed");
+}
