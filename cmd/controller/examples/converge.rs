@@ -37,7 +37,11 @@ const WORKERS: usize = 2;
 
 /// A server holding the CRDs, N Services and N AddressableServices.
 async fn world(n: usize) -> Result<(TestEnv, kinject_testenv::Server), BoxError> {
-    let env = TestEnv::builder().namespace(NS).build();
+    // The writes are counted from the whole log.
+    let env = TestEnv::builder()
+        .namespace(NS)
+        .action_log_bytes(usize::MAX)
+        .build();
     for crd in generated::testing::custom_resource_definitions()? {
         env.install_crd(crd)?;
     }

@@ -228,6 +228,8 @@ fn apply_config(env: &TestEnv) -> Result<(), BoxError> {
 fn world(args: &Args, counts: Counts) -> Result<TestEnv, BoxError> {
     let env = TestEnv::builder()
         .watch_history((4 * counts.cached()).max(10_000))
+        // Each phase's requests are counted from the whole log.
+        .action_log_bytes(usize::MAX)
         .build();
     apply_config(&env)?;
     let namespaces = args.objects.div_ceil(args.per_namespace);
