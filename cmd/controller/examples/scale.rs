@@ -47,7 +47,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
 use std::sync::Arc;
@@ -68,6 +68,11 @@ use kube::runtime::watcher::{self, watcher};
 use serde_json::{Value, json};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+// What the controller benchmarks share: the process figures and `config/`.
+#[path = "common/mod.rs"]
+mod common;
+use common::{ProcStats, apply_config, free_port};
 
 /// Which part this process plays; unset for the benchmark itself.
 const ROLE: &str = "KINJECT_SCALE_ROLE";
@@ -195,33 +200,6 @@ fn bench(args: Args) -> Result<(), BoxError> {
         .enable_all()
         .build()?
         .block_on(run(args, dir))
-}
-
-/// The manifests of `config/` a controller needs: its namespace, the CRDs and
-/// the three ConfigMaps.
-fn apply_config(env: &TestEnv) -> Result<(), BoxError> {
-    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config");
-    let mut files = vec!["100-namespace.yaml".to_owned()];
-    files.extend(
-        kinject_runtime::apis::registry::custom_resource_definitions(&generated::registry::custom_kinds())?
-            .iter()
-            .map(|definition| format!("300-{}.yaml", definition.kind.to_lowercase())),
-    );
-    files.extend(
-        [
-            "config-logging.yaml",
-            "config-leader-election.yaml",
-            "config-observability.yaml",
-        ]
-        .map(String::from),
-    );
-    for file in files {
-        let path = config.join(&file);
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-        env.create_from_yaml(&file, &text)
-            .map_err(|e| format!("applying {file}: {e}"))?;
-    }
-    Ok(())
 }
 
 /// The API server with `config/` applied and the benchmark's objects stored.
@@ -352,11 +330,6 @@ where
     count
 }
 
-/// A port nobody listens on now, for the controller's metrics and probes.
-fn free_port() -> Result<u16, BoxError> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
 /// A controller process.
 struct Controller {
     child: Child,
@@ -451,72 +424,6 @@ impl Drop for Controller {
             let _ = self.child.wait();
         }
     }
-}
-
-/// CPU time and memory of a process, from `/proc`.
-#[derive(Clone, Copy, Debug, Default)]
-struct ProcStats {
-    cpu: Duration,
-    /// Peak resident set (`VmHWM`), bytes.
-    peak_rss: u64,
-    /// Resident set now (`VmRSS`), bytes.
-    rss: u64,
-}
-
-impl ProcStats {
-    fn of(pid: u32) -> Result<ProcStats, BoxError> {
-        Self::read(&format!("/proc/{pid}"))
-    }
-
-    fn own() -> Result<ProcStats, BoxError> {
-        Self::read("/proc/self")
-    }
-
-    fn read(proc: &str) -> Result<ProcStats, BoxError> {
-        let stat = std::fs::read_to_string(format!("{proc}/stat"))?;
-        // Fields after the command name, which may hold spaces and ends at the last ')'.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        // utime and stime are fields 14 and 15 of stat(5); index 0 here is field 3.
-        let ticks = |i: usize| -> Result<u64, BoxError> {
-            Ok(fields
-                .get(i)
-                .ok_or_else(|| format!("{proc}/stat has no field {}", i + 3))?
-                .parse()?)
-        };
-        let cpu_ticks = ticks(11)? + ticks(12)?;
-        let status = std::fs::read_to_string(format!("{proc}/status"))?;
-        let kib = |key: &str| -> Result<u64, BoxError> {
-            let line = status
-                .lines()
-                .find(|l| l.starts_with(key))
-                .ok_or_else(|| format!("{proc}/status has no {key}"))?;
-            let value = line.trim_start_matches(key).trim().trim_end_matches("kB").trim();
-            Ok(value.parse::<u64>()? * 1024)
-        };
-        Ok(ProcStats {
-            cpu: Duration::from_secs_f64(cpu_ticks as f64 / clock_ticks_per_second()),
-            peak_rss: kib("VmHWM:")?,
-            rss: kib("VmRSS:")?,
-        })
-    }
-}
-
-/// `sysconf(_SC_CLK_TCK)`, through `getconf` (no libc binding here); Linux's
-/// 100 if that fails.
-fn clock_ticks_per_second() -> f64 {
-    static TICKS: std::sync::OnceLock<f64> = std::sync::OnceLock::new();
-    *TICKS.get_or_init(|| {
-        Command::new("getconf")
-            .arg("CLK_TCK")
-            .output()
-            .ok()
-            .and_then(|o| String::from_utf8(o.stdout).ok())
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(100.0)
-    })
 }
 
 /// What the controller's `/metrics` says about its work.

@@ -161,6 +161,12 @@ impl LeaseElector {
     /// the lease is acquired (`Ok`) or `shutdown` (`Err`).
     async fn acquire(&mut self, shutdown: &CancellationToken) -> Result<(), Stopped> {
         tracing::info!("Attempting to acquire leader lease {}...", self.describe);
+        if let Some((peers, _)) = &self.peers {
+            tokio::select! {
+                () = shutdown.cancelled() => return Err(Stopped::Idle),
+                () = peers.listed() => {}
+            }
+        }
         loop {
             if shutdown.is_cancelled() {
                 return Err(Stopped::Idle);
@@ -237,10 +243,28 @@ impl LeaseElector {
                 }
             }
             tracing::trace!("Successfully renewed lease {}", self.describe);
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return Ending::Shutdown,
-                () = sleep(retry_period) => {}
+            let next = Instant::now() + retry_period;
+            loop {
+                let joined_or_left = async {
+                    match &self.peers {
+                        Some((peers, _)) => peers.joined_or_left().await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Ending::Shutdown,
+                    () = tokio::time::sleep_until(next) => break,
+                    // A replica joined: give this bucket up now if it is
+                    // over the new share, else renew as planned.
+                    () = joined_or_left => {
+                        if let Some((peers, ordinal)) = &self.peers
+                            && peers.should_yield(*ordinal)
+                        {
+                            return Ending::Yielded;
+                        }
+                    }
+                }
             }
         }
     }

@@ -89,7 +89,7 @@
 //! * **Even shares**: each replica keeps a member lease
 //!   (`<prefix>.member-<id>`, renewed every retry period), and the live
 //!   members sorted by identity give each replica ⌊B/R⌋ or ⌈B/R⌉ of the B
-//!   buckets; a leader over its share gives up its highest bucket at its
+//!   buckets; a leader over its share gives up its highest buckets at their
 //!   next renewal, and a replica at its share leaves free buckets to the
 //!   others unless one stays free for a retry period. Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,

@@ -8,7 +8,7 @@
 //! period, deleted on shutdown) and watches the Leases of its namespace. The
 //! live members, sorted by identity, give each replica its share of the B
 //! buckets: ⌊B/R⌋, and one more for the first B mod R of them. A leader over
-//! its share gives up its highest bucket at its next renewal; a candidate at
+//! its share gives up its highest buckets at their next renewal; a candidate at
 //! its share leaves a free bucket to the replicas under theirs, unless the
 //! bucket stays free for a retry period (so a bucket is never left unled
 //! when the replicas' views differ for a moment). The watch also wakes a
@@ -34,6 +34,11 @@ use tokio::sync::Notify;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
 
+/// How long a replica that starts waits for the others starting with it
+/// (a Deployment's pods start within about a second of each other) before it
+/// takes its first bucket.
+const JOIN_GRACE: Duration = Duration::from_secs(1);
+
 /// A controller's replicas and the buckets this one leads; cloning shares it.
 #[derive(Clone)]
 pub(crate) struct Peers(Arc<Inner>);
@@ -51,6 +56,9 @@ struct Inner {
     state: Mutex<State>,
     /// Wakes the elector of each bucket when its lease is released.
     wake: Vec<Notify>,
+    /// Wakes the leaders when a replica joins or leaves, so a leader over
+    /// its new share gives buckets up at once, not at its next renewal.
+    joined_or_left: Notify,
     /// Held while the member Lease is deleted, so it is deleted once.
     leaving: tokio::sync::Mutex<bool>,
 }
@@ -102,6 +110,7 @@ impl Peers {
             retry_period,
             state: Mutex::new(State::default()),
             wake,
+            joined_or_left: Notify::new(),
             leaving: tokio::sync::Mutex::new(false),
         }))
     }
@@ -141,11 +150,28 @@ impl Peers {
         !state.listed || state.held.len() < self.share(&state)
     }
 
-    /// True when this replica leads more than its share and `ordinal` is the
-    /// bucket it gives up first (its highest).
+    /// True when this replica leads more than its share and `ordinal` is
+    /// one of the buckets it gives up (its highest, as many as it leads too
+    /// many): every excess bucket goes within one retry period.
     pub(crate) fn should_yield(&self, ordinal: usize) -> bool {
         let state = self.0.state.lock();
-        state.listed && state.held.len() > self.share(&state) && state.held.last() == Some(&ordinal)
+        if !state.listed {
+            return false;
+        }
+        let excess = state.held.len().saturating_sub(self.share(&state));
+        state.held.iter().rev().take(excess).any(|held| *held == ordinal)
+    }
+
+    /// Completes once the Leases have been listed and the replicas started
+    /// with this one have had a moment to show their member leases
+    /// ([`JOIN_GRACE`], at most a retry period), so replicas that start
+    /// together do not each take every bucket first and give most back.
+    pub(crate) async fn listed(&self) {
+        let deadline = Instant::now() + self.0.retry_period;
+        while !self.0.state.lock().listed && Instant::now() < deadline {
+            sleep(Duration::from_millis(10)).await;
+        }
+        sleep(JOIN_GRACE.min(self.0.retry_period)).await;
     }
 
     /// Notes that this replica leads bucket `ordinal` or stopped; returns how
@@ -167,6 +193,12 @@ impl Peers {
             Some(wake) => wake.notified().await,
             None => std::future::pending().await,
         }
+    }
+
+    /// Completes when a replica joins or leaves (its member lease appears or
+    /// goes).
+    pub(crate) async fn joined_or_left(&self) {
+        self.0.joined_or_left.notified().await;
     }
 
     /// Deletes this replica's member Lease, once: the others' shares grow
@@ -235,7 +267,9 @@ impl Peers {
                 Ok(watcher::Event::InitDone) => self.0.state.lock().listed = true,
                 Ok(watcher::Event::Delete(lease)) => {
                     let name = lease.metadata.name.unwrap_or_default();
-                    self.0.state.lock().members.remove(&name);
+                    if self.0.state.lock().members.remove(&name).is_some() {
+                        self.0.joined_or_left.notify_waiters();
+                    }
                 }
                 Err(e) if !warned => {
                     warned = true;
@@ -269,13 +303,20 @@ impl Peers {
             Some(member) if member.renewed == spec.renew_time && member.identity == holder => member.changed,
             _ => Instant::now(),
         };
-        state.members.insert(
-            name.to_owned(),
-            Member {
-                identity: holder,
-                renewed: spec.renew_time,
-                changed,
-            },
-        );
+        let joined = state
+            .members
+            .insert(
+                name.to_owned(),
+                Member {
+                    identity: holder,
+                    renewed: spec.renew_time,
+                    changed,
+                },
+            )
+            .is_none();
+        drop(state);
+        if joined {
+            self.0.joined_or_left.notify_waiters();
+        }
     }
 }

@@ -1,0 +1,324 @@
+//! Scale-out: how converge throughput grows with the number of replicas.
+//!
+//! ```sh
+//! cargo run --release -p controller --example scale-out -- --objects 300 --replicas 1,2,3,5
+//! ```
+//!
+//! For each replica count R, testenv's API server (over loopback HTTP, with
+//! a stand-in kubelet that starts every pod) holds the same objects: N
+//! AddressableServices with the Services they name and N/15 SimpleDeployments
+//! of 2 replicas, and `config-leader-election` with `--buckets` buckets (10
+//! by default). R controller processes (this example started again as the
+//! `controller` binary, `reconcilers::controllers()` under sharedmain) start
+//! together, with the client rate limits a cluster's controller has (5
+//! requests per second and a burst of 10 per controller, Knative's), and the
+//! default lease timings (60 s lease, 40 s renew deadline, 10 s retry).
+//! Measured until every AddressableService and SimpleDeployment is Ready:
+//! the time, the throughput (keys per second), its ratio to one replica's,
+//! how the buckets' leases split among the replicas, and each replica's CPU
+//! time and peak RSS.
+//!
+//! With B buckets and R replicas the busiest replica leads ⌈B/R⌉ of them,
+//! so the throughput can grow at most B/⌈B/R⌉ times: 10 buckets give 2×, 2.5×
+//! and 5× at 2, 3 and 5 replicas.
+
+// The controller binary's allocator (cmd/controller/src/main.rs): this
+// process also runs as the controller, and measures it as it ships.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use kinject_testenv::{TestEnv, Workloads};
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+// What the controller benchmarks share: the process figures and `config/`.
+#[path = "common/mod.rs"]
+mod common;
+use common::{ProcStats, apply_config, free_port};
+
+/// Set in the processes this example starts as controllers.
+const ROLE: &str = "KINJECT_SCALE_OUT_ROLE";
+const SYSTEM_NAMESPACE: &str = "knative-samples";
+const NAMESPACE: &str = "scale-out";
+/// One SimpleDeployment per this many AddressableServices.
+const OBJECTS_PER_DEPLOYMENT: usize = 15;
+
+#[derive(Debug, Parser)]
+#[command(about = "Converge time and throughput of 1 to R replicas over the same objects")]
+struct Args {
+    /// AddressableServices (and Services); a SimpleDeployment per 15.
+    #[arg(long, default_value_t = 300)]
+    objects: usize,
+    /// The replica counts to measure, in order.
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,5")]
+    replicas: Vec<usize>,
+    /// Buckets per controller (`buckets` in config-leader-election, 1 to 10).
+    #[arg(long, default_value_t = 10)]
+    buckets: u32,
+    /// Where the controllers' logs go (a new temporary folder by default).
+    #[arg(long)]
+    dir: Option<PathBuf>,
+}
+
+fn main() -> ExitCode {
+    if std::env::var(ROLE).as_deref() == Ok("controller") {
+        return kinject_sharedmain::main("controller", reconcilers::controllers());
+    }
+    match bench(&Args::parse()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("scale-out benchmark failed: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn bench(args: &Args) -> Result<(), BoxError> {
+    if args.objects == 0 || args.replicas.is_empty() || args.replicas.contains(&0) {
+        return Err("--objects and every --replicas count must be at least 1".into());
+    }
+    let dir = match &args.dir {
+        Some(dir) => dir.clone(),
+        None => std::env::temp_dir().join(format!("kinject-scale-out-{}", std::process::id())),
+    };
+    std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let mut rows = Vec::new();
+    for &replicas in &args.replicas {
+        let row = runtime.block_on(measure(args, replicas, &dir.join(format!("r{replicas}"))))?;
+        eprintln!(
+            "{replicas} replica(s): converged in {:.1} s",
+            row.took.as_secs_f64()
+        );
+        rows.push(row);
+    }
+    print_table(args, &rows);
+    Ok(())
+}
+
+/// One replica count's run.
+struct Row {
+    replicas: usize,
+    keys: usize,
+    took: Duration,
+    /// Leases held per replica, most first.
+    split: Vec<usize>,
+    stats: Vec<ProcStats>,
+}
+
+async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxError> {
+    std::fs::create_dir_all(dir)?;
+    let env = world(args)?;
+    let server = env.serve().await?;
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig)?;
+    let stop = CancellationToken::new();
+    let kubelet = tokio::spawn({
+        let (env, stop) = (env.clone(), stop.clone());
+        async move {
+            env.run_workloads(Workloads::all().controllers(false), stop.cancelled_owned())
+                .await;
+        }
+    });
+
+    let started = Instant::now();
+    let mut controllers = (0..replicas)
+        .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
+    while ready(&env) < keys {
+        for controller in &mut controllers {
+            if let Some(status) = controller.try_wait()? {
+                return Err(
+                    format!("a controller exited ({status}); its log is in {}", dir.display()).into(),
+                );
+            }
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            return Err(format!("not converged after 30 minutes: {} of {keys} Ready", ready(&env)).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let took = started.elapsed();
+    let split = lease_split(&env);
+    let mut stats = Vec::new();
+    for controller in &mut controllers {
+        stats.push(ProcStats::of(controller.id())?);
+    }
+    for mut controller in controllers {
+        terminate(&mut controller)?;
+    }
+    stop.cancel();
+    let _ = kubelet.await;
+    server.shutdown().await;
+    Ok(Row {
+        replicas,
+        keys,
+        took,
+        split,
+        stats,
+    })
+}
+
+/// The API server with `config/` applied, `buckets` set, and the objects.
+fn world(args: &Args) -> Result<TestEnv, BoxError> {
+    let env = TestEnv::builder()
+        .watch_history(20 * args.objects.max(1_000))
+        .build();
+    apply_config(&env)?;
+    let mut election = env
+        .get_object(
+            "",
+            "v1",
+            "configmaps",
+            Some(SYSTEM_NAMESPACE),
+            "config-leader-election",
+        )
+        .ok_or("config/ has no config-leader-election")?;
+    election["data"] = json!({"buckets": args.buckets.to_string()});
+    env.update_object(election)?;
+    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}))?;
+    for i in 0..args.objects {
+        env.create_object(json!({"apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": format!("svc-{i:05}"), "namespace": NAMESPACE},
+            "spec": {"ports": [{"port": 80, "targetPort": 8080}]}}))?;
+        env.create_object(
+            json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "AddressableService",
+            "metadata": {"name": format!("asvc-{i:05}"), "namespace": NAMESPACE},
+            "spec": {"serviceName": format!("svc-{i:05}")}}),
+        )?;
+    }
+    for i in 0..args.objects / OBJECTS_PER_DEPLOYMENT {
+        env.create_object(
+            json!({"apiVersion": "samples.knative.dev/v1alpha1", "kind": "SimpleDeployment",
+            "metadata": {"name": format!("sd-{i:04}"), "namespace": NAMESPACE},
+            "spec": {"image": "nginx", "replicas": 2}}),
+        )?;
+    }
+    Ok(env)
+}
+
+/// How many AddressableServices and SimpleDeployments are Ready.
+fn ready(env: &TestEnv) -> usize {
+    let is_ready = |object: &Value| {
+        object
+            .pointer("/status/conditions")
+            .and_then(Value::as_array)
+            .is_some_and(|conditions| {
+                conditions
+                    .iter()
+                    .any(|c| c["type"] == "Ready" && c["status"] == "True")
+            })
+    };
+    ["addressableservices", "simpledeployments"]
+        .iter()
+        .flat_map(|plural| env.list_objects("samples.knative.dev", "v1alpha1", plural, Some(NAMESPACE)))
+        .filter(is_ready)
+        .count()
+}
+
+/// The bucket leases each holder leads, most first (member leases left out).
+fn lease_split(env: &TestEnv) -> Vec<usize> {
+    let mut held: BTreeMap<String, usize> = BTreeMap::new();
+    for lease in env.list_objects("coordination.k8s.io", "v1", "leases", Some(SYSTEM_NAMESPACE)) {
+        let name = lease
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let holder = lease
+            .pointer("/spec/holderIdentity")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if name.contains(".member-") || holder.is_empty() {
+            continue;
+        }
+        *held.entry(holder.to_owned()).or_default() += 1;
+    }
+    let mut split: Vec<usize> = held.into_values().collect();
+    split.sort_unstable_by(|a, b| b.cmp(a));
+    split
+}
+
+fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Child, BoxError> {
+    Ok(Command::new(std::env::current_exe()?)
+        .env(ROLE, "controller")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--bind-address")
+        .arg("127.0.0.1")
+        .env("SYSTEM_NAMESPACE", SYSTEM_NAMESPACE)
+        .env("POD_NAME", name)
+        // As config/controller.yaml sets it.
+        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .env("METRICS_PROMETHEUS_PORT", free_port()?.to_string())
+        .env("PROBES_PORT", free_port()?.to_string())
+        .stdout(std::fs::File::create(dir.join(format!("{name}.log")))?)
+        .stderr(std::fs::File::create(dir.join(format!("{name}.stderr")))?)
+        .spawn()
+        .map_err(|e| format!("starting a controller process: {e}"))?)
+}
+
+/// SIGTERM, and waits up to a minute for the exit.
+fn terminate(child: &mut Child) -> Result<(), BoxError> {
+    Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()?;
+    let asked = Instant::now();
+    while child.try_wait()?.is_none() {
+        if asked.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            return Err("a controller did not exit within 60 s of SIGTERM".into());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(())
+}
+
+fn print_table(args: &Args, rows: &[Row]) {
+    let one = rows
+        .iter()
+        .find(|row| row.replicas == 1)
+        .map(|row| row.keys as f64 / row.took.as_secs_f64());
+    println!(
+        "{} AddressableServices, {} SimpleDeployments, {} buckets, 5 requests/s and a burst of 10 per controller",
+        args.objects,
+        args.objects / OBJECTS_PER_DEPLOYMENT,
+        args.buckets
+    );
+    println!(
+        "| replicas | converged in | keys/s | × one replica | leases per replica | CPU per replica | peak RSS per replica |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for row in rows {
+        let throughput = row.keys as f64 / row.took.as_secs_f64();
+        let ratio = one.map_or_else(|| "-".to_owned(), |one| format!("{:.2}", throughput / one));
+        let split: Vec<String> = row.split.iter().map(ToString::to_string).collect();
+        let cpu: Vec<String> = row
+            .stats
+            .iter()
+            .map(|s| format!("{:.1} s", s.cpu.as_secs_f64()))
+            .collect();
+        let rss: Vec<String> = row
+            .stats
+            .iter()
+            .map(|s| format!("{:.0} MiB", s.peak_rss as f64 / (1024.0 * 1024.0)))
+            .collect();
+        println!(
+            "| {} | {:.1} s | {throughput:.1} | {ratio} | {} | {} | {} |",
+            row.replicas,
+            row.took.as_secs_f64(),
+            split.join("/"),
+            cpu.join(", "),
+            rss.join(", ")
+        );
+    }
+}
