@@ -69,7 +69,12 @@ impl Drop for Job {
 }
 
 fn start(kubeconfig: &Path) -> Job {
+    start_with(kubeconfig, &[])
+}
+
+fn start_with(kubeconfig: &Path, args: &[&str]) -> Job {
     let mut child = Command::new(local_job())
+        .args(args)
         .args(["--port", "0", "--kubeconfig"])
         .arg(kubeconfig)
         // Other tests may hold the default ports.
@@ -261,6 +266,52 @@ async fn a_rule_missing_from_the_rbac_is_refused_and_logged() {
         lines.into_iter().find(|line| line.contains(refusal))
     })
     .await;
+}
+
+/// `--replicas 2` runs two controllers, as a Deployment of two pods: each
+/// keeps a member lease beside the bucket leases, the buckets are led once
+/// each, and the examples converge.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_replicas_share_the_buckets_on_the_local_cluster() {
+    use k8s_openapi::api::coordination::v1::Lease;
+
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("local-replicas-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    let job = start_with(&kubeconfig, &["--replicas", "2"]);
+    let client = client(&kubeconfig).await;
+    until("the examples to become Ready", &job, || async {
+        both_ready(&client).await.then_some(())
+    })
+    .await;
+    let leases = Api::<Lease>::namespaced(client.clone(), "knative-samples");
+    let (members, buckets) = until("both replicas' member leases", &job, || async {
+        let names: Vec<(String, String)> = leases
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .filter_map(|l| {
+                let name = l.metadata.name?;
+                let holder = l.spec?.holder_identity.unwrap_or_default();
+                name.starts_with("controller.").then_some((name, holder))
+            })
+            .collect();
+        let (members, buckets): (Vec<_>, Vec<_>) =
+            names.into_iter().partition(|(n, _)| n.contains(".member-"));
+        (members.len() == 2 * buckets.len()).then_some((members, buckets))
+    })
+    .await;
+    let identities: std::collections::BTreeSet<&str> = members.iter().map(|(_, h)| h.as_str()).collect();
+    assert_eq!(identities.len(), 2, "two replicas: {members:?}");
+    assert!(
+        buckets
+            .iter()
+            .all(|(_, holder)| identities.contains(holder.as_str())),
+        "every bucket led by one of them: {buckets:?}"
+    );
 }
 
 /// One process, two components: each line names the one that wrote it.

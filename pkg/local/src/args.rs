@@ -46,6 +46,12 @@ pub struct LocalArgs {
     /// instead of as their service accounts, so RBAC refuses them nothing.
     #[arg(long)]
     pub no_rbac: bool,
+    /// Replicas of the controller, each with its own leader-election
+    /// identity, as a Deployment of that many pods: they share the buckets
+    /// of `config-leader-election` (`kubectl get leases -n <namespace>` shows
+    /// the split).
+    #[arg(long, default_value_t = 1)]
+    pub replicas: usize,
 }
 
 impl Default for LocalArgs {
@@ -60,6 +66,7 @@ impl Default for LocalArgs {
             no_namespace_deletion: false,
             no_webhook: false,
             no_rbac: false,
+            replicas: 1,
         }
     }
 }

@@ -146,19 +146,23 @@ pub async fn run(app: &App, args: &LocalArgs, shutdown: CancellationToken) -> Re
         }
     });
 
-    let controller_env = Env::from_lookup(|name| match name {
-        "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
-        _ => std::env::var(name).ok(),
-    })?;
-    let flags = flags(args, identity.kubeconfig_of("controller")?);
-    let ran = kinject_sharedmain::run(
-        "controller",
-        &app.controllers,
-        flags,
-        controller_env,
-        shutdown.clone(),
-    )
-    .await;
+    let kubeconfig = identity.kubeconfig_of("controller")?;
+    let replicas = (0..args.replicas.max(1)).map(|replica| {
+        let env = Env::from_lookup(|name| match name {
+            "SYSTEM_NAMESPACE" => Some(system_namespace.clone()),
+            "POD_NAME" if args.replicas > 1 => Some(format!("controller-{replica}")),
+            // The first replica holds the configured ports, the others free ones.
+            "PROBES_PORT" | "METRICS_PROMETHEUS_PORT" if replica > 0 => Some("0".into()),
+            _ => std::env::var(name).ok(),
+        });
+        let (flags, shutdown) = (flags(args, kubeconfig.clone()), shutdown.clone());
+        async move {
+            let env = env?;
+            kinject_sharedmain::run("controller", &app.controllers, flags, env, shutdown).await
+        }
+    });
+    let ran: Result<(), kinject_sharedmain::MainError> =
+        futures::future::join_all(replicas).await.into_iter().collect();
     shutdown.cancel();
     samples.abort();
     let webhook_ran = match webhook {
