@@ -1093,14 +1093,7 @@ fn is_not_found(err: &watcher::Error) -> bool {
 /// body it could not parse ("404 page not found: Failed to parse error
 /// data"), which says nothing to the person reading it.
 fn in_words(err: &watcher::Error) -> String {
-    let status = match err {
-        watcher::Error::InitialListFailed(kube::Error::Api(status))
-        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
-        | watcher::Error::WatchFailed(kube::Error::Api(status)) => Some(&**status),
-        watcher::Error::WatchError(status) => Some(&**status),
-        _ => None,
-    };
-    match status {
+    match api_status(err) {
         Some(status) if status.code == 404 => {
             "the resource is not served (404 Not Found): its CustomResourceDefinition is not installed, \
              or not established yet"
@@ -1118,19 +1111,21 @@ fn in_words(err: &watcher::Error) -> String {
     }
 }
 
-/// The HTTP status of an error the API server answered, wherever the
-/// watcher met it.
-fn status_code(err: &watcher::Error) -> Option<u16> {
+/// The Status of an error the API server answered, wherever the watcher
+/// met it.
+fn api_status(err: &watcher::Error) -> Option<&kube::core::Status> {
     match err {
-        watcher::Error::InitialListFailed(e)
-        | watcher::Error::WatchStartFailed(e)
-        | watcher::Error::WatchFailed(e) => match e {
-            kube::Error::Api(status) => Some(status.code),
-            _ => None,
-        },
-        watcher::Error::WatchError(status) => Some(status.code),
+        watcher::Error::InitialListFailed(kube::Error::Api(status))
+        | watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::WatchError(status) => Some(status),
         _ => None,
     }
+}
+
+/// The HTTP status code of an error the API server answered.
+fn status_code(err: &watcher::Error) -> Option<u16> {
+    api_status(err).map(|status| status.code)
 }
 
 /// kube-runtime's default retry timing (800 ms doubling to 30 s, with
