@@ -268,6 +268,13 @@ fn registry(dir: &std::path::Path, port: u16) -> Result<(), String> {
                 _ = term.recv() => return Ok(()),
                 _ = poll.tick() => {
                     if let Some(status) = registry.exited() {
+                        // The registry shares this process group, so the
+                        // Ctrl-C (or SIGTERM) meant for both may end it
+                        // before this loop sees the signal: a stop asked for.
+                        use std::os::unix::process::ExitStatusExt;
+                        if matches!(status.signal(), Some(2 | 15)) {
+                            return Ok(());
+                        }
                         return Err(format!(
                             "the registry stopped ({status}); see {}",
                             registry.log().display()
