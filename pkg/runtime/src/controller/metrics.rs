@@ -31,6 +31,12 @@ struct ControllerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct BucketLabels {
+    controller: String,
+    name: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabels {
     controller: String,
     result: &'static str,
@@ -71,10 +77,26 @@ fn duration_histogram() -> Histogram {
 /// | `controller_runtime_max_concurrent_reconciles` | gauge | workers of the controller |
 ///
 /// and client-go's leader election gauge, `leader_election_master_status`
-/// (1 while this replica leads the lease `name`, 0 after it stopped).
+/// (1 while this replica leads the lease `name`, 0 after it stopped), with
+/// ours beside it:
 ///
-/// Depth and the two in-progress gauges are computed when the registry is
-/// scraped, so they are exact and need no background task.
+/// | family | type | meaning |
+/// |---|---|---|
+/// | `kinject_bucket_keys` | gauge | keys of the `controller` that hash into the bucket `name` |
+///
+/// `kinject_bucket_keys` counts the objects of the controller's own kind in
+/// this replica's informer cache (the keys its reconciler is asked about),
+/// hashed as leader election assigns them, whichever replica leads each
+/// bucket: every replica reports every bucket, so an operator sees at once
+/// whether the buckets are balanced and how many keys each replica's share
+/// holds. A controller reports it once leader election has given it buckets
+/// and when it was built with [`ControllerOptions::keys`](super::ControllerOptions::keys)
+/// (generated reconcilers are); with `--disable-ha` there are no buckets.
+///
+/// Depth, the two in-progress gauges and the keys per bucket are computed
+/// when the registry is scraped, so they are exact and need no background
+/// task. The keys per bucket cost, at each scrape, a copy of the cache's
+/// keys and one hash per bucket and key, linear in the objects cached.
 ///
 /// ```
 /// use prometheus_client::registry::Registry;
@@ -107,6 +129,7 @@ pub struct WorkqueueMetrics {
     active_workers: Family<ControllerLabels, Gauge>,
     max_concurrent: Family<ControllerLabels, Gauge>,
     leading: Family<QueueLabels, Gauge>,
+    buckets: Arc<Mutex<Vec<BucketProbe>>>,
 }
 
 impl WorkqueueMetrics {
@@ -127,6 +150,7 @@ impl WorkqueueMetrics {
             active_workers: Family::default(),
             max_concurrent: Family::default(),
             leading: Family::default(),
+            buckets: Arc::default(),
         };
         registry.register(
             "workqueue_adds",
@@ -195,6 +219,9 @@ impl WorkqueueMetrics {
             "Gauge of if the reporting system is master of the relevant lease, 0 indicates backup, 1 indicates master. 'name' is the string used to identify the lease",
             self.leading.clone(),
         );
+        registry.register_collector(Box::new(BucketKeys {
+            probes: self.buckets.clone(),
+        }));
     }
 
     /// The handles one controller's loop records through, its families
@@ -220,6 +247,7 @@ impl WorkqueueMetrics {
             reconcile_time: self.reconcile_time.get_or_create_owned(&labels),
             active_workers: self.active_workers.get_or_create_owned(&labels),
             leading: self.leading.clone(),
+            buckets: self.buckets.clone(),
         }
     }
 
@@ -271,9 +299,22 @@ pub(crate) struct LoopMetrics {
     reconcile_time: Histogram,
     active_workers: Gauge,
     leading: Family<QueueLabels, Gauge>,
+    buckets: Arc<Mutex<Vec<BucketProbe>>>,
 }
 
 impl LoopMetrics {
+    /// Reports this controller's keys per bucket from `probe` while it
+    /// lives, in place of what it reported before (leader election started
+    /// again with other buckets).
+    pub(crate) fn count_bucket_keys(&self, probe: Weak<dyn BucketKeysProbe>) {
+        let mut probes = lock(&self.buckets);
+        probes.retain(|p| p.probe.strong_count() > 0 && p.controller != self.controller);
+        probes.push(BucketProbe {
+            controller: self.controller.clone(),
+            probe,
+        });
+    }
+
     /// Whether this replica leads the lease (bucket) `name`.
     pub(crate) fn leading(&self, name: &str, leads: bool) {
         let labels = QueueLabels {
@@ -329,6 +370,59 @@ pub(crate) struct QueueSample {
 struct Probe {
     name: String,
     probe: Weak<dyn QueueProbe>,
+}
+
+/// What a controller's buckets hold, at scrape time.
+pub(crate) trait BucketKeysProbe: Send + Sync {
+    /// Each bucket's name and how many of the controller's keys it holds.
+    fn count(&self) -> Vec<(String, usize)>;
+}
+
+#[derive(Debug)]
+struct BucketProbe {
+    controller: String,
+    probe: Weak<dyn BucketKeysProbe>,
+}
+
+/// Encodes `kinject_bucket_keys` from the live controllers at scrape time.
+#[derive(Debug)]
+struct BucketKeys {
+    probes: Arc<Mutex<Vec<BucketProbe>>>,
+}
+
+impl Collector for BucketKeys {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> Result<(), std::fmt::Error> {
+        // Counted outside the lock: a count walks a whole cache.
+        let live: Vec<(String, Arc<dyn BucketKeysProbe>)> = lock(&self.probes)
+            .iter()
+            .filter_map(|p| p.probe.upgrade().map(|probe| (p.controller.clone(), probe)))
+            .collect();
+        let mut series: Vec<(BucketLabels, usize)> = live
+            .into_iter()
+            .flat_map(|(controller, probe)| {
+                probe.count().into_iter().map(move |(name, keys)| {
+                    let labels = BucketLabels {
+                        controller: controller.clone(),
+                        name,
+                    };
+                    (labels, keys)
+                })
+            })
+            .collect();
+        series.sort_by(|a, b| (&a.0.controller, &a.0.name).cmp(&(&b.0.controller, &b.0.name)));
+        let mut family = encoder.encode_descriptor(
+            "kinject_bucket_keys",
+            "Number of the controller's keys that hash into the leader election bucket. 'name' is \
+             the bucket, as leader_election_master_status names it.",
+            None,
+            MetricType::Gauge,
+        )?;
+        for (labels, keys) in &series {
+            ConstGauge::new(i64::try_from(*keys).unwrap_or(i64::MAX))
+                .encode(family.encode_family(labels)?)?;
+        }
+        Ok(())
+    }
 }
 
 /// The counters and histograms of one queue.

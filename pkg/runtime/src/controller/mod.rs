@@ -70,6 +70,7 @@ pub use crate::key::{InvalidKey, ObjectKey};
 pub use crate::token_bucket::TokenBucket;
 pub use action::Action;
 pub use error::{Error, ResultExt};
+pub(crate) use metrics::BucketKeysProbe;
 pub use metrics::WorkqueueMetrics;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
@@ -155,6 +156,17 @@ pub struct ControllerOptions {
     /// last renewal; `None` means [`DEFAULT_TRACKER_LEASE`]. Knative uses three
     /// resync periods, so a reconcile renews it well before it lapses.
     pub tracker_lease: Option<Duration>,
+    /// The keys the controller is responsible for, which the
+    /// `kinject_bucket_keys` gauge counts per leader election bucket; `None`
+    /// reports no such gauge. Generated reconcilers pass their kind's cache.
+    pub keys: Option<Arc<dyn KeySource>>,
+}
+
+/// The keys a controller is responsible for, such as the objects of its kind
+/// in an informer's cache: what its metrics count per leader election bucket.
+pub trait KeySource: Send + Sync + fmt::Debug {
+    /// Every key, now.
+    fn keys(&self) -> Vec<ObjectKey>;
 }
 
 /// Three default resync periods of ten hours, as Knative's `GetTrackerLease`.
@@ -196,6 +208,12 @@ impl ControllerOptions {
         self.tracker_lease = Some(lease);
         self
     }
+
+    /// Sets [`keys`](Self::keys).
+    pub fn keys(mut self, keys: Arc<dyn KeySource>) -> Self {
+        self.keys = Some(keys);
+        self
+    }
 }
 
 /// A controller: a named [`WorkQueue`], the [`Reconciler`] its workers call,
@@ -221,6 +239,11 @@ struct Inner {
     loop_metrics: Option<metrics::LoopMetrics>,
     /// The informers each reconcile waits for; see [`Impl::reconcile_only_when_synced`].
     gate: parking_lot::Mutex<Option<Arc<dyn SyncGate>>>,
+    /// See [`ControllerOptions::keys`].
+    keys: Option<Arc<dyn KeySource>>,
+    /// What the metrics count keys per bucket with; the registry holds it
+    /// weakly, so it goes when the controller does.
+    bucket_keys: parking_lot::Mutex<Option<Arc<dyn metrics::BucketKeysProbe>>>,
 }
 
 /// The caches a controller reads: whether they are in sync, and a future
@@ -334,6 +357,8 @@ impl Impl {
                 startup: parking_lot::Mutex::new(None),
                 loop_metrics,
                 gate: parking_lot::Mutex::new(None),
+                keys: options.keys,
+                bucket_keys: parking_lot::Mutex::new(None),
             }
         });
         Impl { inner }
@@ -645,6 +670,22 @@ impl Impl {
             }
             leadership.demote(bucket);
         }
+    }
+
+    /// The keys the controller is responsible for, when it was told
+    /// ([`ControllerOptions::keys`]).
+    pub(crate) fn key_source(&self) -> Option<Arc<dyn KeySource>> {
+        self.inner.keys.clone()
+    }
+
+    /// Reports the keys per bucket from `probe`, when the process has a
+    /// metrics registry, in place of what was reported before.
+    pub(crate) fn count_bucket_keys(&self, probe: Arc<dyn metrics::BucketKeysProbe>) {
+        let Some(m) = &self.inner.loop_metrics else {
+            return;
+        };
+        m.count_bucket_keys(Arc::downgrade(&probe));
+        *self.inner.bucket_keys.lock() = Some(probe);
     }
 
     /// Enqueues `key` on the slow lane if `bucket` holds it (Knative's

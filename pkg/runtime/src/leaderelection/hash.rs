@@ -213,6 +213,25 @@ impl BucketSet {
         self.owner(&hash_key(key))
     }
 
+    /// How many of `keys` each bucket owns, in [`names`](Self::names) order.
+    ///
+    /// For reporting over a whole cache: owners already cached are read
+    /// without touching their recency, and the rest are not cached, so a
+    /// count over more keys than the cache holds does not evict the owners
+    /// that reconciles look up.
+    pub fn count_keys<'a>(&self, keys: impl IntoIterator<Item = &'a ObjectKey>) -> Vec<usize> {
+        let mut counts = vec![0; self.inner.names.len()];
+        for key in keys {
+            let hashed = hash_key(key);
+            let cached = self.inner.cache.lock().peek(&hashed).copied();
+            let index = cached.or_else(|| choose_indexes(&self.inner.names, 1, &hashed).first().copied());
+            if let Some(count) = index.and_then(|i| counts.get_mut(i)) {
+                *count += 1;
+            }
+        }
+        counts
+    }
+
     fn index_of(&self, name: &str) -> Option<usize> {
         self.inner.names.binary_search_by(|n| n.as_str().cmp(name)).ok()
     }
@@ -415,6 +434,26 @@ mod tests {
             rain.owner(&format!("ns/{i}"));
         }
         assert_eq!(rain.cached(), 4096, "the cache is bounded");
+    }
+
+    #[test]
+    fn counting_keys_agrees_with_the_owners_and_leaves_the_cache_alone() {
+        let set = BucketSet::new(lease_names("q", 3));
+        let keys: Vec<ObjectKey> = (0..5000)
+            .map(|i| ObjectKey::new("ns", format!("obj-{i}")))
+            .collect();
+        let _cached = set.owner_of(&keys[0]);
+        let counts = set.count_keys(&keys);
+        assert_eq!(set.cached(), 1, "counting caches nothing");
+        assert_eq!(counts.iter().sum::<usize>(), keys.len());
+        for (index, name) in set.names().iter().enumerate() {
+            let owned = keys
+                .iter()
+                .filter(|k| set.owner_of(k) == Some(name.as_str()))
+                .count();
+            assert_eq!(counts[index], owned, "{name}");
+        }
+        assert!(BucketSet::new(Vec::<String>::new()).count_keys(&keys).is_empty());
     }
 
     #[test]

@@ -184,7 +184,7 @@ pub use config::{
 pub use hash::{BucketSet, HashBucket, choose_subset};
 
 use crate::apis::validation::is_dns1123_subdomain;
-use crate::controller::Impl;
+use crate::controller::{BucketKeysProbe, Impl, KeySource};
 use crate::leader::{Bucket, UniversalBucket};
 use elector::{LeaseElector, Timing};
 use peers::Peers;
@@ -238,6 +238,7 @@ pub fn spawn_electors(
         }
     }
     let runtime = tokio::runtime::Handle::try_current().map_err(|_| ElectorError::NoRuntime)?;
+    count_bucket_keys(controller, &buckets);
 
     let api: Api<Lease> = Api::namespaced(client, namespace);
     let timing = Timing {
@@ -296,6 +297,35 @@ pub fn spawn_electors(
 /// its informers deliver every object anyway.
 pub fn promote_unopposed(controller: &Impl) {
     controller.promote_initial(Arc::new(UniversalBucket));
+}
+
+/// Has the metrics count `controller`'s keys per bucket of `buckets`
+/// (`kinject_bucket_keys`), when it knows its keys.
+fn count_bucket_keys(controller: &Impl, buckets: &BucketSet) {
+    if let Some(keys) = controller.key_source() {
+        controller.count_bucket_keys(Arc::new(KeysPerBucket {
+            buckets: buckets.clone(),
+            keys,
+        }));
+    }
+}
+
+/// A controller's keys, counted per bucket at each scrape.
+struct KeysPerBucket {
+    buckets: BucketSet,
+    keys: Arc<dyn KeySource>,
+}
+
+impl BucketKeysProbe for KeysPerBucket {
+    fn count(&self) -> Vec<(String, usize)> {
+        let keys = self.keys.keys();
+        self.buckets
+            .names()
+            .iter()
+            .cloned()
+            .zip(self.buckets.count_keys(&keys))
+            .collect()
+    }
 }
 
 /// A unique identity for this replica's leases: `<hostname>_<uuid>`, so that

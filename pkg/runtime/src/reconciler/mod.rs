@@ -556,7 +556,8 @@ where
         Some(on_demote(written.clone(), &options)),
     ));
     let stopping = CancellationToken::new();
-    let controller_options = controller_options(ctx, &options, leadership.clone(), &stopping);
+    let controller_options = controller_options(ctx, &options, leadership.clone(), &stopping)
+        .keys(Arc::new(CachedKeys(lister.clone())));
     let make_core = move |tracker: Tracker| Core {
         reconciler,
         tracker,
@@ -634,6 +635,26 @@ fn on_demote<K: Object>(written: Arc<WrittenVersions>, options: &Options<K>) -> 
             hook(bucket);
         }
     })
+}
+
+/// The keys of a generated reconciler: the objects of its kind in the cache,
+/// for the count of keys per leader election bucket.
+struct CachedKeys<K>(Lister<K>);
+
+impl<K> fmt::Debug for CachedKeys<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CachedKeys")
+    }
+}
+
+impl<K: Object> controller::KeySource for CachedKeys<K> {
+    fn keys(&self) -> Vec<ObjectKey> {
+        self.0
+            .keys()
+            .into_iter()
+            .map(|(namespace, name)| ObjectKey { namespace, name })
+            .collect()
+    }
 }
 
 /// The work queue's settings: workers (the options', else the process's

@@ -284,3 +284,91 @@ async fn leading_a_bucket_is_reported_per_lease() {
     controller.demote(lease.as_ref());
     assert_eq!(value(&scrape(&registry), series), 0.0);
 }
+
+/// The keys a test hands the controller, changed between scrapes.
+#[derive(Debug, Default)]
+struct Keys(std::sync::Mutex<Vec<ObjectKey>>);
+
+impl kinject_runtime::controller::KeySource for Keys {
+    fn keys(&self) -> Vec<ObjectKey> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+/// Lease elections give the controller its buckets; from then on each scrape
+/// counts its keys per bucket, as they are at that scrape, for every bucket
+/// whoever leads it, until the controller is gone.
+#[tokio::test(start_paused = true)]
+async fn keys_per_bucket_are_counted_at_each_scrape() {
+    use kinject_runtime::leader::LeaderAwareFuncs;
+    use kinject_runtime::leaderelection::{ComponentConfig, spawn_electors};
+
+    let mut registry = Registry::default();
+    let metrics = WorkqueueMetrics::register(&mut registry);
+    let keys = Arc::new(Keys::default());
+    let controller = Impl::new(
+        "widgets",
+        Outcomes::default(),
+        ControllerOptions::default()
+            .metrics(metrics)
+            .leader_aware(Arc::new(LeaderAwareFuncs::new(None, None)))
+            .keys(keys.clone()),
+    );
+    assert!(
+        !scrape(&registry).contains("kinject_bucket_keys{"),
+        "no buckets before leader election"
+    );
+
+    let env = kinject_testenv::TestEnv::builder().namespace("ns").build();
+    let mut config = ComponentConfig::new("controller");
+    config.buckets = 3;
+    let buckets = config.bucket_set(controller.name());
+    let shutdown = CancellationToken::new();
+    let electors = spawn_electors(
+        env.client(),
+        "ns",
+        &controller,
+        &config,
+        "replica-a",
+        shutdown.clone(),
+    )
+    .unwrap();
+
+    let counts = |text: &str| -> Vec<f64> {
+        buckets
+            .names()
+            .iter()
+            .map(|name| {
+                value(
+                    text,
+                    &format!(r#"kinject_bucket_keys{{controller="widgets",name="{name}"}}"#),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(counts(&scrape(&registry)), [0.0; 3]);
+    let added: Vec<ObjectKey> = (0..50).map(|i| ObjectKey::new("ns", format!("w-{i}"))).collect();
+    *keys.0.lock().unwrap() = added.clone();
+    let expected: Vec<f64> = buckets
+        .names()
+        .iter()
+        .map(|name| {
+            added
+                .iter()
+                .filter(|k| buckets.owner_of(k) == Some(name.as_str()))
+                .count() as f64
+        })
+        .collect();
+    let text = scrape(&registry);
+    assert!(text.contains("# TYPE kinject_bucket_keys gauge"), "{text}");
+    assert_eq!(counts(&text), expected);
+    assert_eq!(expected.iter().sum::<f64>(), 50.0);
+
+    shutdown.cancel();
+    electors.await.unwrap();
+    drop(controller);
+    assert!(
+        !scrape(&registry).contains("kinject_bucket_keys{"),
+        "a dropped controller stops reporting"
+    );
+}
