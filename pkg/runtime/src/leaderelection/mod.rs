@@ -9,7 +9,9 @@
 //! ([`Impl::demote`]). A replica writes the keys of the buckets it leads and
 //! only observes the rest, so replicas share the work and a new leader takes
 //! over a bucket without a restart. With HA disabled (`--disable-ha`), a
-//! replica runs alone and [`promote_unopposed`] makes it lead every key.
+//! replica runs alone and [`promote_unopposed`] makes it lead every key; in a
+//! StatefulSet, each pod can own the bucket of its ordinal without any
+//! election ([`promote_ordinal`], see [below](#statefulset-ordinal-mode)).
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
@@ -108,6 +110,42 @@
 //! lease left behind by a crashed holder is taken over one lease duration
 //! after a new replica first sees it, however old its `renewTime` is.
 //!
+//! Each replica's `/metrics` tells how the work is split:
+//! `leader_election_master_status{name}` is 1 for each bucket it leads, and
+//! `kinject_bucket_keys{controller, name}` counts the keys of the
+//! controller's kind in its cache that hash into each bucket, led or not
+//! ([`WorkqueueMetrics`](crate::controller::WorkqueueMetrics)).
+//!
+//! # StatefulSet-ordinal mode
+//!
+//! Knative's other mode: run the controller as a StatefulSet with as many
+//! replicas as buckets, and each pod owns one bucket for good, the one of its
+//! ordinal, with no Lease at all (no Lease requests, no expiry to wait for).
+//! [`StatefulSetConfig`] reads it from the environment, as Knative does:
+//!
+//! | variable | meaning |
+//! |---|---|
+//! | `STATEFUL_CONTROLLER_ORDINAL` | the pod's name, `<statefulset>-<ordinal>` (downward API `metadata.name`); setting it turns the mode on |
+//! | `STATEFUL_SERVICE_NAME` | the StatefulSet's `spec.serviceName`; required in the mode |
+//! | `STATEFUL_SERVICE_PORT` | a port for the bucket names (default 80) |
+//! | `STATEFUL_SERVICE_PROTOCOL` | a scheme for the bucket names (default `http`) |
+//!
+//! The ordinal is what follows the pod name's last `-` and must be below
+//! `buckets`: with B buckets, pods 0 to B−1 run, pod `i` owning bucket `i`. The buckets
+//! are named after the pods' DNS names,
+//! `http://controller-1.controller.<namespace>.svc.<cluster domain>:80`, so
+//! a key hashes to the same ordinal as in a Knative controller; every
+//! controller of the pod owns that same bucket, and
+//! `leader_election_master_status` reports it under that name. sharedmain
+//! logs "Running with StatefulSet leader election" in this mode and
+//! "Running with Standard leader election" otherwise.
+//!
+//! What the mode trades: a pod that is down leaves its bucket's keys
+//! unreconciled until the StatefulSet controller brings it back (a Lease
+//! elsewhere would move within a lease duration), and scaling means
+//! changing `buckets` and `replicas` together. In return there is no Lease
+//! traffic and no hand-over at all, and which pod leads which keys is fixed.
+//!
 //! # Shutting down
 //!
 //! Cancelling the token passed to [`spawn_electors`] makes every elector
@@ -160,13 +198,20 @@
 //! * Buckets are shared evenly among the live replicas, and a released
 //!   bucket is taken as soon as its release is seen (Knative: first come,
 //!   first served, at the next attempt).
-//! * Not (yet) here: the StatefulSet-ordinal mode, changing a [`BucketSet`]'s
-//!   names in place, and a configurable maximum bucket count.
+//! * `STATEFUL_*` variables that cannot be used (an ordinal that is not a
+//!   number or not below `buckets`, no service name, a port that is not a
+//!   number) stop the process with the variable, its value and the fix;
+//!   Knative silently falls back to Lease elections, where a pod meant to own
+//!   one bucket competes for all of them. The service name must be a
+//!   Service's name, and the port a port number (Knative takes any text).
+//! * Not (yet) here: changing a [`BucketSet`]'s names in place, and a
+//!   configurable maximum bucket count.
 
 mod config;
 mod elector;
 mod hash;
 mod peers;
+mod statefulset;
 
 use std::fmt;
 use std::sync::Arc;
@@ -182,6 +227,10 @@ pub use config::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR, MAX_BUCKETS,
 };
 pub use hash::{BucketSet, HashBucket, choose_subset};
+pub use statefulset::{
+    ORDINAL_ENV, SERVICE_NAME_ENV, SERVICE_PORT_ENV, SERVICE_PROTOCOL_ENV, StatefulSetConfig,
+    StatefulSetError, parse_pod_name,
+};
 
 use crate::apis::validation::is_dns1123_subdomain;
 use crate::controller::{BucketKeysProbe, Impl, KeySource};
@@ -297,6 +346,33 @@ pub fn spawn_electors(
 /// its informers deliver every object anyway.
 pub fn promote_unopposed(controller: &Impl) {
     controller.promote_initial(Arc::new(UniversalBucket));
+}
+
+/// Makes `controller` lead `bucket` for good, without elections: the
+/// StatefulSet-ordinal mode, where the pod with ordinal `i` owns bucket `i`
+/// ([`StatefulSetConfig::own_bucket`]). Knative's unopposed elector over the
+/// pod's bucket: the controller is promoted at once (its cached keys of the
+/// bucket enqueued, `leader_election_master_status` 1 for the bucket) and
+/// never demoted, since no other pod ever owns the bucket.
+///
+/// Fails, promoting nothing, when the controller was not built leader-aware:
+/// it would write every key, the other pods' too.
+pub fn promote_ordinal(controller: &Impl, bucket: &HashBucket) -> Result<(), ElectorError> {
+    let queue = controller.name();
+    if !controller.is_leader_aware() {
+        return Err(ElectorError::NotLeaderAware {
+            queue: queue.to_owned(),
+        });
+    }
+    count_bucket_keys(controller, bucket.set());
+    tracing::info!(
+        "knative.dev/controller" = %queue,
+        "{queue} will run in StatefulSet ordinal assignment mode with bucket name {} (leads 1 of {} buckets)",
+        bucket.name(),
+        bucket.set().names().len()
+    );
+    controller.promote(Arc::new(bucket.clone()));
+    Ok(())
 }
 
 /// Has the metrics count `controller`'s keys per bucket of `buckets`

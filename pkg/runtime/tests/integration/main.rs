@@ -16,6 +16,7 @@ mod fixtures;
 mod generic_reconciler;
 mod informer;
 mod metrics;
+mod statefulset;
 mod status_processing;
 mod tracker;
 mod workqueue;
