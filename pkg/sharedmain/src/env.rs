@@ -16,7 +16,12 @@ Environment:
   CONFIG_LEADERELECTION_NAME  the leader election ConfigMap (default config-leader-election)
   K_THREADS_PER_CONTROLLER    workers per controller (default 2)
   METRICS_PROMETHEUS_PORT     the /metrics port (default 9090; 0 picks a free one)
-  PROBES_PORT                 the /health and /readiness port (default 8080; 0 picks a free one)";
+  PROBES_PORT                 the /health and /readiness port (default 8080; 0 picks a free one)
+  STATEFUL_CONTROLLER_ORDINAL this StatefulSet pod's name (<statefulset>-<ordinal>): own the bucket of
+                              that ordinal, without Lease elections; needs STATEFUL_SERVICE_NAME
+  STATEFUL_SERVICE_NAME       the StatefulSet's spec.serviceName
+  STATEFUL_SERVICE_PORT       the port in the StatefulSet's bucket names (default 80)
+  STATEFUL_SERVICE_PROTOCOL   the scheme in the StatefulSet's bucket names (default http)";
 
 /// The environment of a controller process: every variable the process
 /// honours, read once at start ([`Env::from_process`]) and passed down as
@@ -44,6 +49,11 @@ pub struct Env {
     pub metrics_port: u16,
     /// `PROBES_PORT` (default 8080; 0 picks a free port).
     pub probes_port: u16,
+    /// `STATEFUL_CONTROLLER_ORDINAL`, `STATEFUL_SERVICE_NAME`,
+    /// `STATEFUL_SERVICE_PORT` and `STATEFUL_SERVICE_PROTOCOL`: set, the
+    /// process owns the bucket of its StatefulSet ordinal instead of electing
+    /// leaders with Leases (see [`leaderelection::StatefulSetConfig`]).
+    pub stateful_set: Option<leaderelection::StatefulSetConfig>,
 }
 
 impl Env {
@@ -94,6 +104,7 @@ impl Env {
             threads_per_controller,
             metrics_port: port("METRICS_PROMETHEUS_PORT", 9090)?,
             probes_port: port("PROBES_PORT", 8080)?,
+            stateful_set: leaderelection::StatefulSetConfig::from_lookup(lookup)?,
         })
     }
 }
@@ -168,6 +179,55 @@ mod tests {
             env(&[("SYSTEM_NAMESPACE", "  ")]),
             Err(MainError::MissingSystemNamespace)
         ));
+    }
+
+    #[test]
+    fn the_statefulset_variables_are_read_here_and_refused_with_the_fix() {
+        let e = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("STATEFUL_SERVICE_NAME", "controller"),
+        ])
+        .unwrap();
+        assert_eq!(e.stateful_set, None, "the ordinal turns the mode on");
+        let e = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("STATEFUL_CONTROLLER_ORDINAL", "controller-1"),
+            ("STATEFUL_SERVICE_NAME", "controller"),
+            ("STATEFUL_SERVICE_PORT", "8080"),
+        ])
+        .unwrap();
+        let pod = e.stateful_set.unwrap();
+        assert_eq!(
+            (
+                pod.stateful_set.as_str(),
+                pod.ordinal,
+                pod.port,
+                pod.protocol.as_str()
+            ),
+            ("controller", 1, 8080, "http")
+        );
+        let err = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("STATEFUL_CONTROLLER_ORDINAL", "controller-one"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with("STATEFUL_CONTROLLER_ORDINAL=\"controller-one\" is not a StatefulSet pod's name"),
+            "{err}"
+        );
+        let err = env(&[
+            ("SYSTEM_NAMESPACE", "ns"),
+            ("STATEFUL_CONTROLLER_ORDINAL", "controller-0"),
+        ])
+        .unwrap_err()
+        .to_string();
+        assert!(
+            err.starts_with(
+                "STATEFUL_SERVICE_NAME is not set, but STATEFUL_CONTROLLER_ORDINAL=\"controller-0\""
+            ),
+            "{err}"
+        );
     }
 
     #[test]

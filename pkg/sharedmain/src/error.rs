@@ -26,6 +26,10 @@ pub enum MainError {
         /// What is wrong and what would be right.
         why: String,
     },
+    /// The `STATEFUL_*` variables of the StatefulSet-ordinal mode cannot be
+    /// used (the message names the variable, its value and the fix).
+    #[error(transparent)]
+    StatefulSet(#[from] kinject_runtime::leaderelection::StatefulSetError),
     /// A flag has a value that cannot be used.
     #[error("{0}")]
     BadFlag(String),

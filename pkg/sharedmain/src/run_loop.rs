@@ -131,8 +131,9 @@ impl Setup {
         Ok(servers)
     }
 
-    /// Starts one elector per controller and bucket, or promotes every
-    /// controller for every key with `--disable-ha`.
+    /// Starts one elector per controller and bucket; or, in a StatefulSet
+    /// pod, promotes every controller for the pod's own bucket; or, with
+    /// `--disable-ha`, for every key.
     fn elect(
         &self,
         controllers: &[Impl],
@@ -143,9 +144,26 @@ impl Setup {
             controllers.iter().for_each(leaderelection::promote_unopposed);
             return Ok(Vec::new());
         }
+        if let Some(bucket) = &self.own_bucket {
+            tracing::info!(
+                bucket = %kinject_runtime::leader::Bucket::name(bucket),
+                buckets = self.election.buckets,
+                "Running with StatefulSet leader election"
+            );
+            for controller in controllers {
+                leaderelection::promote_ordinal(controller, bucket).map_err(|e| {
+                    MainError::Serve(format!("cannot lead this StatefulSet pod's bucket: {e:#}"))
+                })?;
+            }
+            return Ok(Vec::new());
+        }
         let identity = leaderelection::unique_id()
             .map_err(|e| MainError::Serve(format!("cannot name this replica for leader election: {e}")))?;
-        tracing::info!(identity = %identity, buckets = self.election.buckets, "Running with leader election");
+        tracing::info!(
+            identity = %identity,
+            buckets = self.election.buckets,
+            "Running with Standard leader election"
+        );
         controllers
             .iter()
             .map(|controller| {

@@ -8,6 +8,7 @@ use kinject_runtime::controller::WorkqueueMetrics;
 use kinject_runtime::informer::InformerMetrics;
 use kinject_runtime::injection::{Constructor, Context};
 use kinject_runtime::leaderelection;
+use kinject_runtime::network;
 use kinject_runtime::reconciler::{ReconcileMetrics, ThreadsPerController};
 use kube::{Client, Config};
 use prometheus_client::registry::Registry;
@@ -36,6 +37,8 @@ pub struct Setup {
     informer_metrics: InformerMetrics,
     pub(crate) levels: logging::LevelHandle,
     pub(crate) election: leaderelection::ComponentConfig,
+    /// In the StatefulSet-ordinal mode, the bucket this pod owns.
+    pub(crate) own_bucket: Option<leaderelection::HashBucket>,
     pub(crate) serve_metrics: bool,
 }
 
@@ -131,6 +134,7 @@ impl Setup {
         let election = leader_election_config(&election_data.unwrap_or_default())
             .map_err(|why| invalid(&env.config_leader_election_name, why))?
             .component_config(component);
+        let own_bucket = stateful_set_bucket(&env, flags.disable_ha, election.buckets)?;
         let observability = read_config_map(&client, ns, &env.config_observability_name).await?;
         let serve_metrics = metrics_enabled(&observability.unwrap_or_default())
             .map_err(|why| invalid(&env.config_observability_name, why))?;
@@ -147,6 +151,7 @@ impl Setup {
             informer_metrics,
             levels,
             election,
+            own_bucket,
             serve_metrics,
         })
     }
@@ -194,5 +199,87 @@ impl Setup {
     /// [`construct`].
     pub fn construct(&self, ctx: &Context, constructors: &[Constructor]) -> Result<Vec<Built>, MainError> {
         construct(ctx, constructors, &self.flags.disable_controllers)
+    }
+}
+
+/// The bucket a StatefulSet pod owns: `None` unless `STATEFUL_CONTROLLER_ORDINAL`
+/// is set and HA is on (with `--disable-ha` a replica leads every key, as in
+/// Knative). Fails when the ordinal is not below the bucket count.
+fn stateful_set_bucket(
+    env: &Env,
+    disable_ha: bool,
+    buckets: u32,
+) -> Result<Option<leaderelection::HashBucket>, MainError> {
+    let Some(pod) = &env.stateful_set else {
+        return Ok(None);
+    };
+    if disable_ha {
+        tracing::warn!(
+            pod = %pod.pod_name,
+            "{} is ignored with --disable-ha: this replica leads every key",
+            leaderelection::ORDINAL_ENV
+        );
+        return Ok(None);
+    }
+    // The names must match the other pods' and the Context's, which read the
+    // cluster domain the same way.
+    let domain = match env.cluster_domain.as_deref() {
+        Some(given) => network::domain_from(Some(given), ""),
+        None => network::detect_cluster_domain(),
+    };
+    Ok(Some(pod.own_bucket(buckets, &env.system_namespace, &domain)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Env {
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        Env::from_lookup(|name| pairs.iter().find(|(k, _)| k == name).map(|(_, v)| v.clone()))
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn pod(ordinal: &str) -> Env {
+        env(&[
+            ("SYSTEM_NAMESPACE", "knative-samples"),
+            ("CLUSTER_DOMAIN", "cluster.local"),
+            ("STATEFUL_CONTROLLER_ORDINAL", ordinal),
+            ("STATEFUL_SERVICE_NAME", "controller"),
+        ])
+    }
+
+    #[test]
+    fn a_statefulset_pod_owns_the_bucket_of_its_ordinal_unless_ha_is_off() {
+        use kinject_runtime::leader::Bucket as _;
+
+        let own = stateful_set_bucket(&pod("controller-1"), false, 2)
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            own.name(),
+            "http://controller-1.controller.knative-samples.svc.cluster.local:80"
+        );
+        assert!(
+            stateful_set_bucket(&pod("controller-1"), true, 2)
+                .unwrap()
+                .is_none()
+        );
+        let standard = env(&[("SYSTEM_NAMESPACE", "knative-samples")]);
+        assert!(stateful_set_bucket(&standard, false, 2).unwrap().is_none());
+    }
+
+    #[test]
+    fn an_ordinal_past_the_buckets_stops_the_process_saying_what_to_change() {
+        let err = stateful_set_bucket(&pod("controller-2"), false, 2).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "STATEFUL_CONTROLLER_ORDINAL=\"controller-2\" is not valid: ordinal 2 is out of range [0, 2), as \
+             each pod of the StatefulSet owns the bucket of its ordinal; run 2 replicas (spec.replicas: 2) \
+             or set buckets to 3 in the config-leader-election ConfigMap"
+        );
     }
 }
