@@ -1397,3 +1397,217 @@ async fn the_controller_converges_behind_the_webhook_which_defaults_and_refuses_
     webhook.await.unwrap().unwrap();
     assert_eq!(env.denied_requests(), Vec::<String>::new());
 }
+
+/// `/metrics` of a controller, once its log says where it serves them.
+async fn scrape(controller: &Controller) -> String {
+    use std::io::{Read, Write};
+
+    let mut port = None;
+    wait_for("the metrics address", Duration::from_secs(60), || {
+        port = log_lines(controller)
+            .iter()
+            .find(|l| l["msg"] == "Serving /metrics")
+            .and_then(|l| l["address"].as_str()?.rsplit(':').next()?.parse::<u16>().ok());
+        port.is_some()
+    })
+    .await;
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port.unwrap())).unwrap();
+    stream
+        .write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+        .unwrap();
+    let mut response = String::new();
+    stream.read_to_string(&mut response).unwrap();
+    response
+}
+
+/// The value of every sample of `family`, by its labels.
+fn samples(text: &str, family: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter_map(|line| line.strip_prefix(family)?.strip_prefix('{'))
+        .filter_map(|rest| {
+            let (labels, value) = rest.rsplit_once("} ")?;
+            Some((labels.to_owned(), value.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// The variables a pod of the StatefulSet `controller` runs with.
+fn stateful_pod_env(pod: &str) -> [(&'static str, String); 3] {
+    [
+        ("STATEFUL_CONTROLLER_ORDINAL", pod.to_owned()),
+        ("STATEFUL_SERVICE_NAME", "controller".to_owned()),
+        ("CLUSTER_DOMAIN", "cluster.local".to_owned()),
+    ]
+}
+
+/// The bucket each of `pods` owns, as the hashing alone says.
+fn owned_buckets(pods: &[String], buckets: u32) -> Vec<kinject_runtime::leaderelection::HashBucket> {
+    pods.iter()
+        .map(|pod| {
+            let vars = stateful_pod_env(pod);
+            let lookup = |name: &str| vars.iter().find(|(k, _)| *k == name).map(|(_, v)| v.clone());
+            kinject_runtime::leaderelection::StatefulSetConfig::from_lookup(lookup)
+                .unwrap()
+                .unwrap()
+                .own_bucket(buckets, NS, "cluster.local")
+                .unwrap()
+        })
+        .collect()
+}
+
+/// Two pods of a StatefulSet over two buckets: each owns the bucket of its
+/// ordinal with every controller, writes exactly the keys that hash into it,
+/// reports them in its metrics, and never reads or writes a Lease.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statefulset_pods_write_only_their_ordinals_keys_without_leases() {
+    use kinject_runtime::controller::ObjectKey;
+    use kinject_runtime::leader::Bucket as _;
+
+    const BUCKETS: u32 = 2;
+    let dir = tempdir("statefulset");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    let mut election = get(&env, "configmaps", NS, "config-leader-election").unwrap();
+    election["data"] = json!({"buckets": BUCKETS.to_string()});
+    env.update_object(election).unwrap();
+    env.create_object(service("webhook")).unwrap();
+    let names: Vec<String> = (0..20).map(|i| format!("asvc-{i:02}")).collect();
+    for name in &names {
+        env.create_object(addressable_service(name, "webhook")).unwrap();
+    }
+    env.clear_actions();
+
+    let pods: Vec<String> = (0..BUCKETS).map(|i| format!("controller-{i}")).collect();
+    let owned = owned_buckets(&pods, BUCKETS);
+    let owner = |name: &str| -> usize {
+        let key = ObjectKey::new(NS, name);
+        owned.iter().position(|b| b.has(&key)).unwrap()
+    };
+    let owners: BTreeSet<usize> = names.iter().map(|n| owner(n)).collect();
+    assert_eq!(owners.len(), pods.len(), "every pod owns some of the keys");
+
+    let running: Vec<Controller> = pods
+        .iter()
+        .map(|pod| {
+            let vars = stateful_pod_env(pod);
+            let vars: Vec<(&str, &str)> = vars.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            Controller::start_with(&kubeconfig, pod, &dir, &vars)
+        })
+        .collect();
+    wait_under_rbac(
+        &env,
+        "every AddressableService Ready",
+        Duration::from_secs(60),
+        || names.iter().all(|n| is_ready(&env, NS, n)),
+    )
+    .await;
+
+    let writers = status_writers(&env);
+    assert_eq!(writers.len(), names.len());
+    for (name, agents) in &writers {
+        let expected = format!("({})", pods[owner(name)]);
+        assert!(
+            agents.len() == 1 && agents.iter().all(|a| a.ends_with(&expected)),
+            "{name} belongs to {expected} but was written by {agents:?}"
+        );
+    }
+    let lease_requests: Vec<String> = env
+        .actions()
+        .iter()
+        .filter(|a| a.resource == "leases")
+        .map(|a| format!("{} {}", a.verb, a.name))
+        .collect();
+    assert!(lease_requests.is_empty(), "Lease requests: {lease_requests:?}");
+
+    for (ordinal, controller) in running.iter().enumerate() {
+        let keys_per_bucket: Vec<usize> = (0..owned.len())
+            .map(|bucket| names.iter().filter(|n| owner(n) == bucket).count())
+            .collect();
+        check_stateful_pod_reports(controller, &owned, ordinal, &keys_per_bucket).await;
+    }
+    for controller in running {
+        let (exit, _) = controller.terminate();
+        assert!(exit.success());
+    }
+}
+
+/// What pod `ordinal` logs and reports: the mode, its bucket for every
+/// controller, and `keys_per_bucket` of the one kind with objects.
+async fn check_stateful_pod_reports(
+    controller: &Controller,
+    owned: &[kinject_runtime::leaderelection::HashBucket],
+    ordinal: usize,
+    keys_per_bucket: &[usize],
+) {
+    use kinject_runtime::leader::Bucket as _;
+
+    let own = owned[ordinal].name();
+    let lines = log_lines(controller);
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["msg"] == "Running with StatefulSet leader election" && l["bucket"] == own),
+        "pod {ordinal} says which mode it runs in"
+    );
+    let promoted = lines
+        .iter()
+        .filter(|l| {
+            l["msg"].as_str().is_some_and(|m| {
+                m.contains("will run in StatefulSet ordinal assignment mode") && m.contains(own)
+            })
+        })
+        .count();
+    assert_eq!(
+        promoted,
+        controller_count(),
+        "every controller of pod {ordinal} owns its bucket"
+    );
+
+    let text = scrape(controller).await;
+    assert_eq!(
+        samples(&text, "leader_election_master_status"),
+        BTreeMap::from([(format!("name=\"{own}\""), 1.0)]),
+        "{text}"
+    );
+    let per_bucket = samples(&text, "kinject_bucket_keys");
+    assert_eq!(per_bucket.len(), controller_count() * owned.len(), "{text}");
+    for (bucket, expected) in owned.iter().zip(keys_per_bucket) {
+        let name = format!("name=\"{}\"", bucket.name());
+        let keys: f64 = per_bucket
+            .iter()
+            .filter(|(labels, _)| labels.ends_with(&name))
+            .map(|(_, keys)| keys)
+            .sum();
+        assert_eq!(
+            keys, *expected as f64,
+            "{name} in pod {ordinal}'s metrics\n{text}"
+        );
+    }
+}
+
+/// A pod whose ordinal the buckets do not cover refuses to start, saying
+/// which variable and what to change.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statefulset_pod_past_the_buckets_exits_1_saying_what_to_change() {
+    let dir = tempdir("statefulset-past");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    let mut election = get(&env, "configmaps", NS, "config-leader-election").unwrap();
+    election["data"] = json!({"buckets": "2"});
+    env.update_object(election).unwrap();
+    let kubeconfig = kubeconfig.to_string_lossy().into_owned();
+    let mut vars: Vec<(&str, &str)> = vec![
+        ("SYSTEM_NAMESPACE", NS),
+        ("METRICS_PROMETHEUS_PORT", "0"),
+        ("PROBES_PORT", "0"),
+    ];
+    let pod = stateful_pod_env("controller-2");
+    vars.extend(pod.iter().map(|(k, v)| (*k, v.as_str())));
+    let (code, stderr) = run_to_exit(&["--kubeconfig", &kubeconfig], &vars);
+    assert_eq!(code, 1);
+    assert!(
+        stderr.contains(
+            "STATEFUL_CONTROLLER_ORDINAL=\"controller-2\" is not valid: ordinal 2 is out of range [0, 2)"
+        ),
+        "{stderr}"
+    );
+    assert!(stderr.contains("or set buckets to 3"), "{stderr}");
+}
