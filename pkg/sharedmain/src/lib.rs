@@ -70,8 +70,9 @@
 //!    and `/readiness` (port 8080, `PROBES_PORT`; readiness answers 500 naming
 //!    the informers not in sync), starts exactly the informers the
 //!    controllers asked for and waits for their caches;
-//! 6. runs the controllers, each with leader election (or leading everything
-//!    with `--disable-ha`);
+//! 6. runs the controllers, each with leader election over Leases; in a
+//!    StatefulSet pod (`STATEFUL_CONTROLLER_ORDINAL`), owning the bucket of
+//!    its ordinal without Leases; or leading everything with `--disable-ha`;
 //! 7. on SIGTERM or SIGINT turns readiness to 500, stops taking work, lets
 //!    in-flight reconciles finish, releases its leases and exits 0; a second
 //!    signal exits at once (status 1).
