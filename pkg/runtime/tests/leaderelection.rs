@@ -25,6 +25,7 @@ use kinject_runtime::reconciler::{Bucket, Enqueue, LeaderAware, LeaderAwareFuncs
 use kinject_testenv::{ErrorStatus, Reactor, TestEnv};
 use kube::Api;
 use kube::api::{ObjectMeta, PostParams};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep};
 use tokio_util::sync::CancellationToken;
@@ -788,6 +789,105 @@ fn unique_ids_are_hostname_and_uuid() {
     assert!(!host.is_empty());
     assert_eq!(uuid.len(), 36);
     assert_eq!(uuid.matches('-').count(), 4);
+}
+
+/// Holds each reconcile until `finish`, then notes who held `lease` as the
+/// reconcile ended: where a write of the reconcile would land.
+struct HeldReconcile {
+    started: Arc<Notify>,
+    finish: Arc<Notify>,
+    leases: Api<Lease>,
+    lease: String,
+    holders: Arc<Mutex<Vec<String>>>,
+}
+
+impl Reconciler for HeldReconcile {
+    async fn reconcile(&self, _key: &ObjectKey) -> Result<kinject_runtime::controller::Action, Error> {
+        self.started.notify_one();
+        self.finish.notified().await;
+        let spec = self.leases.get(&self.lease).await.unwrap().spec.unwrap();
+        self.holders
+            .lock()
+            .unwrap()
+            .push(spec.holder_identity.unwrap_or_default());
+        Ok(kinject_runtime::controller::Action::await_change())
+    }
+}
+
+/// A leader that gives a bucket up to a replica that joined keeps its lease
+/// until the reconciles of the bucket that started while it led have
+/// finished: they may still write, and the next leader must not write the
+/// same keys meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bucket_given_up_is_released_once_its_reconciles_have_finished() {
+    let env = env();
+    // Leases far longer than the test: only the reconcile holds the lease.
+    let config = config_with(2, "30s", "20s");
+    let given_up = lease_name(1, 2);
+    let bucket = config.bucket_set(QUEUE).bucket(&given_up).unwrap();
+    let key = (0..)
+        .map(|i| ObjectKey::new(NS, format!("k-{i}")))
+        .find(|k| bucket.has(k))
+        .unwrap();
+    let (started, finish) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let holders = Arc::new(Mutex::new(Vec::new()));
+    let leadership = Arc::new(LeaderAwareFuncs::new(None, None));
+    let held = HeldReconcile {
+        started: started.clone(),
+        finish: finish.clone(),
+        leases: leases(&env),
+        lease: given_up.clone(),
+        holders: holders.clone(),
+    };
+    let controller = Impl::new(
+        QUEUE,
+        held,
+        ControllerOptions::default().leader_aware(leadership.clone()),
+    );
+    let (electing, running) = (CancellationToken::new(), CancellationToken::new());
+    let electors = spawn_electors(
+        env.client(),
+        NS,
+        &controller,
+        &config,
+        "pod-a_1",
+        electing.clone(),
+    )
+    .unwrap();
+    wait_until(Duration::from_secs(10), || leadership.led_buckets().len() == 2)
+        .await
+        .expect("A leads both buckets");
+    let run = tokio::spawn({
+        let (controller, running) = (controller.clone(), running.clone());
+        async move { controller.run(running).await }
+    });
+    controller.enqueue_key(key.clone());
+    tokio::time::timeout(Duration::from_secs(10), started.notified())
+        .await
+        .expect("the reconcile starts");
+
+    let b = Replica::start_with(&env, NS, "pod-b_2", &config);
+    wait_until(Duration::from_secs(15), || leadership.led_buckets().len() == 1)
+        .await
+        .expect("A gives a bucket up to B");
+    assert_eq!(leadership.led_buckets(), [lease_name(0, 2)]);
+    // Without the wait, B would lead it within milliseconds of the demotion.
+    let overlapped = wait_until(Duration::from_millis(500), || !b.led().is_empty()).await;
+    assert_eq!(
+        overlapped, None,
+        "B led {given_up} while A's reconcile of {key} ran"
+    );
+    finish.notify_one();
+    wait_until(Duration::from_secs(10), || b.led() == [given_up.clone()])
+        .await
+        .expect("B takes the bucket once the reconcile is done");
+    assert_eq!(*holders.lock().unwrap(), ["pod-a_1"]);
+
+    running.cancel();
+    run.await.unwrap();
+    electing.cancel();
+    electors.await.unwrap();
+    b.stop().await;
 }
 
 /// Replicas share the buckets evenly, whichever started first: with 10

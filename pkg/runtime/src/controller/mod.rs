@@ -672,6 +672,14 @@ impl Impl {
         }
     }
 
+    /// Returns once no reconcile of a key of `bucket` is running. After
+    /// [`demote`](Self::demote), reconciles that start write nothing, but one
+    /// that passed its leadership check before may still write; leader
+    /// election waits for this before it releases the bucket's lease.
+    pub async fn reconciles_finished(&self, bucket: &dyn Bucket) {
+        self.inner.queue.processed(|key| bucket.has(key)).await;
+    }
+
     /// The keys the controller is responsible for, when it was told
     /// ([`ControllerOptions::keys`]).
     pub(crate) fn key_source(&self) -> Option<Arc<dyn KeySource>> {

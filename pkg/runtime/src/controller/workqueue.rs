@@ -154,6 +154,8 @@ struct Shared {
     metrics: Option<QueueMetrics>,
     state: Mutex<State>,
     notify: Notify,
+    /// Wakes [`WorkQueue::processed`] each time a key is done.
+    done: Notify,
 }
 
 #[derive(Default)]
@@ -226,6 +228,7 @@ impl WorkQueue {
                 rate_limiter,
                 state: Mutex::default(),
                 notify: Notify::new(),
+                done: Notify::new(),
             }
         });
         WorkQueue { shared }
@@ -374,6 +377,7 @@ impl WorkQueue {
         let Some(started) = state.processing.remove(key) else {
             return;
         };
+        shared.done.notify_waiters();
         if let Some(m) = &shared.metrics {
             m.finished(Instant::now().saturating_duration_since(started));
         }
@@ -389,6 +393,25 @@ impl WorkQueue {
             }
             drop(state);
             shared.notify.notify_one();
+        }
+    }
+
+    /// Returns once no key that `matches` is being processed. Keys a worker
+    /// takes after the call are waited for too while they run: a caller that
+    /// first made sure new reconciles of such keys write nothing (a demoted
+    /// bucket) waits out the ones that started before.
+    pub async fn processed(&self, matches: impl Fn(&ObjectKey) -> bool) {
+        loop {
+            let done = self.shared.done.notified();
+            tokio::pin!(done);
+            // Register before looking, so a key done between the look and
+            // the wait still wakes this caller.
+            done.as_mut().enable();
+            let busy = self.shared.lock().processing.keys().any(&matches);
+            if !busy {
+                return;
+            }
+            done.await;
         }
     }
 

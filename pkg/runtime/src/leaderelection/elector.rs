@@ -135,6 +135,10 @@ impl LeaseElector {
             // the bucket's keys by the time another may lead it. (client-go
             // releases first and calls OnStoppedLeading after.)
             controller.demote(bucket.as_ref());
+            // A lost lease is no longer this replica's to hold back.
+            if !matches!(ending, Ending::Lost) {
+                self.finish_reconciles(&controller, bucket.as_ref()).await;
+            }
             let why = if matches!(ending, Ending::Yielded) {
                 ", to even out the buckets among the replicas"
             } else {
@@ -154,6 +158,28 @@ impl LeaseElector {
             if let Ending::Shutdown = ending {
                 return;
             }
+        }
+    }
+
+    /// Waits, before a lease this replica still holds is released, for the
+    /// bucket's reconciles that passed their leadership check before the
+    /// demotion: they may still write, and once the lease is released
+    /// another replica may lead the same keys. Bounded by the lease's
+    /// validity, past which another replica may take it over anyway.
+    async fn finish_reconciles(&self, controller: &Impl, bucket: &dyn Bucket) {
+        let Some(valid_until) = self.valid_until() else {
+            return;
+        };
+        if timeout_at(valid_until, controller.reconciles_finished(bucket))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "Reconciles of {:?} were still running when lease {} expired; they may write while \
+                 another replica leads its keys",
+                bucket.name(),
+                self.describe
+            );
         }
     }
 
@@ -508,9 +534,13 @@ impl LeaseElector {
 
     /// True until `leaseDurationSeconds` after the spec was last seen to change.
     fn is_lease_valid(&self, now: Instant) -> bool {
+        self.valid_until().is_some_and(|until| until > now)
+    }
+
+    /// `leaseDurationSeconds` after the spec was last seen to change.
+    fn valid_until(&self) -> Option<Instant> {
         let seconds = u64::try_from(self.observed.lease_duration_seconds.unwrap_or(0)).unwrap_or(0);
-        self.observed_time
-            .is_some_and(|seen| seen + Duration::from_secs(seconds) > now)
+        self.observed_time.map(|seen| seen + Duration::from_secs(seconds))
     }
 
     fn set_observed(&mut self, spec: LeaseSpec) {

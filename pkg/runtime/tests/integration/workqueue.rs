@@ -136,6 +136,38 @@ async fn a_key_being_processed_is_not_handed_out_again_until_done() {
     assert_eq!(next(&q).await, key("a"));
 }
 
+/// `processed` waits for the matching keys a worker holds, and for nothing
+/// else: neither other keys being processed nor matching keys still queued.
+#[tokio::test(start_paused = true)]
+async fn processed_waits_out_the_matching_keys_being_processed() {
+    let q = queue();
+    q.add(key("a"));
+    q.add(key("b"));
+    let (a, b) = (next(&q).await, next(&q).await);
+    q.add(key("c"));
+    let not_b = |k: &ObjectKey| k.name != "b";
+    assert!(
+        timeout(Duration::from_secs(60), q.processed(not_b))
+            .await
+            .is_err()
+    );
+
+    let waited = async {
+        q.processed(not_b).await;
+        Instant::now()
+    };
+    let finished = async {
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        q.done(&a);
+        Instant::now()
+    };
+    let (returned, done) = tokio::join!(waited, finished);
+    assert!(returned >= done, "returned before `a` was done");
+    // "b" is still processed, "c" still queued: neither is waited for.
+    timeout(Duration::ZERO, q.processed(not_b)).await.unwrap();
+    q.done(&b);
+}
+
 /// Records how many reconciles of each key run at once, and how many ran.
 #[derive(Default)]
 struct SlowReconciler {
