@@ -9,16 +9,24 @@
 //!
 //! Under hostile load, the same reviews while other clients hold uploads of
 //! 15 MiB open, trickle request heads, and send 3 MB reviews with 200,000
-//! labels; the process's peak RSS growth is printed beside the latencies:
+//! labels; the server's memory is printed beside the latencies, with how
+//! many heavy reviews were answered and, after `--settle-seconds`, what the
+//! server kept once the load stopped:
 //!
 //! ```sh
 //! cargo run --release -p webhook --example admission-bench -- --requests 20000 \
-//!     --held-uploads 40 --slow-headers 200 --heavy-reviews 4
+//!     --held-uploads 40 --slow-headers 200 --heavy-reviews 4 --settle-seconds 60
 //! ```
+//!
+//! The server runs in a child process, with the allocator and the
+//! `MIMALLOC_ARENA_EAGER_COMMIT=0` of the webhook's Deployment, so the
+//! figures are the server's alone, not the clients'.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+use std::io::BufRead as _;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
@@ -56,11 +64,31 @@ struct Args {
     /// after another.
     #[arg(long, default_value_t = 0)]
     heavy_reviews: usize,
+    /// After the load, stop every client and wait this long before reading
+    /// the server's memory again.
+    #[arg(long, default_value_t = 0)]
+    settle_seconds: u64,
+    /// Run as the server: print the port and CA as one JSON line, serve
+    /// until standard input closes.
+    #[arg(long, hide = true)]
+    serve: bool,
 }
 
-/// The process's resident and peak resident memory, in bytes.
-fn memory() -> (u64, u64) {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+/// The same allocator as the webhook binary, so the server's figures are
+/// the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+/// How the heavy reviews fared.
+#[derive(Debug, Default)]
+struct HeavyOutcomes {
+    answered: AtomicUsize,
+    refused: AtomicUsize,
+}
+
+/// A process's resident and peak resident memory, in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
             .lines()
@@ -72,17 +100,28 @@ fn memory() -> (u64, u64) {
     (field("VmRSS:"), field("VmHWM:"))
 }
 
-/// Starts the hostile clients of `args`; they run until the process ends.
-async fn start_hostile_clients(args: &Args, port: u16, tls: &Arc<rustls::ClientConfig>) {
+/// Starts the hostile clients of `args` on `clients`.
+async fn start_hostile_clients(
+    args: &Args,
+    port: u16,
+    tls: &Arc<rustls::ClientConfig>,
+    heavy_outcomes: &Arc<HeavyOutcomes>,
+    clients: &mut tokio::task::JoinSet<()>,
+) {
     for _ in 0..args.held_uploads {
-        tokio::spawn(held_upload(port, tls.clone()));
+        clients.spawn(held_upload(port, tls.clone()));
     }
     for _ in 0..args.slow_headers {
-        tokio::spawn(slow_header(port, tls.clone()));
+        clients.spawn(slow_header(port, tls.clone()));
     }
     let heavy = heavy_review();
     for _ in 0..args.heavy_reviews {
-        tokio::spawn(heavy_reviews(port, tls.clone(), heavy.clone()));
+        clients.spawn(heavy_reviews(
+            port,
+            tls.clone(),
+            heavy.clone(),
+            heavy_outcomes.clone(),
+        ));
     }
     // Let them take hold before the measured reviews start.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -162,7 +201,12 @@ fn heavy_review() -> Bytes {
     )
 }
 
-async fn heavy_reviews(port: u16, tls: Arc<rustls::ClientConfig>, review: Bytes) {
+async fn heavy_reviews(
+    port: u16,
+    tls: Arc<rustls::ClientConfig>,
+    review: Bytes,
+    outcomes: Arc<HeavyOutcomes>,
+) {
     loop {
         let Some(stream) = connect(port, &tls).await else {
             tokio::time::sleep(Duration::from_millis(100)).await;
@@ -179,11 +223,20 @@ async fn heavy_reviews(port: u16, tls: Arc<rustls::ClientConfig>, review: Bytes)
                 .body(Full::new(review.clone()))
                 .unwrap();
             let Ok(response) = sender.send_request(request).await else {
+                outcomes.refused.fetch_add(1, Ordering::Relaxed);
                 break;
             };
+            let answered = response.status().is_success();
             if response.into_body().collect().await.is_err() {
+                outcomes.refused.fetch_add(1, Ordering::Relaxed);
                 break;
             }
+            let outcome = if answered {
+                &outcomes.answered
+            } else {
+                &outcomes.refused
+            };
+            outcome.fetch_add(1, Ordering::Relaxed);
         }
     }
 }
@@ -193,14 +246,20 @@ const NS: &str = "knative-samples";
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let env = TestEnv::new();
-    let (port, ca_cert, stop, server) = start_webhook(&env).await;
+    if args.serve {
+        serve().await;
+        return;
+    }
+    let (mut server, port, ca_cert) = spawn_server();
+    let pid = server.id();
     let tls = client_tls(&ca_cert);
     let review = review();
-    let (before, _) = memory();
+    let (idle, _) = memory(pid);
     let hostile = args.held_uploads + args.slow_headers + args.heavy_reviews > 0;
+    let heavy_outcomes = Arc::new(HeavyOutcomes::default());
+    let mut hostile_clients = tokio::task::JoinSet::new();
     if hostile {
-        start_hostile_clients(&args, port, &tls).await;
+        start_hostile_clients(&args, port, &tls, &heavy_outcomes, &mut hostile_clients).await;
     }
 
     let per_connection = args.requests / args.connections.max(1);
@@ -219,6 +278,8 @@ async fn main() {
         latencies.extend(client.await.unwrap());
     }
     let elapsed = started.elapsed();
+    let (loaded, peak) = memory(pid);
+    hostile_clients.abort_all();
     latencies.sort_unstable();
     let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
@@ -232,23 +293,72 @@ async fn main() {
         latencies.last().copied().unwrap_or_default(),
     );
     if hostile {
-        let (now, peak) = memory();
+        let answered = heavy_outcomes.answered.load(Ordering::Relaxed);
+        let refused = heavy_outcomes.refused.load(Ordering::Relaxed);
         println!(
             "under {} held 15 MiB uploads, {} slow-header connections and {} 3 MB reviews at a time: \
-             RSS {} MiB before, {} MiB at the end, peak {} MiB",
+             {answered} of {} heavy reviews answered ({:.1} %)",
             args.held_uploads,
             args.slow_headers,
             args.heavy_reviews,
-            before >> 20,
-            now >> 20,
-            peak >> 20,
+            answered + refused,
+            100.0 * answered as f64 / (answered + refused).max(1) as f64,
         );
-        // The hostile clients hold connections open; a graceful stop would
-        // wait out their body deadline.
-        std::process::exit(0);
     }
+    println!(
+        "server RSS: {} MiB idle, {} MiB at the end of the load, peak {} MiB",
+        idle >> 20,
+        loaded >> 20,
+        peak >> 20
+    );
+    if args.settle_seconds > 0 {
+        tokio::time::sleep(Duration::from_secs(args.settle_seconds)).await;
+        let (settled, _) = memory(pid);
+        println!(
+            "server RSS {} s after the load: {} MiB ({:.2}x idle)",
+            args.settle_seconds,
+            settled >> 20,
+            settled as f64 / idle.max(1) as f64
+        );
+    }
+    // The server ends when its standard input closes; the hostile clients'
+    // connections are gone with this process.
+    drop(server.stdin.take());
+    let _ = server.wait();
+}
+
+/// Starts this example as the server in a child process: the child, the
+/// port it serves and its CA.
+fn spawn_server() -> (std::process::Child, u16, String) {
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .arg("--serve")
+        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let ready: serde_json::Value = serde_json::from_str(&line).unwrap();
+    (
+        child,
+        u16::try_from(ready["port"].as_u64().unwrap()).unwrap(),
+        ready["ca"].as_str().unwrap().to_owned(),
+    )
+}
+
+/// The server side: the webhook over testenv until standard input closes.
+async fn serve() {
+    let env = TestEnv::new();
+    let (port, ca_cert, stop, server) = start_webhook(&env).await;
+    println!("{}", json!({"port": port, "ca": ca_cert}));
+    let _ = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink())).await;
     stop.cancel();
-    server.await.unwrap().unwrap();
+    // Hostile clients may still hold connections open; their body deadline
+    // is no reason to wait.
+    drop(server);
 }
 
 type Served = tokio::task::JoinHandle<Result<(), kinject_sharedmain::MainError>>;

@@ -18,9 +18,8 @@
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
-use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::apis::DiagnosticLevel;
 use kinject_runtime::apis::registry::CustomKind;
@@ -37,26 +36,42 @@ pub const EXAMPLE_KEY: &str = "_example";
 
 /// An object of an AdmissionReview exactly as the API server sent it: the
 /// JSON is kept whole (a JSON patch must be computed against it, and unknown
-/// fields must be seen), with its metadata read for [`Resource`].
-#[derive(Clone, Debug, Default, PartialEq)]
+/// fields must be seen), with its metadata read for [`Resource`] when first
+/// asked for: a review of an object with 200,000 labels would otherwise hold
+/// them twice, and no built-in admission controller reads them that way.
+#[derive(Clone, Debug, Default)]
 pub struct RawObject {
-    metadata: ObjectMeta,
+    metadata: OnceLock<ObjectMeta>,
     json: Value,
 }
 
 impl RawObject {
     /// The object from its JSON.
     pub fn new(json: Value) -> Self {
-        let metadata = json
-            .get("metadata")
-            .and_then(|m| ObjectMeta::deserialize(m).ok())
-            .unwrap_or_default();
-        RawObject { metadata, json }
+        RawObject {
+            metadata: OnceLock::new(),
+            json,
+        }
     }
 
     /// The JSON, as sent.
     pub fn json(&self) -> &Value {
         &self.json
+    }
+}
+
+/// The metadata of an object's JSON, or empty metadata where it has none
+/// that decodes.
+fn metadata_of(json: &Value) -> ObjectMeta {
+    json.get("metadata")
+        .and_then(|m| ObjectMeta::deserialize(m).ok())
+        .unwrap_or_default()
+}
+
+/// Equal when the JSON is: the metadata is read from it.
+impl PartialEq for RawObject {
+    fn eq(&self, other: &Self) -> bool {
+        self.json == other.json
     }
 }
 
@@ -89,10 +104,12 @@ impl Resource for RawObject {
         Cow::Borrowed(&dt.plural)
     }
     fn meta(&self) -> &ObjectMeta {
-        &self.metadata
+        self.metadata.get_or_init(|| metadata_of(&self.json))
     }
+    #[allow(clippy::expect_used, reason = "initialised on the line before")]
     fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
+        let _ = self.metadata.get_or_init(|| metadata_of(&self.json));
+        self.metadata.get_mut().expect("metadata initialised")
     }
 }
 
@@ -382,9 +399,9 @@ impl ConfigValidation {
             return Err(format!("unhandled kind: {}", GoGvk(gvk)));
         }
         let config_map = match &request.object {
-            Some(new) => ConfigMap::deserialize(new.json())
+            Some(new) => ConfigMapView::deserialize(new.json())
                 .map_err(|e| format!("cannot decode incoming new object: {e}"))?,
-            None => ConfigMap::default(),
+            None => ConfigMapView::default(),
         };
         let data = config_map.data.unwrap_or_default();
         if let Some(expected) = config_map
@@ -423,6 +440,23 @@ impl Admit for ConfigValidation {
             Err(e) => bad_request(request, format!("validation failed: {e}")),
         }
     }
+}
+
+/// The parts of a ConfigMap that `/config-validation` reads. Decoding the
+/// whole `ConfigMap` would copy its labels, and a review may carry hundreds
+/// of thousands of them; the API server has checked the rest before any
+/// webhook sees it.
+#[derive(Debug, Default, Deserialize)]
+struct ConfigMapView {
+    #[serde(default)]
+    metadata: ConfigMapMetaView,
+    data: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigMapMetaView {
+    name: Option<String>,
+    annotations: Option<BTreeMap<String, String>>,
 }
 
 /// Knative's `configmap.Checksum`: the CRC-32 (IEEE) of the value, as 8 hex

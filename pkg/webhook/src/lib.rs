@@ -56,6 +56,7 @@
 #![warn(missing_docs)]
 
 pub mod admission;
+mod bodies;
 pub mod certificates;
 pub mod configurations;
 mod controller_options;

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, header};
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Incoming;
 use hyper::server::conn::http1;
 use hyper::service::service_fn;
@@ -45,12 +45,21 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// `config/webhook.yaml`.
 #[derive(Clone, Debug)]
 pub struct Limits {
-    /// The largest AdmissionReview accepted (413 past it): the API server's
-    /// own request limit is 3 MiB of object, and a review carries two.
+    /// The largest AdmissionReview accepted, and so the most of the body
+    /// budget one connection can hold (413 past it, by Content-Length before
+    /// the body is read): the API server's own request limit is 3 MiB of
+    /// object, and a review carries two.
     pub max_body: usize,
-    /// The bytes of request bodies all connections may hold at once; a
-    /// request that would pass it gets 429 at once, before its body is read.
+    /// The bytes of request bodies all connections may hold at once,
+    /// counted as they arrive (not as a Content-Length promises them) and
+    /// held until the review is answered. A body that needs more waits up to
+    /// `stalled_body` × 2 while bodies that stalled give theirs back, then
+    /// gets 429.
     pub body_budget: usize,
+    /// How long a body may go without a byte while other bodies wait for
+    /// the budget it holds; past it, it is cut off with 408 and its bytes
+    /// freed. Unopposed, a body only has to arrive within `body_deadline`.
+    pub stalled_body: Duration,
     /// How long a connection may take to send a request's head, from the
     /// handshake or the previous response (kube-apiserver's
     /// `ReadHeaderTimeout` is 32 s).
@@ -64,9 +73,11 @@ pub struct Limits {
     /// blocking thread, at most `max_heavy_reviews` at a time, so the async
     /// workers stay free for the probes and small reviews.
     pub heavy_review: usize,
-    /// How many heavy reviews are worked on at once (half the cores by
-    /// default): a 3 MB review with 200,000 labels decodes to tens of
-    /// megabytes and takes a core for a quarter of a second.
+    /// How many heavy reviews are worked on at once: a 3 MB review with
+    /// 200,000 labels decodes to tens of megabytes and takes a core for a
+    /// quarter of a second, so this bounds memory as much as CPU. Half the
+    /// cores by default, at most 2, whatever the node's size: the memory
+    /// limit does not grow with the cores.
     pub max_heavy_reviews: usize,
 }
 
@@ -75,13 +86,14 @@ impl Default for Limits {
         Limits {
             max_body: 16 * 1024 * 1024,
             body_budget: 32 * 1024 * 1024,
+            stalled_body: Duration::from_secs(1),
             header_read_timeout: Duration::from_secs(10),
             body_deadline: Duration::from_secs(30),
             max_connections: 1024,
             heavy_review: 64 * 1024,
             // Half the cores: the other half keeps answering the probes and
             // small reviews while heavy ones run.
-            max_heavy_reviews: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).max(1)),
+            max_heavy_reviews: std::thread::available_parallelism().map_or(1, |n| (n.get() / 2).clamp(1, 2)),
         }
     }
 }
@@ -89,16 +101,14 @@ impl Default for Limits {
 /// The shared side of [`Limits`]: the budgets requests draw from.
 struct Budgets {
     limits: Limits,
-    /// Kibibytes of body, as permits.
-    bodies: Arc<tokio::sync::Semaphore>,
+    bodies: crate::bodies::Bodies,
     heavy: Arc<tokio::sync::Semaphore>,
 }
 
 impl Budgets {
     fn new(limits: Limits) -> Self {
-        let kib = (limits.body_budget / 1024).clamp(1, tokio::sync::Semaphore::MAX_PERMITS);
         Budgets {
-            bodies: Arc::new(tokio::sync::Semaphore::new(kib)),
+            bodies: crate::bodies::Bodies::new(limits.body_budget, limits.stalled_body),
             heavy: Arc::new(tokio::sync::Semaphore::new(limits.max_heavy_reviews.max(1))),
             limits,
         }
@@ -290,8 +300,10 @@ async fn handle(
             format!("{path} takes an AdmissionReview by POST"),
         ));
     }
-    let body = match read_body(request, &budgets).await {
-        Ok(body) => body,
+    // The body's share of the budget is held until the review is answered:
+    // until then its bytes are still in memory.
+    let (body, _held) = match read_body(request, &budgets).await {
+        Ok(read) => read,
         Err(refused) => return Ok(refused),
     };
     let reviewed = if body.len() < budgets.limits.heavy_review {
@@ -329,40 +341,104 @@ async fn handle(
 }
 
 /// Reads a request's body within the limits: 413 past `max_body` (by its
-/// Content-Length, before reading), 429 when the bodies in flight would pass
-/// `body_budget`, 408 past `body_deadline`. The budget is held until the
-/// body is read; the body itself lives on until the review is answered.
-async fn read_body(request: Request<Incoming>, budgets: &Budgets) -> Result<Bytes, Response<Full<Bytes>>> {
+/// Content-Length before reading, or as it arrives), 429 when the budget
+/// stays short, 408 past `body_deadline` or when it stalled while others
+/// waited. The bytes are returned with their share of the budget, to be
+/// held until the review is answered.
+async fn read_body(
+    request: Request<Incoming>,
+    budgets: &Budgets,
+) -> Result<(Bytes, crate::bodies::Held), Response<Full<Bytes>>> {
     let limits = &budgets.limits;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<usize>().ok());
-    if declared.is_some_and(|n| n > limits.max_body) {
-        return Err(text(
+    let too_large = || {
+        text(
             StatusCode::PAYLOAD_TOO_LARGE,
             format!("the review is larger than {} bytes", limits.max_body),
-        ));
-    }
-    // Without a length (chunked), the most a body may be.
-    let reserved = declared.unwrap_or(limits.max_body);
-    let kib = u32::try_from(reserved.div_ceil(1024).max(1)).unwrap_or(u32::MAX);
-    let Ok(_held) = budgets.bodies.try_acquire_many(kib) else {
-        return Err(text(
-            StatusCode::TOO_MANY_REQUESTS,
-            "too many review bytes in flight; retry shortly",
-        ));
+        )
     };
-    let read = Limited::new(request.into_body(), reserved).collect();
-    match tokio::time::timeout(limits.body_deadline, read).await {
-        Ok(Ok(body)) => Ok(body.to_bytes()),
-        Ok(Err(e)) => Err(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),
-        Err(_) => Err(text(
-            StatusCode::REQUEST_TIMEOUT,
-            format!("the body did not arrive within {:?}", limits.body_deadline),
-        )),
+    if declared.is_some_and(|n| n > limits.max_body) {
+        return Err(too_large());
     }
+    let deadline = tokio::time::Instant::now() + limits.body_deadline;
+    let mut reading = budgets.bodies.start(declared.unwrap_or(limits.max_body));
+    let mut body = request.into_body();
+    // The frames as they came, joined once the body is whole: a body that
+    // never finishes costs what arrived, not a buffer grown by doubling (or
+    // set aside for what its Content-Length promises).
+    let mut frames: Vec<Bytes> = Vec::new();
+    let mut received = 0;
+    loop {
+        let frame = tokio::select! {
+            biased;
+            why = reading.cut_off() => return Err(cut_off(why, limits)),
+            () = tokio::time::sleep_until(deadline) => {
+                return Err(text(
+                    StatusCode::REQUEST_TIMEOUT,
+                    format!("the body did not arrive within {:?}", limits.body_deadline),
+                ));
+            }
+            frame = body.frame() => frame,
+        };
+        let data = match frame {
+            None => break,
+            Some(Err(e)) => return Err(text(StatusCode::BAD_REQUEST, format!("could not read body: {e}"))),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => data,
+                Err(_trailers) => continue,
+            },
+        };
+        if received + data.len() > limits.max_body {
+            return Err(too_large());
+        }
+        match reading.take(data.len(), deadline).await {
+            crate::bodies::Taken::Yes => {
+                received += data.len();
+                frames.push(data);
+            }
+            crate::bodies::Taken::Short => {
+                return Err(text(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too many review bytes in flight; retry shortly",
+                ));
+            }
+            crate::bodies::Taken::CutOff => continue,
+        }
+    }
+    Ok((joined(frames, received), reading.finish()))
+}
+
+/// The answer to a body cut off before it arrived whole.
+fn cut_off(why: crate::bodies::CutOff, limits: &Limits) -> Response<Full<Bytes>> {
+    match why {
+        crate::bodies::CutOff::Stalled => text(
+            StatusCode::REQUEST_TIMEOUT,
+            format!(
+                "the body stalled for {:?} while other reviews waited for the memory it held",
+                limits.stalled_body
+            ),
+        ),
+        crate::bodies::CutOff::MadeRoom => text(
+            StatusCode::TOO_MANY_REQUESTS,
+            "too many review bytes in flight, and smaller reviews go first; retry shortly",
+        ),
+    }
+}
+
+/// A body's frames as one buffer: the frame itself when there is one.
+fn joined(mut frames: Vec<Bytes>, length: usize) -> Bytes {
+    if frames.len() == 1 {
+        return frames.swap_remove(0);
+    }
+    let mut whole = bytes::BytesMut::with_capacity(length);
+    for frame in frames {
+        whole.extend_from_slice(&frame);
+    }
+    whole.freeze()
 }
 
 /// Serves `routes` over TLS on `listener` until `shutdown`; then answers the
