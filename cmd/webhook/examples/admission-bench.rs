@@ -19,8 +19,8 @@
 //! ```
 //!
 //! The server runs in a child process, with the allocator and the
-//! `MIMALLOC_ARENA_EAGER_COMMIT=0` of the webhook's Deployment, so the
-//! figures are the server's alone, not the clients'.
+//! `_RJEM_MALLOC_CONF` of the webhook's Deployment, so the figures are the
+//! server's alone, not the clients'.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -77,7 +77,7 @@ struct Args {
 /// The same allocator as the webhook binary, so the server's figures are
 /// the binary's.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 /// How the heavy reviews fared.
 #[derive(Debug, Default)]
@@ -332,7 +332,7 @@ async fn main() {
 fn spawn_server() -> (std::process::Child, u16, String) {
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .arg("--serve")
-        .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+        .env("_RJEM_MALLOC_CONF", "dirty_decay_ms:0,muzzy_decay_ms:0")
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped())
         .spawn()

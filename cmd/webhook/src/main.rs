@@ -10,13 +10,17 @@
 
 use std::process::ExitCode;
 
-/// mimalloc rather than glibc's malloc: a heavy review decodes to tens of
-/// megabytes on a blocking thread, and glibc keeps each thread's arena
-/// resident afterwards, so the process stayed at 168 MiB after a burst
-/// against 15 MiB idle. `config/webhook.yaml` sets
-/// `MIMALLOC_ARENA_EAGER_COMMIT=0` so freed memory goes back to the system.
+/// jemalloc with background threads rather than glibc's malloc or the
+/// controller's mimalloc: a heavy review decodes to tens of megabytes, and
+/// both of those keep freed memory until the thread that owns it allocates
+/// again, which an idle webhook's threads do not (glibc's stayed at 168 MiB
+/// after a burst, mimalloc's at 2.7-3.3 times idle a minute later).
+/// jemalloc's background threads purge while every other thread sleeps;
+/// `config/webhook.yaml` sets `_RJEM_MALLOC_CONF` so they purge at once,
+/// which also keeps the peak under a burst low. docs/webhook.md (Memory)
+/// has the figures.
 #[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
     kinject_webhook::main("webhook", generated::registry::custom_kinds())
