@@ -797,10 +797,14 @@ impl Impl {
         if let Some(m) = &self.inner.loop_metrics {
             m.started();
         }
+        // What the reconcile tracks is then registered without reconciling
+        // the key a second time, unless a referent changed meanwhile.
+        let tracking = self.inner.tracker.reconciling(key);
         let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(key))
             .catch_unwind()
             .instrument(span.clone())
             .await;
+        drop(tracking);
         if let Some(m) = &self.inner.loop_metrics {
             m.finished(loop_result(&outcome), start.elapsed());
         }
