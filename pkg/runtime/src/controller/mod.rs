@@ -244,6 +244,21 @@ struct Inner {
     /// What the metrics count keys per bucket with; the registry holds it
     /// weakly, so it goes when the controller does.
     bucket_keys: parking_lot::Mutex<Option<Arc<dyn metrics::BucketKeysProbe>>>,
+    /// Electors of the controller's buckets that have not yet made their
+    /// first attempt at their lease; the workers wait for them.
+    first_elections: tokio::sync::watch::Sender<usize>,
+}
+
+/// An elector's first attempt at its bucket's lease, pending until dropped;
+/// see [`Impl::first_election`].
+pub(crate) struct FirstElection(Weak<Inner>);
+
+impl Drop for FirstElection {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.first_elections.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
 }
 
 /// The caches a controller reads: whether they are in sync, and a future
@@ -359,6 +374,7 @@ impl Impl {
                 gate: parking_lot::Mutex::new(None),
                 keys: options.keys,
                 bucket_keys: parking_lot::Mutex::new(None),
+                first_elections: tokio::sync::watch::Sender::new(0),
             }
         });
         Impl { inner }
@@ -696,6 +712,25 @@ impl Impl {
         *self.inner.bucket_keys.lock() = Some(probe);
     }
 
+    /// Holds the workers back (see [`run`](Self::run)) until the returned
+    /// guard is dropped: an elector holds one until its first attempt at its
+    /// lease has promoted the controller or found the lease another's.
+    pub(crate) fn first_election(&self) -> FirstElection {
+        self.inner.first_elections.send_modify(|n| *n += 1);
+        FirstElection(Arc::downgrade(&self.inner))
+    }
+
+    /// Waits until every elector started for the controller has made its
+    /// first attempt; false when `shutdown` came first.
+    async fn elected(&self, shutdown: &CancellationToken) -> bool {
+        let mut pending = self.inner.first_elections.subscribe();
+        tokio::select! {
+            // The sender lives as long as `self`: this ends only at zero.
+            _ = pending.wait_for(|n| *n == 0) => true,
+            () = shutdown.cancelled() => false,
+        }
+    }
+
     /// Enqueues `key` on the slow lane if `bucket` holds it (Knative's
     /// `MaybeEnqueueBucketKey`).
     pub fn maybe_enqueue_bucket_key(&self, bucket: &dyn Bucket, key: ObjectKey) {
@@ -707,6 +742,13 @@ impl Impl {
     /// Runs the workers until `shutdown` is cancelled, then stops the queue and
     /// returns once every in-flight reconcile has finished.
     ///
+    /// With leader election started for the controller
+    /// ([`spawn_electors`](crate::leaderelection::spawn_electors)), the
+    /// workers start once each bucket's elector has made its first attempt
+    /// at its lease: a key reconciled before its bucket's promotion would be
+    /// reconciled again by it, as Knative does at every start. Keys queued
+    /// meanwhile wait, and a promotion adds none twice.
+    ///
     /// Keys still queued or delayed at shutdown are dropped, not processed: keys
     /// are level-triggered, and the next process (or the next leader) lists and
     /// enqueues every object again. Knative instead drains the queue, which can
@@ -717,31 +759,10 @@ impl Impl {
     /// it returns, the queue stays shut down; an `Impl` runs once.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
-        let entered = self.span().entered();
-        tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
-        let snapshot = inner.queue.snapshot();
-        let pending: HashSet<ObjectKey> = snapshot
-            .fast
-            .into_iter()
-            .chain(snapshot.slow)
-            .chain(snapshot.waiting.into_iter().map(|(key, _)| key))
-            .collect();
-        if !pending.is_empty() {
-            *inner.startup.lock() = Some(Startup {
-                began: Instant::now(),
-                pending,
-                succeeded: 0,
-                failed: 0,
-                skipped: 0,
-            });
-        }
         let mut workers = JoinSet::new();
-        for _ in 0..inner.concurrency {
-            let (this, shutdown) = (self.clone(), shutdown.clone());
-            workers.spawn(async move { this.work(shutdown).await }.in_current_span());
+        if self.elected(&shutdown).await {
+            self.start_workers(&mut workers, &shutdown);
         }
-        tracing::info!("Started workers");
-        drop(entered);
 
         shutdown.cancelled().await;
         if let Some(signal) = &inner.shutdown_signal {
@@ -761,6 +782,35 @@ impl Impl {
         }
         .instrument(span)
         .await;
+    }
+
+    /// Notes the keys queued now, for the start summary, and spawns the workers.
+    fn start_workers(&self, workers: &mut JoinSet<()>, shutdown: &CancellationToken) {
+        let inner = &self.inner;
+        let entered = self.span().entered();
+        tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
+        let snapshot = inner.queue.snapshot();
+        let pending: HashSet<ObjectKey> = snapshot
+            .fast
+            .into_iter()
+            .chain(snapshot.slow)
+            .chain(snapshot.waiting.into_iter().map(|(key, _)| key))
+            .collect();
+        if !pending.is_empty() {
+            *inner.startup.lock() = Some(Startup {
+                began: Instant::now(),
+                pending,
+                succeeded: 0,
+                failed: 0,
+                skipped: 0,
+            });
+        }
+        for _ in 0..inner.concurrency {
+            let (this, shutdown) = (self.clone(), shutdown.clone());
+            workers.spawn(async move { this.work(shutdown).await }.in_current_span());
+        }
+        tracing::info!("Started workers");
+        drop(entered);
     }
 
     /// One worker: takes keys until the queue shuts down.
