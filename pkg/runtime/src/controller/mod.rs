@@ -48,6 +48,7 @@ mod error;
 pub mod filter;
 
 mod metrics;
+mod own_writes;
 mod rate_limiter;
 mod workqueue;
 
@@ -72,6 +73,7 @@ pub use action::Action;
 pub use error::{Error, ResultExt};
 pub(crate) use metrics::BucketKeysProbe;
 pub use metrics::WorkqueueMetrics;
+pub(crate) use own_writes::OwnWrites;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
     default_controller_rate_limiter,
@@ -232,6 +234,9 @@ struct Inner {
     leader_aware: Option<Arc<dyn LeaderAware>>,
     shutdown_signal: Option<CancellationToken>,
     tracker: Tracker,
+    /// What the reconciler wrote to the controller's own objects; see
+    /// [`Impl::enqueue_handler`].
+    own_writes: OwnWrites,
     /// The keys queued when the workers started, until each was reconciled
     /// once: a restart reports them in one summary line, not a line each.
     startup: parking_lot::Mutex<Option<Startup>>,
@@ -334,6 +339,16 @@ impl Impl {
         options: ControllerOptions,
         make: impl FnOnce(Tracker) -> R,
     ) -> Self {
+        Self::with_parts(name, options, |tracker, _| make(tracker))
+    }
+
+    /// Like [`Impl::with_tracker`], for a reconciler that also tells the
+    /// controller what it writes to its own objects (the generic reconciler).
+    pub(crate) fn with_parts<R: Reconciler>(
+        name: impl Into<String>,
+        options: ControllerOptions,
+        make: impl FnOnce(Tracker, OwnWrites) -> R,
+    ) -> Self {
         let name = name.into();
         let rate_limiter = options
             .rate_limiter
@@ -350,25 +365,32 @@ impl Impl {
             .as_ref()
             .map(|m| m.for_controller(&name, concurrency));
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let weak = weak.clone();
             // Weak, so a reconciler holding the tracker does not keep the
             // controller alive.
+            let related = weak.clone();
             let tracker = Tracker::new(
                 move |key| {
-                    if let Some(inner) = weak.upgrade() {
+                    if let Some(inner) = related.upgrade() {
                         Impl { inner }.enqueue_related(key);
                     }
                 },
                 lease,
             );
+            let changed = weak.clone();
+            let own_writes = OwnWrites::new(move |key| {
+                if let Some(inner) = changed.upgrade() {
+                    Impl { inner }.enqueue_key(key);
+                }
+            });
             Inner {
                 name,
-                reconciler: Box::new(make(tracker.clone())),
+                reconciler: Box::new(make(tracker.clone(), own_writes.clone())),
                 queue,
                 concurrency,
                 leader_aware: options.leader_aware,
                 shutdown_signal: options.shutdown_signal,
                 tracker,
+                own_writes,
                 startup: parking_lot::Mutex::new(None),
                 loop_metrics,
                 gate: parking_lot::Mutex::new(None),
@@ -411,6 +433,12 @@ impl Impl {
     /// object in the fast lane, and an informer's periodic resync in the slow
     /// lane, so a resync of every object never delays a real change.
     ///
+    /// An update that only echoes a write of the generic reconciler (its
+    /// status update or finalizer patch, from the version it replaced to the
+    /// version it wrote) enqueues nothing: the reconcile that wrote it saw
+    /// that state. Knative enqueues it, and reconciles every object it
+    /// writes a second time.
+    ///
     /// ```
     /// # use k8s_openapi::api::core::v1::ConfigMap;
     /// # use kinject_runtime::{controller::Impl, injection::Context};
@@ -419,8 +447,18 @@ impl Impl {
     /// # }
     /// ```
     pub fn enqueue_handler<K: Resource + 'static>(&self) -> informer::EventHandler<K> {
-        let (changed, resynced) = (self.clone(), self.clone());
+        let (changed, updated, resynced) = (self.clone(), self.clone(), self.clone());
         informer::EventHandler::all(move |obj: &K| changed.enqueue(obj))
+            .on_update(move |old: &K, new: &K| {
+                let key = ObjectKey::of(new);
+                let versions = (
+                    old.meta().resource_version.as_deref(),
+                    new.meta().resource_version.as_deref(),
+                );
+                if !updated.inner.own_writes.is_echo(&key, versions.0, versions.1) {
+                    updated.enqueue_key(key);
+                }
+            })
             .on_resync(move |obj: &K| resynced.enqueue_slow(obj))
     }
 
@@ -685,6 +723,8 @@ impl Impl {
                 m.leading(bucket.name(), false);
             }
             leadership.demote(bucket);
+            // No longer written here, so no longer this replica's writes.
+            self.inner.own_writes.forget_bucket(bucket);
         }
     }
 
