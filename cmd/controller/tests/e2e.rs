@@ -6,7 +6,9 @@
 //! turn, one of them twice, two by SIGKILL whose leases must expire) takes
 //! 17–21 s; the chaos test (500 objects through closed watches, 410s,
 //! refused writes and a restart of the API server) about 15 s; the two
-//! restarted-server tests 6–10 s each, as informers notice and list again.
+//! restarted-server tests 6–10 s each, as informers notice and list again;
+//! the count of reconciles at start and restart about 5 s, two processes
+//! each waiting a second for its first election.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -808,6 +810,191 @@ async fn a_start_over_existing_objects_logs_a_summary_and_one_line_per_failure()
     eprintln!("{} log lines for 30 objects and one failure", lines.len());
     let bound = 16 + 12 * controller_count();
     assert!(lines.len() <= bound, "{} lines, more than {bound}", lines.len());
+}
+
+/// `copies` copies of every sample in `config/samples`, in the namespace,
+/// each with the kind label the reconcile metrics give its kind.
+fn sample_copies(copies: usize) -> Vec<(String, Value)> {
+    // The samples as `kubectl apply` would store them, to copy from.
+    let scratch = TestEnv::new();
+    apply_setup(&scratch);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(repo().join("config/samples"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    let mut objects = Vec::new();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        for sample in scratch.create_from_yaml(&file.to_string_lossy(), &text).unwrap() {
+            let group = sample["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g);
+            let kind = format!("{group}.{}", sample["kind"].as_str().unwrap());
+            for i in 0..copies {
+                let name = format!("{}-{i}", sample["metadata"]["name"].as_str().unwrap());
+                let copy = json!({"apiVersion": sample["apiVersion"], "kind": sample["kind"],
+                    "metadata": {"name": name, "namespace": NS}, "spec": sample["spec"]});
+                objects.push((kind.clone(), copy));
+            }
+        }
+    }
+    objects
+}
+
+/// The controller's reconciles by kind label, once it leads a bucket of
+/// each of its controllers and its queues have been empty, with no
+/// reconcile in progress and none added, for half a second.
+async fn settled_reconciles(controller: &Controller) -> BTreeMap<String, f64> {
+    let reconciles = |text: &str| -> BTreeMap<String, f64> {
+        let mut by_kind = BTreeMap::new();
+        for (labels, n) in samples(text, "reconcile_count_total") {
+            let kind = labels
+                .split(',')
+                .find_map(|l| l.strip_prefix("kind=\""))
+                .unwrap()
+                .trim_end_matches('"')
+                .to_owned();
+            *by_kind.entry(kind).or_default() += n;
+        }
+        by_kind
+    };
+    let mut last = BTreeMap::new();
+    let mut idle_since: Option<Instant> = None;
+    let started = Instant::now();
+    loop {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "never idle: {last:?}"
+        );
+        let text = scrape(controller).await;
+        // Until it leads, a promotion may still queue every key again.
+        let leading = samples(&text, "leader_election_master_status");
+        let led = leading.len() >= controller_count() && leading.values().all(|&v| v == 1.0);
+        let busy = samples(&text, "workqueue_depth").values().sum::<f64>()
+            + samples(&text, "workqueue_unfinished_work_seconds")
+                .values()
+                .sum::<f64>();
+        let now = reconciles(&text);
+        if !led || busy > 0.0 || now != last {
+            idle_since = None;
+        } else if idle_since.get_or_insert_with(Instant::now).elapsed() >= Duration::from_millis(500) {
+            return now;
+        }
+        last = now;
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The real process, leader election on as by default, reconciles each key
+/// once when it starts over existing objects (every kind whose reconciles
+/// create no objects) and when it starts again over the objects it
+/// converged, where it writes nothing; `reconcile_count_total`, the figure the
+/// scale example divides by the keys, says so per kind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_and_a_restart_reconcile_each_key_once() {
+    let dir = tempdir("once");
+    let (env, _server, kubeconfig) = cluster(&dir).await;
+    // The Service the AddressableService sample names.
+    apply(&env, &["400-webhook-service.yaml"]);
+    let objects = sample_copies(4);
+    let mut keys: BTreeMap<String, f64> = BTreeMap::new();
+    for (kind, object) in &objects {
+        env.create_object(object.clone()).unwrap();
+        *keys.entry(kind.clone()).or_default() += 1.0;
+    }
+    let summaries = |controller: &Controller| {
+        log_lines(controller)
+            .iter()
+            .filter(|l| l["msg"] == "Reconciled every key queued at start once")
+            .count()
+    };
+
+    env.clear_actions();
+    let first = Controller::start(&kubeconfig, "controller-0", &dir);
+    wait_for("a start summary per kind", Duration::from_secs(60), || {
+        summaries(&first) == keys.len()
+    })
+    .await;
+    // Every object reconciled by its leader: its status observed its spec.
+    wait_for("every object observed", Duration::from_secs(60), || {
+        objects.iter().all(|(_, o)| {
+            let plural = format!("{}s", o["kind"].as_str().unwrap().to_lowercase());
+            let name = o["metadata"]["name"].as_str().unwrap();
+            get(&env, &plural, NS, name)
+                .is_some_and(|o| o["status"]["observedGeneration"] == o["metadata"]["generation"])
+        })
+    })
+    .await;
+    let converge = settled_reconciles(&first).await;
+    let (exit, _) = first.terminate();
+    assert!(exit.success());
+    // Reconciled again as the objects they created appear: a change of the
+    // world, not of the start.
+    let owners = kinds_that_created_objects(&env);
+    assert!(
+        owners.len() < keys.len(),
+        "some kind must create nothing: {owners:?}"
+    );
+    for (kind, n) in &keys {
+        let reconciled = converge.get(kind).copied().unwrap_or_default();
+        if owners.contains(kind) {
+            assert!(
+                reconciled >= *n,
+                "{kind}: {reconciled} reconciles at start for {n} keys"
+            );
+        } else {
+            assert_eq!(
+                reconciled, *n,
+                "{kind}: reconciles at start, per key once; all: {converge:?}"
+            );
+        }
+    }
+
+    env.clear_actions();
+    let second = Controller::start(&kubeconfig, "controller-1", &dir);
+    wait_for("a restart summary per kind", Duration::from_secs(60), || {
+        summaries(&second) == keys.len()
+    })
+    .await;
+    let restart = settled_reconciles(&second).await;
+    let (exit, _) = second.terminate();
+    assert!(exit.success());
+    assert_eq!(restart, keys, "reconciles at restart by kind: once per key");
+    let writes: Vec<String> = env
+        .actions()
+        .iter()
+        .filter(|a| !["get", "list", "watch"].contains(&a.verb.as_str()) && a.resource != "leases")
+        .map(|a| format!("{} {} {}", a.verb, a.resource, a.name))
+        .collect();
+    assert_eq!(writes, Vec::<String>::new(), "writes at restart");
+}
+
+/// The kind labels of the objects that the logged creates name as their
+/// controller.
+fn kinds_that_created_objects(env: &TestEnv) -> BTreeSet<String> {
+    env.actions()
+        .iter()
+        .filter(|a| a.verb == "create")
+        .filter_map(|a| a.body_json())
+        .flat_map(|body| {
+            body["metadata"]["ownerReferences"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .filter(|owner| owner["controller"] == true)
+        .map(|owner| {
+            let group = owner["apiVersion"]
+                .as_str()
+                .unwrap()
+                .rsplit_once('/')
+                .map_or("", |(g, _)| g);
+            format!("{group}.{}", owner["kind"].as_str().unwrap())
+        })
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -13,7 +13,14 @@
 //! within the resync period, so a lease of three periods never lapses for a
 //! live observer). A new or lapsed registration calls the callback at once, to
 //! close the window between the reconciler reading the referent and the
-//! registration taking effect. Time is tokio's, so tests can pause it.
+//! registration taking effect, unless the tracker knows that window was
+//! empty: the observer's controller runs each reconcile inside
+//! [`Tracker::reconciling`], and when no referent changed
+//! ([`on_changed`](Tracker::on_changed)) between the start of that reconcile
+//! and the registration, what the reconciler read is still current and its
+//! controller is not asked to reconcile the key a second time. (Knative
+//! always calls back, so every observer is reconciled twice when its
+//! controller starts.) Time is tokio's, so tests can pause it.
 //!
 //! ```
 //! use std::sync::{Arc, Mutex};
@@ -45,6 +52,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -356,6 +364,8 @@ struct State {
     exact: HashMap<RefKey, HashMap<ObjectKey, Instant>>,
     /// Referent without its name → observer → selector and lease expiry.
     inexact: HashMap<RefKey, HashMap<ObjectKey, Matcher>>,
+    /// Observers being reconciled → [`Inner::changes`] when the reconcile began.
+    reconciling: HashMap<ObjectKey, u64>,
 }
 
 type Callback = Box<dyn Fn(ObjectKey) + Send + Sync>;
@@ -372,6 +382,9 @@ struct Inner {
     lease: Duration,
     callback: Callback,
     state: Mutex<State>,
+    /// Calls of [`Tracker::on_changed`] so far, of any referent: one that
+    /// moved since a reconcile began may have changed what it read.
+    changes: AtomicU64,
 }
 
 impl fmt::Debug for Tracker {
@@ -389,6 +402,27 @@ fn expired(expiry: Instant, now: Instant) -> bool {
     now > expiry
 }
 
+/// A reconcile of an observer in progress; see [`Tracker::reconciling`].
+#[must_use = "the reconcile counts as in progress only while the guard lives"]
+pub struct Reconciling<'a> {
+    tracker: &'a Tracker,
+    observer: ObjectKey,
+}
+
+impl fmt::Debug for Reconciling<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Reconciling")
+            .field("observer", &self.observer)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Drop for Reconciling<'_> {
+    fn drop(&mut self) {
+        self.tracker.lock().reconciling.remove(&self.observer);
+    }
+}
+
 impl Tracker {
     /// A tracker that calls `callback` with an observer's key when something it
     /// tracks changes, and keeps registrations for `lease` after their last
@@ -399,6 +433,7 @@ impl Tracker {
                 lease,
                 callback: Box::new(callback),
                 state: Mutex::default(),
+                changes: AtomicU64::new(0),
             }),
         }
     }
@@ -408,9 +443,27 @@ impl Tracker {
         self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
+    /// Marks `observer` as being reconciled until the returned guard is
+    /// dropped: a registration the reconcile makes then calls back only if a
+    /// referent changed since this call. A controller's workers wrap every
+    /// reconcile in it; call it before the reconcile reads anything.
+    pub fn reconciling(&self, observer: &ObjectKey) -> Reconciling<'_> {
+        // Read before the reconciler reads a cache: an informer stores an
+        // object before its handlers call `on_changed`, so a change the
+        // reconciler may have missed is counted after this.
+        let changes = self.inner.changes.load(Ordering::SeqCst);
+        self.lock().reconciling.insert(observer.clone(), changes);
+        Reconciling {
+            tracker: self,
+            observer: observer.clone(),
+        }
+    }
+
     /// Registers (or renews) `observer`'s interest in `reference`. A new
     /// registration, or one whose lease had lapsed, calls the callback with the
-    /// observer's key at once.
+    /// observer's key at once, unless it is made during the observer's
+    /// reconcile ([`reconciling`](Self::reconciling)) and no referent changed
+    /// since that began.
     pub fn track_reference<O: Resource>(
         &self,
         reference: &Reference,
@@ -426,9 +479,9 @@ impl Tracker {
             namespace: reference.namespace.clone(),
             name: String::new(),
         };
-        let is_new = {
+        let catch_up = {
             let mut state = self.lock();
-            match selector {
+            let is_new = match selector {
                 None => {
                     ref_key.name = reference.name().unwrap_or_default().to_owned();
                     let observers = state.exact.entry(ref_key).or_default();
@@ -440,9 +493,16 @@ impl Tracker {
                     let previous = observers.insert(observer.clone(), Matcher { selector, expiry });
                     previous.is_none_or(|old| expired(old.expiry, now))
                 }
-            }
+            };
+            // Read after the registration is in place: a change counted
+            // after this finds it in `get_observers` and calls back itself.
+            is_new
+                && state
+                    .reconciling
+                    .get(&observer)
+                    .is_none_or(|&began| began != self.inner.changes.load(Ordering::SeqCst))
         };
-        if is_new {
+        if catch_up {
             // Called without the lock, so the callback may use the tracker.
             (self.inner.callback)(observer);
         }
@@ -470,6 +530,7 @@ impl Tracker {
     /// [`get_observers`](Self::get_observers)). [`handler`](Self::handler)
     /// wires it to the referent kind's informer.
     pub fn on_changed<K: Resource<DynamicType = ()>>(&self, obj: &K) {
+        self.inner.changes.fetch_add(1, Ordering::SeqCst);
         for observer in self.get_observers(obj) {
             (self.inner.callback)(observer);
         }

@@ -928,3 +928,134 @@ async fn replicas_share_the_buckets_evenly_whichever_started_first() {
         replica.stop().await;
     }
 }
+
+/// Reconciles keys, noting for each whether this replica led it.
+struct Noting {
+    leadership: Arc<LeaderAwareFuncs>,
+    seen: Arc<Mutex<Vec<(ObjectKey, bool)>>>,
+}
+
+impl Reconciler for Noting {
+    async fn reconcile(&self, key: &ObjectKey) -> Result<kinject_runtime::controller::Action, Error> {
+        let leader = self.leadership.is_leader_for(key);
+        self.seen.lock().unwrap().push((key.clone(), leader));
+        Ok(kinject_runtime::controller::Action::await_change())
+    }
+}
+
+/// A started controller whose informers queued `keys` (and would enqueue
+/// them again on a promotion) and its electors over `buckets`; what it
+/// reconciled, and whether it led each key then.
+struct Started {
+    seen: Arc<Mutex<Vec<(ObjectKey, bool)>>>,
+    stop: CancellationToken,
+    run: JoinHandle<()>,
+    electors: JoinHandle<()>,
+}
+
+fn start_over(env: &TestEnv, keys: &[ObjectKey], config: &ComponentConfig) -> Started {
+    let cached = keys.to_vec();
+    let leadership = Arc::new(LeaderAwareFuncs::new(
+        Some(Arc::new(move |bucket: &dyn Bucket, enqueue: Option<&Enqueue>| {
+            if let Some(enqueue) = enqueue {
+                for key in &cached {
+                    enqueue(bucket, key.clone());
+                }
+            }
+        })),
+        None,
+    ));
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let controller = Impl::new(
+        QUEUE,
+        Noting {
+            leadership: leadership.clone(),
+            seen: seen.clone(),
+        },
+        ControllerOptions::default().leader_aware(leadership),
+    );
+    // As an informer's initial list does, before the controller runs.
+    for key in keys {
+        controller.enqueue_key(key.clone());
+    }
+    let stop = CancellationToken::new();
+    let electors = spawn_electors(env.client(), NS, &controller, config, "pod-a_1", stop.clone()).unwrap();
+    let run = tokio::spawn({
+        let stop = stop.clone();
+        async move { controller.run(stop).await }
+    });
+    Started {
+        seen,
+        stop,
+        run,
+        electors,
+    }
+}
+
+impl Started {
+    async fn stop(self) -> Vec<(ObjectKey, bool)> {
+        self.stop.cancel();
+        self.run.await.unwrap();
+        self.electors.await.unwrap();
+        let mut seen = self.seen.lock().unwrap().clone();
+        seen.sort();
+        seen
+    }
+}
+
+fn keys(n: usize) -> Vec<ObjectKey> {
+    (0..n)
+        .map(|i| ObjectKey::new("ns", format!("obj-{i:02}")))
+        .collect()
+}
+
+/// The workers start once every bucket's elector has had its first go at
+/// the lease: keys queued at start are reconciled once each, as their
+/// leader, not first as a non-leader and again when the promotion
+/// re-enqueues them (Knative's elector runs beside workers already busy).
+#[tokio::test(start_paused = true)]
+async fn a_start_reconciles_each_key_once_as_its_leader() {
+    let env = env();
+    let keys = keys(12);
+    let started = start_over(&env, &keys, &config(3));
+    sleep(Duration::from_secs(10)).await;
+    let seen = started.stop().await;
+    let once_as_leader: Vec<(ObjectKey, bool)> = keys.iter().map(|k| (k.clone(), true)).collect();
+    assert_eq!(seen, once_as_leader);
+}
+
+/// A lease another replica holds does not hold the workers back: the first
+/// attempt finds it taken, and the keys are reconciled as a non-leader's at
+/// once, not after the lease expires.
+#[tokio::test(start_paused = true)]
+async fn a_lease_held_elsewhere_does_not_hold_the_workers_back() {
+    let env = env();
+    let config = config_with(1, "60s", "40s");
+    let now = MicroTime(Timestamp::now());
+    leases(&env)
+        .create(
+            &PostParams::default(),
+            &Lease {
+                metadata: ObjectMeta {
+                    name: Some(lease_name(0, 1)),
+                    ..ObjectMeta::default()
+                },
+                spec: Some(LeaseSpec {
+                    holder_identity: Some("other-controller_9".to_owned()),
+                    lease_duration_seconds: Some(60),
+                    acquire_time: Some(now.clone()),
+                    renew_time: Some(now),
+                    ..LeaseSpec::default()
+                }),
+            },
+        )
+        .await
+        .unwrap();
+    let keys = keys(4);
+    let started = start_over(&env, &keys, &config);
+    // Well within the lease, which the other replica would renew.
+    sleep(Duration::from_secs(5)).await;
+    let seen = started.stop().await;
+    let once_as_observer: Vec<(ObjectKey, bool)> = keys.iter().map(|k| (k.clone(), false)).collect();
+    assert_eq!(seen, once_as_observer);
+}

@@ -26,8 +26,11 @@ impl Setup {
     /// asked for, elects leaders (or leads everything with `--disable-ha`) and
     /// runs each controller once its own informers have synced, so one whose
     /// kind is not served yet (CRD missing, RBAC missing) holds back no other
-    /// and starts by itself when it is; until `shutdown`, then lets reconciles
-    /// in flight finish, releases the leases and stops.
+    /// and starts by itself when it is (its workers also wait for the first
+    /// attempt at each of its leases, see `Impl::run`, so a key is not
+    /// reconciled before and again after its bucket's promotion); until
+    /// `shutdown`, then lets reconciles in flight finish, releases the
+    /// leases and stops.
     pub async fn run(
         mut self,
         ctx: &Context,

@@ -48,6 +48,7 @@ mod error;
 pub mod filter;
 
 mod metrics;
+mod own_writes;
 mod rate_limiter;
 mod workqueue;
 
@@ -72,6 +73,7 @@ pub use action::Action;
 pub use error::{Error, ResultExt};
 pub(crate) use metrics::BucketKeysProbe;
 pub use metrics::WorkqueueMetrics;
+pub(crate) use own_writes::OwnWrites;
 pub use rate_limiter::{
     BucketRateLimiter, ItemExponentialFailureRateLimiter, MaxOfRateLimiter, RateLimiter,
     default_controller_rate_limiter,
@@ -232,6 +234,9 @@ struct Inner {
     leader_aware: Option<Arc<dyn LeaderAware>>,
     shutdown_signal: Option<CancellationToken>,
     tracker: Tracker,
+    /// What the reconciler wrote to the controller's own objects; see
+    /// [`Impl::enqueue_handler`].
+    own_writes: OwnWrites,
     /// The keys queued when the workers started, until each was reconciled
     /// once: a restart reports them in one summary line, not a line each.
     startup: parking_lot::Mutex<Option<Startup>>,
@@ -244,6 +249,21 @@ struct Inner {
     /// What the metrics count keys per bucket with; the registry holds it
     /// weakly, so it goes when the controller does.
     bucket_keys: parking_lot::Mutex<Option<Arc<dyn metrics::BucketKeysProbe>>>,
+    /// Electors of the controller's buckets that have not yet made their
+    /// first attempt at their lease; the workers wait for them.
+    first_elections: tokio::sync::watch::Sender<usize>,
+}
+
+/// An elector's first attempt at its bucket's lease, pending until dropped;
+/// see [`Impl::first_election`].
+pub(crate) struct FirstElection(Weak<Inner>);
+
+impl Drop for FirstElection {
+    fn drop(&mut self) {
+        if let Some(inner) = self.0.upgrade() {
+            inner.first_elections.send_modify(|n| *n = n.saturating_sub(1));
+        }
+    }
 }
 
 /// The caches a controller reads: whether they are in sync, and a future
@@ -319,6 +339,16 @@ impl Impl {
         options: ControllerOptions,
         make: impl FnOnce(Tracker) -> R,
     ) -> Self {
+        Self::with_parts(name, options, |tracker, _| make(tracker))
+    }
+
+    /// Like [`Impl::with_tracker`], for a reconciler that also tells the
+    /// controller what it writes to its own objects (the generic reconciler).
+    pub(crate) fn with_parts<R: Reconciler>(
+        name: impl Into<String>,
+        options: ControllerOptions,
+        make: impl FnOnce(Tracker, OwnWrites) -> R,
+    ) -> Self {
         let name = name.into();
         let rate_limiter = options
             .rate_limiter
@@ -335,30 +365,38 @@ impl Impl {
             .as_ref()
             .map(|m| m.for_controller(&name, concurrency));
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
-            let weak = weak.clone();
             // Weak, so a reconciler holding the tracker does not keep the
             // controller alive.
+            let related = weak.clone();
             let tracker = Tracker::new(
                 move |key| {
-                    if let Some(inner) = weak.upgrade() {
+                    if let Some(inner) = related.upgrade() {
                         Impl { inner }.enqueue_related(key);
                     }
                 },
                 lease,
             );
+            let changed = weak.clone();
+            let own_writes = OwnWrites::new(move |key| {
+                if let Some(inner) = changed.upgrade() {
+                    Impl { inner }.enqueue_key(key);
+                }
+            });
             Inner {
                 name,
-                reconciler: Box::new(make(tracker.clone())),
+                reconciler: Box::new(make(tracker.clone(), own_writes.clone())),
                 queue,
                 concurrency,
                 leader_aware: options.leader_aware,
                 shutdown_signal: options.shutdown_signal,
                 tracker,
+                own_writes,
                 startup: parking_lot::Mutex::new(None),
                 loop_metrics,
                 gate: parking_lot::Mutex::new(None),
                 keys: options.keys,
                 bucket_keys: parking_lot::Mutex::new(None),
+                first_elections: tokio::sync::watch::Sender::new(0),
             }
         });
         Impl { inner }
@@ -395,6 +433,12 @@ impl Impl {
     /// object in the fast lane, and an informer's periodic resync in the slow
     /// lane, so a resync of every object never delays a real change.
     ///
+    /// An update that only echoes a write of the generic reconciler (its
+    /// status update or finalizer patch, from the version it replaced to the
+    /// version it wrote) enqueues nothing: the reconcile that wrote it saw
+    /// that state. Knative enqueues it, and reconciles every object it
+    /// writes a second time.
+    ///
     /// ```
     /// # use k8s_openapi::api::core::v1::ConfigMap;
     /// # use kinject_runtime::{controller::Impl, injection::Context};
@@ -403,8 +447,18 @@ impl Impl {
     /// # }
     /// ```
     pub fn enqueue_handler<K: Resource + 'static>(&self) -> informer::EventHandler<K> {
-        let (changed, resynced) = (self.clone(), self.clone());
+        let (changed, updated, resynced) = (self.clone(), self.clone(), self.clone());
         informer::EventHandler::all(move |obj: &K| changed.enqueue(obj))
+            .on_update(move |old: &K, new: &K| {
+                let key = ObjectKey::of(new);
+                let versions = (
+                    old.meta().resource_version.as_deref(),
+                    new.meta().resource_version.as_deref(),
+                );
+                if !updated.inner.own_writes.is_echo(&key, versions.0, versions.1) {
+                    updated.enqueue_key(key);
+                }
+            })
             .on_resync(move |obj: &K| resynced.enqueue_slow(obj))
     }
 
@@ -669,6 +723,8 @@ impl Impl {
                 m.leading(bucket.name(), false);
             }
             leadership.demote(bucket);
+            // No longer written here, so no longer this replica's writes.
+            self.inner.own_writes.forget_bucket(bucket);
         }
     }
 
@@ -696,6 +752,25 @@ impl Impl {
         *self.inner.bucket_keys.lock() = Some(probe);
     }
 
+    /// Holds the workers back (see [`run`](Self::run)) until the returned
+    /// guard is dropped: an elector holds one until its first attempt at its
+    /// lease has promoted the controller or found the lease another's.
+    pub(crate) fn first_election(&self) -> FirstElection {
+        self.inner.first_elections.send_modify(|n| *n += 1);
+        FirstElection(Arc::downgrade(&self.inner))
+    }
+
+    /// Waits until every elector started for the controller has made its
+    /// first attempt; false when `shutdown` came first.
+    async fn elected(&self, shutdown: &CancellationToken) -> bool {
+        let mut pending = self.inner.first_elections.subscribe();
+        tokio::select! {
+            // The sender lives as long as `self`: this ends only at zero.
+            _ = pending.wait_for(|n| *n == 0) => true,
+            () = shutdown.cancelled() => false,
+        }
+    }
+
     /// Enqueues `key` on the slow lane if `bucket` holds it (Knative's
     /// `MaybeEnqueueBucketKey`).
     pub fn maybe_enqueue_bucket_key(&self, bucket: &dyn Bucket, key: ObjectKey) {
@@ -707,6 +782,13 @@ impl Impl {
     /// Runs the workers until `shutdown` is cancelled, then stops the queue and
     /// returns once every in-flight reconcile has finished.
     ///
+    /// With leader election started for the controller
+    /// ([`spawn_electors`](crate::leaderelection::spawn_electors)), the
+    /// workers start once each bucket's elector has made its first attempt
+    /// at its lease: a key reconciled before its bucket's promotion would be
+    /// reconciled again by it, as Knative does at every start. Keys queued
+    /// meanwhile wait, and a promotion adds none twice.
+    ///
     /// Keys still queued or delayed at shutdown are dropped, not processed: keys
     /// are level-triggered, and the next process (or the next leader) lists and
     /// enqueues every object again. Knative instead drains the queue, which can
@@ -717,31 +799,10 @@ impl Impl {
     /// it returns, the queue stays shut down; an `Impl` runs once.
     pub async fn run(&self, shutdown: CancellationToken) {
         let inner = &self.inner;
-        let entered = self.span().entered();
-        tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
-        let snapshot = inner.queue.snapshot();
-        let pending: HashSet<ObjectKey> = snapshot
-            .fast
-            .into_iter()
-            .chain(snapshot.slow)
-            .chain(snapshot.waiting.into_iter().map(|(key, _)| key))
-            .collect();
-        if !pending.is_empty() {
-            *inner.startup.lock() = Some(Startup {
-                began: Instant::now(),
-                pending,
-                succeeded: 0,
-                failed: 0,
-                skipped: 0,
-            });
-        }
         let mut workers = JoinSet::new();
-        for _ in 0..inner.concurrency {
-            let (this, shutdown) = (self.clone(), shutdown.clone());
-            workers.spawn(async move { this.work(shutdown).await }.in_current_span());
+        if self.elected(&shutdown).await {
+            self.start_workers(&mut workers, &shutdown);
         }
-        tracing::info!("Started workers");
-        drop(entered);
 
         shutdown.cancelled().await;
         if let Some(signal) = &inner.shutdown_signal {
@@ -761,6 +822,35 @@ impl Impl {
         }
         .instrument(span)
         .await;
+    }
+
+    /// Notes the keys queued now, for the start summary, and spawns the workers.
+    fn start_workers(&self, workers: &mut JoinSet<()>, shutdown: &CancellationToken) {
+        let inner = &self.inner;
+        let entered = self.span().entered();
+        tracing::info!(threadiness = inner.concurrency, "Starting controller and workers");
+        let snapshot = inner.queue.snapshot();
+        let pending: HashSet<ObjectKey> = snapshot
+            .fast
+            .into_iter()
+            .chain(snapshot.slow)
+            .chain(snapshot.waiting.into_iter().map(|(key, _)| key))
+            .collect();
+        if !pending.is_empty() {
+            *inner.startup.lock() = Some(Startup {
+                began: Instant::now(),
+                pending,
+                succeeded: 0,
+                failed: 0,
+                skipped: 0,
+            });
+        }
+        for _ in 0..inner.concurrency {
+            let (this, shutdown) = (self.clone(), shutdown.clone());
+            workers.spawn(async move { this.work(shutdown).await }.in_current_span());
+        }
+        tracing::info!("Started workers");
+        drop(entered);
     }
 
     /// One worker: takes keys until the queue shuts down.
@@ -797,10 +887,14 @@ impl Impl {
         if let Some(m) = &self.inner.loop_metrics {
             m.started();
         }
+        // What the reconcile tracks is then registered without reconciling
+        // the key a second time, unless a referent changed meanwhile.
+        let tracking = self.inner.tracker.reconciling(key);
         let outcome = AssertUnwindSafe(self.inner.reconciler.reconcile_boxed(key))
             .catch_unwind()
             .instrument(span.clone())
             .await;
+        drop(tracking);
         if let Some(m) = &self.inner.loop_metrics {
             m.finished(loop_result(&outcome), start.elapsed());
         }

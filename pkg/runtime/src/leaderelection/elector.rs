@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use super::config::{CONFIG_MAP_NAME, JITTER_FACTOR};
 use super::hash::HashBucket;
 use super::peers::Peers;
-use crate::controller::Impl;
+use crate::controller::{FirstElection, Impl};
 use crate::duration::go_duration;
 use crate::leader::Bucket;
 
@@ -81,6 +81,8 @@ pub(crate) struct LeaseElector {
     peers: Option<(Peers, usize)>,
     /// When this elector first left the free lease to others.
     declined_since: Option<Instant>,
+    /// Holds the controller's workers back until the first attempt is over.
+    first_election: Option<FirstElection>,
 }
 
 impl LeaseElector {
@@ -105,7 +107,15 @@ impl LeaseElector {
             observed_raw: None,
             peers,
             declined_since: None,
+            first_election: None,
         }
+    }
+
+    /// Lets the controller's workers start once this elector's first attempt
+    /// is over: after the promotion when it took the lease.
+    pub(crate) fn first_election(mut self, guard: FirstElection) -> Self {
+        self.first_election = Some(guard);
+        self
     }
 
     /// Elects until `shutdown`: acquires, promotes, renews, and on losing the
@@ -130,6 +140,7 @@ impl LeaseElector {
                 bucket.name()
             );
             controller.promote(bucket.clone());
+            self.first_election = None;
             let ending = self.renew(&shutdown).await;
             // Demote before releasing, so that this replica has stopped writing
             // the bucket's keys by the time another may lead it. (client-go
@@ -206,6 +217,9 @@ impl LeaseElector {
                 tracing::info!("Successfully acquired lease {}", self.describe);
                 return Ok(());
             }
+            // Led by another, left to others, or out of reach for now: the
+            // workers need not wait for the lease any longer.
+            self.first_election = None;
             if let Attempt::Declined = attempt {
                 tracing::debug!(
                     "Lease {} is free; left to a replica that leads fewer than its share",

@@ -205,6 +205,15 @@
 //!   has just taken).
 //! * A leader that finds its lease held by someone else demotes at once
 //!   (client-go keeps trying until the renew deadline).
+//! * A controller's workers start once every elector of its buckets has
+//!   made its first attempt at its lease, after the Leases are listed and a
+//!   second's grace for replicas started together ([`Impl::run`]). Knative
+//!   starts the workers beside the electors, so each key queued at start is
+//!   reconciled as a non-leader's, then again when its bucket's promotion
+//!   re-enqueues it (`a_start_reconciles_each_key_once_as_its_leader`). A
+//!   lease another replica holds holds nothing back: the first attempt finds
+//!   it taken, and the workers start
+//!   (`a_lease_held_elsewhere_does_not_hold_the_workers_back`).
 //! * The timing rules are checked when the ConfigMap is read, not when the
 //!   first controller starts electing, and a lease shorter than 1s is refused.
 //! * `map-lease-prefix` keys need the dot (`map-lease-prefix.<prefix>`); Knative
@@ -328,7 +337,8 @@ pub fn spawn_electors(
             identity,
             timing,
             Some((peers.clone(), ordinal)),
-        );
+        )
+        .first_election(controller.first_election());
         let span = tracing::info_span!("leaderelection", "knative.dev/controller" = %queue, lease = %name);
         electors.spawn_on(
             elector

@@ -548,17 +548,14 @@ where
             ctx.pod_name().map(str::to_owned),
         )),
     };
-    // A demoted replica no longer writes the bucket's keys, so what it
-    // remembers of its own writes to them is dropped with the leadership.
-    let written = Arc::new(WrittenVersions::default());
     let leadership = Arc::new(LeaderAwareFuncs::new(
         Some(on_promote(lister.clone(), &options)),
-        Some(on_demote(written.clone(), &options)),
+        options.demote_func.clone(),
     ));
     let stopping = CancellationToken::new();
     let controller_options = controller_options(ctx, &options, leadership.clone(), &stopping)
         .keys(Arc::new(CachedKeys(lister.clone())));
-    let make_core = move |tracker: Tracker| Core {
+    let make_core = move |tracker: Tracker, own_writes: controller::OwnWrites| Core {
         reconciler,
         tracker,
         lister,
@@ -576,12 +573,12 @@ where
         stopping,
         clock: ctx.clock().clone(),
         metrics: ctx.get::<ReconcileMetrics>(),
-        written,
+        own_writes,
         kind_label: format!("{}.{}", K::group(&()), K::kind(&()))
             .trim_start_matches('.')
             .to_owned(),
     };
-    Impl::with_tracker(queue_name, controller_options, make_core)
+    Impl::with_parts(queue_name, controller_options, make_core)
 }
 
 /// Declares what the generic reconciler of `K` writes, for the RBAC that
@@ -621,18 +618,6 @@ fn on_promote<K: Object>(lister: Lister<K>, options: &Options<K>) -> PromoteHook
                 }
             }
             Err(err) => tracing::error!(error = %err, "could not list objects to enqueue on promotion"),
-        }
-    })
-}
-
-/// On demotion from a bucket: forget the versions written to its keys, then
-/// the user's hook.
-fn on_demote<K: Object>(written: Arc<WrittenVersions>, options: &Options<K>) -> BucketHook {
-    let user_demote = options.demote_func.clone();
-    Arc::new(move |bucket: &dyn Bucket| {
-        written.forget_bucket(bucket);
-        if let Some(hook) = &user_demote {
-            hook(bucket);
         }
     })
 }
@@ -702,97 +687,21 @@ struct Core<K: 'static, R> {
     metrics: Option<Arc<ReconcileMetrics>>,
     /// `<group>.<Kind>`, the kind label of logs and metrics.
     kind_label: String,
-    written: Arc<WrittenVersions>,
+    /// Its writes to its own objects, shared with the controller's handler.
+    own_writes: controller::OwnWrites,
 }
 
 /// How soon a key whose cached copy is stale is looked at again, in case the
 /// watch event that updates the cache is late.
-const STALE_CACHE_RECHECK: Duration = Duration::from_millis(250);
-
-/// How long a replaced version is remembered: past this, a cache that still
-/// holds it is trusted again (and a write from it meets the usual conflict).
-const STALE_CACHE_WINDOW: Duration = Duration::from_secs(10);
-
-/// The versions this reconciler's own writes replaced, per key.
 ///
 /// Right after a write, the informer cache still holds the old version until
-/// the watch delivers the new one, and a reconcile in that gap (the tracker's
-/// catch-up enqueue makes one on every new object) would write again from the
-/// stale copy and get a 409. Knative pays that round trip; here the reconcile
-/// waits for the cache instead. Writes that did not change the
-/// resourceVersion are not remembered, so a key can never wait for an event
-/// that will not come.
-///
-/// One reconcile can write twice (the finalizer patch, then the status), so
-/// every version replaced within the window is stale, not just the last: a
-/// cache still holding the version before the patch would otherwise be
-/// trusted, and its finalizer patch refused.
-#[derive(Default)]
-struct WrittenVersions(
-    parking_lot::Mutex<std::collections::HashMap<ObjectKey, (Vec<String>, tokio::time::Instant)>>,
-);
-
-/// The most replaced versions remembered per key; a reconcile writes at most
-/// twice, so older ones are long delivered.
-const REPLACED_VERSIONS_KEPT: usize = 4;
-
-impl WrittenVersions {
-    fn record<K: Resource>(&self, before: &K, after: &K) {
-        let (Some(old), Some(new)) = (&before.meta().resource_version, &after.meta().resource_version) else {
-            return;
-        };
-        if old == new {
-            return;
-        }
-        let now = tokio::time::Instant::now();
-        let mut written = self.0.lock();
-        let (replaced, at) = written
-            .entry(ObjectKey::of(after))
-            .or_insert_with(|| (Vec::new(), now));
-        if at.elapsed() >= STALE_CACHE_WINDOW {
-            replaced.clear();
-        }
-        if replaced.len() == REPLACED_VERSIONS_KEPT {
-            replaced.remove(0);
-        }
-        replaced.push(old.clone());
-        *at = now;
-    }
-
-    /// Drops what is remembered about a deleted object, so churn cannot grow the map.
-    fn forget(&self, key: &ObjectKey) {
-        self.0.lock().remove(key);
-    }
-
-    /// Drops what is remembered about the keys of a bucket this replica no
-    /// longer leads.
-    fn forget_bucket(&self, bucket: &dyn Bucket) {
-        self.0.lock().retain(|key, _| !bucket.has(key));
-    }
-
-    #[cfg(test)]
-    fn len(&self) -> usize {
-        self.0.lock().len()
-    }
-
-    fn is_stale<K: Resource>(&self, key: &ObjectKey, cached: &K) -> bool {
-        let mut written = self.0.lock();
-        let Some((replaced, at)) = written.get(key) else {
-            return false;
-        };
-        if at.elapsed() < STALE_CACHE_WINDOW
-            && cached
-                .meta()
-                .resource_version
-                .as_ref()
-                .is_some_and(|v| replaced.contains(v))
-        {
-            return true;
-        }
-        written.remove(key);
-        false
-    }
-}
+/// the watch delivers the new one, and a reconcile in that gap (a child's
+/// event queues one) would write again from the stale copy and get a 409.
+/// Knative pays that round trip; here the reconcile waits for the cache
+/// instead ([`OwnWrites::is_stale`](controller::OwnWrites)). One reconcile can
+/// write twice (the finalizer patch, then the status), so every version
+/// replaced is stale, not just the last.
+const STALE_CACHE_RECHECK: Duration = Duration::from_millis(250);
 
 /// Which user method runs for an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -857,7 +766,7 @@ where
 
         let Some(original) = self.lister.get_by_key(&key.namespace, &key.name)? else {
             tracing::debug!("Resource {} no longer exists", go_quote(&key.to_string()));
-            self.written.forget(&key);
+            self.own_writes.forget(&key);
             self.tracker.forget_observer(&key);
             return self
                 .reconciler
@@ -872,7 +781,10 @@ where
             return Ok(Outcome::Done);
         }
 
-        if self.written.is_stale(&key, original.as_ref()) {
+        if self
+            .own_writes
+            .is_stale(&key, original.meta().resource_version.as_deref())
+        {
             // Our last write replaced this version; the watch will deliver the
             // new one (and enqueue the key) in a moment. Writing from the stale
             // copy would only earn a conflict.
@@ -1106,11 +1018,19 @@ where
             }
         });
         let api = self.namespaced_api(resource);
+        // Guarded by the version, so the update it causes is this one alone.
+        let write = self.own_writes.begin(
+            &ObjectKey::of(resource),
+            resource.meta().resource_version.as_deref(),
+        );
         match api
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
         {
             Ok(patched) => {
+                if let Some(write) = write {
+                    write.done(patched.meta().resource_version.as_deref());
+                }
                 self.record(
                     &patched,
                     &Event::normal(
@@ -1118,7 +1038,6 @@ where
                         format!("Updated {} finalizers", go_quote(&name)),
                     ),
                 );
-                self.written.record(resource, &patched);
                 *resource = patched;
                 Ok(())
             }
@@ -1167,12 +1086,18 @@ where
                 return Ok(());
             }
             (status.copy)(desired, &mut existing);
+            let write = self.own_writes.begin(
+                &ObjectKey::of(&existing),
+                existing.meta().resource_version.as_deref(),
+            );
             match api
                 .replace_status(&name, &kube::api::PostParams::default(), &existing)
                 .await
             {
                 Ok(written) => {
-                    self.written.record(&existing, &written);
+                    if let Some(write) = write {
+                        write.done(written.meta().resource_version.as_deref());
+                    }
                     return Ok(());
                 }
                 Err(kube::Error::Api(s)) if s.code == 409 && attempt + 1 < STEPS => {
@@ -1214,78 +1139,6 @@ mod tests {
             queue_name("reconcilers::addressableservice::Reconciler"),
             "reconcilers.addressableservice.Reconciler"
         );
-    }
-
-    #[tokio::test]
-    async fn demotion_forgets_the_written_versions_of_the_bucket() {
-        #[derive(Debug)]
-        struct Named(&'static str);
-        impl Bucket for Named {
-            fn name(&self) -> &str {
-                self.0
-            }
-            fn has(&self, key: &ObjectKey) -> bool {
-                key.name == self.0
-            }
-        }
-        let cm = |name: &str, rv: &str| k8s_openapi::api::core::v1::ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some(name.into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        };
-        let written = WrittenVersions::default();
-        written.record(&cm("a", "1"), &cm("a", "2"));
-        written.record(&cm("b", "1"), &cm("b", "2"));
-        assert_eq!(written.len(), 2);
-        written.forget_bucket(&Named("a"));
-        assert_eq!(written.len(), 1);
-        assert!(written.is_stale(&ObjectKey::new("ns", "b"), &cm("b", "1")));
-        assert!(!written.is_stale(&ObjectKey::new("ns", "a"), &cm("a", "1")));
-    }
-
-    fn config_map(rv: &str) -> k8s_openapi::api::core::v1::ConfigMap {
-        k8s_openapi::api::core::v1::ConfigMap {
-            metadata: kube::api::ObjectMeta {
-                namespace: Some("ns".into()),
-                name: Some("cm".into()),
-                resource_version: Some(rv.into()),
-                ..Default::default()
-            },
-            ..Default::default()
-        }
-    }
-
-    /// A finalizer patch then a status write: the cache is stale at either
-    /// replaced version, and current once it shows the last write.
-    #[tokio::test(start_paused = true)]
-    async fn every_version_a_reconcile_replaced_is_stale() {
-        let key = ObjectKey::new("ns", "cm");
-        let written = WrittenVersions::default();
-        written.record(&config_map("1"), &config_map("2"));
-        written.record(&config_map("2"), &config_map("3"));
-        assert!(written.is_stale(&key, &config_map("1")));
-        assert!(written.is_stale(&key, &config_map("2")));
-        assert!(!written.is_stale(&key, &config_map("3")));
-        assert_eq!(written.len(), 0, "a current cache forgets the key");
-
-        // Past the window, only the versions replaced since count.
-        written.record(&config_map("3"), &config_map("4"));
-        tokio::time::advance(STALE_CACHE_WINDOW).await;
-        written.record(&config_map("4"), &config_map("5"));
-        assert!(written.is_stale(&key, &config_map("4")));
-        assert!(!written.is_stale(&key, &config_map("3")));
-
-        // A long run of writes keeps the most recent few.
-        for rv in 10..20 {
-            written.record(&config_map(&rv.to_string()), &config_map(&(rv + 1).to_string()));
-        }
-        assert!(written.is_stale(&key, &config_map("19")));
-        assert!(written.is_stale(&key, &config_map("16")));
-        assert!(!written.is_stale(&key, &config_map("15")));
     }
 
     #[test]

@@ -210,6 +210,114 @@ async fn the_callback_fires_for_new_and_expired_registrations_only() {
     assert_eq!(take(&calls), [key("default", "asvc")]);
 }
 
+/// A registration made while its observer is reconciled calls back only when
+/// a referent changed since the reconcile began: otherwise the reconcile read
+/// the referents as they are, and reconciling it again would change nothing.
+#[tokio::test(start_paused = true)]
+async fn a_registration_during_the_observers_reconcile_calls_back_only_after_a_change() {
+    let (t, calls) = tracker();
+    let web = Reference::named("v1", "Service", "default", "web");
+    let selected = Reference::selected("v1", "Pod", "default", app_selector("web"));
+
+    let reconcile = t.reconciling(&key("default", "quiet"));
+    t.track_reference(&web, &service("default", "quiet")).unwrap();
+    t.track_reference(&selected, &service("default", "quiet"))
+        .unwrap();
+    drop(reconcile);
+    assert!(take(&calls).is_empty(), "nothing changed while it ran");
+
+    let reconcile = t.reconciling(&key("default", "raced"));
+    // Another Service changes between the reconcile's read and its
+    // registration: the tracker cannot tell which referent it was.
+    t.on_changed(&service("default", "other"));
+    t.track_reference(&web, &service("default", "raced")).unwrap();
+    drop(reconcile);
+    assert_eq!(take(&calls), [key("default", "raced")]);
+
+    let reconcile = t.reconciling(&key("default", "elsewhere"));
+    t.track_reference(&web, &service("default", "other-observer"))
+        .unwrap();
+    drop(reconcile);
+    assert_eq!(
+        take(&calls),
+        [key("default", "other-observer")],
+        "only the observer being reconciled is spared"
+    );
+
+    // The registrations made quietly are in place: a change reaches them.
+    t.on_changed(&pod("default", "web-1", &[("app", "web")]));
+    assert_eq!(take(&calls), [key("default", "quiet")]);
+
+    // Outside a reconcile, a new registration calls back as before.
+    advance(LEASE + Duration::from_secs(1)).await;
+    t.track_reference(&web, &service("default", "quiet")).unwrap();
+    assert_eq!(take(&calls), [key("default", "quiet")]);
+}
+
+/// A controller whose reconciler tracks what it reads reconciles a key once
+/// when nothing it tracks changes, and again when its referent changes
+/// between the read and the registration, the window the callback closes.
+#[tokio::test(start_paused = true)]
+async fn a_controller_reconciles_an_observer_once_unless_its_referent_changed_meanwhile() {
+    use kinject_runtime::controller::{Action, ControllerOptions, Error, Impl, Reconciler};
+    use tokio_util::sync::CancellationToken;
+
+    /// Tracks the Service of its own name; the first time `raced` is
+    /// reconciled, that Service changes (as its informer would report)
+    /// between the read and the registration.
+    struct Observer {
+        tracker: Tracker,
+        reconciles: Arc<Mutex<Vec<ObjectKey>>>,
+    }
+
+    impl Reconciler for Observer {
+        async fn reconcile(&self, key: &ObjectKey) -> Result<Action, Error> {
+            let first = {
+                let mut reconciles = self.reconciles.lock().unwrap();
+                reconciles.push(key.clone());
+                reconciles.iter().filter(|k| *k == key).count() == 1
+            };
+            // A reconciler reads, then awaits something, then registers.
+            tokio::task::yield_now().await;
+            if first && key.name == "raced" {
+                self.tracker.on_changed(&service("default", &key.name));
+            }
+            let own = Reference::named("v1", "Service", "default", key.name.as_str());
+            self.tracker
+                .track_reference(&own, &service(&key.namespace, &key.name))
+                .unwrap();
+            Ok(Action::await_change())
+        }
+    }
+
+    let reconciles = Arc::new(Mutex::new(Vec::new()));
+    // One worker, so one reconcile's change cannot fall into another's.
+    let options = ControllerOptions::default().concurrency(1);
+    let controller = Impl::with_tracker("observers", options, |tracker| Observer {
+        tracker,
+        reconciles: reconciles.clone(),
+    });
+    let shutdown = CancellationToken::new();
+    let run = tokio::spawn({
+        let (c, s) = (controller.clone(), shutdown.clone());
+        async move { c.run(s).await }
+    });
+    for name in ["quiet", "raced"] {
+        controller.enqueue_key(key("default", name));
+    }
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    shutdown.cancel();
+    run.await.unwrap();
+    assert_eq!(
+        take(&reconciles),
+        [
+            key("default", "quiet"),
+            key("default", "raced"),
+            key("default", "raced")
+        ]
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deleted_observer_is_forgotten() {
     let (t, calls) = tracker();
