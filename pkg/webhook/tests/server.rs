@@ -398,3 +398,53 @@ async fn slow_uploads_cannot_starve_a_review_that_arrives_whole() {
     drop(trickles);
     shutdown.cancel();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reviews_that_are_not_json_get_a_400_that_says_why() {
+    let (ca, port, shutdown) = limited_server(kinject_webhook::server::Limits::default()).await;
+    let deep = REVIEW.replace(
+        r#""object":{"metadata":{"name":"x"}}"#,
+        &format!(
+            r#""object":{{"metadata":{{"name":"x"}},"spec":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        ),
+    );
+    assert!(deep.len() > 200_000);
+    let mut not_utf8 = REVIEW.as_bytes().to_vec();
+    let name = not_utf8.windows(3).position(|w| w == b"\"x\"").unwrap() + 1;
+    not_utf8[name] = 0xff;
+    for (what, body, why) in [
+        ("100,000-deep JSON", deep.into_bytes(), "recursion limit exceeded"),
+        ("invalid UTF-8", not_utf8, "invalid unicode code point"),
+    ] {
+        let mut stream = tls_stream(&ca, port).await;
+        upload(&mut stream, body.len(), &body).await;
+        let answer = answer_until(&mut stream, why).await;
+        assert!(answer.starts_with("HTTP/1.1 400 Bad Request"), "{what}: {answer}");
+        assert!(
+            answer.contains("could not decode body: ") && answer.contains(why),
+            "{what}: {answer}"
+        );
+    }
+    shutdown.cancel();
+}
+
+/// What the server answers on `stream`, read until it contains `text` or
+/// the connection ends.
+async fn answer_until(
+    stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+    text: &str,
+) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains(text) {
+        match tokio::time::timeout(Duration::from_secs(20), stream.read(&mut buf)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break,
+            Ok(Ok(n)) => answer.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the server neither answered nor closed within 20 s"),
+        }
+    }
+    String::from_utf8_lossy(&answer).into_owned()
+}
