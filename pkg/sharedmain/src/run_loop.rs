@@ -171,7 +171,7 @@ impl Setup {
             .iter()
             .map(|controller| {
                 leaderelection::spawn_electors(
-                    self.client.clone(),
+                    self.lease_client.clone(),
                     &self.env.system_namespace,
                     controller,
                     &self.election,

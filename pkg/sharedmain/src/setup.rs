@@ -31,6 +31,9 @@ pub struct Setup {
     config: Config,
     pub(crate) client: Client,
     watch_client: Client,
+    /// Leader election's: the same limits as `client`, in a token bucket of
+    /// its own.
+    pub(crate) lease_client: Client,
     pub(crate) registry: Registry,
     workqueue_metrics: WorkqueueMetrics,
     reconcile_metrics: ReconcileMetrics,
@@ -98,24 +101,30 @@ impl Setup {
         let reconcile_metrics = ReconcileMetrics::register(&mut registry);
         let informer_metrics = InformerMetrics::register(&mut registry);
         process_metrics::register(&mut registry);
-        // One token bucket for both clients: the limit is the process's.
+        // One token bucket for the controllers' clients: the limit is the
+        // process's.
         let rate_limit = RateLimitLayer::new(qps, burst);
-        let build_client = |config: kube::Config| -> Result<Client, MainError> {
+        let build_client = |config: kube::Config, rate_limit: &RateLimitLayer| -> Result<Client, MainError> {
             Ok(kube::client::ClientBuilder::try_from(config)
                 .map_err(|e| {
                     MainError::Kubeconfig(format!("cannot build a client from the kubeconfig: {e}"))
                 })?
-                .with_layer(&rate_limit)
+                .with_layer(rate_limit)
                 .with_layer(&request_metrics)
                 .build())
         };
-        let client = build_client(config.clone())?;
+        let client = build_client(config.clone(), &rate_limit)?;
+        // Leases wait behind no write, as kube-controller-manager's leader
+        // election has a client of its own: a replica whose member lease
+        // queued behind a burst of writes went unseen, and the other replicas
+        // took its buckets and handed them over seconds later.
+        let lease_client = build_client(config.clone(), &RateLimitLayer::new(qps, burst))?;
         // Informers watch without kube's retries of 429/503/504: a watch
         // refused as "Too large resource version" must reach the informer at
         // once (it lists again), and the watcher retries with its own backoff.
         let mut watch_config = config.clone();
         watch_config.default_retry = false;
-        let watch_client = build_client(watch_config)?;
+        let watch_client = build_client(watch_config, &rate_limit)?;
 
         let ns = &env.system_namespace;
         let invalid = |name: &str, why: String| MainError::Config {
@@ -145,6 +154,7 @@ impl Setup {
             config,
             client,
             watch_client,
+            lease_client,
             registry,
             workqueue_metrics,
             reconcile_metrics,
