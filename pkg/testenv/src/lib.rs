@@ -102,6 +102,6 @@ pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use registry::resource::{BuiltinKind, builtin_kinds};
 pub use test_env::{
     Builder, DEFAULT_ACTION_LOG_BYTES, DEFAULT_WATCH_BUFFER_BYTES, DEFAULT_WATCH_HISTORY_BYTES, Error,
-    HeldBytes, TestEnv,
+    HeldBytes, NAMESPACE_TICK, TestEnv,
 };
 pub use workloads::{EXIT_CODE_ANNOTATION, Workloads};

@@ -2,7 +2,12 @@
 //! kube-apiserver only starts: the garbage collector (owner references, `orphan` and
 //! `foregroundDeletion` finalizers) and the namespace controller (emptying and removing
 //! Terminating namespaces). They run synchronously after every write, until nothing
-//! changes, so tests observe their outcome without waiting.
+//! changes, so tests observe their outcome without waiting. One step is not
+//! synchronous: a Terminating namespace whose content is gone is removed by
+//! [`Registry::finalize_namespaces`], which the server runs on a tick, so a
+//! create into it meanwhile gets kube-apiserver's 403 `NamespaceTerminating`
+//! as in a cluster, where the namespace controller runs apart from the API
+//! server.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -17,10 +22,18 @@ use super::options::DeleteOpts;
 use super::resource::ResourceDef;
 
 /// Which controllers run.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Controllers {
     pub(crate) garbage_collector: bool,
     pub(crate) namespaces: bool,
+    /// Whether a tick removes emptied namespaces ([`Registry::finalize_namespaces`]);
+    /// without one (no async runtime to run it), they go inside the write
+    /// that emptied them.
+    pub(crate) namespaces_on_a_tick: bool,
+    /// The uids of the namespaces seen Terminating and empty at the last tick:
+    /// each is removed at the tick after, so it is Terminating for at least
+    /// one whole tick.
+    pub(crate) emptied_namespaces: HashSet<String>,
 }
 
 fn owner_refs(o: &Value) -> Vec<Value> {
@@ -32,6 +45,10 @@ fn owner_refs(o: &Value) -> Vec<Value> {
 
 fn uid(o: &Value) -> &str {
     meta_str(o, "uid")
+}
+
+fn is_terminating_namespace(o: &Obj) -> bool {
+    o.def.plural == "namespaces" && o.def.group.is_empty() && is_deleting(&o.value)
 }
 
 /// One object, addressed for a write.
@@ -103,37 +120,84 @@ impl Registry {
         }
     }
 
+    /// The namespace controller's content step: every object of a
+    /// Terminating namespace is deleted (finalizers still hold some back).
+    /// Without a tick, an emptied namespace goes here too.
     fn namespace_pass(&mut self) {
         let all = self.all_objects();
-        let terminating: Vec<&Obj> = all
-            .iter()
-            .filter(|o| o.def.plural == "namespaces" && o.def.group.is_empty() && is_deleting(&o.value))
-            .collect();
-        for ns in terminating {
+        for ns in all.iter().filter(|o| is_terminating_namespace(o)) {
             let name = ns.key.name.as_str();
-            let mut remaining = 0;
             for o in all.iter().filter(|o| o.def.namespaced && o.key.namespace == name) {
-                remaining += 1;
                 if !is_deleting(&o.value) {
                     let _ = self.delete(&o.def, &o.key.namespace, &o.key.name, &DeleteOpts::default());
                 }
             }
-            let still_there = all
-                .iter()
-                .filter(|o| o.def.namespaced && o.key.namespace == name)
-                .any(|o| self.store.get(&o.def.key(), &o.key).is_some());
-            if remaining == 0 || !still_there {
-                let mut v = (*ns.value).clone();
-                v["spec"] = json!({});
-                let done = v
-                    .pointer("/metadata/finalizers")
-                    .and_then(Value::as_array)
-                    .is_none_or(Vec::is_empty);
-                self.store.put(&ns.def.key(), ns.key.clone(), v);
-                if done {
-                    self.store.remove(&ns.def.key(), &ns.key);
-                }
+        }
+        if !self.controllers.namespaces_on_a_tick {
+            for ns in self.emptied_namespaces() {
+                self.remove_namespace(&ns);
             }
+        }
+    }
+
+    /// The namespace controller's last step, run on a tick: a Terminating
+    /// namespace that was already empty at the previous tick loses its
+    /// `kubernetes` finalizer and goes. Returns whether anything went.
+    pub(crate) fn finalize_namespaces(&mut self) -> bool {
+        let emptied = self.emptied_namespaces();
+        let mut removed = false;
+        let mut still_waiting = HashSet::new();
+        for ns in emptied {
+            let id = uid(&ns.value).to_owned();
+            if self.controllers.emptied_namespaces.contains(&id) {
+                self.remove_namespace(&ns);
+                removed = true;
+            } else {
+                still_waiting.insert(id);
+            }
+        }
+        self.controllers.emptied_namespaces = still_waiting;
+        if removed {
+            self.settle();
+        }
+        removed
+    }
+
+    /// The Terminating namespaces with nothing left in them.
+    fn emptied_namespaces(&self) -> Vec<Obj> {
+        let all = self.all_objects();
+        let occupied: HashSet<String> = all
+            .iter()
+            .filter(|o| o.def.namespaced)
+            .map(|o| o.key.namespace.clone())
+            .collect();
+        all.into_iter()
+            .filter(|o| is_terminating_namespace(o) && !occupied.contains(&o.key.name))
+            .collect()
+    }
+
+    /// Clears the namespace's `kubernetes` finalizer; it goes unless others
+    /// remain in `metadata.finalizers`.
+    fn remove_namespace(&mut self, ns: &Obj) {
+        let done = ns
+            .value
+            .pointer("/metadata/finalizers")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty);
+        if done {
+            self.store.remove(&ns.def.key(), &ns.key);
+            return;
+        }
+        // Held by another finalizer: only ours goes, once.
+        let ours = ns
+            .value
+            .pointer("/spec/finalizers")
+            .and_then(Value::as_array)
+            .is_some_and(|f| !f.is_empty());
+        if ours {
+            let mut v = (*ns.value).clone();
+            v["spec"] = json!({});
+            self.store.put(&ns.def.key(), ns.key.clone(), v);
         }
     }
 

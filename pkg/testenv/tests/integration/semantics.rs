@@ -994,15 +994,48 @@ async fn optional_garbage_collection_and_namespace_deletion() {
     owners.delete("owner2", &DeleteParams::default()).await.unwrap();
     assert!(owners.get_opt("child2").await.unwrap().is_none());
 
-    // A Terminating namespace is emptied and removed.
+    // A Terminating namespace is emptied at once and removed on the namespace
+    // controller's tick, as in a cluster: meanwhile it answers Terminating,
+    // and a create into it gets 403 NamespaceTerminating, not 404.
     let nss: Api<Namespace> = Api::all(client.clone());
     let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "tmp"}})).unwrap();
     nss.create(&PostParams::default(), &ns).await.unwrap();
     let in_ns: Api<ConfigMap> = Api::namespaced(client.clone(), "tmp");
     in_ns.create(&PostParams::default(), &cm("x")).await.unwrap();
-    nss.delete("tmp", &DeleteParams::default()).await.unwrap();
-    assert!(nss.get_opt("tmp").await.unwrap().is_none());
+    let deleted = nss.delete("tmp", &DeleteParams::default()).await.unwrap();
+    let terminating = deleted
+        .left()
+        .expect("a namespace is answered Terminating, not gone");
+    assert_eq!(
+        terminating.status.and_then(|s| s.phase).as_deref(),
+        Some("Terminating")
+    );
+    assert_eq!(
+        terminating.spec.and_then(|s| s.finalizers),
+        Some(vec!["kubernetes".to_owned()])
+    );
     assert!(env.list_objects("", "v1", "configmaps", Some("tmp")).is_empty());
+    let refused = in_ns
+        .create(&PostParams::default(), &cm("late"))
+        .await
+        .unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("not an API error: {refused}")
+    };
+    assert_eq!(status.code, 403, "{status:?}");
+    assert_eq!(
+        status.message,
+        "configmaps \"late\" is forbidden: unable to create new content in namespace tmp because it is being terminated"
+    );
+    // Gone within two ticks; the bound only keeps a broken server from
+    // hanging the test.
+    tokio::time::timeout(kinject_testenv::NAMESPACE_TICK * 20, async {
+        while nss.get_opt("tmp").await.unwrap().is_some() {
+            tokio::time::sleep(kinject_testenv::NAMESPACE_TICK / 5).await;
+        }
+    })
+    .await
+    .expect("the emptied namespace goes");
 }
 
 #[tokio::test]
