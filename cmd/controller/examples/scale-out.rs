@@ -21,6 +21,18 @@
 //! With B buckets and R replicas the busiest replica leads ⌈B/R⌉ of them,
 //! so the throughput can grow at most B/⌈B/R⌉ times: 10 buckets give 2×, 2.5×
 //! and 5× at 2, 3 and 5 replicas.
+//!
+//! A rolling update under churn, as a Deployment's would go:
+//!
+//! ```sh
+//! cargo run --release -p controller --example scale-out -- --objects 300 --rolling-update 3
+//! ```
+//!
+//! R replicas converge; then, while an AddressableService's spec changes
+//! every 250 ms, each replica in turn gets a successor (which starts and has 5 s
+//! to come up) and is sent SIGTERM, 15 s apart. Reported: how long each change
+//! waited until its status showed it reconciled (`observedGeneration`), the
+//! longest and the 99th percentile, and how many waited more than 15 s.
 
 // The controller binary's allocator (cmd/controller/src/main.rs): this
 // process also runs as the controller, and measures it as it ships.
@@ -66,6 +78,10 @@ struct Args {
     /// Where the controllers' logs go (a new temporary folder by default).
     #[arg(long)]
     dir: Option<PathBuf>,
+    /// Instead of the throughput runs: converge with this many replicas, then
+    /// replace them one by one under churn and report how long changes waited.
+    #[arg(long)]
+    rolling_update: Option<usize>,
 }
 
 fn main() -> ExitCode {
@@ -91,6 +107,16 @@ fn bench(args: &Args) -> Result<(), BoxError> {
     };
     std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
     let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    if let Some(replicas) = args.rolling_update {
+        if replicas == 0 {
+            return Err("--rolling-update needs at least 1 replica".into());
+        }
+        return runtime.block_on(rolling_update(
+            args,
+            replicas,
+            &dir.join(format!("rolling-{replicas}")),
+        ));
+    }
     let mut rows = Vec::new();
     for &replicas in &args.replicas {
         let row = runtime.block_on(measure(args, replicas, &dir.join(format!("r{replicas}"))))?;
@@ -134,19 +160,7 @@ async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxErr
         .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
         .collect::<Result<Vec<_>, _>>()?;
     let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
-    while ready(&env) < keys {
-        for controller in &mut controllers {
-            if let Some(status) = controller.try_wait()? {
-                return Err(
-                    format!("a controller exited ({status}); its log is in {}", dir.display()).into(),
-                );
-            }
-        }
-        if started.elapsed() > Duration::from_secs(1800) {
-            return Err(format!("not converged after 30 minutes: {} of {keys} Ready", ready(&env)).into());
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    converge(&env, keys, &mut controllers, dir).await?;
     let took = started.elapsed();
     let split = lease_split(&env);
     let mut stats = Vec::new();
@@ -166,6 +180,180 @@ async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxErr
         split,
         stats,
     })
+}
+
+/// Waits until `keys` objects are Ready; an error if a controller exits
+/// first, or after 30 minutes.
+async fn converge(env: &TestEnv, keys: usize, controllers: &mut [Child], dir: &Path) -> Result<(), BoxError> {
+    let started = Instant::now();
+    while ready(env) < keys {
+        for controller in controllers.iter_mut() {
+            if let Some(status) = controller.try_wait()? {
+                return Err(
+                    format!("a controller exited ({status}); its log is in {}", dir.display()).into(),
+                );
+            }
+        }
+        if started.elapsed() > Duration::from_secs(1800) {
+            return Err(format!("not converged after 30 minutes: {} of {keys} Ready", ready(env)).into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    Ok(())
+}
+
+/// One change of an AddressableService's spec, and when its status showed
+/// it reconciled.
+struct Change {
+    name: String,
+    generation: i64,
+    at: Instant,
+    waited: Option<Duration>,
+}
+
+/// The changes made so far, shared by the churn and its watcher.
+type Changes = std::sync::Arc<std::sync::Mutex<Vec<Change>>>;
+
+fn lock(changes: &Changes) -> std::sync::MutexGuard<'_, Vec<Change>> {
+    changes.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The rolling update of `--rolling-update`: converge, then replace each
+/// replica in turn while specs change, and report how long changes waited.
+async fn rolling_update(args: &Args, replicas: usize, dir: &Path) -> Result<(), BoxError> {
+    std::fs::create_dir_all(dir)?;
+    let env = world(args)?;
+    let server = env.serve().await?;
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig)?;
+    let stop = CancellationToken::new();
+    let kubelet = tokio::spawn({
+        let (env, stop) = (env.clone(), stop.clone());
+        async move {
+            env.run_workloads(Workloads::all().controllers(false), stop.cancelled_owned())
+                .await;
+        }
+    });
+    let mut controllers = (0..replicas)
+        .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
+    converge(&env, keys, &mut controllers, dir).await?;
+    eprintln!("{replicas} replica(s) converged; replacing them one by one under churn");
+
+    let changes = Changes::default();
+    let churning = CancellationToken::new();
+    let churn = tokio::spawn(churn(
+        env.clone(),
+        args.objects,
+        changes.clone(),
+        churning.clone(),
+    ));
+    let watching = tokio::spawn(watch_changes(env.clone(), changes.clone(), stop.clone()));
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    for (i, old) in controllers.iter_mut().enumerate() {
+        let mut successor = spawn_controller(dir, &kubeconfig, &format!("replica-{i}-next"))?;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        if let Some(status) = successor.try_wait()? {
+            return Err(format!("a successor exited ({status}); its log is in {}", dir.display()).into());
+        }
+        tokio::task::block_in_place(|| terminate(old))?;
+        *old = successor;
+        tokio::time::sleep(Duration::from_secs(10)).await;
+    }
+    churning.cancel();
+    let _ = churn.await;
+    let settled = Instant::now();
+    while lock(&changes).iter().any(|c| c.waited.is_none()) && settled.elapsed() < Duration::from_secs(120) {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    let _ = watching.await;
+    let split = lease_split(&env);
+    for mut controller in controllers {
+        terminate(&mut controller)?;
+    }
+    let _ = kubelet.await;
+    server.shutdown().await;
+    print_waits(&lock(&changes), replicas, &split);
+    Ok(())
+}
+
+/// Changes an AddressableService's Service every 250 ms, round the objects,
+/// until `done`.
+async fn churn(env: TestEnv, objects: usize, changes: Changes, done: CancellationToken) {
+    let mut i = 0;
+    while !done.is_cancelled() {
+        let name = format!("asvc-{:05}", i % objects);
+        let target = format!("svc-{:05}", (i / objects + i + 1) % objects);
+        i += 1;
+        if let Some(mut object) = env.get_object(
+            "samples.knative.dev",
+            "v1alpha1",
+            "addressableservices",
+            Some(NAMESPACE),
+            &name,
+        ) {
+            object["spec"]["serviceName"] = json!(target);
+            if let Ok(stored) = env.update_object(object) {
+                let generation = stored
+                    .pointer("/metadata/generation")
+                    .and_then(Value::as_i64)
+                    .unwrap_or_default();
+                lock(&changes).push(Change {
+                    name,
+                    generation,
+                    at: Instant::now(),
+                    waited: None,
+                });
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// Notes when each change's status shows it reconciled, every 20 ms.
+async fn watch_changes(env: TestEnv, changes: Changes, done: CancellationToken) {
+    while !done.is_cancelled() {
+        for change in lock(&changes).iter_mut().filter(|c| c.waited.is_none()) {
+            let observed = env
+                .get_object(
+                    "samples.knative.dev",
+                    "v1alpha1",
+                    "addressableservices",
+                    Some(NAMESPACE),
+                    &change.name,
+                )
+                .and_then(|o| o.pointer("/status/observedGeneration").and_then(Value::as_i64));
+            if observed.is_some_and(|observed| observed >= change.generation) {
+                change.waited = Some(change.at.elapsed());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn print_waits(changes: &[Change], replicas: usize, split: &[usize]) {
+    let mut waits: Vec<Duration> = changes.iter().filter_map(|c| c.waited).collect();
+    waits.sort_unstable();
+    let unreconciled = changes.len() - waits.len();
+    let percentile = |p: f64| {
+        waits
+            .get(((waits.len() as f64 * p) as usize).min(waits.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or_default()
+    };
+    let over = waits.iter().filter(|w| **w > Duration::from_secs(15)).count();
+    let split: Vec<String> = split.iter().map(ToString::to_string).collect();
+    println!(
+        "rolling update of {replicas} replica(s) under churn: {} changes, {unreconciled} never reconciled; \
+         waits p50 {:.2?}, p99 {:.2?}, longest {:.2?}; {over} waited more than 15 s; leases at the end {}",
+        changes.len(),
+        percentile(0.5),
+        percentile(0.99),
+        waits.last().copied().unwrap_or_default(),
+        split.join("/"),
+    );
 }
 
 /// The API server with `config/` applied, `buckets` set, and the objects.
