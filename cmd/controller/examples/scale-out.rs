@@ -140,20 +140,50 @@ struct Row {
     stats: Vec<ProcStats>,
 }
 
+/// A served testenv holding the objects, with its kubelet running, and the
+/// kubeconfig the controllers use.
+struct Cluster {
+    env: TestEnv,
+    server: kinject_testenv::Server,
+    kubeconfig: PathBuf,
+    /// Stops the kubelet.
+    stop: CancellationToken,
+    kubelet: tokio::task::JoinHandle<()>,
+}
+
+impl Cluster {
+    async fn start(args: &Args, dir: &Path) -> Result<Cluster, BoxError> {
+        std::fs::create_dir_all(dir)?;
+        let env = world(args)?;
+        let server = env.serve().await?;
+        let kubeconfig = dir.join("kubeconfig");
+        server.write_kubeconfig(&kubeconfig)?;
+        let stop = CancellationToken::new();
+        let kubelet = tokio::spawn({
+            let (env, stop) = (env.clone(), stop.clone());
+            async move {
+                env.run_workloads(Workloads::all().controllers(false), stop.cancelled_owned())
+                    .await;
+            }
+        });
+        Ok(Cluster {
+            env,
+            server,
+            kubeconfig,
+            stop,
+            kubelet,
+        })
+    }
+}
+
 async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxError> {
-    std::fs::create_dir_all(dir)?;
-    let env = world(args)?;
-    let server = env.serve().await?;
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig)?;
-    let stop = CancellationToken::new();
-    let kubelet = tokio::spawn({
-        let (env, stop) = (env.clone(), stop.clone());
-        async move {
-            env.run_workloads(Workloads::all().controllers(false), stop.cancelled_owned())
-                .await;
-        }
-    });
+    let Cluster {
+        env,
+        server,
+        kubeconfig,
+        stop,
+        kubelet,
+    } = Cluster::start(args, dir).await?;
 
     let started = Instant::now();
     let mut controllers = (0..replicas)
@@ -221,19 +251,13 @@ fn lock(changes: &Changes) -> std::sync::MutexGuard<'_, Vec<Change>> {
 /// The rolling update of `--rolling-update`: converge, then replace each
 /// replica in turn while specs change, and report how long changes waited.
 async fn rolling_update(args: &Args, replicas: usize, dir: &Path) -> Result<(), BoxError> {
-    std::fs::create_dir_all(dir)?;
-    let env = world(args)?;
-    let server = env.serve().await?;
-    let kubeconfig = dir.join("kubeconfig");
-    server.write_kubeconfig(&kubeconfig)?;
-    let stop = CancellationToken::new();
-    let kubelet = tokio::spawn({
-        let (env, stop) = (env.clone(), stop.clone());
-        async move {
-            env.run_workloads(Workloads::all().controllers(false), stop.cancelled_owned())
-                .await;
-        }
-    });
+    let Cluster {
+        env,
+        server,
+        kubeconfig,
+        stop,
+        kubelet,
+    } = Cluster::start(args, dir).await?;
     let mut controllers = (0..replicas)
         .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
         .collect::<Result<Vec<_>, _>>()?;
