@@ -53,7 +53,9 @@ pub enum ProblemKind {
 impl fmt::Display for RuleProblem {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.kind {
-            ProblemKind::Invalid { value } => write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail),
+            ProblemKind::Invalid { value } => {
+                write!(f, "{}: Invalid value: {value}: {}", self.field, self.detail)
+            }
             ProblemKind::Forbidden => write!(f, "{}: Forbidden: {}", self.field, self.detail),
             ProblemKind::Required => write!(f, "{}: Required value: {}", self.field, self.detail),
             ProblemKind::NotSupported { value, .. } => {
@@ -131,7 +133,11 @@ impl<'a> Walk<'a> {
         let program = match compile(text, &scope) {
             Ok(program) => program,
             Err(why) => {
-                self.invalid(format!("{at}.rule"), shown.clone(), format!("compilation failed: {why}"));
+                self.invalid(
+                    format!("{at}.rule"),
+                    shown.clone(),
+                    format!("compilation failed: {why}"),
+                );
                 return;
             }
         };
@@ -323,7 +329,10 @@ mod tests {
     }
 
     fn problems(rules: serde_json::Value) -> Vec<String> {
-        check_rules(&widget(rules), AT).iter().map(ToString::to_string).collect()
+        check_rules(&widget(rules), AT)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     #[test]
@@ -391,15 +400,24 @@ mod tests {
         assert_eq!(found.len(), 5, "{found:#?}");
         assert_eq!(
             found[0],
-            format!("{at}[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule")
+            format!(
+                "{at}[0].optionalOldSelf: Invalid value: true: may not be set if oldSelf is not used in rule"
+            )
         );
         assert_eq!(
             found[1],
             format!("{at}[1].fieldPath: Invalid value: \".minimum\": fieldPath must be a valid path")
         );
         assert!(found[2].starts_with(&format!("{at}[2].reason: Unsupported value: \"FieldValueWrong\"")));
-        assert!(found[3].contains("messageExpression compilation failed: ERROR"), "{}", found[3]);
-        assert_eq!(found[4], format!("{at}[4].rule: Required value: rule is not specified"));
+        assert!(
+            found[3].contains("messageExpression compilation failed: ERROR"),
+            "{}",
+            found[3]
+        );
+        assert_eq!(
+            found[4],
+            format!("{at}[4].rule: Required value: rule is not specified")
+        );
     }
 
     #[test]
@@ -422,6 +440,9 @@ mod tests {
         let bounded = problems(json!([{"rule": "self.ports.all(a, self.ports.all(b, a.name == b.name))"}]));
         assert_eq!(bounded, Vec::<String>::new());
         // One loop over an unbounded list is allowed, as kube-apiserver allows it.
-        assert_eq!(problems(json!([{"rule": "self.tags.all(t, t.size() < 64)"}])), Vec::<String>::new());
+        assert_eq!(
+            problems(json!([{"rule": "self.tags.all(t, t.size() < 64)"}])),
+            Vec::<String>::new()
+        );
     }
 }

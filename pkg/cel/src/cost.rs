@@ -140,7 +140,9 @@ pub(crate) fn estimate(expr: &IdedExpr, scope: &Scope<'_>) -> u64 {
 fn entries_cost(entries: &[kube_cel::cel::common::ast::IdedEntryExpr], scope: &Scope<'_>) -> u64 {
     entries.iter().fold(30, |sum, entry| {
         let parts = match &entry.expr {
-            EntryExpr::MapEntry(pair) => estimate(&pair.key, scope).saturating_add(estimate(&pair.value, scope)),
+            EntryExpr::MapEntry(pair) => {
+                estimate(&pair.key, scope).saturating_add(estimate(&pair.value, scope))
+            }
             EntryExpr::StructField(field) => estimate(&field.value, scope),
         };
         sum.saturating_add(parts)
@@ -151,7 +153,9 @@ fn entries_cost(entries: &[kube_cel::cel::common::ast::IdedEntryExpr], scope: &S
 /// schema or a literal says.
 fn size_of(expr: &IdedExpr, scope: &Scope<'_>) -> Option<u64> {
     match &expr.expr {
-        Expr::Literal(kube_cel::cel::common::ast::LiteralValue::String(text)) => Some(text.inner().len() as u64),
+        Expr::Literal(kube_cel::cel::common::ast::LiteralValue::String(text)) => {
+            Some(text.inner().len() as u64)
+        }
         Expr::List(list) => Some(list.elements.len() as u64),
         _ => schema_of(expr, scope).map(max_size),
     }

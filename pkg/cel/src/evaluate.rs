@@ -88,10 +88,17 @@ impl Rules {
                 let (kind, message) = match error.kind {
                     ErrorKind::ValidationFailure => (kind_of(error.reason.as_deref()), error.message),
                     // An error while evaluating: kube-apiserver names the rule.
-                    _ => (FailureKind::Invalid, format!("{}: {}", error.rule.trim(), error.message)),
+                    _ => (
+                        FailureKind::Invalid,
+                        format!("{}: {}", error.rule.trim(), error.message),
+                    ),
                 };
                 RuleFailure {
-                    field: if field.is_empty() { "<nil>".to_owned() } else { field },
+                    field: if field.is_empty() {
+                        "<nil>".to_owned()
+                    } else {
+                        field
+                    },
                     node,
                     kind,
                     value_type,
@@ -145,7 +152,9 @@ fn collect_field_paths(schema: &Value, out: &mut Vec<(String, String)>) {
             {
                 if let (Some(text), Some(path)) = (
                     rule.get("rule").and_then(Value::as_str),
-                    rule.get("fieldPath").and_then(Value::as_str).filter(|p| !p.is_empty()),
+                    rule.get("fieldPath")
+                        .and_then(Value::as_str)
+                        .filter(|p| !p.is_empty()),
                 ) {
                     out.push((text.to_owned(), path.trim_start_matches('.').to_owned()));
                 }
@@ -225,7 +234,10 @@ mod tests {
         assert_eq!(failures.len(), 2, "{failures:#?}");
         assert_eq!(failures[0].field, "<nil>");
         assert_eq!(failures[0].node, "");
-        assert_eq!(failures[0].message, "failed rule: self.metadata.name.startsWith('w')");
+        assert_eq!(
+            failures[0].message,
+            "failed rule: self.metadata.name.startsWith('w')"
+        );
         assert_eq!(failures[1].field, "spec.min");
         assert_eq!(failures[1].node, "spec");
         assert_eq!(failures[1].kind, FailureKind::Invalid);

@@ -119,7 +119,10 @@ pub(crate) fn field_of<'a>(object: &'a Value, field: &str, at_root: bool) -> Fie
     if let Some(additional) = object.get("additionalProperties").filter(|a| a.is_object()) {
         return Field::Found(additional);
     }
-    let open = object.get("x-kubernetes-preserve-unknown-fields").and_then(Value::as_bool) == Some(true)
+    let open = object
+        .get("x-kubernetes-preserve-unknown-fields")
+        .and_then(Value::as_bool)
+        == Some(true)
         || object.get("additionalProperties").and_then(Value::as_bool) == Some(true)
         || object.get("x-kubernetes-int-or-string").is_some();
     if !open && object.get("type").and_then(Value::as_str) == Some("object") {
@@ -137,8 +140,27 @@ fn is_map(schema: &Value) -> bool {
 /// reserved word between double underscores) is the word.
 pub(crate) fn unescape(name: &str) -> String {
     const RESERVED: &[&str] = &[
-        "true", "false", "null", "in", "as", "break", "const", "continue", "else", "for", "function",
-        "if", "import", "let", "loop", "package", "namespace", "return", "var", "void", "while",
+        "true",
+        "false",
+        "null",
+        "in",
+        "as",
+        "break",
+        "const",
+        "continue",
+        "else",
+        "for",
+        "function",
+        "if",
+        "import",
+        "let",
+        "loop",
+        "package",
+        "namespace",
+        "return",
+        "var",
+        "void",
+        "while",
     ];
     if !name.contains("__") {
         return name.to_owned();
@@ -205,7 +227,11 @@ pub(crate) fn undefined_fields(expr: &IdedExpr, scope: &Scope<'_>, out: &mut Vec
             if let Some(second) = &comprehension.iter_var2 {
                 inner = inner.with(second, None);
             }
-            for part in [&comprehension.loop_cond, &comprehension.loop_step, &comprehension.result] {
+            for part in [
+                &comprehension.loop_cond,
+                &comprehension.loop_step,
+                &comprehension.result,
+            ] {
                 undefined_fields(part, &inner, out);
             }
         }

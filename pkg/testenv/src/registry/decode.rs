@@ -147,6 +147,8 @@ impl Registry {
                 if let Some(old) = old {
                     errors.retain(|e| !crate::registry::schema::ratcheted(e, old, &out));
                 }
+                let rule_errors = schema.rule_errors(&out, old, &errors);
+                errors.extend(rule_errors);
                 (out, unknown, errors)
             }
         };

@@ -5,10 +5,58 @@ use serde_json::{Map, Value};
 use crate::errors::{FieldError, FieldErrorKind};
 use crate::go_format::go_value;
 
-/// A version's `openAPIV3Schema`.
+/// A version's `openAPIV3Schema`, with its CEL rules compiled once.
 #[derive(Debug)]
 pub(crate) struct Schema {
     pub(crate) root: Value,
+    pub(crate) rules: Option<kinject_cel::Rules>,
+}
+
+impl Schema {
+    pub(crate) fn new(root: Value) -> Self {
+        let rules = kinject_cel::Rules::of(&root);
+        Schema { root, rules }
+    }
+
+    /// The failures of the schema's CEL rules for `obj`, with `old` (the
+    /// stored object) as `oldSelf` on an update. As kube-apiserver does, an
+    /// update does not fail for a rule whose node it left unchanged
+    /// (validation ratcheting), and rules do not run when a value has the
+    /// wrong type.
+    pub(crate) fn rule_errors(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        found: &[FieldError],
+    ) -> Vec<FieldError> {
+        let Some(rules) = &self.rules else {
+            return Vec::new();
+        };
+        if found.iter().any(|e| e.kind == FieldErrorKind::TypeInvalid) {
+            return Vec::new();
+        }
+        rules
+            .evaluate(obj, old)
+            .into_iter()
+            .filter(|failure| {
+                old.is_none_or(|old| at_path(old, &failure.node) != at_path(obj, &failure.node))
+            })
+            .map(|failure| {
+                use kinject_cel::FailureKind;
+                match failure.kind {
+                    FailureKind::Invalid => {
+                        FieldError::invalid(failure.field, Value::String(failure.value_type), failure.message)
+                    }
+                    FailureKind::Forbidden => FieldError::forbidden(failure.field, failure.message),
+                    FailureKind::Required => FieldError::required(failure.field, failure.message),
+                    FailureKind::Duplicate => {
+                        FieldError::invalid(failure.field, Value::String(failure.value_type), "")
+                            .with_kind(FieldErrorKind::Duplicate)
+                    }
+                }
+            })
+            .collect()
+    }
 }
 
 /// What applying the schema to an object found.

@@ -14,6 +14,7 @@ mod common;
 mod admission;
 mod binary;
 mod builtins;
+mod cel;
 mod impersonation;
 mod kubectl;
 mod kubectl_auth;

@@ -104,11 +104,11 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                 deletecollection: true,
                 create_only: false,
                 token_request: false,
-                imp: KindImpl::Custom(Arc::new(Schema {
-                    root: v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(
+                imp: KindImpl::Custom(Arc::new(Schema::new(
+                    v.pointer("/schema/openAPIV3Schema").cloned().unwrap_or_else(
                         || json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true}),
                     ),
-                })),
+                ))),
                 columns,
                 scale: v.pointer("/subresources/scale").map(|sc| ScalePaths {
                     spec_replicas: json_path_pointer(s(sc, "/specReplicasPath")),

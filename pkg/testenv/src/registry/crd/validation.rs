@@ -107,8 +107,35 @@ fn check_versions(versions: &[Value], errs: &mut Vec<FieldError>) {
         let at = format!("spec.versions[{i}].schema.openAPIV3Schema");
         match v.pointer("/schema/openAPIV3Schema") {
             None => errs.push(FieldError::required(at, "schemas are required")),
-            Some(schema) => check_schema(schema, &at, Level::Root, errs),
+            Some(schema) => {
+                let before = errs.len();
+                check_schema(schema, &at, Level::Root, errs);
+                // As kube-apiserver, rules are compiled only against a
+                // schema that is itself valid.
+                if errs.len() == before {
+                    errs.extend(
+                        kinject_cel::check_rules(schema, &at)
+                            .into_iter()
+                            .map(rule_problem),
+                    );
+                }
+            }
         }
+    }
+}
+
+/// A problem with a CEL rule, as the field error kube-apiserver answers.
+fn rule_problem(problem: kinject_cel::RuleProblem) -> FieldError {
+    use kinject_cel::ProblemKind;
+    match problem.kind {
+        ProblemKind::Invalid { value } => FieldError::invalid_raw(problem.field, value, problem.detail),
+        ProblemKind::Forbidden => FieldError::forbidden(problem.field, problem.detail),
+        ProblemKind::Required => FieldError::required(problem.field, problem.detail),
+        ProblemKind::NotSupported { value, allowed } => FieldError::not_supported(
+            problem.field,
+            Value::String(value.trim_matches('"').to_owned()),
+            &allowed,
+        ),
     }
 }
 
