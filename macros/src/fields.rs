@@ -45,3 +45,19 @@ pub(crate) fn field_docs(input: &DeriveInput, name: &str) -> Option<String> {
     let joined = lines.join(" ").trim().to_owned();
     (!joined.is_empty()).then_some(joined)
 }
+
+/// The attributes of the field `name` (none when there is no such field).
+pub(crate) fn field_attrs(input: &DeriveInput, name: &str) -> Vec<syn::Attribute> {
+    let Data::Struct(data) = &input.data else {
+        return Vec::new();
+    };
+    let Fields::Named(fields) = &data.fields else {
+        return Vec::new();
+    };
+    fields
+        .named
+        .iter()
+        .find(|f| f.ident.as_ref().is_some_and(|i| i == name))
+        .map(|f| f.attrs.clone())
+        .unwrap_or_default()
+}

@@ -37,7 +37,7 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     let has_status = expand_has_status(&model);
     let constructor = expand_constructor(&model, &metadata_ty);
     let serde = expand_serde(&model, &metadata_ty);
-    let schema = expand_schema(input, &model);
+    let schema = expand_schema(input, &model)?;
     Ok(quote! {
         #resource
         #has_status

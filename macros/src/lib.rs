@@ -68,13 +68,51 @@
 
 mod fields;
 mod kind;
+mod rules;
 mod schema;
 mod serde_impls;
 
 use proc_macro::TokenStream;
 
 /// Derives the traits that make a struct a Kubernetes kind; see the crate docs.
-#[proc_macro_derive(Kind, attributes(kind, genclient, genreconciler))]
+#[proc_macro_derive(Kind, attributes(kind, genclient, genreconciler, rule))]
 pub fn derive_kind(input: TokenStream) -> TokenStream {
     kind::derive(input)
+}
+
+/// Validation rules the API server enforces (CEL, `x-kubernetes-validations`)
+/// on a `#[derive(JsonSchema)]` struct: each `#[rule("<CEL>", ...)]` on the
+/// struct checks a value of it (`self`), each on a field checks the field.
+/// Put `#[rules]` above the derive:
+///
+/// ```ignore
+/// #[rules]
+/// #[derive(Clone, Debug, Default, Serialize, Deserialize, JsonSchema)]
+/// #[serde(rename_all = "camelCase")]
+/// #[rule("self.minReplicas <= self.maxReplicas", message = "minReplicas must not be above maxReplicas")]
+/// pub struct WidgetSpec {
+///     pub min_replicas: i32,
+///     pub max_replicas: i32,
+///     #[rule("self == oldSelf", message = "size cannot change", reason = "FieldValueForbidden")]
+///     pub size: String,
+/// }
+/// ```
+///
+/// A rule names fields as the API sees them (`minReplicas`, after serde's
+/// renaming). Keys: `message`, `message_expression` (a CEL expression that
+/// computes the message), `reason` (`FieldValueInvalid`, the default,
+/// `FieldValueForbidden`, `FieldValueRequired`, `FieldValueDuplicate`),
+/// `field_path` (where the error points, from the rule's value: `.maxReplicas`)
+/// and `optional_old_self` (a transition rule that also runs on create, with
+/// `oldSelf` null). A rule that reads `oldSelf` runs only on updates. On a
+/// kind itself, `#[rule]` needs no `#[rules]`: on the struct it sits at the
+/// root (and may read `self.metadata.name`), on `spec` or `status` at that
+/// field. `hack/update-codegen.sh` compiles every rule against the schema
+/// and fails, naming the marker's file and line, where the API server would
+/// refuse the CRD.
+#[proc_macro_attribute]
+pub fn rules(args: TokenStream, item: TokenStream) -> TokenStream {
+    rules::expand(args.into(), item.into())
+        .unwrap_or_else(syn::Error::into_compile_error)
+        .into()
 }

@@ -99,6 +99,7 @@ mod genclient;
 mod genreconciler;
 pub mod kind;
 mod kind_model;
+pub mod rule;
 
 pub use genclient::{ClientVerb, GenClient};
 pub use genreconciler::GenReconciler;
@@ -106,3 +107,4 @@ pub use kind::{KindMarker, Marker, Scope, Variant, pluralize};
 pub use kind_model::{KindModel, MARKERS, derives_kind};
 /// Kubernetes' name checks, shared with the runtime (from `kinject-types`).
 pub use kinject_types::validation;
+pub use rule::{RuleMarker, rule_markers};

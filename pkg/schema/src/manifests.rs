@@ -50,6 +50,10 @@ pub(crate) fn checked_crd(definition: &KindDefinition) -> Result<serde_json::Val
     let crd = serde_json::to_value(&definition.crd)
         .map_err(|e| format!("{at}cannot encode the CRD of {}: {e}", definition.kind))?;
     kinject_testenv::check_custom_resource_definition(&crd).map_err(|status| {
+        let at_markers = refused_rules(definition, &crd, &status.causes);
+        if !at_markers.is_empty() {
+            return at_markers.join("\n");
+        }
         let hint = if status.message.contains("metadata.annotations: Too long") {
             "; plain `kubectl apply` keeps a copy of the whole CRD in an annotation: cap the \
              descriptions with #[kind(max_description_len = 0)] (or a few hundred), or apply \
@@ -64,6 +68,48 @@ pub(crate) fn checked_crd(definition: &KindDefinition) -> Result<serde_json::Val
         )
     })?;
     Ok(crd)
+}
+
+/// When any cause points into a rule written with `#[rule]`: every cause,
+/// each led by the `file:line` of its marker (or of the type, for the
+/// others), so the error leads to the line to fix.
+fn refused_rules(
+    definition: &KindDefinition,
+    crd: &serde_json::Value,
+    causes: &[kinject_testenv::StatusCause],
+) -> Vec<String> {
+    let marker_of = |field: &str| {
+        let rest = field.strip_prefix("spec.versions[")?;
+        let (index, rest) = rest.split_once(']')?;
+        let in_schema = rest.strip_prefix(".schema.openAPIV3Schema.")?;
+        let version = crd
+            .pointer(&format!("/spec/versions/{index}/name"))
+            .and_then(serde_json::Value::as_str)?;
+        let (_, sites) = definition.rule_sites.iter().find(|(name, _)| name == version)?;
+        let site = sites.iter().find(|site| {
+            in_schema
+                .strip_prefix(site.path.as_str())
+                .is_some_and(|after| after.is_empty() || after.starts_with('.'))
+        })?;
+        Some((site.defined_at.clone(), version.to_owned()))
+    };
+    if !causes.iter().any(|cause| marker_of(&cause.field).is_some()) {
+        return Vec::new();
+    }
+    let type_at = definition.defined_at.join(", ");
+    causes
+        .iter()
+        .map(|cause| match marker_of(&cause.field) {
+            Some((place, version)) => format!(
+                "{place}: the API server would refuse this #[rule] of {} {version}: {}: {}",
+                definition.kind, cause.field, cause.message
+            ),
+            None => format!(
+                "{type_at}: the API server would refuse the CRD of {}: {}: {}",
+                definition.kind, cause.field, cause.message
+            ),
+        })
+        .collect()
 }
 
 /// The `labels` and `annotations` of a manifest's metadata, as an object.
@@ -147,4 +193,72 @@ pub(crate) fn update_crds(definitions: &[KindDefinition], dir: &Path, verify: bo
     }
     eprintln!("run `hack/update-codegen.sh` and commit the result");
     ExitCode::FAILURE
+}
+
+#[cfg(test)]
+#[allow(unreachable_pub, reason = "a kind must be pub")]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kinject_macros::{Kind, rules};
+    use kinject_types::registry::{CustomKind, custom_resource_definitions};
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    #[rules]
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    #[serde(rename_all = "camelCase")]
+    #[rule("self.replicas <= self.maxReplicas", message = "too many")]
+    pub struct GadgetSpec {
+        pub replicas: i32,
+        #[rule("self.all(a, self.all(b, a != b))")]
+        pub names: Vec<String>,
+    }
+
+    #[derive(Kind, Clone, Debug, Default, PartialEq)]
+    #[kind(group = "tutorial.example.com", version = "v1", namespaced)]
+    pub struct Gadget {
+        pub metadata: ObjectMeta,
+        pub spec: GadgetSpec,
+    }
+
+    #[test]
+    fn a_rule_the_api_server_would_refuse_names_its_marker() {
+        let definitions = custom_resource_definitions(&[CustomKind::of::<Gadget>()]).unwrap_or_default();
+        let Err(error) = super::checked_crd(&definitions[0]) else {
+            unreachable!("the CRD has two bad rules");
+        };
+        let source = include_str!("manifests.rs");
+        let line_of = |needle: &str| {
+            source
+                .lines()
+                .position(|l| l.contains(needle))
+                .unwrap_or_default()
+                + 1
+        };
+        let lines: Vec<&str> = error.lines().filter(|l| l.starts_with("pkg/schema")).collect();
+        assert_eq!(lines.len(), 2, "{error}");
+        let undefined = format!(
+            "pkg/schema/src/manifests.rs:{}: the API server would refuse this #[rule] of Gadget v1: \
+             spec.versions[0].schema.openAPIV3Schema.properties[spec].x-kubernetes-validations[0].rule: Invalid value:",
+            line_of("#[rule(\"self.replicas")
+        );
+        assert!(error.starts_with(&undefined), "{error}");
+        assert!(error.contains("undefined field 'maxReplicas'"), "{error}");
+        let costly = lines
+            .iter()
+            .find(|l| l.contains("Forbidden"))
+            .copied()
+            .unwrap_or_default();
+        assert!(
+            costly.starts_with(&format!(
+                "pkg/schema/src/manifests.rs:{}:",
+                line_of("#[rule(\"self.all(a")
+            )),
+            "{error}"
+        );
+        assert!(
+            costly.contains("estimated rule cost exceeds budget by factor of more than 100x"),
+            "{costly}"
+        );
+    }
 }

@@ -94,6 +94,8 @@ mod marker;
 #[cfg(feature = "kinds")]
 pub mod registry;
 #[cfg(feature = "kinds")]
+pub mod rule;
+#[cfg(feature = "kinds")]
 pub mod schema;
 #[cfg(feature = "kinds")]
 mod url;
@@ -109,6 +111,8 @@ pub use field_error::{CURRENT_FIELD, DiagnosticLevel, FieldError, go_quote};
 pub use kind::{Defaultable, HasStatus, KRShaped, KindInfo, Object, Validatable};
 #[cfg(feature = "kinds")]
 pub use marker::{CrdMarker, PrinterColumn, ScalePaths};
+#[cfg(feature = "kinds")]
+pub use rule::Rule;
 #[cfg(feature = "kinds")]
 pub use url::{Url, UrlParseError};
 pub use verb::{UnknownVerb, Verb};

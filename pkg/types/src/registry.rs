@@ -53,6 +53,7 @@ use serde_json::Value;
 
 use crate::crd::{crd_schema, custom_resource_definition};
 use crate::marker::CrdMarker;
+use crate::schema::{RuleSite, openapi_v3_schema_and_rule_sites};
 use crate::{Defaultable, FieldError, KindInfo, Validatable};
 
 /// One custom resource kind: its identity, from its `#[kind]` markers, and
@@ -76,6 +77,7 @@ pub struct CustomKind {
     /// for errors about its CRD; empty when not known.
     pub defined_at: String,
     schema: fn() -> Value,
+    rule_sites: fn() -> Vec<RuleSite>,
     crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
     decode: fn(&Value) -> Result<(), DecodeError>,
     defaults: Option<DefaultsHook>,
@@ -150,6 +152,10 @@ fn field_path(path: &serde_ignored::Path<'_>) -> String {
     }
 }
 
+fn rule_sites_of<K: JsonSchema>() -> Vec<RuleSite> {
+    openapi_v3_schema_and_rule_sites::<K>().1
+}
+
 fn decode_json<K: DeserializeOwned>(object: &Value) -> Result<(), DecodeError> {
     decode_strict::<K>(object).map(drop)
 }
@@ -183,6 +189,7 @@ impl CustomKind {
             storage: K::MARKERS.contains(&CrdMarker::Storage),
             defined_at: String::new(),
             schema: crd_schema::<K>,
+            rule_sites: rule_sites_of::<K>,
             crd: custom_resource_definition::<K>,
             decode: decode_json::<K>,
             defaults: None,
@@ -243,6 +250,12 @@ impl CustomKind {
         (self.schema)()
     }
 
+    /// Where each of the schema's `#[rule]` markers is, for errors about
+    /// the rules (see [`RuleSite`]).
+    pub fn rule_sites(&self) -> Vec<RuleSite> {
+        (self.rule_sites)()
+    }
+
     /// The kind's CustomResourceDefinition (see [`custom_resource_definition`]).
     pub fn crd(&self) -> Result<CustomResourceDefinition, serde_json::Error> {
         (self.crd)()
@@ -262,6 +275,9 @@ pub struct KindDefinition {
     pub crd: CustomResourceDefinition,
     /// `file:line` of each version's type, for errors.
     pub defined_at: Vec<String>,
+    /// For each version (by name), where its schema's `#[rule]` markers
+    /// are, for errors about the rules.
+    pub rule_sites: Vec<(String, Vec<RuleSite>)>,
 }
 
 /// Why the CRD of a kind cannot be built from its registry entries.
@@ -350,6 +366,10 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
         kind: first.kind.clone(),
         crd,
         defined_at: versions.iter().map(|k| k.defined_at.clone()).collect(),
+        rule_sites: versions
+            .iter()
+            .map(|k| (k.version.clone(), k.rule_sites()))
+            .collect(),
     })
 }
 

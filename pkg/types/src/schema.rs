@@ -19,6 +19,23 @@ use serde_json::Value;
 /// that the user left out), no `title`, and doc-comment lines joined with
 /// spaces (paragraphs stay apart).
 pub fn openapi_v3_schema<K: JsonSchema>() -> Value {
+    openapi_v3_schema_and_rule_sites::<K>().0
+}
+
+/// Where one CEL rule of a schema comes from: its place in the schema
+/// (`properties[spec].x-kubernetes-validations[0]`, as kube-apiserver's
+/// errors name it under `openAPIV3Schema`) and the `file:line` of its
+/// `#[rule]` marker.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RuleSite {
+    /// `properties[spec].x-kubernetes-validations[0]`.
+    pub path: String,
+    /// `apis/src/v1alpha1/widget_types.rs:31`.
+    pub defined_at: String,
+}
+
+/// [`openapi_v3_schema`], and the place of each `#[rule]` marker in it.
+pub fn openapi_v3_schema_and_rule_sites<K: JsonSchema>() -> (Value, Vec<RuleSite>) {
     let settings = SchemaSettings::openapi3().with(|s| {
         s.inline_subschemas = true;
         s.meta_schema = None;
@@ -39,8 +56,50 @@ pub fn openapi_v3_schema<K: JsonSchema>() -> Value {
     if let Some(root) = schema.as_object_mut() {
         root.remove("description");
     }
+    let mut sites = Vec::new();
+    rule_sites(&schema, "", &mut sites);
     tidy(&mut schema);
-    schema
+    (schema, sites)
+}
+
+fn rule_sites(schema: &Value, path: &str, out: &mut Vec<RuleSite>) {
+    let Some(map) = schema.as_object() else {
+        return;
+    };
+    let at = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
+        } else {
+            format!("{path}.{key}")
+        }
+    };
+    for (i, rule) in map
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        if let Some(place) = rule.get(crate::rule::DEFINED_AT).and_then(Value::as_str) {
+            out.push(RuleSite {
+                path: at(&format!("x-kubernetes-validations[{i}]")),
+                defined_at: place.to_owned(),
+            });
+        }
+    }
+    for (name, child) in map
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        rule_sites(child, &at(&format!("properties[{name}]")), out);
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(child) = map.get(key) {
+            rule_sites(child, &at(key), out);
+        }
+    }
 }
 
 /// Removes from each `required` of `written` the fields `accepted`, the same
@@ -89,6 +148,7 @@ fn tidy(value: &mut Value) {
                 "definitions",
                 "$defs",
                 "examples",
+                crate::rule::DEFINED_AT,
             ] {
                 map.remove(key);
             }
