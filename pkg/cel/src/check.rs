@@ -5,9 +5,8 @@ use std::fmt;
 use kube_cel::cel::Program;
 use serde_json::Value;
 
-use crate::cost::{estimate, max_size};
+use crate::cost::{RULE_COST_LIMIT, SCHEMA_COST_LIMIT, estimate, max_size};
 use crate::names::{Field, Scope, field_of, undefined_fields};
-use crate::{RULE_COST_LIMIT, SCHEMA_COST_LIMIT};
 
 /// The reasons a rule may give, as kube-apiserver lists them.
 const REASONS: &[&str] = &[

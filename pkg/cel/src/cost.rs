@@ -19,6 +19,14 @@ use serde_json::Value;
 
 use crate::names::{Scope, element_of, key_schema, schema_of};
 
+/// kube-apiserver's limit on the estimated cost of one rule
+/// (`StaticEstimatedCostLimit`).
+pub const RULE_COST_LIMIT: u64 = 10_000_000;
+
+/// kube-apiserver's limit on the estimated cost of all the rules of one
+/// schema (`StaticEstimatedCRDCostLimit`).
+pub const SCHEMA_COST_LIMIT: u64 = 100_000_000;
+
 /// kube-apiserver's largest request body, which bounds every unbounded size.
 const MAX_REQUEST_BYTES: u64 = 3 * 1024 * 1024;
 

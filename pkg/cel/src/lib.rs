@@ -27,12 +27,5 @@ mod evaluate;
 mod names;
 
 pub use check::{ProblemKind, RuleProblem, check_rules};
+pub use cost::{RULE_COST_LIMIT, SCHEMA_COST_LIMIT};
 pub use evaluate::{FailureKind, RuleFailure, Rules};
-
-/// kube-apiserver's limit on the estimated cost of one rule
-/// (`StaticEstimatedCostLimit`).
-pub const RULE_COST_LIMIT: u64 = 10_000_000;
-
-/// kube-apiserver's limit on the estimated cost of all the rules of one
-/// schema (`StaticEstimatedCRDCostLimit`).
-pub const SCHEMA_COST_LIMIT: u64 = 100_000_000;
