@@ -121,6 +121,61 @@ fn done() -> Script {
     Arc::new(|| Ok(Reconciled::done()))
 }
 
+/// The table's API server holds writes to the CRD's validation rules, as
+/// kube-apiserver does: a row expects the refusal of a status write that
+/// breaks one, with kube-apiserver's message, and no setting turns it on.
+#[tokio::test]
+async fn a_status_write_the_crds_rules_refuse_fails_the_reconcile() {
+    let mut crd =
+        serde_json::to_value(kinject_types::crd::custom_resource_definition::<Widget>().unwrap()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]["x-kubernetes-validations"] = serde_json::json!([{
+        "rule": "!has(self.observedGeneration) || self.observedGeneration < 2",
+        "message": "this widget cannot reach generation 2",
+    }]);
+    let mut widget = rut(&[], false);
+    widget.metadata.generation = Some(2);
+    // A new generation is observed Unknown until the reconcile says more.
+    let written = serde_json::json!({
+        "apiVersion": "fixtures.kinject.dev/v1alpha1", "kind": "Widget",
+        "metadata": {"generation": 2, "name": "rut", "namespace": "ns"},
+        "spec": {"serviceName": "webhook"},
+        "status": {"observedGeneration": 2, "conditions": [{
+            "type": "Ready", "status": "Unknown", "reason": "NewObservedGenFailure",
+            "message": "unsuccessfully observed a new generation",
+        }]},
+    });
+    let constructor = |ctx: &Context| {
+        new_impl(
+            ctx,
+            Scripted { reconcile: done() },
+            &KIND,
+            None,
+            Options::default(),
+        )
+    };
+    Table {
+        crds: vec![serde_json::from_value(crd).unwrap()],
+        rows: vec![TableRow {
+            name: "a status the rules refuse",
+            objects: vec![obj(&widget)],
+            key: "ns/rut",
+            want_status_updates: vec![written],
+            want_events: vec![
+                "Warning UpdateFailed Failed to update status for \"rut\": Widget.fixtures.kinject.dev \"rut\" is \
+                 invalid: status: Invalid value: \"object\": this widget cannot reach generation 2"
+                    .into(),
+            ],
+            want_error: Some(
+                "Widget.fixtures.kinject.dev \"rut\" is invalid: status: Invalid value: \"object\": this widget \
+                 cannot reach generation 2",
+            ),
+            ..TableRow::default()
+        }],
+    }
+    .run(&constructor)
+    .await;
+}
+
 #[tokio::test]
 async fn g1_adds_the_finalizer_then_reconciles() {
     let row = TableRow {
