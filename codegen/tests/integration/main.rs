@@ -6,7 +6,7 @@
 //! **Why it takes about 42 s warm:** the copy checks run one at a time, each
 //! building its copy's own crates (`apis` … `cmd/*`) and running their tests;
 //! `new_kind` (about 17 s) also starts the copy's local job for the
-//! tutorial's step 4. The rest takes well under a second.
+//! tutorial's step 5. The rest takes well under a second.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 mod copies;

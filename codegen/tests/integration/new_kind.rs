@@ -36,7 +36,7 @@ fn snapshot(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     out
 }
 
-/// Tutorial step 4, as written, in the copy with every kind scaffolded
+/// Tutorial step 5, as written, in the copy with every kind scaffolded
 /// above: the local job applies them all with their samples, the Widget
 /// becomes Ready, a change of its spec is logged at info by its reconciler
 /// and its status follows, and nothing is logged at WARN or ERROR.
@@ -44,7 +44,7 @@ fn step_4_runs_as_written(copy: &Path) {
     let job = tutorial_commands("<!-- tested: the local job -->");
     let beside = tutorial_commands("<!-- tested beside the local job -->");
     assert!(job.len() == 1 && beside.len() == 3, "{job:?} {beside:?}");
-    if !installed("kubectl", "the tutorial's step 4") {
+    if !installed("kubectl", "the tutorial's step 5") {
         return;
     }
     // Built first, so the wait below is for the job, not the compiler.
@@ -61,6 +61,25 @@ fn step_4_runs_as_written(copy: &Path) {
     let run = shell(copy, &beside[1]);
     assert!(run.ok, "{}: {}", beside[1], run.stderr);
     until_output(copy, &beside[2], &log, |out| out.trim() == "2");
+    // What the rules refuse, with the API server's words, as the tutorial shows them.
+    let refused = tutorial_commands("<!-- tested beside the local job: refused -->");
+    let said = [
+        "The Widget \"example-widget\" is invalid: spec.zone: Forbidden: zone cannot change once set",
+        "The Widget \"example-widget\" is invalid: spec.minReplicas: Invalid value: \"object\": minReplicas (5) \
+         must not be above maxReplicas (3)",
+    ];
+    assert_eq!(refused.len(), said.len(), "{refused:?}");
+    let tutorial = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
+    for (command, words) in refused.iter().zip(said) {
+        assert!(tutorial.contains(words), "the tutorial no longer shows: {words}");
+        let run = shell(copy, command);
+        assert!(
+            !run.ok && run.stderr.contains(words),
+            "{command}: {}{}",
+            run.stdout,
+            run.stderr
+        );
+    }
     let changed = || {
         let text = std::fs::read_to_string(&log).unwrap();
         lines_at(&text, &["info"]).iter().any(|line| {
@@ -119,6 +138,12 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     assert!(commands[0].starts_with("hack/new-kind.sh"), "{commands:?}");
     let run = shell(&copy, &commands[0]);
     assert!(run.ok, "{}:\n{}{}", commands[0], run.stdout, run.stderr);
+    // Step 2, as written: the Widget's rules replace the scaffolded spec.
+    for (path, block) in tutorial_rust_blocks() {
+        let file = copy.join(&path);
+        let source = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, replace_item(&source, &block)).unwrap();
+    }
 
     // The same kind again is refused, and changes nothing.
     let before = snapshot(&copy);
@@ -226,7 +251,10 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
             );
         }
         if command.contains("dump Widget") {
-            assert!(stdout.contains("maxLength: 256"), "{stdout}");
+            assert!(
+                stdout.contains("x-kubernetes-validations") && stdout.contains("zone cannot change once set"),
+                "{stdout}"
+            );
         }
     }
     let run = script(&copy, "verify-codegen.sh");
@@ -286,7 +314,7 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
         ],
     );
     assert!(
-        run.ok && run.stdout.contains("maxLength: 256"),
+        run.ok && run.stdout.contains("self.minReplicas <= self.maxReplicas"),
         "{}{}",
         run.stdout,
         run.stderr

@@ -7,7 +7,7 @@
 //! builds and tests the project it writes (its own crates only), twice: as
 //! scaffolded, and with a Widget that runs a Job; it lints the project as
 //! its CI does, runs its `hack/run-local.sh` until the Job is complete and
-//! the Widget Ready, and ships it as the tutorial's step 6 does: two debug
+//! the Widget Ready, and ships it as the tutorial's step 7 does: two debug
 //! images built, compressed and pushed.
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
@@ -258,7 +258,7 @@ fn init_project(root: &Path, init_args: &[&str]) -> PathBuf {
     project
 }
 
-/// kubebuilder's quick start, here, as the tutorial's step 7 types it:
+/// kubebuilder's quick start, here, as the tutorial's step 8 types it:
 /// `init` a project, `create api` a kind (a field of its own, Jobs it owns),
 /// `create controller --for Pod`, generate, and the project's tests and
 /// generated-code check pass with no hand edit. The project takes the
@@ -321,9 +321,9 @@ fn init_starts_a_project_that_takes_a_kind_and_passes_its_tests() {
     }
     the_scaffold_wrote_what_the_tutorial_says(&project);
     the_user_writes_a_widget_that_runs_a_job(&project, &packages);
-    if copies::installed("kubectl", "hack/run-local.sh and the tutorial's step 6") {
+    if copies::installed("kubectl", "hack/run-local.sh and the tutorial's step 7") {
         run_local_runs_the_controller(&project);
-        if copies::installed("docker-registry", "the tutorial's step 6") {
+        if copies::installed("docker-registry", "the tutorial's step 7") {
             step_6_ships_the_project(&project);
         }
     }
@@ -473,12 +473,12 @@ fn run_local_runs_the_controller(project: &Path) {
     assert!(loud.is_empty(), "run-local.sh logged:\n{loud:#?}");
 }
 
-/// The tutorial's step 6, as written, in the new project: a registry and
+/// The tutorial's step 7, as written, in the new project: a registry and
 /// the local API server in the background, the CRDs installed, both
 /// binaries built, pushed and deployed by digest, and undeployed.
 fn step_6_ships_the_project(project: &Path) {
     let commands =
-        copies::tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs, in the project of step 7 -->");
+        copies::tutorial_commands("<!-- tested in pkg/cli/tests/cli.rs, in the project of step 8 -->");
     let mut background = Vec::new();
     let mut printed = String::new();
     for (number, command) in commands.iter().enumerate() {

@@ -446,6 +446,73 @@ pub(crate) fn tutorial_commands(marker: &str) -> Vec<String> {
     commands
 }
 
+/// The Rust blocks of `docs/tutorial.md` marked
+/// `<!-- tested: replaces an item of PATH -->`, in order, each with its path.
+pub(crate) fn tutorial_rust_blocks() -> Vec<(String, String)> {
+    const MARKER: &str = "<!-- tested: replaces an item of ";
+    let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
+    let mut blocks = Vec::new();
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let Some(path) = line
+            .trim()
+            .strip_prefix(MARKER)
+            .and_then(|rest| rest.strip_suffix(" -->"))
+        else {
+            continue;
+        };
+        assert_eq!(
+            lines.next().map(str::trim),
+            Some("```rust"),
+            "a tested item is rust"
+        );
+        let code: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
+        blocks.push((path.to_owned(), code.join("\n") + "\n"));
+    }
+    assert!(!blocks.is_empty(), "docs/tutorial.md has no tested Rust item");
+    blocks
+}
+
+/// `source` with the item `block` declares (`pub struct WidgetSpec`, `fn
+/// example_spec`), its doc comment and attributes included, replaced by
+/// `block`, as a reader following the tutorial does.
+pub(crate) fn replace_item(source: &str, block: &str) -> String {
+    let is_declaration = |line: &str| {
+        let line = line.trim_start_matches("pub ");
+        ["struct ", "enum ", "fn ", "impl "]
+            .iter()
+            .any(|k| line.starts_with(k))
+    };
+    let declaration = block
+        .lines()
+        .find(|l| is_declaration(l))
+        .expect("the block declares an item");
+    let head = declaration.split(['{', '(', '<']).next().unwrap().trim_end();
+    let lines: Vec<&str> = source.lines().collect();
+    let at = lines
+        .iter()
+        .position(|l| l.split(['{', '(', '<']).next().unwrap().trim_end() == head)
+        .unwrap_or_else(|| panic!("`{head}` is not in the file:\n{source}"));
+    let mut start = at;
+    while start > 0 {
+        let above = lines[start - 1].trim_start();
+        if above.starts_with("///") || above.starts_with("#[") {
+            start -= 1;
+        } else {
+            break;
+        }
+    }
+    let end = at
+        + lines[at..]
+            .iter()
+            .position(|l| *l == "}")
+            .expect("the item ends with `}` alone");
+    let mut out: Vec<String> = lines[..start].iter().map(|l| (*l).to_owned()).collect();
+    out.push(block.trim_end().to_owned());
+    out.extend(lines[end + 1..].iter().map(|l| (*l).to_owned()));
+    out.join("\n") + "\n"
+}
+
 /// Waits until `done` accepts the log of a command started by
 /// [`background`]; fails, showing the log, if it exits first or a minute
 /// passes.
