@@ -1,6 +1,7 @@
 //! Builds one binary of the workspace in the current directory with cargo,
 //! as a user would, and finds the executable from cargo's own report of
-//! what it built (its JSON messages), whatever the target directory.
+//! what it built (its JSON messages), whatever the target directory; or
+//! runs one of the project's packages.
 
 use std::io::BufRead;
 use std::path::PathBuf;
@@ -48,4 +49,24 @@ pub(crate) fn binary(binary: &str, release: bool) -> Result<PathBuf, String> {
     executable.ok_or_else(|| {
         format!("cargo built no binary named {binary}; name a [[bin]] of this workspace (`cargo run --bin` lists them)")
     })
+}
+
+/// Runs the binary of `package` in the workspace around the current
+/// directory with `args` (`cargo run --quiet -p <package> -- <args>`), its
+/// output the user's; `Ok(false)` when it ran and failed.
+pub(crate) fn run_package(package: &str, args: &[std::ffi::OsString]) -> Result<bool, String> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let status = Command::new(cargo)
+        .args(["run", "--quiet", "--package", package, "--"])
+        .args(args)
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}; is a Rust toolchain installed?"))?;
+    match status.code() {
+        Some(0) => Ok(true),
+        Some(1) => Ok(false),
+        _ => Err(format!(
+            "`cargo run -p {package}` failed ({status}); is this a project of this framework, with its \
+             `{package}` package (`cmd/{package}`)? See the errors above"
+        )),
+    }
 }

@@ -11,6 +11,7 @@
 //! kinject delete -f config/
 //! kinject install      # the CRDs of config/ alone
 //! kinject uninstall
+//! kinject validate -f config/samples/   # as the API server would, with no cluster
 //! ```
 //!
 //! **Where it stands.** The command line of the framework, above
@@ -128,6 +129,24 @@ enum Command {
         #[arg(last = true)]
         kubectl: Vec<String>,
     },
+    /// Check manifests against the project's CRDs with no cluster, as the
+    /// API server would on `kubectl apply`: schema, CEL rules, and
+    /// transition rules against --old. Prints the API server's message for
+    /// each refusal and exits 1 if there is one. Runs the project's
+    /// `cargo run -p schema -- validate`, which builds the CRDs from its types.
+    Validate {
+        /// A manifest, or a directory of `.yaml`/`.yml` manifests; repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+        /// The objects as they are stored now: each manifest is then checked
+        /// as an update of its old self; repeatable.
+        #[arg(long)]
+        old: Vec<PathBuf>,
+        /// Skip objects of kinds that are neither the project's nor
+        /// Kubernetes' (another operator's), instead of failing.
+        #[arg(long)]
+        skip_unknown: bool,
+    },
     /// Apply the CustomResourceDefinitions among the manifests, nothing else.
     Install {
         /// A manifest or a directory, as for `apply`.
@@ -224,6 +243,11 @@ fn main() -> ExitCode {
                 &format!("the objects of {}", path.display()),
             )
         }),
+        Command::Validate {
+            paths,
+            old,
+            skip_unknown,
+        } => validate(&paths, &old, skip_unknown),
         Command::Install { path, kubectl } => manifests::read(&path)
             .and_then(|docs| docs.definitions_only(&path))
             .and_then(|crds| kubectl::run(&["apply", "-f", "-"], &kubectl, &crds.join()).map(drop)),
@@ -243,6 +267,25 @@ fn main() -> ExitCode {
             eprintln!("error: {message}");
             ExitCode::FAILURE
         }
+    }
+}
+
+/// `cargo run -p schema -- validate ...` in the project.
+fn validate(paths: &[PathBuf], old: &[PathBuf], skip_unknown: bool) -> Result<(), String> {
+    let mut args: Vec<std::ffi::OsString> = vec!["validate".into()];
+    for path in paths {
+        args.extend(["-f".into(), path.into()]);
+    }
+    for path in old {
+        args.extend(["--old".into(), path.into()]);
+    }
+    if skip_unknown {
+        args.push("--skip-unknown".into());
+    }
+    if cargo_build::run_package("schema", &args)? {
+        Ok(())
+    } else {
+        Err("the API server would refuse the manifests above".to_owned())
     }
 }
 

@@ -368,8 +368,8 @@ fn the_scaffold_wrote_what_the_tutorial_says(project: &Path) {
 /// `jobTemplate` as a Job it owns and is Ready once the Job completed
 /// (`tests/fixtures/widget-runs-a-job`), with table rows of its own. The
 /// project's CI then holds, step by step as its `.ci/run` takes them over
-/// the project's packages: generation, tests, formatting, lints and the
-/// generated-code check.
+/// the project's packages: generation, tests, formatting, lints, the
+/// generated-code check and its manifests against its CRDs.
 fn the_user_writes_a_widget_that_runs_a_job(project: &Path, packages: &[String]) {
     let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/widget-runs-a-job");
     for (fixture, to) in [
@@ -408,6 +408,29 @@ fn the_user_writes_a_widget_that_runs_a_job(project: &Path, packages: &[String])
     );
     let verified = copies::script(project, "verify-codegen.sh");
     assert!(verified.ok, "verify-codegen:\n{}", verified.stderr);
+    // Its manifests against its CRDs, as `kinject validate` checks them.
+    let validated = copies::cargo(
+        project,
+        &[
+            "run",
+            "--offline",
+            "--quiet",
+            "-p",
+            "schema",
+            "--",
+            "validate",
+            "-f",
+            "config",
+            "-f",
+            "config/samples",
+        ],
+    );
+    assert!(
+        validated.ok && validated.stderr.contains("objects valid against 1 CRDs"),
+        "validate:\n{}{}",
+        validated.stdout,
+        validated.stderr
+    );
 }
 
 /// The project's `.ci/run` lint step over its packages, with its own lints
@@ -553,4 +576,38 @@ fn init_changes_no_file_of_an_existing_project() {
     assert!(stderr.contains("already holds README.md"), "{stderr}");
     assert_eq!(std::fs::read_to_string(dir.join("README.md")).unwrap(), "mine\n");
     assert!(!dir.join("Cargo.toml").exists());
+}
+
+/// `kinject validate` is the project's `cargo run -p schema -- validate`,
+/// every flag passed on; a refusal (exit 1) fails it with a word on why.
+#[test]
+fn validate_runs_the_projects_schema_command() {
+    let run = |cargo: &str| {
+        Command::new(env!("CARGO_BIN_EXE_kinject"))
+            .args([
+                "validate",
+                "-f",
+                "config/samples",
+                "--old",
+                "stored.yaml",
+                "--skip-unknown",
+            ])
+            .env("CARGO", cargo)
+            .output()
+            .unwrap()
+    };
+    let passed = run("echo");
+    assert!(passed.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&passed.stdout),
+        "run --quiet --package schema -- validate -f config/samples --old stored.yaml --skip-unknown\n"
+    );
+    let refused = run("false");
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&refused.stderr)
+            .contains("error: the API server would refuse the manifests above"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
 }

@@ -1,4 +1,4 @@
-//! The command line: `dump`, `crd` and `update-crds`.
+//! The command line: `dump`, `crd`, `validate` and `update-crds`.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +33,23 @@ enum Command {
     Crd {
         /// The kind, by any name `dump` takes.
         kind: String,
+    },
+    /// Check manifests against the CRDs, with no cluster, as the API server
+    /// would on `kubectl apply`: schema, CEL rules, and transition rules
+    /// against --old. Prints the API server's message for each refusal;
+    /// exits 1 if there is one.
+    Validate {
+        /// A manifest, or a directory of `.yaml`/`.yml` manifests; repeatable.
+        #[arg(short = 'f', long = "filename", required = true)]
+        paths: Vec<PathBuf>,
+        /// The same objects as they are stored now: each manifest is then
+        /// checked as an update of its old self; repeatable.
+        #[arg(long)]
+        old: Vec<PathBuf>,
+        /// Skip objects of kinds that are neither this project's nor
+        /// Kubernetes' (another operator's CRDs), instead of failing.
+        #[arg(long)]
+        skip_unknown: bool,
     },
     /// Write the CRD of every kind to <dir>/300-<kind>.yaml, keeping the
     /// labels and annotations of a manifest already there.
@@ -93,6 +110,14 @@ pub fn main(kinds: Vec<CustomKind>) -> ExitCode {
                     ExitCode::from(2)
                 }
             },
+        },
+        Command::Validate {
+            paths,
+            old,
+            skip_unknown,
+        } => match definitions() {
+            Err(code) => code,
+            Ok(definitions) => crate::validate::validate(&definitions, &paths, &old, skip_unknown),
         },
         Command::UpdateCrds { verify, dir } => match definitions() {
             Err(code) => code,

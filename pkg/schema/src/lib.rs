@@ -8,6 +8,7 @@
 //! cargo run -p schema -- crd SimpleDeployment        # the whole CRD as YAML
 //! cargo run -p schema -- update-crds config          # refresh config/300-<kind>.yaml in place
 //! cargo run -p schema -- update-crds --verify config # exit 1 if any is stale
+//! cargo run -p schema -- validate -f config/samples/  # as the API server would check them
 //! ```
 //!
 //! `update-crds` writes each kind's whole CRD from its type and `#[kind]`
@@ -18,6 +19,7 @@
 mod cli;
 mod manifests;
 mod names;
+mod validate;
 mod yaml;
 
 pub use cli::main;
