@@ -14,6 +14,9 @@ pub struct Rules {
     /// Each rule with a `fieldPath`, and that path as kube-cel joins it to
     /// the node's, so a failure can be traced back to its node.
     field_paths: Vec<(String, String)>,
+    /// Each rule with a `message`, which kube-apiserver names a rule by in
+    /// an evaluation error.
+    messages: Vec<(String, String)>,
 }
 
 impl fmt::Debug for Rules {
@@ -60,15 +63,21 @@ impl Rules {
     /// The rules of `schema`; `None` when it has none, so objects of kinds
     /// without rules pay nothing.
     pub fn of(schema: &Value) -> Option<Rules> {
-        let mut field_paths = Vec::new();
-        collect_field_paths(schema, &mut field_paths);
         if !has_rules(schema) {
             return None;
         }
+        let mut field_paths = Vec::new();
+        collect_rule_keys(schema, "fieldPath", &mut field_paths);
+        for (_, path) in &mut field_paths {
+            *path = path.trim_start_matches('.').to_owned();
+        }
+        let mut messages = Vec::new();
+        collect_rule_keys(schema, "message", &mut messages);
         Some(Rules {
             compiled: compile_schema(schema),
             schema: schema.clone(),
             field_paths,
+            messages,
         })
     }
 
@@ -87,7 +96,8 @@ impl Rules {
                 let value_type = type_at(&self.schema, &node);
                 let (kind, message) = match error.kind {
                     ErrorKind::ValidationFailure => (kind_of(error.reason.as_deref()), error.message),
-                    // An error while evaluating: kube-apiserver names the rule.
+                    ErrorKind::EvaluationError => (FailureKind::Invalid, self.evaluation_error(&error)),
+                    // A function this build lacks: kube-cel's message names it.
                     _ => (
                         FailureKind::Invalid,
                         format!("{}: {}", error.rule.trim(), error.message),
@@ -108,6 +118,32 @@ impl Rules {
             .collect();
         failures.sort_by(|a, b| (&a.field, &a.message).cmp(&(&b.field, &b.message)));
         failures
+    }
+
+    /// kube-apiserver's words for a rule that failed to evaluate: cel-go's
+    /// error (`no such key: max`), then `evaluating rule:` and the rule's
+    /// message, or the rule.
+    fn evaluation_error(&self, error: &kube_cel::ValidationError) -> String {
+        let cause =
+            std::error::Error::source(error).map_or_else(|| error.message.clone(), ToString::to_string);
+        let mut chars = cause.chars();
+        let cause = chars
+            .next()
+            .map(|first| first.to_lowercase().chain(chars).collect::<String>())
+            .unwrap_or_default();
+        let named = self
+            .messages
+            .iter()
+            .find(|(rule, _)| *rule == error.rule)
+            .map_or(error.rule.trim(), |(_, message)| message.trim());
+        if cause.starts_with("no such overload") {
+            format!(
+                "'{cause}': call arguments did not match a supported operator, function or macro signature for \
+                 rule: {named}"
+            )
+        } else {
+            format!("{cause} evaluating rule: {named}")
+        }
     }
 
     fn node_of(&self, rule: &str, field: &str) -> String {
@@ -141,7 +177,8 @@ fn has_rules(schema: &Value) -> bool {
     }
 }
 
-fn collect_field_paths(schema: &Value, out: &mut Vec<(String, String)>) {
+/// Each rule of `schema` that sets `key`, with that key's value.
+fn collect_rule_keys(schema: &Value, key: &str, out: &mut Vec<(String, String)>) {
     match schema {
         Value::Object(map) => {
             for rule in map
@@ -150,18 +187,16 @@ fn collect_field_paths(schema: &Value, out: &mut Vec<(String, String)>) {
                 .into_iter()
                 .flatten()
             {
-                if let (Some(text), Some(path)) = (
+                if let (Some(text), Some(value)) = (
                     rule.get("rule").and_then(Value::as_str),
-                    rule.get("fieldPath")
-                        .and_then(Value::as_str)
-                        .filter(|p| !p.is_empty()),
+                    rule.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()),
                 ) {
-                    out.push((text.to_owned(), path.trim_start_matches('.').to_owned()));
+                    out.push((text.to_owned(), value.to_owned()));
                 }
             }
-            map.values().for_each(|child| collect_field_paths(child, out));
+            map.values().for_each(|child| collect_rule_keys(child, key, out));
         }
-        Value::Array(items) => items.iter().for_each(|child| collect_field_paths(child, out)),
+        Value::Array(items) => items.iter().for_each(|child| collect_rule_keys(child, key, out)),
         _ => {}
     }
 }
@@ -243,6 +278,37 @@ mod tests {
         assert_eq!(failures[1].kind, FailureKind::Invalid);
         assert_eq!(failures[1].value_type, "object");
         assert_eq!(failures[1].message, "min 3 is above max 2");
+    }
+
+    #[test]
+    fn bad_input_gets_kube_apiservers_answers() {
+        let schema = json!({"type": "object", "properties": {"spec": {
+            "type": "object",
+            "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+            "x-kubernetes-validations": [
+                {"rule": "self.min <= self.max", "message": "min must not be above max"},
+                {"rule": "!has(self.min) || self.min >= 0"},
+                {"rule": "!has(self.min) || self.min < 100", "message": "min is small", "messageExpression": "'min ' + self.nosuch"},
+            ],
+        }}});
+        let rules = Rules::of(&schema).unwrap();
+        // A plain access to a field the object lacks fails to evaluate;
+        // `has()` guards it.
+        let missing = rules.evaluate(&json!({"spec": {"max": 1}}), None);
+        assert_eq!(missing.len(), 1, "{missing:#?}");
+        assert_eq!(
+            missing[0].message,
+            "no such key: min evaluating rule: min must not be above max"
+        );
+        // A messageExpression that fails falls back to the message.
+        let fallback = rules.evaluate(&json!({"spec": {"min": 100, "max": 200}}), None);
+        assert_eq!(fallback.len(), 1, "{fallback:#?}");
+        assert_eq!(fallback[0].message, "min is small");
+        let negative = rules.evaluate(&json!({"spec": {"min": -1, "max": 2}}), None);
+        assert_eq!(
+            negative[0].message,
+            "failed rule: !has(self.min) || self.min >= 0"
+        );
     }
 
     #[test]
