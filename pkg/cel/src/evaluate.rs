@@ -1,27 +1,33 @@
 //! The rules of a schema run against an object, and their failures as
 //! kube-apiserver's field errors.
+//!
+//! Each node that carries rules is found once, when the schema is compiled;
+//! an evaluation visits only those nodes, converts each value there once,
+//! and runs the node's rules with `self` (and `oldSelf`) bound, as
+//! kube-apiserver does. The rules' programs are the `cel` crate's, in a
+//! context with kube-cel's Kubernetes libraries.
 
 use std::fmt;
+use std::sync::Arc;
 
-use kube_cel::{CompiledSchema, ErrorKind, compile_schema, validate_compiled};
+use kube_cel::KubeCelExt;
+use kube_cel::cel::objects::OptionalValue;
+use kube_cel::cel::{Context, ExecutionError, Program, Value as Cel};
 use serde_json::Value;
+
+use crate::convert::{root_to_cel, to_cel};
 
 /// The compiled rules of one version's `openAPIV3Schema`. Compile once per
 /// CRD version, evaluate for every write.
 pub struct Rules {
-    compiled: CompiledSchema,
-    schema: Value,
-    /// Each rule with a `fieldPath`, and that path as kube-cel joins it to
-    /// the node's, so a failure can be traced back to its node.
-    field_paths: Vec<(String, String)>,
-    /// Each rule with a `message`, which kube-apiserver names a rule by in
-    /// an evaluation error.
-    messages: Vec<(String, String)>,
+    nodes: Vec<RuleNode>,
 }
 
 impl fmt::Debug for Rules {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Rules").finish_non_exhaustive()
+        f.debug_struct("Rules")
+            .field("nodes", &self.nodes.len())
+            .finish_non_exhaustive()
     }
 }
 
@@ -46,8 +52,7 @@ pub struct RuleFailure {
     /// `fieldPath` (`spec.max`); `<nil>` for a rule at the root, as
     /// kube-apiserver prints an empty path.
     pub field: String,
-    /// The node the rule sits on (`spec`; empty at the root), which decides
-    /// whether the failure is ratcheted on an update that left it unchanged.
+    /// The node the rule sits on (`spec`, `spec.ports[1]`; empty at the root).
     pub node: String,
     /// The kind of field error.
     pub kind: FailureKind,
@@ -55,177 +60,390 @@ pub struct RuleFailure {
     /// as the invalid value.
     pub value_type: String,
     /// The rule's message, its `messageExpression`'s result, or
-    /// `failed rule: <rule>`.
+    /// `failed rule: <rule>`; for a rule that could not be evaluated,
+    /// cel-go's error and the rule.
     pub message: String,
+}
+
+/// How to go from a node to one below it.
+#[derive(Clone, Debug)]
+enum Step {
+    /// A property of an object.
+    Field(String),
+    /// Each item of a list, correlated with an old item as the list's type
+    /// allows.
+    Items(ListType),
+    /// Each value of a map (`additionalProperties`).
+    Values,
+}
+
+/// `x-kubernetes-list-type`: what makes an item the same item on an update.
+#[derive(Clone, Debug)]
+enum ListType {
+    /// No item is the same as an old one (kube-apiserver gives no
+    /// `oldSelf` inside an atomic list).
+    Atomic,
+    /// The same value.
+    Set,
+    /// The same values of the keys.
+    Map(Vec<String>),
+}
+
+struct RuleNode {
+    steps: Vec<Step>,
+    /// The node's schema, which types the values its rules read.
+    schema: Value,
+    value_type: String,
+    rules: Vec<CompiledRule>,
+}
+
+struct CompiledRule {
+    text: String,
+    program: Result<Program, String>,
+    message: Option<String>,
+    message_program: Option<Program>,
+    kind: FailureKind,
+    field_path: Option<String>,
+    transition: bool,
+    optional_old_self: bool,
+}
+
+thread_local! {
+    /// The standard functions with kube-cel's Kubernetes libraries: built
+    /// once per thread, since registering them is most of a context's cost.
+    static BASE: Context<'static> = {
+        let mut base = Context::default().with_all();
+        base.add_function("matches", crate::functions::matches);
+        base
+    };
 }
 
 impl Rules {
     /// The rules of `schema`; `None` when it has none, so objects of kinds
     /// without rules pay nothing.
     pub fn of(schema: &Value) -> Option<Rules> {
-        if !has_rules(schema) {
-            return None;
-        }
-        let mut field_paths = Vec::new();
-        collect_rule_keys(schema, "fieldPath", &mut field_paths);
-        for (_, path) in &mut field_paths {
-            *path = path.trim_start_matches('.').to_owned();
-        }
-        let mut messages = Vec::new();
-        collect_rule_keys(schema, "message", &mut messages);
-        Some(Rules {
-            compiled: compile_schema(schema),
-            schema: schema.clone(),
-            field_paths,
-            messages,
-        })
+        let mut nodes = Vec::new();
+        collect(schema, &mut Vec::new(), &mut nodes);
+        (!nodes.is_empty()).then_some(Rules { nodes })
     }
 
-    /// Runs every rule against `object`, with `old` (the stored object, on
-    /// an update) as `oldSelf`. Transition rules run only with an `old`,
-    /// unless they set `optionalOldSelf`. Failures are sorted by field.
+    /// Runs every rule against `object` (already defaulted, as the API server
+    /// runs rules after defaulting), with `old`, the stored object on an
+    /// update, as `oldSelf`. A rule that reads `oldSelf` runs only where an
+    /// old value is there (a list's items only in a `map` or `set` list),
+    /// unless it sets `optionalOldSelf`. On an update, the rules of a node
+    /// whose value did not change do not run (kube-apiserver's ratcheting).
+    /// Failures are sorted by field.
     pub fn evaluate(&self, object: &Value, old: Option<&Value>) -> Vec<RuleFailure> {
-        let Err(errors) = validate_compiled(&self.compiled, object, old) else {
-            return Vec::new();
-        };
-        let mut failures: Vec<RuleFailure> = errors
-            .into_iter()
-            .map(|error| {
-                let field = error.field_path.trim_start_matches('.').to_owned();
-                let node = self.node_of(&error.rule, &field);
-                let value_type = type_at(&self.schema, &node);
-                let (kind, message) = match error.kind {
-                    ErrorKind::ValidationFailure => (kind_of(error.reason.as_deref()), error.message),
-                    ErrorKind::EvaluationError => (FailureKind::Invalid, self.evaluation_error(&error)),
-                    // A function this build lacks: kube-cel's message names it.
-                    _ => (
-                        FailureKind::Invalid,
-                        format!("{}: {}", error.rule.trim(), error.message),
-                    ),
-                };
-                RuleFailure {
-                    field: if field.is_empty() {
-                        "<nil>".to_owned()
-                    } else {
-                        field
+        let mut failures = Vec::new();
+        BASE.with(|base| {
+            for node in &self.nodes {
+                visit(
+                    object,
+                    old,
+                    &node.steps,
+                    String::new(),
+                    &mut |value, old_value, path| {
+                        node.run(base, value, old_value, path, &mut failures);
                     },
-                    node,
-                    kind,
-                    value_type,
-                    message,
-                }
-            })
-            .collect();
+                );
+            }
+        });
         failures.sort_by(|a, b| (&a.field, &a.message).cmp(&(&b.field, &b.message)));
         failures
+    }
+}
+
+/// The nodes of `schema` that carry rules, with the steps to them.
+fn collect(schema: &Value, steps: &mut Vec<Step>, out: &mut Vec<RuleNode>) {
+    let rules: Vec<CompiledRule> = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(compile)
+        .collect();
+    if !rules.is_empty() {
+        out.push(RuleNode {
+            steps: steps.clone(),
+            schema: schema.clone(),
+            value_type: schema
+                .get("type")
+                .and_then(Value::as_str)
+                .unwrap_or("object")
+                .to_owned(),
+            rules,
+        });
+    }
+    for (name, child) in schema
+        .get("properties")
+        .and_then(Value::as_object)
+        .into_iter()
+        .flatten()
+    {
+        steps.push(Step::Field(name.clone()));
+        collect(child, steps, out);
+        steps.pop();
+    }
+    if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
+        let list = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
+            Some("set") => ListType::Set,
+            Some("map") => ListType::Map(
+                schema
+                    .get("x-kubernetes-list-map-keys")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .map(str::to_owned)
+                    .collect(),
+            ),
+            _ => ListType::Atomic,
+        };
+        steps.push(Step::Items(list));
+        collect(items, steps, out);
+        steps.pop();
+    }
+    if let Some(values) = schema.get("additionalProperties").filter(|a| a.is_object()) {
+        steps.push(Step::Values);
+        collect(values, steps, out);
+        steps.pop();
+    }
+}
+
+fn compile(raw: &Value) -> CompiledRule {
+    let text = raw
+        .get("rule")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let program = Program::compile(&text).map_err(|e| format!("compilation failed: {e}"));
+    let transition = program
+        .as_ref()
+        .is_ok_and(|p| p.references().has_variable("oldSelf"));
+    let key = |name: &str| {
+        raw.get(name)
+            .and_then(Value::as_str)
+            .filter(|v| !v.trim().is_empty())
+    };
+    let message_program = key("messageExpression").and_then(|e| Program::compile(e).ok());
+    CompiledRule {
+        message_program,
+        message: key("message").map(|m| m.trim().to_owned()),
+        kind: match key("reason") {
+            Some("FieldValueForbidden") => FailureKind::Forbidden,
+            Some("FieldValueRequired") => FailureKind::Required,
+            Some("FieldValueDuplicate") => FailureKind::Duplicate,
+            _ => FailureKind::Invalid,
+        },
+        field_path: key("fieldPath").map(str::to_owned),
+        optional_old_self: raw.get("optionalOldSelf").and_then(Value::as_bool) == Some(true),
+        transition,
+        program,
+        text,
+    }
+}
+
+/// Calls `run` with each value the steps lead to in `value`, the old value
+/// that corresponds to it, and its path.
+fn visit(
+    value: &Value,
+    old: Option<&Value>,
+    steps: &[Step],
+    path: String,
+    run: &mut dyn FnMut(&Value, Option<&Value>, &str),
+) {
+    let Some((step, rest)) = steps.split_first() else {
+        run(value, old, &path);
+        return;
+    };
+    match step {
+        Step::Field(name) => {
+            if let Some(child) = value.get(name) {
+                let at = if path.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{path}.{name}")
+                };
+                visit(child, old.and_then(|o| o.get(name)), rest, at, run);
+            }
+        }
+        Step::Items(list) => {
+            let old_items = old.and_then(Value::as_array);
+            for (i, item) in value.as_array().into_iter().flatten().enumerate() {
+                let old_item = old_items.and_then(|olds| same_item(list, item, olds));
+                visit(item, old_item, rest, format!("{path}[{i}]"), run);
+            }
+        }
+        Step::Values => {
+            for (key, child) in value.as_object().into_iter().flatten() {
+                visit(
+                    child,
+                    old.and_then(|o| o.get(key)),
+                    rest,
+                    format!("{path}[{key}]"),
+                    run,
+                );
+            }
+        }
+    }
+}
+
+/// The old item that is `item` on an update, as the list's type says.
+fn same_item<'a>(list: &ListType, item: &Value, olds: &'a [Value]) -> Option<&'a Value> {
+    match list {
+        ListType::Atomic => None,
+        ListType::Set => olds.iter().find(|old| *old == item),
+        ListType::Map(keys) => olds
+            .iter()
+            .find(|old| keys.iter().all(|key| old.get(key) == item.get(key))),
+    }
+}
+
+impl RuleNode {
+    fn run(
+        &self,
+        base: &Context<'_>,
+        value: &Value,
+        old: Option<&Value>,
+        path: &str,
+        out: &mut Vec<RuleFailure>,
+    ) {
+        if old == Some(value) {
+            return;
+        }
+        let convert = |v: &Value| {
+            if self.steps.is_empty() {
+                root_to_cel(v, &self.schema)
+            } else {
+                to_cel(v, Some(&self.schema))
+            }
+        };
+        let old_cel = old.map(convert);
+        // Binding a value converts it into the `cel` crate's own form, which
+        // costs about as much as the conversion from JSON: once per node.
+        let mut scope = base.new_inner_scope();
+        scope.add_variable_from_value("self", convert(value));
+        let mut plain_old = scope.new_inner_scope();
+        if let Some(old) = &old_cel {
+            plain_old.add_variable_from_value("oldSelf", old.clone());
+        }
+        for rule in &self.rules {
+            if rule.transition && old.is_none() && !rule.optional_old_self {
+                continue;
+            }
+            let mut optional_old;
+            let rule_scope = if rule.optional_old_self {
+                optional_old = scope.new_inner_scope();
+                let old_self = match &old_cel {
+                    Some(old) => OptionalValue::of(old.clone()),
+                    None => OptionalValue::none(),
+                };
+                optional_old.add_variable_from_value("oldSelf", Cel::Opaque(Arc::new(old_self)));
+                &optional_old
+            } else {
+                &plain_old
+            };
+            if let Some((kind, message)) = rule.check(rule_scope) {
+                out.push(RuleFailure {
+                    field: rule.field(path),
+                    node: path.to_owned(),
+                    kind,
+                    value_type: self.value_type.clone(),
+                    message,
+                });
+            }
+        }
+    }
+}
+
+impl CompiledRule {
+    /// `None` when the rule holds; else the error's kind and message.
+    fn check(&self, scope: &Context<'_>) -> Option<(FailureKind, String)> {
+        let program = match &self.program {
+            Ok(program) => program,
+            Err(why) => {
+                return Some((
+                    FailureKind::Invalid,
+                    format!("{why} evaluating rule: {}", self.named()),
+                ));
+            }
+        };
+        match program.execute(scope) {
+            Ok(Cel::Bool(true)) => None,
+            Ok(Cel::Bool(false)) => Some((self.kind, self.message(scope))),
+            Ok(other) => Some((
+                FailureKind::Invalid,
+                format!(
+                    "rule did not evaluate to a bool but to {:?} evaluating rule: {}",
+                    other.type_of(),
+                    self.named()
+                ),
+            )),
+            Err(error) => Some((FailureKind::Invalid, self.evaluation_error(&error))),
+        }
+    }
+
+    /// The message of a rule that is false: the `messageExpression`'s
+    /// result, else the `message`, else `failed rule: <rule>`.
+    fn message(&self, scope: &Context<'_>) -> String {
+        if let Some(Ok(Cel::String(text))) = self.message_program.as_ref().map(|p| p.execute(scope))
+            && !text.trim().is_empty()
+        {
+            return text.trim().to_owned();
+        }
+        match &self.message {
+            Some(message) => message.clone(),
+            None => format!("failed rule: {}", self.text.trim()),
+        }
+    }
+
+    /// How kube-apiserver names the rule in an error: its message, or its text.
+    fn named(&self) -> &str {
+        self.message.as_deref().unwrap_or(self.text.trim())
     }
 
     /// kube-apiserver's words for a rule that failed to evaluate: cel-go's
     /// error (`no such key: max`), then `evaluating rule:` and the rule's
-    /// message, or the rule.
-    fn evaluation_error(&self, error: &kube_cel::ValidationError) -> String {
-        let cause =
-            std::error::Error::source(error).map_or_else(|| error.message.clone(), ToString::to_string);
-        let mut chars = cause.chars();
-        let cause = chars
+    /// message, or the rule. A function the `cel` crate lacks is named.
+    fn evaluation_error(&self, error: &ExecutionError) -> String {
+        if let ExecutionError::UndeclaredReference(name) = error {
+            return format!(
+                "'{name}' is not available to testenv's CEL (the `cel` crate and kube-cel lack it) evaluating rule: {}",
+                self.named()
+            );
+        }
+        let text = error.to_string();
+        let mut chars = text.chars();
+        let cause: String = chars
             .next()
-            .map(|first| first.to_lowercase().chain(chars).collect::<String>())
+            .map(|first| first.to_lowercase().chain(chars).collect())
             .unwrap_or_default();
-        let named = self
-            .messages
-            .iter()
-            .find(|(rule, _)| *rule == error.rule)
-            .map_or(error.rule.trim(), |(_, message)| message.trim());
         if cause.starts_with("no such overload") {
             format!(
                 "'{cause}': call arguments did not match a supported operator, function or macro signature for \
-                 rule: {named}"
+                 rule: {}",
+                self.named()
             )
         } else {
-            format!("{cause} evaluating rule: {named}")
+            format!("{cause} evaluating rule: {}", self.named())
         }
     }
 
-    fn node_of(&self, rule: &str, field: &str) -> String {
-        self.field_paths
-            .iter()
-            .filter(|(text, _)| text == rule)
-            .find_map(|(_, suffix)| field.strip_suffix(suffix.as_str()))
-            .map_or_else(|| field.to_owned(), |node| node.trim_end_matches('.').to_owned())
-    }
-}
-
-fn kind_of(reason: Option<&str>) -> FailureKind {
-    match reason {
-        Some("FieldValueForbidden") => FailureKind::Forbidden,
-        Some("FieldValueRequired") => FailureKind::Required,
-        Some("FieldValueDuplicate") => FailureKind::Duplicate,
-        _ => FailureKind::Invalid,
-    }
-}
-
-fn has_rules(schema: &Value) -> bool {
-    match schema {
-        Value::Object(map) => {
-            map.get("x-kubernetes-validations")
-                .and_then(Value::as_array)
-                .is_some_and(|rules| !rules.is_empty())
-                || map.values().any(has_rules)
-        }
-        Value::Array(items) => items.iter().any(has_rules),
-        _ => false,
-    }
-}
-
-/// Each rule of `schema` that sets `key`, with that key's value.
-fn collect_rule_keys(schema: &Value, key: &str, out: &mut Vec<(String, String)>) {
-    match schema {
-        Value::Object(map) => {
-            for rule in map
-                .get("x-kubernetes-validations")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                if let (Some(text), Some(value)) = (
-                    rule.get("rule").and_then(Value::as_str),
-                    rule.get(key).and_then(Value::as_str).filter(|v| !v.is_empty()),
-                ) {
-                    out.push((text.to_owned(), value.to_owned()));
-                }
-            }
-            map.values().for_each(|child| collect_rule_keys(child, key, out));
-        }
-        Value::Array(items) => items.iter().for_each(|child| collect_rule_keys(child, key, out)),
-        _ => {}
-    }
-}
-
-/// The schema type at a node path (`spec.ports[0]`), `object` when unsure.
-fn type_at(schema: &Value, path: &str) -> String {
-    let mut node = schema;
-    for segment in path.split('.').filter(|s| !s.is_empty()) {
-        let (name, indexes) = segment.split_once('[').unwrap_or((segment, ""));
-        if !name.is_empty() {
-            node = match node
-                .get("properties")
-                .and_then(|p| p.get(name))
-                .or_else(|| node.get("additionalProperties").filter(|a| a.is_object()))
-            {
-                Some(child) => child,
-                None => return "object".to_owned(),
-            };
-        }
-        for _ in indexes.split('[') {
-            if let Some(items) = node.get("items") {
-                node = items;
-            }
+    /// The field a failure points at: the node's path with the rule's `fieldPath`.
+    fn field(&self, node: &str) -> String {
+        let joined = match self.field_path.as_deref() {
+            None => node.to_owned(),
+            Some(path) if path.starts_with('[') => format!("{node}{path}"),
+            Some(path) if node.is_empty() => path.trim_start_matches('.').to_owned(),
+            Some(path) => format!("{node}.{}", path.trim_start_matches('.')),
+        };
+        if joined.is_empty() {
+            "<nil>".to_owned()
+        } else {
+            joined
         }
     }
-    node.get("type")
-        .and_then(Value::as_str)
-        .unwrap_or("object")
-        .to_owned()
 }
 
 #[cfg(test)]
@@ -252,7 +470,8 @@ mod tests {
     }
 
     fn widget(name: &str, min: i64, max: i64, size: &str) -> serde_json::Value {
-        json!({"apiVersion": "t.example.com/v1", "kind": "Widget", "metadata": {"name": name},
+        json!({"apiVersion": "t.example.com/v1", "kind": "Widget",
+               "metadata": {"name": name, "labels": {"a": "b"}},
                "spec": {"min": min, "max": max, "size": size}})
     }
 
@@ -281,14 +500,78 @@ mod tests {
     }
 
     #[test]
+    fn transition_rules_run_only_on_an_update_and_unchanged_nodes_are_ratcheted() {
+        let rules = rules();
+        assert_eq!(rules.evaluate(&widget("w1", 1, 2, "big"), None), vec![]);
+        let old = widget("w1", 1, 2, "small");
+        let failures = rules.evaluate(&widget("w1", 1, 2, "big"), Some(&old));
+        assert_eq!(failures.len(), 1, "{failures:#?}");
+        assert_eq!(failures[0].field, "spec.size");
+        assert_eq!(failures[0].kind, FailureKind::Forbidden);
+        assert_eq!(failures[0].value_type, "string");
+        assert_eq!(failures[0].message, "size is immutable");
+        // Stored before the rule: an update that leaves the spec alone passes.
+        let stored = widget("w1", 3, 2, "big");
+        let mut relabelled = stored.clone();
+        relabelled["metadata"]["labels"]["a"] = json!("c");
+        assert_eq!(rules.evaluate(&relabelled, Some(&stored)), vec![]);
+    }
+
+    #[test]
+    fn items_of_a_map_list_see_their_old_selves_by_key_and_optional_old_self_is_optional() {
+        let schema = json!({"type": "object", "properties": {"ports": {
+            "type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "properties": {"name": {"type": "string"}, "port": {"type": "integer"}},
+                "x-kubernetes-validations": [
+                    {"rule": "self.port == oldSelf.port", "message": "a port keeps its number"},
+                    {"rule": "!oldSelf.hasValue() || self.name == oldSelf.value().name", "optionalOldSelf": true},
+                ]},
+        }}});
+        let rules = Rules::of(&schema).unwrap();
+        let old = json!({"ports": [{"name": "a", "port": 1}, {"name": "b", "port": 2}]});
+        // Reordered and one added: each item meets its old self by name.
+        let new =
+            json!({"ports": [{"name": "c", "port": 3}, {"name": "b", "port": 2}, {"name": "a", "port": 1}]});
+        assert_eq!(rules.evaluate(&new, Some(&old)), vec![]);
+        let changed = json!({"ports": [{"name": "a", "port": 9}]});
+        let failures = rules.evaluate(&changed, Some(&old));
+        assert_eq!(failures.len(), 1, "{failures:#?}");
+        assert_eq!(
+            (failures[0].field.as_str(), failures[0].message.as_str()),
+            ("ports[0]", "a port keeps its number")
+        );
+    }
+
+    #[test]
+    fn matches_keeps_its_patterns_and_names_a_bad_one() {
+        let schema = json!({"type": "object", "properties": {"zone": {"type": "string", "x-kubernetes-validations": [
+            {"rule": "self.matches('^[a-z]+-[0-9]+$')", "message": "a zone is name-number"},
+            {"rule": "self == 'never' || !self.matches('[')"},
+        ]}}});
+        let rules = Rules::of(&schema).unwrap();
+        for _ in 0..3 {
+            let failures = rules.evaluate(&json!({"zone": "eu-1"}), None);
+            assert_eq!(failures.len(), 1, "{failures:#?}");
+            assert!(
+                failures[0].message.contains("'[' not a valid regex"),
+                "{failures:#?}"
+            );
+        }
+        let failures = rules.evaluate(&json!({"zone": "never"}), None);
+        assert_eq!(failures[0].message, "a zone is name-number");
+    }
+
+    #[test]
     fn bad_input_gets_kube_apiservers_answers() {
         let schema = json!({"type": "object", "properties": {"spec": {
             "type": "object",
-            "properties": {"min": {"type": "integer"}, "max": {"type": "integer"}},
+            "properties": {"min": {"type": "integer"}, "max": {"type": "integer"},
+                           "tags": {"type": "array", "items": {"type": "string"}}},
             "x-kubernetes-validations": [
                 {"rule": "self.min <= self.max", "message": "min must not be above max"},
                 {"rule": "!has(self.min) || self.min >= 0"},
                 {"rule": "!has(self.min) || self.min < 100", "message": "min is small", "messageExpression": "'min ' + self.nosuch"},
+                {"rule": "!has(self.tags) || self.tags.sortBy(x, x) == self.tags", "message": "sorted"},
             ],
         }}});
         let rules = Rules::of(&schema).unwrap();
@@ -309,18 +592,12 @@ mod tests {
             negative[0].message,
             "failed rule: !has(self.min) || self.min >= 0"
         );
-    }
-
-    #[test]
-    fn transition_rules_run_only_on_an_update() {
-        let rules = rules();
-        assert_eq!(rules.evaluate(&widget("w1", 1, 2, "big"), None), vec![]);
-        let old = widget("w1", 1, 2, "small");
-        let failures = rules.evaluate(&widget("w1", 1, 2, "big"), Some(&old));
-        assert_eq!(failures.len(), 1, "{failures:#?}");
-        assert_eq!(failures[0].field, "spec.size");
-        assert_eq!(failures[0].kind, FailureKind::Forbidden);
-        assert_eq!(failures[0].value_type, "string");
-        assert_eq!(failures[0].message, "size is immutable");
+        // A function the cel crate lacks is named, and the write refused.
+        let unsupported = rules.evaluate(&json!({"spec": {"min": 1, "max": 2, "tags": ["a"]}}), None);
+        assert_eq!(unsupported.len(), 1, "{unsupported:#?}");
+        assert!(
+            unsupported[0].message.contains("'sortBy' is not available"),
+            "{unsupported:#?}"
+        );
     }
 }

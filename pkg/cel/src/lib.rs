@@ -13,17 +13,21 @@
 //!   against its node of the object (and, on an update, the stored object
 //!   as `oldSelf`), and a failure becomes kube-apiserver's field error.
 //!
-//! Evaluation is [`kube_cel`]'s, over the `cel` crate, with the Kubernetes
-//! CEL libraries it provides; a function it lacks is an error that names the
-//! function, never a rule that silently passes. What kube-cel does not do is
-//! here: the checks kube-apiserver makes when it compiles a rule against the
+//! Programs are the `cel` crate's, run with the Kubernetes CEL libraries of
+//! [`kube_cel`]; a function they lack is an error that names the function,
+//! never a rule that silently passes. What those crates do not do is here:
+//! the checks kube-apiserver makes when it compiles a rule against the
 //! schema's types (the `cel` crate parses without a type checker), an
-//! estimate of the rule cost in kube-apiserver's model, and the error shapes.
+//! estimate of the rule cost in kube-apiserver's model, values typed and
+//! named by their schema as kube-apiserver types them, `oldSelf` correlated
+//! by list type, ratcheting, and the error shapes.
 #![warn(missing_docs)]
 
 mod check;
+mod convert;
 mod cost;
 mod evaluate;
+mod functions;
 mod names;
 
 pub use check::{ProblemKind, RuleProblem, check_rules};

@@ -135,33 +135,51 @@ fn is_map(schema: &Value) -> bool {
     schema.get("additionalProperties").is_some_and(Value::is_object)
 }
 
+/// The reserved words of CEL, which a property name escapes as `__in__`.
+const RESERVED: &[&str] = &[
+    "true",
+    "false",
+    "null",
+    "in",
+    "as",
+    "break",
+    "const",
+    "continue",
+    "else",
+    "for",
+    "function",
+    "if",
+    "import",
+    "let",
+    "loop",
+    "package",
+    "namespace",
+    "return",
+    "var",
+    "void",
+    "while",
+];
+
+/// A property name as CEL spells it, as kube-apiserver escapes it: `__` is
+/// `__underscores__`, `.` `__dot__`, `-` `__dash__`, `/` `__slash__`, and a
+/// reserved word `__in__`.
+pub(crate) fn escape(name: &str) -> String {
+    if RESERVED.contains(&name) {
+        return format!("__{name}__");
+    }
+    if !name.contains(['_', '.', '-', '/']) {
+        return name.to_owned();
+    }
+    name.replace("__", "__underscores__")
+        .replace('.', "__dot__")
+        .replace('-', "__dash__")
+        .replace('/', "__slash__")
+}
+
 /// A property name from its CEL spelling: `__dash__` is `-`, `__dot__` is
 /// `.`, `__slash__` is `/`, `__underscores__` is `__`, and `__in__` (any
 /// reserved word between double underscores) is the word.
 pub(crate) fn unescape(name: &str) -> String {
-    const RESERVED: &[&str] = &[
-        "true",
-        "false",
-        "null",
-        "in",
-        "as",
-        "break",
-        "const",
-        "continue",
-        "else",
-        "for",
-        "function",
-        "if",
-        "import",
-        "let",
-        "loop",
-        "package",
-        "namespace",
-        "return",
-        "var",
-        "void",
-        "while",
-    ];
     if !name.contains("__") {
         return name.to_owned();
     }
@@ -254,10 +272,15 @@ pub(crate) fn undefined_fields(expr: &IdedExpr, scope: &Scope<'_>, out: &mut Vec
 
 #[cfg(test)]
 mod tests {
-    use super::unescape;
+    use super::{escape, unescape};
 
     #[test]
     fn escaped_property_names_read_back_as_kubernetes_writes_them() {
+        for name in ["plain", "foo-bar", "a.b/c", "x__y", "snake_case", "namespace"] {
+            assert_eq!(unescape(&escape(name)), name);
+        }
+        assert_eq!(escape("snake_case"), "snake_case");
+        assert_eq!(escape("a.b"), "a__dot__b");
         assert_eq!(unescape("plain"), "plain");
         assert_eq!(unescape("foo__dash__bar"), "foo-bar");
         assert_eq!(unescape("a__dot__b__slash__c"), "a.b/c");

@@ -21,8 +21,8 @@ impl Schema {
     /// The failures of the schema's CEL rules for `obj`, with `old` (the
     /// stored object) as `oldSelf` on an update. As kube-apiserver does, an
     /// update does not fail for a rule whose node it left unchanged
-    /// (validation ratcheting), and rules do not run when a value has the
-    /// wrong type.
+    /// (validation ratcheting, in `kinject-cel`), and rules do not run when a
+    /// value has the wrong type.
     pub(crate) fn rule_errors(
         &self,
         obj: &Value,
@@ -38,9 +38,6 @@ impl Schema {
         rules
             .evaluate(obj, old)
             .into_iter()
-            .filter(|failure| {
-                old.is_none_or(|old| at_path(old, &failure.node) != at_path(obj, &failure.node))
-            })
             .map(|failure| {
                 use kinject_cel::FailureKind;
                 match failure.kind {
