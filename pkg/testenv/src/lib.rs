@@ -77,6 +77,7 @@
 
 mod crd_check;
 mod errors;
+mod formats;
 mod go_format;
 mod hooks;
 mod http;

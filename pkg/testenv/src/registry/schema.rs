@@ -296,6 +296,51 @@ fn walk_array(s: &Value, items: &mut [Value], path: &str, out: &mut Checked) {
             walk(item_schema, item, &format!("{path}[{i}]"), out);
         }
     }
+    check_list_type(s, items, path, out);
+}
+
+/// `x-kubernetes-list-type`: a `set` holds each value once, a `map` each
+/// combination of its `x-kubernetes-list-map-keys` once; a repeat is
+/// kube-apiserver's `Duplicate value` at its index (the keys of a map item as
+/// Go prints a `map[string]interface {}`).
+fn check_list_type(s: &Value, items: &[Value], path: &str, out: &mut Checked) {
+    let keys: Vec<&str> = match s.get("x-kubernetes-list-type").and_then(Value::as_str) {
+        Some("set") => Vec::new(),
+        Some("map") => s
+            .get("x-kubernetes-list-map-keys")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect(),
+        _ => return,
+    };
+    let identity = |item: &Value| -> Value {
+        if keys.is_empty() {
+            item.clone()
+        } else {
+            Value::Object(
+                keys.iter()
+                    .filter_map(|key| item.get(*key).map(|v| ((*key).to_owned(), v.clone())))
+                    .collect(),
+            )
+        }
+    };
+    let mut seen: Vec<Value> = Vec::with_capacity(items.len());
+    for (i, item) in items.iter().enumerate() {
+        let id = identity(item);
+        if seen.contains(&id) {
+            let mut error = if keys.is_empty() {
+                FieldError::invalid(format!("{path}[{i}]"), id, "")
+            } else {
+                FieldError::invalid_raw(format!("{path}[{i}]"), go_value(&id), "")
+            };
+            error.kind = FieldErrorKind::Duplicate;
+            out.errors.push(error);
+        } else {
+            seen.push(id);
+        }
+    }
 }
 
 fn check_string(s: &Value, text: &str, path: &str, out: &mut Checked) {
@@ -318,6 +363,18 @@ fn check_string(s: &Value, text: &str, path: &str, out: &mut Checked) {
             v.clone(),
             format!("{path} in body should be at least {min} chars long"),
         ));
+    }
+    if let Some(format) = s.get("format").and_then(Value::as_str)
+        && !crate::formats::is_valid(format, text)
+    {
+        out.errors.push(
+            FieldError::invalid(
+                path,
+                v.clone(),
+                format!("{path} in body must be of type {format}: \"{text}\""),
+            )
+            .with_kind(FieldErrorKind::TypeInvalid),
+        );
     }
     if let Some(p) = s.get("pattern").and_then(Value::as_str) {
         match regex::Regex::new(p) {

@@ -266,3 +266,75 @@ async fn a_crd_whose_rules_kube_apiserver_refuses_is_refused() {
             .is_none()
     );
 }
+
+/// The rest of a structural schema: list types hold each item once, string
+/// formats are checked, both with kube-apiserver's field errors.
+#[tokio::test]
+async fn list_types_and_formats_are_held_as_kube_apiserver_holds_them() {
+    let env = TestEnv::new();
+    let mut crd = widget_crd(json!([]));
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"] = json!({
+        "tags": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+        "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+            "items": {"type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "port": {"type": "integer"}}}},
+        "since": {"type": "string", "format": "date-time"},
+        "owner": {"type": "string", "format": "email"},
+    });
+    env.install_crd(crd).unwrap();
+    let api = api(&env);
+    let with_spec = |name: &str, spec: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "tutorial.example.com/v1alpha1", "kind": "Widget",
+            "metadata": {"name": name}, "spec": spec,
+        }))
+        .unwrap()
+    };
+    let fine = with_spec(
+        "fine",
+        json!({"tags": ["a", "b"], "ports": [{"name": "http", "port": 80}, {"name": "grpc", "port": 80}],
+               "since": "2026-12-07T04:00:00Z", "owner": "team@example.com"}),
+    );
+    api.create(&PostParams::default(), &fine).await.unwrap();
+    let bad = with_spec(
+        "bad",
+        json!({"tags": ["a", "b", "a"], "ports": [{"name": "http", "port": 80}, {"name": "http", "port": 81}],
+               "since": "yesterday", "owner": "nobody"}),
+    );
+    let status = api_err(api.create(&PostParams::default(), &bad).await.unwrap_err());
+    assert_eq!(status.code, 422);
+    let causes: Vec<(String, String, String)> = status
+        .details
+        .unwrap()
+        .causes
+        .into_iter()
+        .map(|c| (c.field, c.reason, c.message))
+        .collect();
+    let want = [
+        ("spec.tags[2]", "FieldValueDuplicate", "Duplicate value: \"a\""),
+        (
+            "spec.ports[1]",
+            "FieldValueDuplicate",
+            "Duplicate value: map[string]interface {}{\"name\":\"http\"}",
+        ),
+        (
+            "spec.since",
+            "FieldValueTypeInvalid",
+            "Invalid value: \"yesterday\": spec.since in body must be of type date-time: \"yesterday\"",
+        ),
+        (
+            "spec.owner",
+            "FieldValueTypeInvalid",
+            "Invalid value: \"nobody\": spec.owner in body must be of type email: \"nobody\"",
+        ),
+    ];
+    for (field, reason, message) in want {
+        assert!(
+            causes
+                .iter()
+                .any(|c| (c.0.as_str(), c.1.as_str(), c.2.as_str()) == (field, reason, message)),
+            "{field}: {causes:#?}"
+        );
+    }
+    assert_eq!(causes.len(), want.len(), "{causes:#?}");
+}
