@@ -10,12 +10,29 @@ use crate::go_format::go_value;
 pub(crate) struct Schema {
     pub(crate) root: Value,
     pub(crate) rules: Option<kinject_cel::Rules>,
+    /// Whether any node has a `default`, so reads of kinds without skip
+    /// [`Schema::default_on_read`].
+    has_defaults: bool,
 }
 
 impl Schema {
     pub(crate) fn new(root: Value) -> Self {
         let rules = kinject_cel::Rules::of(&root);
-        Schema { root, rules }
+        let has_defaults = has_key(&root, "default");
+        Schema {
+            root,
+            rules,
+            has_defaults,
+        }
+    }
+
+    /// Fills in the schema's defaults in an object read from storage, as
+    /// kube-apiserver defaults on read: an object stored before a default was
+    /// added reads with it. Nothing is pruned or validated.
+    pub(crate) fn default_on_read(&self, obj: &mut Value) {
+        if self.has_defaults {
+            fill_defaults(&self.root, obj);
+        }
     }
 
     /// The failures of the schema's CEL rules for `obj`, with `old` (the
@@ -178,6 +195,48 @@ pub(crate) fn check_default(schema: &Value, default: &Value, at: &str) -> Vec<Fi
         );
     }
     errs
+}
+
+fn has_key(schema: &Value, key: &str) -> bool {
+    match schema {
+        Value::Object(map) => map.contains_key(key) || map.values().any(|v| has_key(v, key)),
+        Value::Array(items) => items.iter().any(|v| has_key(v, key)),
+        _ => false,
+    }
+}
+
+/// The missing fields of `v` that `s` has a `default` for, at every depth.
+fn fill_defaults(s: &Value, v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            let props = s.get("properties").and_then(Value::as_object);
+            for (key, child_schema) in props.into_iter().flatten() {
+                match m.get_mut(key) {
+                    Some(child) => fill_defaults(child_schema, child),
+                    None => {
+                        if let Some(default) = child_schema.get("default") {
+                            let mut default = default.clone();
+                            fill_defaults(child_schema, &mut default);
+                            m.insert(key.clone(), default);
+                        }
+                    }
+                }
+            }
+            if let Some(values) = s.get("additionalProperties").filter(|a| a.is_object()) {
+                for (key, child) in m.iter_mut() {
+                    if !props.is_some_and(|p| p.contains_key(key)) {
+                        fill_defaults(values, child);
+                    }
+                }
+            }
+        }
+        Value::Array(items) => {
+            if let Some(item_schema) = s.get("items") {
+                items.iter_mut().for_each(|item| fill_defaults(item_schema, item));
+            }
+        }
+        _ => {}
+    }
 }
 
 fn preserves(s: &Value) -> bool {

@@ -338,3 +338,31 @@ async fn list_types_and_formats_are_held_as_kube_apiserver_holds_them() {
     }
     assert_eq!(causes.len(), want.len(), "{causes:#?}");
 }
+
+/// kube-apiserver defaults on read: an object stored before its schema
+/// gained a default reads with it, in a get and in a list.
+#[tokio::test]
+async fn a_default_added_later_shows_on_read() {
+    let env = env();
+    let api = api(&env);
+    api.create(&PostParams::default(), &widget("w", 1, 2))
+        .await
+        .unwrap();
+    let mut crd = env
+        .get_object(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            "widgets.tutorial.example.com",
+        )
+        .unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["zone"] =
+        json!({"type": "string", "default": "eu-west"});
+    env.update_object(crd).unwrap();
+    let read = api.get("w").await.unwrap();
+    assert_eq!(read.data["spec"]["zone"], "eu-west");
+    let listed = api.list(&Default::default()).await.unwrap();
+    assert_eq!(listed.items[0].data["spec"]["zone"], "eu-west");
+    assert_eq!(read.data["spec"]["size"], "small", "the rest as stored");
+}

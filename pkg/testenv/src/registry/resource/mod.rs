@@ -166,6 +166,9 @@ impl ResourceDef {
             }
             _ => v.clone(),
         };
+        if let KindImpl::Custom(schema) = &self.imp {
+            schema.default_on_read(&mut out);
+        }
         out["apiVersion"] = json!(self.api_version());
         out["kind"] = json!(self.kind);
         out
