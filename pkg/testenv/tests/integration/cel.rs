@@ -366,3 +366,60 @@ async fn a_default_added_later_shows_on_read() {
     assert_eq!(listed.items[0].data["spec"]["zone"], "eu-west");
     assert_eq!(read.data["spec"]["size"], "small", "the rest as stored");
 }
+
+/// A list type the API server cannot hold is refused with the CRD, as
+/// apiextensions refuses it.
+#[tokio::test]
+async fn a_map_list_needs_keys_that_are_required_scalar_properties() {
+    let env = TestEnv::new();
+    let with_ports = |ports: Value| {
+        let mut crd = widget_crd(json!([]));
+        crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["ports"] =
+            ports;
+        crd
+    };
+    let refused = |ports: Value| env.install_crd(with_ports(ports)).unwrap_err().to_string();
+    let at = "spec.versions[0].schema.openAPIV3Schema.properties[spec].properties[ports]";
+    let no_keys = refused(json!({"type": "array", "x-kubernetes-list-type": "map",
+        "items": {"type": "object", "properties": {"name": {"type": "string"}}}}));
+    assert!(
+        no_keys.contains(&format!(
+            "{at}.x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
+        )),
+        "{no_keys}"
+    );
+    let optional_key = refused(json!({"type": "array", "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {"type": "object", "properties": {"name": {"type": "string"}}}}));
+    assert!(
+        optional_key.contains(&format!(
+            "{at}.items.properties[name].default: Required value: this property is in x-kubernetes-list-map-keys, so \
+             it must have a default or be a required property"
+        )),
+        "{optional_key}"
+    );
+    let unknown_key = refused(json!({"type": "array", "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["port"],
+        "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}));
+    assert!(
+        unknown_key.contains(&format!(
+            "{at}.x-kubernetes-list-map-keys: Invalid value: []string{{\"port\"}}: entries must all be names of item \
+             properties"
+        )),
+        "{unknown_key}"
+    );
+    let bad_type =
+        refused(json!({"type": "array", "x-kubernetes-list-type": "bag", "items": {"type": "string"}}));
+    assert!(
+        bad_type.contains(&format!(
+            "{at}.x-kubernetes-list-type: Unsupported value: \"bag\": supported values: \"atomic\", \"set\", \"map\""
+        )),
+        "{bad_type}"
+    );
+    env.install_crd(with_ports(
+        json!({"type": "array", "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["name"],
+        "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}}}}),
+    ))
+    .unwrap();
+}

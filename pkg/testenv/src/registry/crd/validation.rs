@@ -288,6 +288,7 @@ fn check_schema(schema: &Value, path: &str, lvl: Level, errs: &mut Vec<FieldErro
             ),
         ));
     }
+    check_list_type(schema, path, errs);
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         for (k, sub) in props {
             check_schema(sub, &format!("{path}.properties[{k}]"), Level::Field, errs);
@@ -301,6 +302,115 @@ fn check_schema(schema: &Value, path: &str, lvl: Level, errs: &mut Vec<FieldErro
     }
     if let Some(d) = schema.get("default") {
         errs.extend(check_default(schema, d, &format!("{path}.default")));
+    }
+}
+
+/// `x-kubernetes-list-type` and `x-kubernetes-list-map-keys`, as apiextensions
+/// validates them: a known type; keys only for a `map` list, which needs
+/// them, object items, and keys that are scalar properties of the items,
+/// each required or defaulted.
+fn check_list_type(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
+    let list_type = schema.get("x-kubernetes-list-type").and_then(Value::as_str);
+    let keys: Vec<&str> = schema
+        .get("x-kubernetes-list-map-keys")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let keys_go = format!(
+        "[]string{{{}}}",
+        keys.iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    if let Some(other) = list_type.filter(|t| !matches!(*t, "atomic" | "set" | "map")) {
+        errs.push(FieldError::not_supported(
+            format!("{path}.x-kubernetes-list-type"),
+            json!(other),
+            &["atomic".to_owned(), "set".to_owned(), "map".to_owned()],
+        ));
+    }
+    if !keys.is_empty() {
+        let why = "must be map if x-kubernetes-list-map-keys is non-empty";
+        match list_type {
+            None => errs.push(FieldError::required(
+                format!("{path}.x-kubernetes-list-type"),
+                why,
+            )),
+            Some("map") => {}
+            Some(other) => errs.push(FieldError::invalid(
+                format!("{path}.x-kubernetes-list-type"),
+                json!(other),
+                why,
+            )),
+        }
+    }
+    if list_type != Some("map") {
+        return;
+    }
+    if keys.is_empty() {
+        errs.push(FieldError::required(
+            format!("{path}.x-kubernetes-list-map-keys"),
+            "must not be empty if x-kubernetes-list-type is map",
+        ));
+    }
+    let Some(items) = schema.get("items").filter(|i| i.is_object()) else {
+        errs.push(FieldError::required(
+            format!("{path}.items"),
+            "must have a schema if x-kubernetes-list-type is map",
+        ));
+        return;
+    };
+    let items_type = s(items, "/type");
+    if items_type != "object" {
+        errs.push(FieldError::invalid(
+            format!("{path}.items.type"),
+            json!(items_type),
+            "must be object if parent array's x-kubernetes-list-type is map",
+        ));
+        return;
+    }
+    let required: Vec<&str> = items
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut seen = std::collections::HashSet::new();
+    for key in &keys {
+        match items.pointer(&format!("/properties/{key}")) {
+            Some(property) => {
+                if matches!(s(property, "/type"), "array" | "object") {
+                    errs.push(FieldError::invalid(
+                        format!("{path}.items.properties[{key}].type"),
+                        json!(items_type),
+                        "must be a scalar type if parent array's x-kubernetes-list-type is map",
+                    ));
+                }
+                if !required.contains(key) && property.get("default").is_none() {
+                    errs.push(FieldError::required(
+                        format!("{path}.items.properties[{key}].default"),
+                        "this property is in x-kubernetes-list-map-keys, so it must have a default or be a \
+                         required property",
+                    ));
+                }
+            }
+            None => errs.push(FieldError::invalid_raw(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                keys_go.clone(),
+                "entries must all be names of item properties",
+            )),
+        }
+        if !seen.insert(*key) {
+            errs.push(FieldError::invalid_raw(
+                format!("{path}.x-kubernetes-list-map-keys"),
+                keys_go.clone(),
+                "must not contain duplicate entries",
+            ));
+        }
     }
 }
 
