@@ -318,13 +318,6 @@ fn check_list_type(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
         .flatten()
         .filter_map(Value::as_str)
         .collect();
-    let keys_go = format!(
-        "[]string{{{}}}",
-        keys.iter()
-            .map(|k| format!("{k:?}"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    );
     if let Some(other) = list_type.filter(|t| !matches!(*t, "atomic" | "set" | "map")) {
         errs.push(FieldError::not_supported(
             format!("{path}.x-kubernetes-list-type"),
@@ -372,6 +365,19 @@ fn check_list_type(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
         ));
         return;
     }
+    check_map_keys(items, &keys, path, errs);
+}
+
+/// The keys of a `map` list: scalar properties of its items, each required
+/// or defaulted, named once.
+fn check_map_keys(items: &Value, keys: &[&str], path: &str, errs: &mut Vec<FieldError>) {
+    let keys_go = format!(
+        "[]string{{{}}}",
+        keys.iter()
+            .map(|k| format!("{k:?}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     let required: Vec<&str> = items
         .get("required")
         .and_then(Value::as_array)
@@ -380,13 +386,13 @@ fn check_list_type(schema: &Value, path: &str, errs: &mut Vec<FieldError>) {
         .filter_map(Value::as_str)
         .collect();
     let mut seen = std::collections::HashSet::new();
-    for key in &keys {
+    for key in keys {
         match items.pointer(&format!("/properties/{key}")) {
             Some(property) => {
                 if matches!(s(property, "/type"), "array" | "object") {
                     errs.push(FieldError::invalid(
                         format!("{path}.items.properties[{key}].type"),
-                        json!(items_type),
+                        json!("object"),
                         "must be a scalar type if parent array's x-kubernetes-list-type is map",
                     ));
                 }
