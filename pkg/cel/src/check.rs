@@ -79,7 +79,7 @@ pub fn check_rules(schema: &Value, at: &str) -> Vec<RuleProblem> {
         problems: Vec::new(),
         total_cost: 0,
     };
-    walk.node(schema, at, 1);
+    walk.node(schema, at, 1, None);
     if walk.total_cost > SCHEMA_COST_LIMIT {
         walk.problems.push(RuleProblem {
             field: at.to_owned(),
@@ -97,23 +97,52 @@ pub fn check_rules(schema: &Value, at: &str) -> Vec<RuleProblem> {
 impl<'a> Walk<'a> {
     /// Checks the rules at `node` and below; `runs` is how many times a rule
     /// here can run for one object (the sizes of the lists and maps above).
-    fn node(&mut self, node: &'a Value, path: &str, runs: u64) {
+    /// Checks the rules at `node` and below; `runs` is how many times a rule
+    /// here can run for one object (the sizes of the lists and maps above),
+    /// `uncorrelated` the list above whose items have no old values, if any.
+    fn node(&mut self, node: &'a Value, path: &str, runs: u64, uncorrelated: Option<&str>) {
         if let Some(rules) = node.get("x-kubernetes-validations").and_then(Value::as_array) {
             for (i, rule) in rules.iter().enumerate() {
-                self.rule(node, rule, &format!("{path}.x-kubernetes-validations[{i}]"), runs);
+                let at = format!("{path}.x-kubernetes-validations[{i}]");
+                self.rule(node, rule, &at, runs);
+                self.old_self_in_reach(rule, &at, uncorrelated);
             }
         }
         if let Some(properties) = node.get("properties").and_then(Value::as_object) {
             for (name, child) in properties {
-                self.node(child, &format!("{path}.properties[{name}]"), runs);
+                self.node(child, &format!("{path}.properties[{name}]"), runs, uncorrelated);
             }
         }
         let each = runs.saturating_mul(max_size(node));
         if let Some(items) = node.get("items").filter(|i| i.is_object()) {
-            self.node(items, &format!("{path}.items"), each);
+            // Only a map list's items meet their old selves, by key.
+            let map_list = node.get("x-kubernetes-list-type").and_then(Value::as_str) == Some("map");
+            let below = uncorrelated.or((!map_list).then_some(path));
+            self.node(items, &format!("{path}.items"), each, below);
         }
         if let Some(values) = node.get("additionalProperties").filter(|a| a.is_object()) {
-            self.node(values, &format!("{path}.additionalProperties"), each);
+            self.node(
+                values,
+                &format!("{path}.additionalProperties"),
+                each,
+                uncorrelated,
+            );
+        }
+    }
+
+    /// A transition rule where no old value can be found is refused, as
+    /// kube-apiserver refuses it.
+    fn old_self_in_reach(&mut self, raw: &Value, at: &str, uncorrelated: Option<&str>) {
+        let Some(list) = uncorrelated else {
+            return;
+        };
+        let text = raw.get("rule").and_then(Value::as_str).unwrap_or_default();
+        if Program::compile(text).is_ok_and(|p| p.references().has_variable("oldSelf")) {
+            self.invalid(
+                format!("{at}.rule"),
+                go_quote(text),
+                format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"),
+            );
         }
     }
 
@@ -417,6 +446,28 @@ mod tests {
             found[4],
             format!("{at}[4].rule: Required value: rule is not specified")
         );
+    }
+
+    #[test]
+    fn old_self_is_refused_where_no_old_value_can_be_found() {
+        let schema = |list_type: &str| {
+            json!({"type": "object", "properties": {"ports": {
+                "type": "array", "maxItems": 10, "x-kubernetes-list-type": list_type, "x-kubernetes-list-map-keys": ["name"],
+                "items": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 10}},
+                    "x-kubernetes-validations": [{"rule": "self.name == oldSelf.name"}]},
+            }}})
+        };
+        let refused = check_rules(&schema("atomic"), AT);
+        assert_eq!(refused.len(), 1, "{refused:#?}");
+        assert_eq!(
+            refused[0].to_string(),
+            format!(
+                "{AT}.properties[ports].items.x-kubernetes-validations[0].rule: Invalid value: \"self.name == oldSelf.name\": \
+                 oldSelf cannot be used on the uncorrelatable portion of the schema within {AT}.properties[ports]"
+            )
+        );
+        assert_eq!(check_rules(&schema("set"), AT).len(), 1);
+        assert_eq!(check_rules(&schema("map"), AT), vec![]);
     }
 
     #[test]

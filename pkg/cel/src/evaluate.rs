@@ -80,11 +80,9 @@ enum Step {
 /// `x-kubernetes-list-type`: what makes an item the same item on an update.
 #[derive(Clone, Debug)]
 enum ListType {
-    /// No item is the same as an old one (kube-apiserver gives no
-    /// `oldSelf` inside an atomic list).
-    Atomic,
-    /// The same value.
-    Set,
+    /// No item is the same as an old one: kube-apiserver gives rules no
+    /// `oldSelf` inside an `atomic` or a `set` list.
+    Uncorrelated,
     /// The same values of the keys.
     Map(Vec<String>),
 }
@@ -130,7 +128,7 @@ impl Rules {
     /// Runs every rule against `object` (already defaulted, as the API server
     /// runs rules after defaulting), with `old`, the stored object on an
     /// update, as `oldSelf`. A rule that reads `oldSelf` runs only where an
-    /// old value is there (a list's items only in a `map` or `set` list),
+    /// old value is there (a list's items only in a `map` list),
     /// unless it sets `optionalOldSelf`. On an update, the rules of a node
     /// whose value did not change do not run (kube-apiserver's ratcheting).
     /// Failures are sorted by field.
@@ -187,7 +185,6 @@ fn collect(schema: &Value, steps: &mut Vec<Step>, out: &mut Vec<RuleNode>) {
     }
     if let Some(items) = schema.get("items").filter(|i| i.is_object()) {
         let list = match schema.get("x-kubernetes-list-type").and_then(Value::as_str) {
-            Some("set") => ListType::Set,
             Some("map") => ListType::Map(
                 schema
                     .get("x-kubernetes-list-map-keys")
@@ -198,7 +195,7 @@ fn collect(schema: &Value, steps: &mut Vec<Step>, out: &mut Vec<RuleNode>) {
                     .map(str::to_owned)
                     .collect(),
             ),
-            _ => ListType::Atomic,
+            _ => ListType::Uncorrelated,
         };
         steps.push(Step::Items(list));
         collect(items, steps, out);
@@ -292,8 +289,7 @@ fn visit(
 /// The old item that is `item` on an update, as the list's type says.
 fn same_item<'a>(list: &ListType, item: &Value, olds: &'a [Value]) -> Option<&'a Value> {
     match list {
-        ListType::Atomic => None,
-        ListType::Set => olds.iter().find(|old| *old == item),
+        ListType::Uncorrelated => None,
         ListType::Map(keys) => olds
             .iter()
             .find(|old| keys.iter().all(|key| old.get(key) == item.get(key))),
