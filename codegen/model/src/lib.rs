@@ -82,8 +82,10 @@
 //! generator names clients and files after, so [`KindModel`] has accessors
 //! for them. Field-level validation (ranges, patterns, formats) is written
 //! with `schemars` attributes on the spec's fields and reaches the schema
-//! through `JsonSchema`; the one thing a field adds to the CRD by itself is
-//! the status subresource of a `status` field.
+//! through `JsonSchema`; CEL rules are `#[rule(...)]` markers ([`rule`]),
+//! which the derive and `#[rules]` turn into schemars transforms; the one
+//! thing a field adds to the CRD by itself is the status subresource of a
+//! `status` field.
 //!
 //! # Layout
 //!
