@@ -308,7 +308,11 @@ pub struct InformerSettings<K> {
     /// Rewrites each object before it is cached and handed to handlers, e.g. to
     /// drop fields no controller reads.
     pub transform: Option<Transform<K>>,
-    /// Use a streaming list (`sendInitialEvents`) instead of list-then-watch.
+    /// List with a streaming watch (`sendInitialEvents`, client-go's
+    /// WatchList), so the first list never holds a whole list response in
+    /// memory: the default. A server that refuses it (kube-apiserver before
+    /// 1.34 without the WatchList feature gate answers 422) gets
+    /// list-then-watch instead, said once at debug.
     pub streaming_lists: bool,
     /// Page size of the initial list (kube's default is 500).
     pub page_size: Option<u32>,
@@ -323,7 +327,7 @@ impl<K> Default for InformerSettings<K> {
         InformerSettings {
             keep_managed_fields: false,
             transform: None,
-            streaming_lists: false,
+            streaming_lists: true,
             page_size: None,
             cache: CacheFormat::default(),
         }
@@ -431,9 +435,6 @@ impl<K: Object> Informer<K> {
         if let Some(selector) = selector.filter(|s| !s.selects_all()) {
             config = config.labels_from(selector);
             description.push_str(&format!(" (labels: {selector})"));
-        }
-        if settings.streaming_lists {
-            config = config.streaming_lists();
         }
         if let Some(size) = settings.page_size {
             config = config.page_size(size);
@@ -584,12 +585,15 @@ impl<K: Object> Informer<K> {
         // Set while the resource answers 404: the retries then wait at most
         // a few seconds, so a CRD that comes back is listed soon after.
         let missing = Arc::new(AtomicBool::new(false));
-        let watch = |missing: &Arc<AtomicBool>| {
-            Box::pin(
-                watcher(lenient.clone(), shared.config.clone()).backoff(RetryBackoff::new(missing.clone())),
-            )
+        let watch = |missing: &Arc<AtomicBool>, streaming: bool| {
+            let config = if streaming {
+                shared.config.clone().streaming_lists()
+            } else {
+                shared.config.clone()
+            };
+            Box::pin(watcher(lenient.clone(), config).backoff(RetryBackoff::new(missing.clone())))
         };
-        let mut events = watch(&missing);
+        let mut events = watch(&missing, shared.settings.streaming_lists);
         // A zero period means no resync, as in client-go (tokio's interval
         // would panic on it).
         let mut resync = (!shared.resync_period.is_zero()).then(|| {
@@ -599,6 +603,7 @@ impl<K: Object> Informer<K> {
             interval
         });
         let mut watching = Watching {
+            streaming: shared.settings.streaming_lists,
             versions: Versions::default(),
             missing,
             listed_once: false,
@@ -627,7 +632,7 @@ impl<K: Object> Informer<K> {
                         Some("listing again: another informer of this process found the API server's history changed".to_owned());
                     shared.synced.send_replace(false);
                     watching.versions = Versions::default();
-                    events = watch(&watching.missing);
+                    events = watch(&watching.missing, watching.streaming);
                 }
                 event = events.next() => match self.on_event(&mut watching, event) {
                     Next::Continue => {}
@@ -635,14 +640,14 @@ impl<K: Object> Informer<K> {
                     // Served before and gone now: maybe the server restarted
                     // empty, so the others look too.
                     Next::ResourceGone => tell_the_others(&mut world_changes),
-                    Next::Relist => events = watch(&watching.missing),
+                    Next::Relist => events = watch(&watching.missing, watching.streaming),
                     Next::ListAgain(why) => {
                         tracing::warn!(informer = %shared.description, error = %why,
                             "the API server's history is not the cache's; listing again from scratch");
                         *shared.last_error.lock() = Some(why);
                         shared.synced.send_replace(false);
                         watching.versions = Versions::default();
-                        events = watch(&watching.missing);
+                        events = watch(&watching.missing, watching.streaming);
                         tell_the_others(&mut world_changes);
                     }
                 },
@@ -712,6 +717,14 @@ impl<K: Object> Informer<K> {
             // The version the watch resumes from is gone (compacted, or from
             // before the resource went away): kube's watcher would list
             // again only after its backoff; a fresh one lists at once.
+            // A server without streaming lists refuses the watch that asks
+            // for one: list, then watch, from now on.
+            Some(Err(err)) if watching.streaming && matches!(status_code(&err), Some(400 | 422)) => {
+                tracing::debug!(informer = %shared.description, error = %err,
+                    "the API server does not stream lists (sendInitialEvents); listing, then watching");
+                watching.streaming = false;
+                Next::Relist
+            }
             Some(Err(err)) if status_code(&err) == Some(410) => {
                 if watching.missing.load(Ordering::SeqCst) {
                     tracing::info!(informer = %shared.description,
@@ -1063,6 +1076,9 @@ fn is_server_reset(err: &watcher::Error) -> bool {
 
 /// What an informer's run loop keeps between events.
 struct Watching {
+    /// Whether lists stream (`sendInitialEvents`); cleared for good when the
+    /// server refuses a streaming watch.
+    streaming: bool,
     versions: Versions,
     /// Set while the resource answers 404 (its [`RetryBackoff`] reads it).
     missing: Arc<AtomicBool>,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kinject_runtime::events::{FakeRecorder, SharedRecorder};
-use kinject_runtime::informer::{EventHandler, InformerMetrics};
+use kinject_runtime::informer::{EventHandler, InformerMetrics, InformerSettings};
 use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kube::Api;
@@ -120,9 +120,9 @@ async fn two_controllers_on_one_informer_see_every_change_over_one_watch() {
         "one watch for the kind, shared"
     );
     assert_eq!(
-        env.request_count("list", "configmaps"),
-        1,
-        "one list for the kind, shared"
+        list_watch_requests(&env),
+        ["list"],
+        "one list for the kind, shared, streamed by its watch"
     );
     assert_eq!(ctx.informer_descriptions().len(), 1);
     stop.cancel();
@@ -144,12 +144,20 @@ fn by_name(objects: impl IntoIterator<Item = serde_json::Value>) -> BTreeMap<Str
 }
 
 /// The informer's list and watch requests for configmaps, in order, as
-/// `"list"` or `"watch rv=<resourceVersion>"`.
+/// `"list"` (a list, or a watch that streams one: `sendInitialEvents`) or
+/// `"watch rv=<resourceVersion>"`.
 fn list_watch_requests(env: &TestEnv) -> Vec<String> {
     env.actions()
         .iter()
         .filter(|a| a.resource == "configmaps" && (a.verb == "list" || a.verb == "watch"))
         .map(|a| match a.verb.as_str() {
+            "watch"
+                if a.query
+                    .iter()
+                    .any(|(k, v)| k == "sendInitialEvents" && v == "true") =>
+            {
+                "list".to_owned()
+            }
             "watch" => {
                 let rv = a
                     .query
@@ -167,7 +175,14 @@ fn list_watch_requests(env: &TestEnv) -> Vec<String> {
 #[tokio::test]
 async fn a_forced_410_relists_without_duplicate_or_lost_events() {
     let env = TestEnv::new();
-    let ctx = Context::new(env.client());
+    // List, then watch: the 410 that follows is for the watch after a list
+    // (a streaming list meets the same expiry as a watch does).
+    let ctx = Context::builder(env.client())
+        .informer_settings(InformerSettings::<ConfigMap> {
+            streaming_lists: false,
+            ..InformerSettings::default()
+        })
+        .build();
     let (seen, handler) = recorder();
     let informer = ctx.informer::<ConfigMap>();
     informer.add_event_handler(handler);
@@ -515,7 +530,8 @@ async fn a_server_that_went_back_in_time_is_listed_again() {
     let ctx = Context::new(env.client());
     let informer = ctx.informer::<ConfigMap>();
     let stop = started(&ctx).await;
-    assert_eq!(env.request_count("list", "configmaps"), 1);
+    let lists = || list_watch_requests(&env).iter().filter(|r| *r == "list").count();
+    assert_eq!(lists(), 1);
 
     env.react(
         Reactor::on("watch", "configmaps")
@@ -527,7 +543,7 @@ async fn a_server_that_went_back_in_time_is_listed_again() {
             )),
     );
     env.close_watches();
-    eventually("a fresh list", || env.request_count("list", "configmaps") == 2).await;
+    eventually("a fresh list", || lists() == 2).await;
     eventually("the cache to sync again", || informer.has_synced()).await;
     assert!(ctx.unsynced_informers().is_empty());
     assert_eq!(informer.lister().list_all().unwrap().len(), 1);
@@ -946,5 +962,57 @@ async fn a_namespace_scope_shares_the_process_context() {
     };
     assert_eq!(names(&scoped), ["in-system"]);
     assert_eq!(names(&everywhere), ["in-default", "in-system"]);
+    stop.cancel();
+}
+
+/// Lists stream by default (`sendInitialEvents`): one watch lists and then
+/// watches. A server that refuses it (422, as kube-apiserver without the
+/// WatchList feature gate) is listed, then watched, from then on.
+#[tokio::test]
+async fn lists_stream_by_default_and_fall_back_where_the_server_refuses() {
+    use kinject_testenv::{ErrorStatus, Reactor};
+
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("a", "x", "1"))
+        .await
+        .unwrap();
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<ConfigMap>();
+    let stop = started(&ctx).await;
+    assert_eq!(list_watch_requests(&env), ["list"], "one streaming watch");
+    assert_eq!(env.request_count("list", "configmaps"), 0);
+    assert_eq!(informer.lister().list_all().unwrap().len(), 1);
+    stop.cancel();
+
+    let env = TestEnv::new();
+    env.react(Reactor::on("watch", "configmaps").times(1).respond(ErrorStatus::new(
+        422,
+        "Invalid",
+        "ListOptions.meta.k8s.io \"\" is invalid: sendInitialEvents: Forbidden: sendInitialEvents is forbidden for \
+         watch unless the WatchList feature gate is enabled",
+    )));
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("b", "x", "1"))
+        .await
+        .unwrap();
+    let ctx = Context::new(env.client());
+    let informer = ctx.informer::<ConfigMap>();
+    let stop = started(&ctx).await;
+    assert_eq!(
+        env.request_count("list", "configmaps"),
+        1,
+        "{:?}",
+        list_watch_requests(&env)
+    );
+    assert_eq!(informer.lister().list_all().unwrap().len(), 1);
+    api.create(&PostParams::default(), &cm("c", "x", "1"))
+        .await
+        .unwrap();
+    eventually("the watch after the list", || {
+        informer.lister().list_all().unwrap().len() == 2
+    })
+    .await;
+    assert!(informer.last_error().is_none(), "{:?}", informer.last_error());
     stop.cancel();
 }
