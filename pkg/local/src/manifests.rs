@@ -1,7 +1,7 @@
 //! `config/` and `config/samples/` applied to the local API server, in
 //! name order, as `kubectl apply -f config/` would apply them.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use kinject_testenv::TestEnv;
 use serde_json::{Value, json};
@@ -18,27 +18,14 @@ pub(crate) struct InProcess {
     pub(crate) service_account: String,
 }
 
-/// The YAML files directly in `dir`, in name order.
-fn manifests_in(dir: &Path) -> Result<Vec<PathBuf>, Error> {
-    let unreadable = |e: std::io::Error| Error::Read {
-        path: dir.to_owned(),
-        message: e.to_string(),
-    };
-    let mut manifests = Vec::new();
-    for entry in std::fs::read_dir(dir).map_err(unreadable)? {
-        let path = entry.map_err(unreadable)?.path();
-        if path.extension().is_some_and(|ext| ext == "yaml" || ext == "yml") {
-            manifests.push(path);
-        }
-    }
-    manifests.sort();
-    Ok(manifests)
-}
-
 /// Creates the objects of every manifest directly in `dir`, in name order.
 fn apply_manifests(env: &TestEnv, dir: &Path) -> Result<Vec<Value>, Error> {
     let mut created = Vec::new();
-    for path in manifests_in(dir)? {
+    let files = kinject_testenv::manifest_files(dir).map_err(|e| Error::Read {
+        path: dir.to_owned(),
+        message: e.to_string(),
+    })?;
+    for path in files {
         let text = std::fs::read_to_string(&path).map_err(|e| Error::Read {
             path: path.clone(),
             message: e.to_string(),

@@ -193,43 +193,19 @@ fn ensure_namespace(env: &TestEnv, object: &Value) {
 fn read_all(paths: &[PathBuf]) -> Result<Vec<Document>, String> {
     let mut documents = Vec::new();
     for path in paths {
-        for file in files_of(path)? {
+        for file in kinject_testenv::manifest_files(path).map_err(|e| format!("{}: {e}", path.display()))? {
             documents.extend(read_file(&file)?);
         }
     }
     Ok(documents)
 }
 
-/// `path` itself, or the `.yaml` and `.yml` files of a directory (not its
-/// folders), sorted.
-fn files_of(path: &Path) -> Result<Vec<PathBuf>, String> {
-    let meta = std::fs::metadata(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    if !meta.is_dir() {
-        return Ok(vec![path.to_owned()]);
-    }
-    let mut files: Vec<PathBuf> = std::fs::read_dir(path)
-        .map_err(|e| format!("{}: {e}", path.display()))?
-        .filter_map(Result::ok)
-        .map(|entry| entry.path())
-        .filter(|p| p.is_file() && p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
-        .collect();
-    files.sort();
-    Ok(files)
-}
-
 fn read_file(path: &Path) -> Result<Vec<Document>, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let source = path.display().to_string();
     let mut documents = Vec::new();
-    for (i, doc) in text.split("\n---").enumerate() {
-        if doc
-            .lines()
-            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#') || l.trim() == "---")
-        {
-            continue;
-        }
-        let place = format!("{}, document {}", path.display(), i + 1);
-        let object: Value = serde_saphyr::from_str(doc.trim_start_matches("---"))
-            .map_err(|e| format!("{place}: not YAML a manifest can be: {e}"))?;
+    for (number, object) in kinject_testenv::yaml_documents(&source, &text)? {
+        let place = format!("{source}, document {number}");
         if !object.is_object() {
             return Err(format!(
                 "{place}: a manifest is a YAML mapping (apiVersion, kind, metadata)"

@@ -82,6 +82,7 @@ mod go_format;
 mod hooks;
 mod http;
 mod jsonpath;
+mod manifests;
 mod names;
 mod object_meta;
 mod patches;
@@ -99,6 +100,7 @@ pub use errors::{ErrorStatus, StatusCause, StatusFields};
 pub use hooks::{Action, Reactor};
 pub use http::server::Server;
 pub use http::service::{ResponseBody, TestEnvService};
+pub use manifests::{manifest_files, yaml_documents};
 pub use names::{NameGenerator, UidGenerator, uid_for};
 pub use registry::resource::{BuiltinKind, builtin_kinds};
 pub use test_env::{

@@ -505,18 +505,10 @@ impl TestEnv {
     /// Returns the created objects. `source` names the manifest in errors.
     pub fn create_from_yaml(&self, source: &str, yaml: &str) -> Result<Vec<Value>, Error> {
         let mut created = Vec::new();
-        for (i, doc) in yaml.split("\n---").enumerate() {
-            if doc
-                .lines()
-                .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
-            {
-                continue;
-            }
-            let obj: Value = serde_saphyr::from_str(doc)
-                .map_err(|e| Error::InvalidObject(format!("{source}, document {}: {e}", i + 1)))?;
+        for (number, obj) in crate::manifests::yaml_documents(source, yaml).map_err(Error::InvalidObject)? {
             created.push(self.create_object(obj).map_err(|e| match e {
                 Error::InvalidObject(why) => {
-                    Error::InvalidObject(format!("{source}, document {}: {why}", i + 1))
+                    Error::InvalidObject(format!("{source}, document {number}: {why}"))
                 }
                 other => other,
             })?);
