@@ -104,8 +104,7 @@ impl<'a> Walk<'a> {
         if let Some(rules) = node.get("x-kubernetes-validations").and_then(Value::as_array) {
             for (i, rule) in rules.iter().enumerate() {
                 let at = format!("{path}.x-kubernetes-validations[{i}]");
-                self.rule(node, rule, &at, runs);
-                self.old_self_in_reach(rule, &at, uncorrelated);
+                self.rule(node, rule, &at, runs, uncorrelated);
             }
         }
         if let Some(properties) = node.get("properties").and_then(Value::as_object) {
@@ -130,23 +129,10 @@ impl<'a> Walk<'a> {
         }
     }
 
-    /// A transition rule where no old value can be found is refused, as
+    /// The checks of one rule; `uncorrelated` is the list above whose items
+    /// have no old values, where a rule reading `oldSelf` is refused, as
     /// kube-apiserver refuses it.
-    fn old_self_in_reach(&mut self, raw: &Value, at: &str, uncorrelated: Option<&str>) {
-        let Some(list) = uncorrelated else {
-            return;
-        };
-        let text = raw.get("rule").and_then(Value::as_str).unwrap_or_default();
-        if Program::compile(text).is_ok_and(|p| p.references().has_variable("oldSelf")) {
-            self.invalid(
-                format!("{at}.rule"),
-                go_quote(text),
-                format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"),
-            );
-        }
-    }
-
-    fn rule(&mut self, node: &'a Value, raw: &Value, at: &str, runs: u64) {
+    fn rule(&mut self, node: &'a Value, raw: &Value, at: &str, runs: u64, uncorrelated: Option<&str>) {
         let text = raw.get("rule").and_then(Value::as_str).unwrap_or_default();
         if text.trim().is_empty() {
             self.problems.push(RuleProblem {
@@ -198,6 +184,27 @@ impl<'a> Walk<'a> {
                 "fieldPath must be a valid path".to_owned(),
             );
         }
+        self.reason(raw, at);
+        let cost = estimate(program.expression(), &scope).saturating_mul(runs);
+        if cost > RULE_COST_LIMIT {
+            self.problems.push(RuleProblem {
+                field: format!("{at}.rule"),
+                kind: ProblemKind::Forbidden,
+                detail: cost_message("estimated rule cost", cost, RULE_COST_LIMIT),
+            });
+        }
+        self.total_cost = self.total_cost.saturating_add(cost);
+        if let Some(list) = uncorrelated.filter(|_| uses_old_self) {
+            self.invalid(
+                format!("{at}.rule"),
+                go_quote(text),
+                format!("oldSelf cannot be used on the uncorrelatable portion of the schema within {list}"),
+            );
+        }
+    }
+
+    /// A `reason` kube-apiserver does not know is refused.
+    fn reason(&mut self, raw: &Value, at: &str) {
         if let Some(reason) = raw.get("reason").and_then(Value::as_str)
             && !REASONS.contains(&reason)
         {
@@ -214,15 +221,6 @@ impl<'a> Walk<'a> {
                 },
             });
         }
-        let cost = estimate(program.expression(), &scope).saturating_mul(runs);
-        if cost > RULE_COST_LIMIT {
-            self.problems.push(RuleProblem {
-                field: format!("{at}.rule"),
-                kind: ProblemKind::Forbidden,
-                detail: cost_message("estimated rule cost", cost, RULE_COST_LIMIT),
-            });
-        }
-        self.total_cost = self.total_cost.saturating_add(cost);
     }
 
     fn invalid(&mut self, field: String, value: String, detail: String) {
