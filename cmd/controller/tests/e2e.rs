@@ -1812,18 +1812,10 @@ async fn a_statefulset_pod_past_the_buckets_exits_1_saying_what_to_change() {
     assert!(stderr.contains("or set buckets to 3"), "{stderr}");
 }
 
-/// How many times `resource` was listed: list requests, and watches that
-/// stream a list (`sendInitialEvents`, how informers list by default).
+/// How many times `resource` was listed (by a list, or a watch that streams one).
 fn lists_of(env: &TestEnv, resource: &str) -> usize {
     env.actions()
         .iter()
-        .filter(|a| a.resource == resource)
-        .filter(|a| {
-            a.verb == "list"
-                || (a.verb == "watch"
-                    && a.query
-                        .iter()
-                        .any(|(k, v)| k == "sendInitialEvents" && v == "true"))
-        })
+        .filter(|a| a.resource == resource && a.lists())
         .count()
 }

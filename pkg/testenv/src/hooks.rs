@@ -35,6 +35,18 @@ pub struct Action {
 }
 
 impl Action {
+    /// Whether the request lists its resource: a list, or a watch that
+    /// streams the list first (`sendInitialEvents=true`, how informers list
+    /// by default).
+    pub fn lists(&self) -> bool {
+        self.verb == "list"
+            || (self.verb == "watch"
+                && self
+                    .query
+                    .iter()
+                    .any(|(k, v)| k == "sendInitialEvents" && v == "true"))
+    }
+
     /// The body parsed as JSON, for assertions.
     pub fn body_json(&self) -> Option<serde_json::Value> {
         self.body.as_ref().and_then(|b| serde_json::from_slice(b).ok())

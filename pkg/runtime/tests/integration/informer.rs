@@ -151,13 +151,7 @@ fn list_watch_requests(env: &TestEnv) -> Vec<String> {
         .iter()
         .filter(|a| a.resource == "configmaps" && (a.verb == "list" || a.verb == "watch"))
         .map(|a| match a.verb.as_str() {
-            "watch"
-                if a.query
-                    .iter()
-                    .any(|(k, v)| k == "sendInitialEvents" && v == "true") =>
-            {
-                "list".to_owned()
-            }
+            _ if a.lists() => "list".to_owned(),
             "watch" => {
                 let rv = a
                     .query
