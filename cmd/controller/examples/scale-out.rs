@@ -174,25 +174,37 @@ impl Cluster {
             kubelet,
         })
     }
+
+    /// `replicas` controller processes on the cluster, once every key is
+    /// Ready; and how many keys that is.
+    async fn converged(
+        &self,
+        args: &Args,
+        replicas: usize,
+        dir: &Path,
+    ) -> Result<(Vec<Child>, usize), BoxError> {
+        let mut controllers = (0..replicas)
+            .map(|i| spawn_controller(dir, &self.kubeconfig, &format!("replica-{i}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
+        converge(&self.env, keys, &mut controllers, dir).await?;
+        Ok((controllers, keys))
+    }
+
+    /// Stops the kubelet, then the API server.
+    async fn shutdown(self) {
+        self.stop.cancel();
+        let _ = self.kubelet.await;
+        self.server.shutdown().await;
+    }
 }
 
 async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxError> {
-    let Cluster {
-        env,
-        server,
-        kubeconfig,
-        stop,
-        kubelet,
-    } = Cluster::start(args, dir).await?;
-
+    let cluster = Cluster::start(args, dir).await?;
     let started = Instant::now();
-    let mut controllers = (0..replicas)
-        .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
-    converge(&env, keys, &mut controllers, dir).await?;
+    let (mut controllers, keys) = cluster.converged(args, replicas, dir).await?;
     let took = started.elapsed();
-    let split = lease_split(&env);
+    let split = lease_split(&cluster.env);
     let mut stats = Vec::new();
     for controller in &mut controllers {
         stats.push(ProcStats::of(controller.id())?);
@@ -200,9 +212,7 @@ async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxErr
     for mut controller in controllers {
         terminate(&mut controller)?;
     }
-    stop.cancel();
-    let _ = kubelet.await;
-    server.shutdown().await;
+    cluster.shutdown().await;
     Ok(Row {
         replicas,
         keys,
@@ -251,18 +261,14 @@ fn lock(changes: &Changes) -> std::sync::MutexGuard<'_, Vec<Change>> {
 /// The rolling update of `--rolling-update`: converge, then replace each
 /// replica in turn while specs change, and report how long changes waited.
 async fn rolling_update(args: &Args, replicas: usize, dir: &Path) -> Result<(), BoxError> {
+    let cluster = Cluster::start(args, dir).await?;
+    let (mut controllers, _) = cluster.converged(args, replicas, dir).await?;
     let Cluster {
         env,
-        server,
         kubeconfig,
         stop,
-        kubelet,
-    } = Cluster::start(args, dir).await?;
-    let mut controllers = (0..replicas)
-        .map(|i| spawn_controller(dir, &kubeconfig, &format!("replica-{i}")))
-        .collect::<Result<Vec<_>, _>>()?;
-    let keys = args.objects + args.objects / OBJECTS_PER_DEPLOYMENT;
-    converge(&env, keys, &mut controllers, dir).await?;
+        ..
+    } = &cluster;
     eprintln!("{replicas} replica(s) converged; replacing them one by one under churn");
 
     let changes = Changes::default();
@@ -276,7 +282,7 @@ async fn rolling_update(args: &Args, replicas: usize, dir: &Path) -> Result<(), 
     let watching = tokio::spawn(watch_changes(env.clone(), changes.clone(), stop.clone()));
     tokio::time::sleep(Duration::from_secs(5)).await;
     for (i, old) in controllers.iter_mut().enumerate() {
-        let mut successor = spawn_controller(dir, &kubeconfig, &format!("replica-{i}-next"))?;
+        let mut successor = spawn_controller(dir, kubeconfig, &format!("replica-{i}-next"))?;
         tokio::time::sleep(Duration::from_secs(5)).await;
         if let Some(status) = successor.try_wait()? {
             return Err(format!("a successor exited ({status}); its log is in {}", dir.display()).into());
@@ -293,12 +299,11 @@ async fn rolling_update(args: &Args, replicas: usize, dir: &Path) -> Result<(), 
     }
     stop.cancel();
     let _ = watching.await;
-    let split = lease_split(&env);
+    let split = lease_split(env);
     for mut controller in controllers {
         terminate(&mut controller)?;
     }
-    let _ = kubelet.await;
-    server.shutdown().await;
+    cluster.shutdown().await;
     print_waits(&lock(&changes), replicas, &split);
     Ok(())
 }
