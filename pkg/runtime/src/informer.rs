@@ -27,6 +27,33 @@
 //!
 //! Handlers run on the informer's task, in event order, and must not block:
 //! they enqueue keys, they do not reconcile.
+//!
+//! # What a cache holds
+//!
+//! A constructor says, per kind, what its reconciler reads, and the cache
+//! holds that much:
+//!
+//! - `ctx.informer::<Service>()`: whole objects, decoded once (the default);
+//! - `ctx.compact_informer::<Service>()`: whole objects as compact JSON,
+//!   decoded on each read ([`CacheFormat::Json`]);
+//! - `ctx.informer::<PartialObjectMeta<Service>>()`: the metadata alone (name,
+//!   namespace, labels, annotations, owner references), listed and watched as
+//!   kube-apiserver's `PartialObjectMetadata`, as client-go's metadata
+//!   informers do. RBAC is the same as for the whole objects.
+//!
+//! A reconciler handed a metadata lister cannot read what its cache lacks:
+//!
+//! ```compile_fail,E0609
+//! # fn demo(ctx: &kinject_runtime::injection::Context) -> Result<(), Box<dyn std::error::Error>> {
+//! use k8s_openapi::api::core::v1::Service;
+//! use kube::core::PartialObjectMeta;
+//!
+//! let services = ctx.informer::<PartialObjectMeta<Service>>().lister();
+//! if let Some(svc) = services.namespaced("default").get("web")? {
+//!     let ports = &svc.spec; // no field `spec`: the cache holds metadata alone
+//! }
+//! # Ok(()) }
+//! ```
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -440,6 +467,13 @@ impl<K: Object> Informer<K> {
             config = config.page_size(size);
         }
         let cache = settings.cache;
+        // Two informers of one kind in different forms are told apart in
+        // logs and metrics.
+        if K::metadata_api() {
+            description.push_str(" [metadata]");
+        } else if cache == CacheFormat::Json {
+            description.push_str(" [compact]");
+        }
         // At zero from the start, so a dashboard or alert sees every informer
         // before its first undecodable object, not only after.
         if let Some(metrics) = &reporting.metrics {

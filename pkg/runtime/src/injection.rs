@@ -49,7 +49,9 @@ use crate::apis::Object;
 use crate::client::{ApiScope, ClientSource, scoped_api};
 pub use crate::clock::Clock;
 use crate::events::{KubeRecorder, Recorder, SharedRecorder};
-use crate::informer::{DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting};
+use crate::informer::{
+    CacheFormat, DEFAULT_RESYNC_PERIOD, Informer, InformerMetrics, InformerSettings, Reporting,
+};
 use crate::network;
 use crate::rbac::{Permissions, Verb};
 use crate::world::World;
@@ -101,6 +103,7 @@ struct Registration {
     type_id: TypeId,
     namespace: Option<Arc<str>>,
     selector: String,
+    cache: CacheFormat,
     informer: Box<dyn Any + Send + Sync>,
     handle: Arc<dyn Startable>,
 }
@@ -434,12 +437,17 @@ impl Context {
         &self.inner.cluster_domain
     }
 
-    /// The shared informer for `K`, created on the first request.
+    /// The shared informer for `K`, created on the first request. Its cache
+    /// holds what `K` holds: for `PartialObjectMeta<Service>` it lists and
+    /// watches the Services' metadata alone (kube-apiserver's
+    /// `PartialObjectMetadata`, client-go's metadata informers), for
+    /// `Service` the whole objects, decoded (unless the builder's
+    /// [`InformerSettings`] ask otherwise).
     pub fn informer<K>(&self) -> Informer<K>
     where
         K: Object<Scope: ApiScope>,
     {
-        self.informer_for(None, None)
+        self.informer_for(None, None, None)
     }
 
     /// The shared informer for the objects of `K` whose labels match `selector`
@@ -448,7 +456,28 @@ impl Context {
     where
         K: Object<Scope: ApiScope>,
     {
-        self.informer_for(Some(selector), None)
+        self.informer_for(Some(selector), None, None)
+    }
+
+    /// The shared informer for `K` that holds each object compact
+    /// ([`CacheFormat::Json`]): a fraction of the decoded form's memory, with
+    /// each read decoding the object. For kinds with many large objects a
+    /// controller reads rarely. Distinct from [`informer`](Self::informer)'s
+    /// when that one decodes: a kind asked for in both forms is cached twice.
+    pub fn compact_informer<K>(&self) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        self.informer_for(None, None, Some(CacheFormat::Json))
+    }
+
+    /// [`compact_informer`](Self::compact_informer) of the objects whose
+    /// labels match `selector`.
+    pub fn filtered_compact_informer<K>(&self, selector: &Selector) -> Informer<K>
+    where
+        K: Object<Scope: ApiScope>,
+    {
+        self.informer_for(Some(selector), None, Some(CacheFormat::Json))
     }
 
     /// The shared informer for the one object of `K` named `name` (in the
@@ -460,10 +489,15 @@ impl Context {
     where
         K: Object<Scope: ApiScope>,
     {
-        self.informer_for(None, Some(name))
+        self.informer_for(None, Some(name), None)
     }
 
-    fn informer_for<K>(&self, selector: Option<&Selector>, name: Option<&str>) -> Informer<K>
+    fn informer_for<K>(
+        &self,
+        selector: Option<&Selector>,
+        name: Option<&str>,
+        cache: Option<CacheFormat>,
+    ) -> Informer<K>
     where
         K: Object<Scope: ApiScope>,
     {
@@ -478,22 +512,28 @@ impl Context {
         if let Some(name) = name {
             selector_key.push_str(&format!(" metadata.name={name}"));
         }
-        let mut informers = self.inner.informers.lock();
-        if let Some(existing) = informers
-            .iter()
-            .find(|r| r.type_id == type_id && r.namespace == namespace && r.selector == selector_key)
-            && let Some(informer) = existing.informer.downcast_ref::<Informer<K>>()
-        {
-            self.record(&existing.handle);
-            return informer.clone();
-        }
-        let settings = self
+        let mut settings = self
             .inner
             .settings
             .get(&type_id)
             .and_then(|s| s.downcast_ref::<InformerSettings<K>>())
             .cloned()
             .unwrap_or_default();
+        if let Some(cache) = cache {
+            settings.cache = cache;
+        }
+        let mut informers = self.inner.informers.lock();
+        if let Some(existing) = informers.iter().find(|r| {
+            r.type_id == type_id
+                && r.namespace == namespace
+                && r.selector == selector_key
+                && r.cache == settings.cache
+        }) && let Some(informer) = existing.informer.downcast_ref::<Informer<K>>()
+        {
+            self.record(&existing.handle);
+            return informer.clone();
+        }
+        let cache = settings.cache;
         let watch_client = self.inner.watch_client.clone().unwrap_or_else(|| self.client());
         let api = scoped_api::<K>(watch_client, namespace.as_deref());
         let recorder = self
@@ -539,6 +579,7 @@ impl Context {
             type_id,
             namespace,
             selector: selector_key,
+            cache,
             informer: Box::new(informer.clone()),
             handle,
         });

@@ -66,7 +66,10 @@ impl StoreKey {
 /// Decoded is the default: each object is parsed once, and reads, which a
 /// reconciler makes on every reconcile, cost no decoding. A kind with many
 /// large objects that is read rarely (every Pod of a cluster, say) can opt
-/// into [`CacheFormat::Json`] for a fraction of the memory.
+/// into [`CacheFormat::Json`] for a fraction of the memory. A controller
+/// that reads only names, labels, annotations and owners of a kind caches
+/// less still with an informer of `PartialObjectMeta<K>`, which lists and
+/// watches the metadata alone.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum CacheFormat {
     /// Each object decoded once, when the informer stores it, and shared behind

@@ -25,6 +25,8 @@ pub struct Action {
     pub name: String,
     /// The request's `Content-Type` (tells patch types apart).
     pub content_type: String,
+    /// The request's `Accept` (tells metadata-only and Table reads apart).
+    pub accept: String,
     /// The body or patch bytes exactly as received; `None` when the request had none.
     pub body: Option<Bytes>,
     /// The decoded query string (e.g. `fieldManager`, `labelSelector`).
@@ -64,6 +66,7 @@ impl Action {
             &self.namespace,
             &self.name,
             &self.content_type,
+            &self.accept,
             &self.user_agent,
         ];
         let query: usize = self
@@ -319,6 +322,7 @@ mod tests {
             namespace: "default".into(),
             name: "big".into(),
             content_type: "application/json".into(),
+            accept: String::new(),
             body: Some(Bytes::from(vec![b'x'; body])),
             query: Vec::new(),
             user_agent: String::new(),

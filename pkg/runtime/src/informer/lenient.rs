@@ -80,6 +80,12 @@ impl<K: Object> kube::Resource for Lenient<K> {
         K::plural(dt)
     }
 
+    // A `PartialObjectMeta` informer lists and watches metadata alone, as
+    // kube's `Api` does for that type.
+    fn metadata_api() -> bool {
+        K::metadata_api()
+    }
+
     fn meta(&self) -> &ObjectMeta {
         match self {
             Lenient::Decoded(obj) => obj.meta(),

@@ -14,7 +14,7 @@ use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kube::Api;
 use kube::api::{DeleteParams, PostParams};
-use kube::core::Selector;
+use kube::core::{PartialObjectMeta, Selector};
 use prometheus_client::registry::Registry;
 use tokio_util::sync::CancellationToken;
 
@@ -1008,5 +1008,105 @@ async fn lists_stream_by_default_and_fall_back_where_the_server_refuses() {
     })
     .await;
     assert!(informer.last_error().is_none(), "{:?}", informer.last_error());
+    stop.cancel();
+}
+
+/// The list and watch requests for `configmaps` that asked for metadata alone,
+/// and those that did not.
+fn metadata_and_whole_requests(env: &TestEnv) -> (usize, usize) {
+    let requests: Vec<_> = env
+        .actions()
+        .into_iter()
+        .filter(|a| a.resource == "configmaps" && (a.verb == "list" || a.verb == "watch"))
+        .collect();
+    let metadata = requests
+        .iter()
+        .filter(|a| a.accept.contains("as=PartialObjectMetadata"))
+        .count();
+    (metadata, requests.len() - metadata)
+}
+
+/// An informer of `PartialObjectMeta<K>` lists and watches the metadata alone
+/// (kube-apiserver's `as=PartialObjectMetadata`), by a streaming list or by a
+/// list and then a watch, and sits beside the kind's whole-object informer.
+#[tokio::test]
+async fn a_metadata_informer_lists_and_watches_metadata_alone() {
+    for streaming_lists in [true, false] {
+        let env = TestEnv::new();
+        let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+        api.create(&PostParams::default(), &cm("a", "x", "1"))
+            .await
+            .unwrap();
+        let ctx = Context::builder(env.client())
+            .informer_settings(InformerSettings::<PartialObjectMeta<ConfigMap>> {
+                streaming_lists,
+                ..InformerSettings::default()
+            })
+            .build();
+        let metadata = ctx.informer::<PartialObjectMeta<ConfigMap>>();
+        let stop = started(&ctx).await;
+        let (asked_metadata, asked_whole) = metadata_and_whole_requests(&env);
+        assert_eq!(
+            (asked_metadata, asked_whole),
+            (if streaming_lists { 1 } else { 2 }, 0),
+            "streaming lists: {streaming_lists}"
+        );
+        let a = metadata.lister().namespaced(NS).get("a").unwrap().unwrap();
+        assert_eq!(a.metadata.labels, cm("a", "x", "1").metadata.labels);
+
+        api.create(&PostParams::default(), &cm("b", "y", "1"))
+            .await
+            .unwrap();
+        eventually("the watched create", || metadata.lister().len() == 2).await;
+        let team_y = Selector::from_iter([("team".to_owned(), "y".to_owned())]);
+        let listed = metadata.lister().list(&team_y).unwrap();
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0].metadata.name.as_deref(), Some("b"));
+        assert!(metadata.last_error().is_none(), "{:?}", metadata.last_error());
+
+        // RBAC is the kind's: a metadata list is a list of configmaps.
+        let of_whole_objects = Context::new(env.client());
+        let _whole = of_whole_objects.informer::<ConfigMap>();
+        assert_eq!(
+            ctx.permissions().rules(None),
+            of_whole_objects.permissions().rules(None)
+        );
+
+        let whole = ctx.informer::<ConfigMap>();
+        assert_ne!(whole.description(), metadata.description());
+        assert!(
+            metadata.description().ends_with("[metadata]"),
+            "{}",
+            metadata.description()
+        );
+        stop.cancel();
+    }
+}
+
+/// A compact informer is an informer of its own, shared like the others.
+#[tokio::test]
+async fn a_compact_informer_is_shared_apart_from_the_decoded_one() {
+    let env = TestEnv::new();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), NS);
+    api.create(&PostParams::default(), &cm("a", "x", "1"))
+        .await
+        .unwrap();
+    let ctx = Context::new(env.client());
+    let decoded = ctx.informer::<ConfigMap>();
+    let compact = ctx.compact_informer::<ConfigMap>();
+    let _again = ctx.compact_informer::<ConfigMap>();
+    assert_eq!(
+        ctx.informer_descriptions(),
+        [decoded.description(), compact.description()],
+        "one informer per form"
+    );
+    assert!(
+        compact.description().ends_with("[compact]"),
+        "{}",
+        compact.description()
+    );
+    let stop = started(&ctx).await;
+    let a = compact.lister().namespaced(NS).get("a").unwrap().unwrap();
+    assert_eq!(a.data, cm("a", "x", "1").data);
     stop.cancel();
 }

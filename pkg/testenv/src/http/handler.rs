@@ -201,6 +201,7 @@ fn record(inner: &Inner, verb: &str, target: &Target, req: &Request) -> Option<E
         namespace: target.namespace.clone().unwrap_or_default(),
         name: target.name.clone().unwrap_or_default(),
         content_type: req.content_type.clone(),
+        accept: req.accept.clone(),
         body: (!req.body.is_empty()).then(|| req.body.clone()),
         query: req.query.clone(),
         user_agent: req.user_agent.clone(),
