@@ -442,7 +442,9 @@ fn kind_module(k: &KindPlan, reconcilers: bool) -> Module {
     let ty_path = path(&k.rust_path);
     let names = imported_names(k);
     // A kind named like an imported type (or like `Client`) is imported under an alias.
-    let clashes = k.kind == "Client" || names.iter().any(|(name, _)| *name == k.kind);
+    // `PartialObjectMeta` is imported by the `metadata` module.
+    let clashes = ["Client", "PartialObjectMeta"].contains(&k.kind.as_str())
+        || names.iter().any(|(name, _)| *name == k.kind);
     let ty = if clashes {
         format_ident!("{}Kind", k.kind)
     } else {
@@ -573,6 +575,22 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
         "The shared informer of `{}` objects in the context's scope; registered with the context on first use, so sharedmain starts it.",
         k.kind
     ));
+    let metadata_doc = docs(&format!(
+        "The `{0}` objects' metadata alone (name, namespace, labels, annotations, owner references): for a controller that reads nothing else of a `{0}`, a cache a fraction of the size of [`get`]'s. Reading a field beyond the metadata does not compile.",
+        k.kind
+    ));
+    let metadata_get_doc = docs(&format!(
+        "The shared informer of `{}` objects' metadata (`PartialObjectMetadata`) in the context's scope; it lists and watches the metadata alone.",
+        k.kind
+    ));
+    let compact_doc = docs(&format!(
+        "The `{0}` objects whole, each held as compact JSON and decoded on every read: less memory than [`get`]'s decoded cache, for a kind with many objects a controller reads rarely.",
+        k.kind
+    ));
+    let compact_get_doc = docs(&format!(
+        "The shared compact informer of `{}` objects in the context's scope; an informer apart from [`super::get`]'s.",
+        k.kind
+    ));
     Some(quote! {
         #get_doc
         pub fn get(ctx: &Context) -> Informer<#ty> {
@@ -587,6 +605,56 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
         #lister_doc
         pub fn lister(ctx: &Context) -> Lister<#ty> {
             get(ctx).lister()
+        }
+
+        #metadata_doc
+        pub mod metadata {
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
+            use kube::core::{PartialObjectMeta, Selector};
+
+            use super::#ty;
+
+            #metadata_get_doc
+            pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<#ty>> {
+                ctx.informer::<PartialObjectMeta<#ty>>()
+            }
+
+            /// The shared informer of the metadata of the objects whose labels match `selector`.
+            pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<PartialObjectMeta<#ty>> {
+                ctx.filtered_informer::<PartialObjectMeta<#ty>>(selector)
+            }
+
+            /// The lister over [`get`]'s cache of metadata.
+            pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<#ty>> {
+                get(ctx).lister()
+            }
+        }
+
+        #compact_doc
+        pub mod compact {
+            use kinject_runtime::informer::Informer;
+            use kinject_runtime::injection::Context;
+            use kinject_runtime::lister::Lister;
+            use kube::core::Selector;
+
+            use super::#ty;
+
+            #compact_get_doc
+            pub fn get(ctx: &Context) -> Informer<#ty> {
+                ctx.compact_informer::<#ty>()
+            }
+
+            /// The shared compact informer of the objects whose labels match `selector`.
+            pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<#ty> {
+                ctx.filtered_compact_informer::<#ty>(selector)
+            }
+
+            /// The lister over [`get`]'s compact cache; each read decodes the object.
+            pub fn lister(ctx: &Context) -> Lister<#ty> {
+                get(ctx).lister()
+            }
         }
     })
 }

@@ -15,11 +15,13 @@ use kinject_runtime::network;
 use kinject_runtime::reconciler::{Event, NoFinalizer, ReconcileContext, ReconcileKind, ReconcileResult, Reconciled};
 use kinject_runtime::tracker::Reference;
 use kube::ResourceExt;
+use kube::core::PartialObjectMeta;
 
 /// Reconciles AddressableServices.
 #[derive(Debug)]
 pub struct Reconciler {
-    service_lister: Lister<Service>,
+    /// Services' metadata alone: their existence is all this reads.
+    service_lister: Lister<PartialObjectMeta<Service>>,
     cluster_domain: String,
 }
 
@@ -71,7 +73,10 @@ impl ReconcileKind<AddressableService> for Reconciler {
 /// change, and on every change of a Service an AddressableService names.
 pub fn new_controller(ctx: &Context) -> Impl {
     let asvc_informer = addressableservice::get(ctx);
-    let service_informer = service::get(ctx);
+    // Metadata alone: an AddressableService's URL needs only the Service's
+    // name and namespace, and a cluster's Services cached whole would cost
+    // several times the memory.
+    let service_informer = service::metadata::get(ctx);
     let reconciler = Reconciler {
         service_lister: service_informer.lister(),
         cluster_domain: ctx.cluster_domain().to_owned(),

@@ -63,6 +63,7 @@ use kinject_runtime::go_duration;
 use kinject_runtime::injection::Context;
 use kinject_testenv::{Action, TestEnv};
 use kube::Api;
+use kube::core::PartialObjectMeta;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, watcher};
 use serde_json::{Value, json};
@@ -916,7 +917,8 @@ fn cache_role() -> Result<(), BoxError> {
             let client = kube::Client::try_from(config)?;
             match kind.as_str() {
                 "addressableservices" => measure_cache::<AddressableService>(client).await,
-                "services" => measure_cache::<Service>(client).await,
+                // As the AddressableService reconciler caches them.
+                "services" => measure_cache::<PartialObjectMeta<Service>>(client).await,
                 "simpledeployments" => measure_cache::<SimpleDeployment>(client).await,
                 "pods" => measure_cache::<Pod>(client).await,
                 other => Err(format!("no cache measurement for {other:?}").into()),

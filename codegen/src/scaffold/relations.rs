@@ -226,21 +226,25 @@ pub(crate) fn wiring(
     }
     for owned in owns {
         let (kind, module) = (&owned.kind, owned.module());
+        let cache = cache_choice(kind, module);
         code.push_str(&format!(
             "\n\n    // {kind}s this {owner} controls (an owner reference with `controller:\n    \
              // true`, as `kinject_runtime::owner::set_controller_ref` writes) enqueue it:\n    \
              // kubebuilder's `Owns`. What `reconcile_kind` writes of them, for the\n    \
              // generated RBAC: keep what it does.\n    \
+             // {cache}\n    \
              ctx.needs::<{kind}>(&[Verb::Create, Verb::Update, Verb::Delete]);\n    \
-             {module}::get(ctx).add_event_handler(controller.enqueue_controller_handler::<{owner}, {kind}>());"
+             {module}::get(ctx).add_event_handler(controller.enqueue_controller_handler::<{owner}, _>());"
         ));
     }
     for watched in watches {
         let (kind, module) = (&watched.kind, watched.module());
+        let cache = cache_choice(kind, module);
         code.push_str(&format!(
             "\n\n    // A {kind} that `reconcile_kind` tracks (`ctx.tracker().track_reference`)\n    \
              // enqueues the {owner} tracking it when it changes: kubebuilder's `Watches`.\n    \
-             {module}::get(ctx).add_event_handler(controller.tracker().handler::<{kind}>());"
+             // {cache}\n    \
+             {module}::get(ctx).add_event_handler(controller.tracker().handler());"
         ));
     }
     if !code.is_empty() {
@@ -249,6 +253,16 @@ pub(crate) fn wiring(
     // Each `use` on a line of its own after the template's last one.
     let uses: String = uses.into_iter().map(|line| format!("\n{line}")).collect();
     (uses, code)
+}
+
+/// The comment that makes an informer's cache form a visible choice: the
+/// scaffold caches whole objects, and says what caches less.
+fn cache_choice(kind: &str, module: &str) -> String {
+    format!(
+        "The cache holds whole {kind}s, decoded;\n    \
+         // `{module}::metadata::get` holds their metadata alone (for a reconciler that\n    \
+         // reads only names, labels and owners), `{module}::compact::get` compact JSON."
+    )
 }
 
 #[cfg(test)]

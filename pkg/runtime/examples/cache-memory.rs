@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release -p kinject-runtime --example cache-memory
 //! cargo run --release -p kinject-runtime --example cache-memory -- json   # one form only
+//! cargo run --release -p kinject-runtime --example cache-memory -- metadata
 //! cargo run --release -p kinject-runtime --example cache-memory -- kube-runtime
 //! ```
 //!
@@ -18,7 +19,8 @@
 //! client-go's indexer holds the same pod in 6,158 B, a kube-runtime `Store` in
 //! 20,567 B. Then the pods are relisted once and the peak is reported.
 //!
-//! Each [`CacheFormat`] is measured in a process of its own (the example runs
+//! Each [`CacheFormat`], and the metadata alone (`PartialObjectMeta`, what a
+//! metadata informer holds), is measured in a process of its own (the example runs
 //! itself once per form), since a heap's peak cannot be reset; the last
 //! process loads the same pods into kube-runtime's reflector `Store`, as it
 //! holds them by default (whole objects, managedFields included), for the
@@ -30,10 +32,11 @@ use kinject_runtime::injection::Context;
 use kinject_types::Object;
 use kinject_types::Url;
 use kinject_types::duck::v1::Addressable;
+use kube::core::PartialObjectMeta;
 use kube::runtime::watcher::Event;
 
 mod common;
-use common::pod;
+use common::{offline_client, pod};
 #[path = "../tests/fixtures/mod.rs"]
 mod fixtures;
 use fixtures::{Widget, WidgetSpec, WidgetStatus};
@@ -94,7 +97,7 @@ fn load<K: Object>(
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let format = match std::env::args().nth(1).as_deref() {
         None => {
-            for form in ["decoded", "json", "kube-runtime"] {
+            for form in ["decoded", "json", "metadata", "kube-runtime"] {
                 let status = std::process::Command::new(std::env::current_exe()?)
                     .arg(form)
                     .status()?;
@@ -107,8 +110,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("decoded") => CacheFormat::Decoded,
         Some("json") => CacheFormat::Json,
         Some("kube-runtime") => return measure_kube_runtime(),
+        Some("metadata") => return measure_metadata(),
         Some(other) => {
-            return Err(format!("unknown cache format {other:?}; use decoded, json or kube-runtime").into());
+            return Err(format!(
+                "unknown cache format {other:?}; use decoded, json, metadata or kube-runtime"
+            )
+            .into());
         }
     };
     tokio::runtime::Builder::new_current_thread()
@@ -136,13 +143,31 @@ fn measure_kube_runtime() -> Result<(), Box<dyn std::error::Error>> {
     Ok(())
 }
 
+/// A metadata informer's cache of the same pods and Widgets: what
+/// kube-apiserver's `PartialObjectMetadata` answers carry, decoded.
+fn measure_metadata() -> Result<(), Box<dyn std::error::Error>> {
+    fn metadata_of<K: Object>(obj: K) -> Result<PartialObjectMeta<K>, Box<dyn std::error::Error>> {
+        Ok(serde_json::from_str(&serde_json::to_string(&obj)?)?)
+    }
+    let _profiler = dhat::Profiler::builder().testing().build();
+    let ctx = Context::new(offline_client());
+    println!("Metadata (PartialObjectMeta):");
+    let pods = ctx.informer::<PartialObjectMeta<Pod>>();
+    let pod_bytes = load(&pods, N, |i| metadata_of(pod(i)?))?;
+    println!("  pod bytes/object: {}", pod_bytes / N);
+    println!("    ({N} pods, {pod_bytes} bytes; managedFields stripped as by default)");
+    let widgets = ctx.informer::<PartialObjectMeta<Widget>>();
+    let widget_bytes = load(&widgets, N, |i| metadata_of(widget(i)?))?;
+    println!("  widget bytes/object: {}", widget_bytes / N);
+    if pods.lister().len() != N || widgets.lister().len() != N {
+        return Err("the metadata caches do not hold every object".into());
+    }
+    Ok(())
+}
+
 async fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {
     let _profiler = dhat::Profiler::builder().testing().build();
-    // Informers are fed directly below; the client is never called.
-    let offline = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-        Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
-    });
-    let ctx = Context::builder(kube::Client::new(offline, "default"))
+    let ctx = Context::builder(offline_client())
         .informer_settings(InformerSettings::<Pod> {
             cache: format,
             ..Default::default()

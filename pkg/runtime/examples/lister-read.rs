@@ -6,21 +6,23 @@
 //! ```
 //!
 //! Loads 10,000 reference Pods into an informer (as the watch would), once per
-//! [`CacheFormat`], and times `get` of each one, `list` of the 1,000 that
-//! carry one label value (`shard=3`, out of ten), and `list` of all of them.
-//! Then the same reads from kube-runtime's reflector `Store`, fed the same
-//! pods, as the anchor they compare with.
+//! [`CacheFormat`] and once as their metadata alone (`PartialObjectMeta<Pod>`,
+//! what a metadata informer holds), and times `get` of each one, `list` of
+//! the 1,000 that carry one label value (`shard=3`, out of ten), and `list`
+//! of all of them. Then the same reads from kube-runtime's reflector `Store`,
+//! fed the same pods, as the anchor they compare with.
 
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Pod;
-use kinject_runtime::informer::{CacheFormat, InformerSettings};
+use kinject_runtime::informer::{CacheFormat, Informer, InformerSettings};
 use kinject_runtime::injection::Context;
-use kube::core::Selector;
+use kinject_types::Object;
+use kube::core::{PartialObjectMeta, Selector};
 use kube::runtime::watcher::Event;
 
 mod common;
-use common::pod;
+use common::{offline_client, pod};
 
 const N: usize = 10_000;
 const SHARDS: usize = 10;
@@ -30,6 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     for format in [CacheFormat::Decoded, CacheFormat::Json] {
         measure(format)?;
     }
+    measure_metadata()?;
     measure_kube_runtime()
 }
 
@@ -87,20 +90,34 @@ fn measure_kube_runtime() -> Result<(), Box<dyn std::error::Error>> {
 }
 
 fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {
-    // Informers are fed directly below; the client is never called.
-    let offline = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
-        Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
-    });
-    let ctx = Context::builder(kube::Client::new(offline, "default"))
+    let ctx = Context::builder(offline_client())
         .informer_settings(InformerSettings::<Pod> {
             cache: format,
             ..Default::default()
         })
         .build();
-    let pods = ctx.informer::<Pod>();
+    time_reads(&format!("{format:?}"), &ctx.informer::<Pod>(), labelled_pod)
+}
+
+/// The pods' metadata alone, as a metadata informer lists it.
+fn measure_metadata() -> Result<(), Box<dyn std::error::Error>> {
+    let ctx = Context::new(offline_client());
+    time_reads(
+        "Metadata (PartialObjectMeta)",
+        &ctx.informer::<PartialObjectMeta<Pod>>(),
+        |i| Ok(serde_json::from_str(&serde_json::to_string(&labelled_pod(i)?)?)?),
+    )
+}
+
+/// Loads N objects into `pods` and times the reads.
+fn time_reads<K: Object<Scope = k8s_openapi::NamespaceResourceScope>>(
+    form: &str,
+    pods: &Informer<K>,
+    make: impl Fn(usize) -> Result<K, Box<dyn std::error::Error>>,
+) -> Result<(), Box<dyn std::error::Error>> {
     pods.apply_event(Event::Init);
     for i in 0..N {
-        pods.apply_event(Event::InitApply(labelled_pod(i)?));
+        pods.apply_event(Event::InitApply(make(i)?));
     }
     pods.apply_event(Event::InitDone);
     let lister = pods.lister();
@@ -131,7 +148,7 @@ fn measure(format: CacheFormat) -> Result<(), Box<dyn std::error::Error>> {
     if selected != N / SHARDS || listed != N {
         return Err(format!("listed {selected} pods by label and {listed} in all").into());
     }
-    println!("{format:?}:");
+    println!("{form}:");
     println!("  get: {get:.2?} per pod");
     println!("  list by label: {by_label:.2?} for {selected} of {N} pods");
     println!(

@@ -37,6 +37,66 @@ pub mod core {
             pub fn lister(ctx: &Context) -> Lister<Namespace> {
                 get(ctx).lister()
             }
+
+            /// The `Namespace` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `Namespace`, a cache a fraction
+            /// of the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::Namespace;
+
+                /// The shared informer of `Namespace` objects' metadata (`PartialObjectMetadata`) in the
+                /// context's scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Namespace>> {
+                    ctx.informer::<PartialObjectMeta<Namespace>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<Namespace>> {
+                    ctx.filtered_informer::<PartialObjectMeta<Namespace>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Namespace>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `Namespace` objects whole, each held as compact JSON and decoded on every read: less
+            /// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+            /// rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::Namespace;
+
+                /// The shared compact informer of `Namespace` objects in the context's scope; an informer
+                /// apart from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<Namespace> {
+                    ctx.compact_informer::<Namespace>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<Namespace> {
+                    ctx.filtered_compact_informer::<Namespace>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<Namespace> {
+                    get(ctx).lister()
+                }
+            }
         }
 
         /// `v1` `Pod` (resource `pods`): typed client, informer and lister.
@@ -68,6 +128,65 @@ pub mod core {
             /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
             pub fn lister(ctx: &Context) -> Lister<Pod> {
                 get(ctx).lister()
+            }
+
+            /// The `Pod` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `Pod`, a cache a fraction of
+            /// the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::Pod;
+
+                /// The shared informer of `Pod` objects' metadata (`PartialObjectMetadata`) in the context's
+                /// scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Pod>> {
+                    ctx.informer::<PartialObjectMeta<Pod>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<Pod>> {
+                    ctx.filtered_informer::<PartialObjectMeta<Pod>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Pod>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `Pod` objects whole, each held as compact JSON and decoded on every read: less memory
+            /// than [`get`]'s decoded cache, for a kind with many objects a controller reads rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::Pod;
+
+                /// The shared compact informer of `Pod` objects in the context's scope; an informer apart
+                /// from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<Pod> {
+                    ctx.compact_informer::<Pod>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<Pod> {
+                    ctx.filtered_compact_informer::<Pod>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<Pod> {
+                    get(ctx).lister()
+                }
             }
         }
     }
@@ -147,6 +266,68 @@ pub mod fixtures {
             /// The lister over [`get`]'s cache.
             pub fn lister(ctx: &Context) -> Lister<ClusterPolicy> {
                 get(ctx).lister()
+            }
+
+            /// The `ClusterPolicy` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `ClusterPolicy`, a cache a
+            /// fraction of the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::ClusterPolicy;
+
+                /// The shared informer of `ClusterPolicy` objects' metadata (`PartialObjectMetadata`) in the
+                /// context's scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<ClusterPolicy>> {
+                    ctx.informer::<PartialObjectMeta<ClusterPolicy>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<ClusterPolicy>> {
+                    ctx.filtered_informer::<PartialObjectMeta<ClusterPolicy>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(
+                    ctx: &Context,
+                ) -> Lister<PartialObjectMeta<ClusterPolicy>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `ClusterPolicy` objects whole, each held as compact JSON and decoded on every read:
+            /// less memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+            /// rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::ClusterPolicy;
+
+                /// The shared compact informer of `ClusterPolicy` objects in the context's scope; an informer
+                /// apart from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<ClusterPolicy> {
+                    ctx.compact_informer::<ClusterPolicy>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<ClusterPolicy> {
+                    ctx.filtered_compact_informer::<ClusterPolicy>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<ClusterPolicy> {
+                    get(ctx).lister()
+                }
             }
 
             /// The reconciler of `ClusterPolicy`: implement
@@ -229,6 +410,66 @@ pub mod fixtures {
             /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
             pub fn lister(ctx: &Context) -> Lister<Gateway> {
                 get(ctx).lister()
+            }
+
+            /// The `Gateway` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `Gateway`, a cache a fraction
+            /// of the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::Gateway;
+
+                /// The shared informer of `Gateway` objects' metadata (`PartialObjectMetadata`) in the
+                /// context's scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Gateway>> {
+                    ctx.informer::<PartialObjectMeta<Gateway>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<Gateway>> {
+                    ctx.filtered_informer::<PartialObjectMeta<Gateway>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Gateway>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `Gateway` objects whole, each held as compact JSON and decoded on every read: less
+            /// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+            /// rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::Gateway;
+
+                /// The shared compact informer of `Gateway` objects in the context's scope; an informer apart
+                /// from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<Gateway> {
+                    ctx.compact_informer::<Gateway>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<Gateway> {
+                    ctx.filtered_compact_informer::<Gateway>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<Gateway> {
+                    get(ctx).lister()
+                }
             }
 
             /// The reconciler of `Gateway`: implement
@@ -329,6 +570,66 @@ pub mod fixtures {
             pub fn lister(ctx: &Context) -> Lister<Snapshot> {
                 get(ctx).lister()
             }
+
+            /// The `Snapshot` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `Snapshot`, a cache a fraction
+            /// of the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::Snapshot;
+
+                /// The shared informer of `Snapshot` objects' metadata (`PartialObjectMetadata`) in the
+                /// context's scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Snapshot>> {
+                    ctx.informer::<PartialObjectMeta<Snapshot>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<Snapshot>> {
+                    ctx.filtered_informer::<PartialObjectMeta<Snapshot>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Snapshot>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `Snapshot` objects whole, each held as compact JSON and decoded on every read: less
+            /// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+            /// rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::Snapshot;
+
+                /// The shared compact informer of `Snapshot` objects in the context's scope; an informer
+                /// apart from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<Snapshot> {
+                    ctx.compact_informer::<Snapshot>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<Snapshot> {
+                    ctx.filtered_compact_informer::<Snapshot>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<Snapshot> {
+                    get(ctx).lister()
+                }
+            }
         }
 
         /// `fixtures.example.dev/v1` `Widget` (resource `widgets`): typed client, informer, lister
@@ -362,6 +663,66 @@ pub mod fixtures {
             /// The lister over [`get`]'s cache; `.namespaced(ns)` narrows it to one namespace.
             pub fn lister(ctx: &Context) -> Lister<Widget> {
                 get(ctx).lister()
+            }
+
+            /// The `Widget` objects' metadata alone (name, namespace, labels, annotations, owner
+            /// references): for a controller that reads nothing else of a `Widget`, a cache a fraction of
+            /// the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+            pub mod metadata {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::{PartialObjectMeta, Selector};
+                use super::Widget;
+
+                /// The shared informer of `Widget` objects' metadata (`PartialObjectMetadata`) in the
+                /// context's scope; it lists and watches the metadata alone.
+                pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Widget>> {
+                    ctx.informer::<PartialObjectMeta<Widget>>()
+                }
+
+                /// The shared informer of the metadata of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<PartialObjectMeta<Widget>> {
+                    ctx.filtered_informer::<PartialObjectMeta<Widget>>(selector)
+                }
+
+                /// The lister over [`get`]'s cache of metadata.
+                pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Widget>> {
+                    get(ctx).lister()
+                }
+            }
+
+            /// The `Widget` objects whole, each held as compact JSON and decoded on every read: less
+            /// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+            /// rarely.
+            pub mod compact {
+                use kinject_runtime::informer::Informer;
+                use kinject_runtime::injection::Context;
+                use kinject_runtime::lister::Lister;
+                use kube::core::Selector;
+                use super::Widget;
+
+                /// The shared compact informer of `Widget` objects in the context's scope; an informer apart
+                /// from [`super::get`]'s.
+                pub fn get(ctx: &Context) -> Informer<Widget> {
+                    ctx.compact_informer::<Widget>()
+                }
+
+                /// The shared compact informer of the objects whose labels match `selector`.
+                pub fn get_filtered(
+                    ctx: &Context,
+                    selector: &Selector,
+                ) -> Informer<Widget> {
+                    ctx.filtered_compact_informer::<Widget>(selector)
+                }
+
+                /// The lister over [`get`]'s compact cache; each read decodes the object.
+                pub fn lister(ctx: &Context) -> Lister<Widget> {
+                    get(ctx).lister()
+                }
             }
 
             /// The reconciler of `Widget`: implement

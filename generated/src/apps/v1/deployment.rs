@@ -32,3 +32,60 @@ pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Deployment> 
 pub fn lister(ctx: &Context) -> Lister<Deployment> {
     get(ctx).lister()
 }
+
+/// The `Deployment` objects' metadata alone (name, namespace, labels, annotations, owner
+/// references): for a controller that reads nothing else of a `Deployment`, a cache a
+/// fraction of the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+pub mod metadata {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::{PartialObjectMeta, Selector};
+    use super::Deployment;
+
+    /// The shared informer of `Deployment` objects' metadata (`PartialObjectMetadata`) in the
+    /// context's scope; it lists and watches the metadata alone.
+    pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Deployment>> {
+        ctx.informer::<PartialObjectMeta<Deployment>>()
+    }
+
+    /// The shared informer of the metadata of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<PartialObjectMeta<Deployment>> {
+        ctx.filtered_informer::<PartialObjectMeta<Deployment>>(selector)
+    }
+
+    /// The lister over [`get`]'s cache of metadata.
+    pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Deployment>> {
+        get(ctx).lister()
+    }
+}
+
+/// The `Deployment` objects whole, each held as compact JSON and decoded on every read: less
+/// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+/// rarely.
+pub mod compact {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::Selector;
+    use super::Deployment;
+
+    /// The shared compact informer of `Deployment` objects in the context's scope; an informer
+    /// apart from [`super::get`]'s.
+    pub fn get(ctx: &Context) -> Informer<Deployment> {
+        ctx.compact_informer::<Deployment>()
+    }
+
+    /// The shared compact informer of the objects whose labels match `selector`.
+    pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Deployment> {
+        ctx.filtered_compact_informer::<Deployment>(selector)
+    }
+
+    /// The lister over [`get`]'s compact cache; each read decodes the object.
+    pub fn lister(ctx: &Context) -> Lister<Deployment> {
+        get(ctx).lister()
+    }
+}

@@ -45,3 +45,60 @@ pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Secret> {
 pub fn lister(ctx: &Context) -> Lister<Secret> {
     get(ctx).lister()
 }
+
+/// The `Secret` objects' metadata alone (name, namespace, labels, annotations, owner
+/// references): for a controller that reads nothing else of a `Secret`, a cache a fraction of
+/// the size of [`get`]'s. Reading a field beyond the metadata does not compile.
+pub mod metadata {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::{PartialObjectMeta, Selector};
+    use super::Secret;
+
+    /// The shared informer of `Secret` objects' metadata (`PartialObjectMetadata`) in the
+    /// context's scope; it lists and watches the metadata alone.
+    pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<Secret>> {
+        ctx.informer::<PartialObjectMeta<Secret>>()
+    }
+
+    /// The shared informer of the metadata of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<PartialObjectMeta<Secret>> {
+        ctx.filtered_informer::<PartialObjectMeta<Secret>>(selector)
+    }
+
+    /// The lister over [`get`]'s cache of metadata.
+    pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<Secret>> {
+        get(ctx).lister()
+    }
+}
+
+/// The `Secret` objects whole, each held as compact JSON and decoded on every read: less
+/// memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+/// rarely.
+pub mod compact {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::Selector;
+    use super::Secret;
+
+    /// The shared compact informer of `Secret` objects in the context's scope; an informer apart
+    /// from [`super::get`]'s.
+    pub fn get(ctx: &Context) -> Informer<Secret> {
+        ctx.compact_informer::<Secret>()
+    }
+
+    /// The shared compact informer of the objects whose labels match `selector`.
+    pub fn get_filtered(ctx: &Context, selector: &Selector) -> Informer<Secret> {
+        ctx.filtered_compact_informer::<Secret>(selector)
+    }
+
+    /// The lister over [`get`]'s compact cache; each read decodes the object.
+    pub fn lister(ctx: &Context) -> Lister<Secret> {
+        get(ctx).lister()
+    }
+}

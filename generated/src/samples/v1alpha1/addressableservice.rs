@@ -33,6 +33,67 @@ pub fn lister(ctx: &Context) -> Lister<AddressableService> {
     get(ctx).lister()
 }
 
+/// The `AddressableService` objects' metadata alone (name, namespace, labels, annotations,
+/// owner references): for a controller that reads nothing else of a `AddressableService`, a
+/// cache a fraction of the size of [`get`]'s. Reading a field beyond the metadata does not
+/// compile.
+pub mod metadata {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::{PartialObjectMeta, Selector};
+    use super::AddressableService;
+
+    /// The shared informer of `AddressableService` objects' metadata (`PartialObjectMetadata`) in
+    /// the context's scope; it lists and watches the metadata alone.
+    pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<AddressableService>> {
+        ctx.informer::<PartialObjectMeta<AddressableService>>()
+    }
+
+    /// The shared informer of the metadata of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<PartialObjectMeta<AddressableService>> {
+        ctx.filtered_informer::<PartialObjectMeta<AddressableService>>(selector)
+    }
+
+    /// The lister over [`get`]'s cache of metadata.
+    pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<AddressableService>> {
+        get(ctx).lister()
+    }
+}
+
+/// The `AddressableService` objects whole, each held as compact JSON and decoded on every
+/// read: less memory than [`get`]'s decoded cache, for a kind with many objects a controller
+/// reads rarely.
+pub mod compact {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::Selector;
+    use super::AddressableService;
+
+    /// The shared compact informer of `AddressableService` objects in the context's scope; an
+    /// informer apart from [`super::get`]'s.
+    pub fn get(ctx: &Context) -> Informer<AddressableService> {
+        ctx.compact_informer::<AddressableService>()
+    }
+
+    /// The shared compact informer of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<AddressableService> {
+        ctx.filtered_compact_informer::<AddressableService>(selector)
+    }
+
+    /// The lister over [`get`]'s compact cache; each read decodes the object.
+    pub fn lister(ctx: &Context) -> Lister<AddressableService> {
+        get(ctx).lister()
+    }
+}
+
 /// The reconciler of `AddressableService`: implement
 /// [`ReconcileKind<AddressableService>`](kinject_runtime::reconciler::ReconcileKind) (and
 /// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to

@@ -33,6 +33,67 @@ pub fn lister(ctx: &Context) -> Lister<SimpleDeployment> {
     get(ctx).lister()
 }
 
+/// The `SimpleDeployment` objects' metadata alone (name, namespace, labels, annotations,
+/// owner references): for a controller that reads nothing else of a `SimpleDeployment`, a
+/// cache a fraction of the size of [`get`]'s. Reading a field beyond the metadata does not
+/// compile.
+pub mod metadata {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::{PartialObjectMeta, Selector};
+    use super::SimpleDeployment;
+
+    /// The shared informer of `SimpleDeployment` objects' metadata (`PartialObjectMetadata`) in
+    /// the context's scope; it lists and watches the metadata alone.
+    pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<SimpleDeployment>> {
+        ctx.informer::<PartialObjectMeta<SimpleDeployment>>()
+    }
+
+    /// The shared informer of the metadata of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<PartialObjectMeta<SimpleDeployment>> {
+        ctx.filtered_informer::<PartialObjectMeta<SimpleDeployment>>(selector)
+    }
+
+    /// The lister over [`get`]'s cache of metadata.
+    pub fn lister(ctx: &Context) -> Lister<PartialObjectMeta<SimpleDeployment>> {
+        get(ctx).lister()
+    }
+}
+
+/// The `SimpleDeployment` objects whole, each held as compact JSON and decoded on every read:
+/// less memory than [`get`]'s decoded cache, for a kind with many objects a controller reads
+/// rarely.
+pub mod compact {
+    use kinject_runtime::informer::Informer;
+    use kinject_runtime::injection::Context;
+    use kinject_runtime::lister::Lister;
+    use kube::core::Selector;
+    use super::SimpleDeployment;
+
+    /// The shared compact informer of `SimpleDeployment` objects in the context's scope; an
+    /// informer apart from [`super::get`]'s.
+    pub fn get(ctx: &Context) -> Informer<SimpleDeployment> {
+        ctx.compact_informer::<SimpleDeployment>()
+    }
+
+    /// The shared compact informer of the objects whose labels match `selector`.
+    pub fn get_filtered(
+        ctx: &Context,
+        selector: &Selector,
+    ) -> Informer<SimpleDeployment> {
+        ctx.filtered_compact_informer::<SimpleDeployment>(selector)
+    }
+
+    /// The lister over [`get`]'s compact cache; each read decodes the object.
+    pub fn lister(ctx: &Context) -> Lister<SimpleDeployment> {
+        get(ctx).lister()
+    }
+}
+
 /// The reconciler of `SimpleDeployment`: implement
 /// [`ReconcileKind<SimpleDeployment>`](kinject_runtime::reconciler::ReconcileKind) (and
 /// [`FinalizeKind`](kinject_runtime::reconciler::FinalizeKind) to finalize) and pass it to

@@ -43,3 +43,11 @@ pub(crate) fn pod(i: usize) -> Result<Pod, serde_json::Error> {
     // From text, as the informer decodes what its watch delivers.
     serde_json::from_str(&json)
 }
+
+/// A client that is never called: the examples feed informers directly.
+pub(crate) fn offline_client() -> kube::Client {
+    let offline = tower::service_fn(|_req: http::Request<kube::client::Body>| async {
+        Err::<http::Response<kube::client::Body>, _>(std::io::Error::other("offline"))
+    });
+    kube::Client::new(offline, "default")
+}
