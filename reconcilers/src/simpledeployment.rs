@@ -213,7 +213,10 @@ pub fn make_pod(d: &SimpleDeployment) -> Result<Pod, OwnerRefError> {
 /// change, and on changes of the pods a SimpleDeployment controls.
 pub fn new_controller(ctx: &Context) -> Impl {
     let sd_informer = simpledeployment::get(ctx);
-    let pod_informer = pod::get(ctx);
+    // Compact: a reconcile reads the few pods of one SimpleDeployment, while
+    // the cache holds every pod the controller owns; decoded, a pod costs
+    // several times its JSON.
+    let pod_informer = pod::compact::get(ctx);
     // What `reconcile_kind` writes itself; config/'s RBAC is generated from it.
     ctx.needs::<Pod>(&[Verb::Create, Verb::Delete]);
     let expectations = Arc::new(Expectations::new());

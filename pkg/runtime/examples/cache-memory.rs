@@ -110,7 +110,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some("decoded") => CacheFormat::Decoded,
         Some("json") => CacheFormat::Json,
         Some("kube-runtime") => return measure_kube_runtime(),
-        Some("metadata") => return measure_metadata(),
+        Some("metadata") => {
+            return tokio::runtime::Builder::new_current_thread()
+                .build()?
+                .block_on(async { measure_metadata() });
+        }
         Some(other) => {
             return Err(format!(
                 "unknown cache format {other:?}; use decoded, json, metadata or kube-runtime"

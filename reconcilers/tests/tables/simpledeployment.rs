@@ -439,7 +439,8 @@ async fn a_lagging_pod_cache_never_doubles_the_pods() {
     sd_informer.apply_event(Watched::Init);
     sd_informer.apply_event(Watched::InitDone);
     refresh_sd();
-    let pod_informer = pods::get(&ctx);
+    // The form the controller caches pods in.
+    let pod_informer = pods::compact::get(&ctx);
     pod_informer.apply_event(Watched::Init);
     pod_informer.apply_event(Watched::InitDone);
 

@@ -55,6 +55,9 @@ pub(crate) struct ProcStats {
     pub(crate) peak_rss: u64,
     /// Resident set now (`VmRSS`), bytes.
     pub(crate) rss: u64,
+    /// Of that, pages mapped from files (`RssFile`): the binary's code,
+    /// which a smaller binary would not hold.
+    pub(crate) file_rss: u64,
 }
 
 impl ProcStats {
@@ -94,6 +97,7 @@ impl ProcStats {
             cpu: Duration::from_secs_f64(cpu_ticks as f64 / clock_ticks_per_second()),
             peak_rss: kib("VmHWM:")?,
             rss: kib("VmRSS:")?,
+            file_rss: kib("RssFile:")?,
         })
     }
 }
