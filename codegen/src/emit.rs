@@ -575,22 +575,8 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
         "The shared informer of `{}` objects in the context's scope; registered with the context on first use, so sharedmain starts it.",
         k.kind
     ));
-    let metadata_doc = docs(&format!(
-        "The `{0}` objects' metadata alone (name, namespace, labels, annotations, owner references): for a controller that reads nothing else of a `{0}`, a cache a fraction of the size of [`get`]'s. Reading a field beyond the metadata does not compile.",
-        k.kind
-    ));
-    let metadata_get_doc = docs(&format!(
-        "The shared informer of `{}` objects' metadata (`PartialObjectMetadata`) in the context's scope; it lists and watches the metadata alone.",
-        k.kind
-    ));
-    let compact_doc = docs(&format!(
-        "The `{0}` objects whole, each held as compact JSON and decoded on every read: less memory than [`get`]'s decoded cache, for a kind with many objects a controller reads rarely.",
-        k.kind
-    ));
-    let compact_get_doc = docs(&format!(
-        "The shared compact informer of `{}` objects in the context's scope; an informer apart from [`super::get`]'s.",
-        k.kind
-    ));
+    let metadata = metadata_module(&k.kind, ty);
+    let compact = compact_module(&k.kind, ty);
     Some(quote! {
         #get_doc
         pub fn get(ctx: &Context) -> Informer<#ty> {
@@ -607,7 +593,23 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
             get(ctx).lister()
         }
 
-        #metadata_doc
+        #metadata
+
+        #compact
+    })
+}
+
+/// The kind module's `metadata` module: informer and lister of the objects'
+/// metadata alone.
+fn metadata_module(kind: &str, ty: &Ident) -> TokenStream {
+    let module_doc = docs(&format!(
+        "The `{kind}` objects' metadata alone (name, namespace, labels, annotations, owner references): for a controller that reads nothing else of a `{kind}`, a cache a fraction of the size of [`get`]'s. Reading a field beyond the metadata does not compile."
+    ));
+    let get_doc = docs(&format!(
+        "The shared informer of `{kind}` objects' metadata (`PartialObjectMetadata`) in the context's scope; it lists and watches the metadata alone."
+    ));
+    quote! {
+        #module_doc
         pub mod metadata {
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
@@ -616,7 +618,7 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
 
             use super::#ty;
 
-            #metadata_get_doc
+            #get_doc
             pub fn get(ctx: &Context) -> Informer<PartialObjectMeta<#ty>> {
                 ctx.informer::<PartialObjectMeta<#ty>>()
             }
@@ -631,8 +633,20 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
                 get(ctx).lister()
             }
         }
+    }
+}
 
-        #compact_doc
+/// The kind module's `compact` module: informer and lister of whole objects
+/// held as JSON.
+fn compact_module(kind: &str, ty: &Ident) -> TokenStream {
+    let module_doc = docs(&format!(
+        "The `{kind}` objects whole, each held as compact JSON and decoded on every read: less memory than [`get`]'s decoded cache, for a kind with many objects a controller reads rarely."
+    ));
+    let get_doc = docs(&format!(
+        "The shared compact informer of `{kind}` objects in the context's scope; an informer apart from [`super::get`]'s."
+    ));
+    quote! {
+        #module_doc
         pub mod compact {
             use kinject_runtime::informer::Informer;
             use kinject_runtime::injection::Context;
@@ -641,7 +655,7 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
 
             use super::#ty;
 
-            #compact_get_doc
+            #get_doc
             pub fn get(ctx: &Context) -> Informer<#ty> {
                 ctx.compact_informer::<#ty>()
             }
@@ -656,7 +670,7 @@ fn informer(k: &KindPlan, ty: &Ident) -> Option<TokenStream> {
                 get(ctx).lister()
             }
         }
-    })
+    }
 }
 
 fn reconciler(k: &KindPlan, ty: &Ident) -> TokenStream {

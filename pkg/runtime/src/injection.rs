@@ -492,6 +492,21 @@ impl Context {
         self.informer_for(None, Some(name), None)
     }
 
+    /// The builder's settings for `K`, in the form the caller asked for.
+    fn settings_for<K: Object>(&self, cache: Option<CacheFormat>) -> InformerSettings<K> {
+        let mut settings = self
+            .inner
+            .settings
+            .get(&TypeId::of::<K>())
+            .and_then(|s| s.downcast_ref::<InformerSettings<K>>())
+            .cloned()
+            .unwrap_or_default();
+        if let Some(cache) = cache {
+            settings.cache = cache;
+        }
+        settings
+    }
+
     fn informer_for<K>(
         &self,
         selector: Option<&Selector>,
@@ -512,16 +527,7 @@ impl Context {
         if let Some(name) = name {
             selector_key.push_str(&format!(" metadata.name={name}"));
         }
-        let mut settings = self
-            .inner
-            .settings
-            .get(&type_id)
-            .and_then(|s| s.downcast_ref::<InformerSettings<K>>())
-            .cloned()
-            .unwrap_or_default();
-        if let Some(cache) = cache {
-            settings.cache = cache;
-        }
+        let settings = self.settings_for::<K>(cache);
         let mut informers = self.inner.informers.lock();
         if let Some(existing) = informers.iter().find(|r| {
             r.type_id == type_id
