@@ -27,6 +27,7 @@ pub(super) fn list(
     output: Output,
 ) -> Result<Reply, ErrorStatus> {
     let limit = parse_limit(q)?;
+    check_list_options(q)?;
     let start = list_start(q, registry.store.rv())?;
     // Where the page starts in etcd's key order: `<namespace>/` and the
     // token's name within a namespace, the token's key across namespaces.
@@ -104,12 +105,6 @@ fn list_start(q: &QueryView<'_>, current: u64) -> Result<Start, ErrorStatus> {
             continuing: false,
         });
     };
-    if rvm.is_some() {
-        return Err(invalid_list_options(FieldError::forbidden(
-            "resourceVersionMatch",
-            "resourceVersionMatch is forbidden when continue is provided",
-        )));
-    }
     let (rv, key) = decode_continue(token)?;
     if rv_param.is_some_and(|r| r != "0") {
         return Err(ErrorStatus::bad_request(
@@ -137,29 +132,62 @@ fn list_start(q: &QueryView<'_>, current: u64) -> Result<Start, ErrorStatus> {
 
 /// The revision a list without a continue token reads at.
 fn revision_to_list(rv_param: Option<&str>, rvm: Option<&str>, current: u64) -> Result<u64, ErrorStatus> {
-    match (rv_param, rvm) {
-        (None, Some(_)) => Err(invalid_list_options(FieldError::forbidden(
-            "resourceVersionMatch",
-            "resourceVersionMatch is forbidden unless resourceVersion is provided",
-        ))),
-        (None, None) | (Some("0"), _) => Ok(current),
-        (Some(r), match_) if matches!(match_, None | Some("Exact" | "NotOlderThan")) => {
+    // `check_list_options` has refused every other match before.
+    match rv_param {
+        None | Some("0") => Ok(current),
+        Some(r) => {
             let rv = parse_rv(r)?;
             if rv > current {
                 return Err(too_large(rv, current));
             }
-            Ok(if match_ == Some("Exact") { rv } else { current })
+            Ok(if rvm == Some("Exact") { rv } else { current })
         }
-        (Some(_), other) => Err(invalid_list_options(FieldError::not_supported(
-            "resourceVersionMatch",
-            json!(other.unwrap_or_default()),
-            &["Exact".into(), "NotOlderThan".into(), String::new()],
-        ))),
     }
 }
 
-fn invalid_list_options(cause: FieldError) -> ErrorStatus {
-    ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", vec![cause])
+/// kube-apiserver's `ValidateListOptions` for a list (not a watch): every
+/// cause at once, in its order.
+fn check_list_options(q: &QueryView<'_>) -> Result<(), ErrorStatus> {
+    let rv = q.get("resourceVersion").unwrap_or_default();
+    let mut causes = Vec::new();
+    if let Some(matched) = q.get("resourceVersionMatch").filter(|m| !m.is_empty()) {
+        if rv.is_empty() {
+            causes.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden unless resourceVersion is provided",
+            ));
+        }
+        if q.get("continue").is_some_and(|c| !c.is_empty()) {
+            causes.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch is forbidden when continue is provided",
+            ));
+        }
+        if matched != "Exact" && matched != "NotOlderThan" {
+            causes.push(FieldError::not_supported(
+                "resourceVersionMatch",
+                json!(matched),
+                &["Exact".into(), "NotOlderThan".into(), String::new()],
+            ));
+        }
+        if matched == "Exact" && rv == "0" {
+            causes.push(FieldError::forbidden(
+                "resourceVersionMatch",
+                "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"",
+            ));
+        }
+    }
+    if q.get("sendInitialEvents").is_some() {
+        causes.push(FieldError::forbidden(
+            "sendInitialEvents",
+            "sendInitialEvents is forbidden for list",
+        ));
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid("meta.k8s.io", "ListOptions", "", causes))
+    }
 }
 
 /// The selected objects of a snapshot, up to `limit`, with the continue token that

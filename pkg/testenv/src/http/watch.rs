@@ -185,13 +185,21 @@ pub(crate) fn start(
     Ok(Reply::Stream(rx))
 }
 
-/// The watch options kube-apiserver refuses together (`ListOptions` validation);
-/// `allowWatchBookmarks` and `sendInitialEvents` when they pass.
+/// kube-apiserver's `ValidateListOptions` for a watch: every cause at once,
+/// in its order (the WatchList feature on, as it is by default since 1.34);
+/// `allowWatchBookmarks` and `sendInitialEvents` when they pass. Streaming
+/// without bookmarks is allowed: the initial events then end with no bookmark.
 fn check_watch_options(q: &QueryView<'_>) -> Result<(bool, Option<bool>), ErrorStatus> {
     let bookmarks = q.flag("allowWatchBookmarks") == Some(true);
     let send_initial = q.flag("sendInitialEvents");
     let rvm = q.get("resourceVersionMatch").filter(|s| !s.is_empty());
     let mut errs = Vec::new();
+    if send_initial.is_some() && rvm != Some("NotOlderThan") {
+        errs.push(FieldError::forbidden(
+            "resourceVersionMatch",
+            "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ));
+    }
     if let Some(m) = rvm {
         if send_initial.is_none() {
             errs.push(FieldError::forbidden(
@@ -206,18 +214,10 @@ fn check_watch_options(q: &QueryView<'_>) -> Result<(bool, Option<bool>), ErrorS
                 &["NotOlderThan".into()],
             ));
         }
-    }
-    if send_initial.is_some() {
-        if rvm != Some("NotOlderThan") {
+        if q.get("continue").is_some_and(|c| !c.is_empty()) {
             errs.push(FieldError::forbidden(
                 "resourceVersionMatch",
-                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-            ));
-        }
-        if !bookmarks {
-            errs.push(FieldError::forbidden(
-                "allowWatchBookmarks",
-                "sendInitialEvents requires setting allowWatchBookmarks to true",
+                "resourceVersionMatch is forbidden when continue is provided",
             ));
         }
     }
@@ -275,7 +275,9 @@ fn begin(
     if send_initial != Some(false) {
         initial.objects = spec.initial_objects(registry, current)?;
     }
-    if send_initial == Some(true) {
+    // The end of the initial events is told by a bookmark, to a client that
+    // takes bookmarks.
+    if send_initial == Some(true) && spec.bookmarks {
         initial.end = Some(spec.bookmark(current, true));
     }
     Ok(Begin::From {

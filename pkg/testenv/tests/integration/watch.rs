@@ -814,3 +814,71 @@ async fn a_watcher_closed_for_falling_behind_watches_again_and_misses_nothing() 
     assert!(env.request_count("watch", "configmaps") >= 2, "it watched again");
     assert_eq!(env.request_count("list", "configmaps"), 1, "no relist was needed");
 }
+
+/// kube-apiserver's `ValidateListOptions` (the WatchList feature on, as by
+/// default since 1.34): every refused combination of a list's or a watch's
+/// options is one 422 with all its causes, in kube-apiserver's order.
+#[tokio::test]
+async fn list_and_watch_options_are_refused_as_kube_apiserver_refuses_them() {
+    let env = env();
+    let client = env.client();
+    let refused = [
+        (
+            "watch=true&sendInitialEvents=true",
+            "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+        ),
+        (
+            "watch=true&resourceVersionMatch=Exact&resourceVersion=1",
+            "[resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless sendInitialEvents \
+             is provided, resourceVersionMatch: Unsupported value: \"Exact\": supported values: \"NotOlderThan\"]",
+        ),
+        (
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&continue=abc",
+            "resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided",
+        ),
+        (
+            "sendInitialEvents=true",
+            "sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list",
+        ),
+        (
+            "resourceVersionMatch=Exact&resourceVersion=0&sendInitialEvents=false",
+            "[resourceVersionMatch: Forbidden: resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\", \
+             sendInitialEvents: Forbidden: sendInitialEvents is forbidden for list]",
+        ),
+        (
+            "resourceVersionMatch=Latest",
+            "[resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden unless resourceVersion is provided, \
+             resourceVersionMatch: Unsupported value: \"Latest\": supported values: \"Exact\", \"NotOlderThan\", \"\"]",
+        ),
+    ];
+    for (query, causes) in refused {
+        let uri = format!("/api/v1/namespaces/default/configmaps?{query}");
+        let (code, status) = common::send_bytes(&client, "GET", &uri, &[], Vec::new()).await;
+        assert_eq!(code, 422, "{query}: {status}");
+        assert_eq!(
+            status["message"],
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {causes}"),
+            "{query}"
+        );
+        assert_eq!(status["reason"], "Invalid", "{query}");
+    }
+}
+
+/// A streaming list without bookmarks is served, as kube-apiserver serves
+/// it: the initial events, and no bookmark to end them.
+#[tokio::test]
+async fn initial_events_without_bookmarks_end_with_no_bookmark() {
+    let env = env();
+    let api: Api<ConfigMap> = Api::namespaced(env.client(), "default");
+    api.create(&PostParams::default(), &cm("a", "1")).await.unwrap();
+    let mut s = Box::pin(
+        raw_watch(
+            &env,
+            "watch=true&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&timeoutSeconds=1",
+        )
+        .await,
+    );
+    let first = s.next().await.unwrap();
+    assert_eq!(first["type"], "ADDED");
+    assert!(s.next().await.is_none(), "no bookmark, and the watch times out");
+}
