@@ -55,10 +55,10 @@ pub(crate) fn emit(
     let mut crd_groups = Vec::new();
     for (group_mod, (group, versions)) in group_tree(kinds) {
         // Every CRD-served kind of the group, with or without #[genclient].
-        let crds: Vec<syn::Path> = kinds
+        let crds: Vec<TokenStream> = kinds
             .iter()
             .filter(|k| k.is_crd && k.group_module() == group_mod)
-            .map(|k| path(&k.rust_path))
+            .map(|k| custom_kind_entry(k, kinds))
             .collect();
         if !crds.is_empty() {
             crd_groups.push(module_ident(&group_mod));
@@ -111,7 +111,7 @@ impl Output<'_> {
         group_mod: &str,
         group: &str,
         versions: BTreeMap<&str, Vec<&KindPlan>>,
-        crds: &[syn::Path],
+        crds: &[TokenStream],
         reconcilers: bool,
     ) -> Result<Module, Error> {
         let mut group_items = Vec::new();
@@ -197,7 +197,7 @@ impl Output<'_> {
 
 /// A group's `custom_resource_definitions()`, over the registry's merging of
 /// versions.
-fn crd_function(group: &str, crds: &[syn::Path]) -> TokenStream {
+fn crd_function(group: &str, crds: &[TokenStream]) -> TokenStream {
     let doc = docs(&format!(
         "The CustomResourceDefinitions of the `{group}` kinds, to install into a test API server or print."
     ));
@@ -207,13 +207,26 @@ fn crd_function(group: &str, crds: &[syn::Path]) -> TokenStream {
 
         #doc
         pub fn custom_resource_definitions() -> Result<Vec<CustomResourceDefinition>, DefinitionError> {
-            let kinds = [#(CustomKind::of::<#crds>()),*];
+            let kinds = [#(#crds),*];
             Ok(kinject_runtime::apis::registry::custom_resource_definitions(&kinds)?
                 .into_iter()
                 .map(|definition| definition.crd)
                 .collect())
         }
     }
+}
+
+/// `CustomKind::of::<T>()` for a custom kind, with its conversions when it is
+/// a version of a kind with a hub other than the hub: without
+/// `Convertible` it does not compile.
+fn custom_kind_entry(k: &KindPlan, kinds: &[KindPlan]) -> TokenStream {
+    let ty = path(&k.rust_path);
+    let is_spoke = !k.hub
+        && kinds
+            .iter()
+            .any(|other| other.is_crd && other.hub && other.group == k.group && other.kind == k.kind);
+    let converted = is_spoke.then(|| quote!(.converted::<#ty>()));
+    quote!(CustomKind::of::<#ty>() #converted)
 }
 
 /// The one list of the application's custom resource kinds, which tools and
@@ -224,12 +237,13 @@ fn crd_function(group: &str, crds: &[syn::Path]) -> TokenStream {
 fn registry_module(kinds: &[KindPlan]) -> Option<Module> {
     let mut custom: Vec<&KindPlan> = kinds.iter().filter(|k| k.is_crd).collect();
     custom.sort_unstable_by_key(|k| k.rust_path.as_str());
-    let custom = custom.into_iter().map(|k| {
+    let custom = custom.iter().map(|k| {
         let ty = path(&k.rust_path);
+        let entry = custom_kind_entry(k, kinds);
         let defaulted = k.defaulted.then(|| quote!(.defaulted::<#ty>()));
         let validated = k.validated.then(|| quote!(.validated::<#ty>()));
         let defined_at = &k.defined_at;
-        quote!(CustomKind::of::<#ty>().defined_at(#defined_at) #defaulted #validated)
+        quote!(#entry.defined_at(#defined_at) #defaulted #validated)
     });
     Some(Module {
         docs: wrap(

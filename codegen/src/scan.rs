@@ -35,6 +35,8 @@ pub(crate) struct KindPlan {
     pub(crate) defined_at: String,
     /// Marked `storage` among several versions.
     pub(crate) storage: bool,
+    /// Marked `hub` among several versions: the others convert through it.
+    pub(crate) hub: bool,
     /// The Rust types of `spec` and `status` as written (`WidgetSpec`), for
     /// a new version that shares them; `None` without the field.
     pub(crate) spec_type: Option<String>,
@@ -316,6 +318,7 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
         is_crd: true,
         defined_at: String::new(),
         storage: model.storage(),
+        hub: model.hub(),
         spec_type: model.spec.as_ref().map(type_text),
         status_type: model.status.as_ref().map(type_text),
         defaulted: false,
@@ -359,6 +362,7 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
         is_crd: false,
         defined_at: String::new(),
         storage: false,
+        hub: false,
         spec_type: None,
         status_type: None,
         defaulted: false,

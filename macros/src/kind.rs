@@ -58,6 +58,9 @@ fn expand_resource(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
     let api_version = model.api_version();
     let plural = model.plural();
     let markers = model.crd_markers();
+    let hub = model
+        .hub()
+        .then(|| quote!(impl ::kinject_types::conversion::Hub for #ident {}));
     let scope = match model.scope() {
         Scope::Namespaced => quote!(#rt::k8s_openapi::NamespaceResourceScope),
         Scope::Cluster => quote!(#rt::k8s_openapi::ClusterResourceScope),
@@ -79,6 +82,8 @@ fn expand_resource(model: &KindModel, metadata_ty: &Type) -> TokenStream2 {
         impl ::kinject_types::KindInfo for #ident {
             const MARKERS: &'static [::kinject_types::CrdMarker] = &[#(#markers),*];
         }
+
+        #hub
     }
 }
 

@@ -9,7 +9,7 @@ use crate::attr::{Errors, doc_lines, find_single};
 use crate::fields::{KindFields, check_declaration, read_fields};
 use crate::genclient::{self, GenClient};
 use crate::genreconciler::{self, GenReconciler};
-use crate::kind::{self, Group, KindMarker, Plural, Scope, Singular, Storage, Variant, Version};
+use crate::kind::{self, Group, Hub, KindMarker, Plural, Scope, Singular, Storage, Variant, Version};
 
 /// The marker attributes this crate owns.
 pub const MARKERS: [&str; 3] = ["kind", "genclient", "genreconciler"];
@@ -85,6 +85,12 @@ impl KindModel {
     /// stores.
     pub fn storage(&self) -> bool {
         self.marker::<Storage>().is_some()
+    }
+
+    /// `hub`: of the kind's versions, this one is what the others convert
+    /// to and from.
+    pub fn hub(&self) -> bool {
+        self.marker::<Hub>().is_some()
     }
 
     /// `group/version`, or just `version` for the core group.

@@ -83,6 +83,8 @@ mod condition;
 #[cfg(feature = "kinds")]
 mod condition_set;
 #[cfg(feature = "kinds")]
+pub mod conversion;
+#[cfg(feature = "kinds")]
 pub mod crd;
 #[cfg(feature = "kinds")]
 pub mod duck;

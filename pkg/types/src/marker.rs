@@ -62,6 +62,10 @@ pub enum CrdMarker {
     /// server stores. A CRD of one version is stored in it regardless; the
     /// registry reads the marker to merge versions into one CRD.
     Storage,
+    /// `hub`: of several versions of the kind, the one every other converts
+    /// to and from (see [`conversion`](crate::conversion)); the stored
+    /// version unless another says `storage`.
+    Hub,
     /// A `status` field: the status subresource, through which the status is
     /// written apart from the rest of the object.
     StatusSubresource,
@@ -137,7 +141,7 @@ impl CrdMarker {
                     version.storage = true;
                 }
             }
-            CrdMarker::MaxDescriptionLen(_) => {}
+            CrdMarker::MaxDescriptionLen(_) | CrdMarker::Hub => {}
         }
     }
 }

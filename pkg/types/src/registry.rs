@@ -51,6 +51,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use crate::conversion::{self, ConversionError, Convertible};
 use crate::crd::{crd_schema, custom_resource_definition};
 use crate::marker::CrdMarker;
 use crate::schema::{RuleSite, openapi_v3_schema_and_rule_sites};
@@ -73,6 +74,9 @@ pub struct CustomKind {
     /// Of several versions of the kind, the one the API server stores (the
     /// `storage` marker).
     pub storage: bool,
+    /// Of several versions of the kind, the one every other converts through
+    /// (the `hub` marker; see [`conversion`](crate::conversion)).
+    pub hub: bool,
     /// Where the type is declared (`apis/src/v1alpha1/widget_types.rs`),
     /// for errors about its CRD; empty when not known.
     pub defined_at: String,
@@ -82,6 +86,14 @@ pub struct CustomKind {
     decode: fn(&Value) -> Result<(), DecodeError>,
     defaults: Option<DefaultsHook>,
     validate: Option<ValidateHook>,
+    conversions: Option<Conversions>,
+}
+
+/// A spoke version's conversions over JSON: to its hub, and from it.
+#[derive(Clone, Copy, Debug)]
+struct Conversions {
+    to_hub: fn(&Value) -> Result<Value, ConversionError>,
+    from_hub: fn(&Value) -> Result<Value, ConversionError>,
 }
 
 /// A kind's `Defaultable` hook over JSON: the object decoded, defaulted and
@@ -187,6 +199,7 @@ impl CustomKind {
             plural: K::plural(&()).into_owned(),
             namespaced: K::NAMESPACED,
             storage: K::MARKERS.contains(&CrdMarker::Storage),
+            hub: K::MARKERS.contains(&CrdMarker::Hub),
             defined_at: String::new(),
             schema: crd_schema::<K>,
             rule_sites: rule_sites_of::<K>,
@@ -194,7 +207,40 @@ impl CustomKind {
             decode: decode_json::<K>,
             defaults: None,
             validate: None,
+            conversions: None,
         }
+    }
+
+    /// The same entry, with the conversions of `S` (the kind of
+    /// [`of`](Self::of), a spoke) to and from its hub. The generated
+    /// registry adds them to every version of a kind with a hub but the hub,
+    /// so a spoke without [`Convertible`] does not compile, with a note that
+    /// says what to write:
+    ///
+    /// ```compile_fail,E0277
+    /// # use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    /// # use kinject_macros::Kind;
+    /// # use kinject_types::registry::CustomKind;
+    /// #[derive(Kind, Clone, Debug, Default, PartialEq)]
+    /// #[kind(group = "example.com", version = "v1alpha1", namespaced)]
+    /// pub struct Mirror {
+    ///     pub metadata: ObjectMeta,
+    /// }
+    ///
+    /// let entry = CustomKind::of::<Mirror>().converted::<Mirror>();
+    /// ```
+    pub fn converted<S: Convertible>(mut self) -> Self {
+        self.conversions = Some(Conversions {
+            to_hub: conversion::spoke_to_hub_json::<S>,
+            from_hub: conversion::hub_to_spoke_json::<S>,
+        });
+        self
+    }
+
+    /// True when the entry carries its version's conversions to and from
+    /// the kind's hub.
+    pub fn is_converted(&self) -> bool {
+        self.conversions.is_some()
     }
 
     /// The same entry, with `K`'s [`Defaultable`] hook (`K` is the kind of
@@ -312,11 +358,14 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
         }
     };
     let listed = || versions.iter().map(|k| place(k)).collect::<Vec<_>>().join(", ");
+    let hub = hub_of(versions, &listed)?;
     let stored: Vec<&&CustomKind> = versions.iter().filter(|k| k.storage).collect();
-    let storage = match (versions.len(), stored.as_slice()) {
-        (1, _) => first,
-        (_, [one]) => one,
-        (_, many) => {
+    let storage = match (versions.len(), stored.as_slice(), hub) {
+        (1, _, _) => first,
+        (_, [one], _) => one,
+        // The hub is stored unless another version says `storage`.
+        (_, [], Some(hub)) => hub,
+        (_, many, _) => {
             return Err(DefinitionError(format!(
                 "{}.{} has versions {} and {} of them marked `storage`; add `storage` to the #[kind(...)] \
                  of the one version the API server stores, and only to it",
@@ -371,6 +420,112 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
             .map(|k| (k.version.clone(), k.rule_sites()))
             .collect(),
     })
+}
+
+/// The version of a kind that every other converts through, if one says
+/// `hub`; every other version must then carry its conversions.
+fn hub_of<'a>(
+    versions: &[&'a CustomKind],
+    listed: &dyn Fn() -> String,
+) -> Result<Option<&'a CustomKind>, DefinitionError> {
+    let first = versions[0];
+    let hubs: Vec<&&CustomKind> = versions.iter().filter(|k| k.hub).collect();
+    let hub = match hubs.as_slice() {
+        [] => return Ok(None),
+        [one] => **one,
+        many => {
+            return Err(DefinitionError(format!(
+                "{}.{} has versions {} and {} of them marked `hub`; a kind converts through one hub: keep \
+                 `hub` on the #[kind(...)] of one version",
+                first.kind,
+                first.group,
+                listed(),
+                many.len()
+            )));
+        }
+    };
+    let unconverted: Vec<&str> = versions
+        .iter()
+        .filter(|k| !k.hub && k.conversions.is_none())
+        .map(|k| k.version.as_str())
+        .collect();
+    if !unconverted.is_empty() {
+        return Err(DefinitionError(format!(
+            "{}.{} converts through its hub {}, and its versions {} have no conversions in the registry; \
+             implement kinject_types::conversion::Convertible for each and register it with \
+             CustomKind::of::<T>().converted::<T>() (hack/update-codegen.sh does)",
+            first.kind,
+            first.group,
+            hub.version,
+            unconverted.join(", ")
+        )));
+    }
+    Ok(Some(hub))
+}
+
+/// `object`, an object of any version of one of `kinds`, in version
+/// `api_version` of its kind, as the conversion webhook answers the API
+/// server: to the kind's hub with its version's conversion, from the hub
+/// with the target version's, then defaulted by the target version's
+/// [`Defaultable`] hook, as Knative's webhook does. A kind without a hub
+/// converts as the CRD's `None` strategy does: only `apiVersion` changes.
+pub fn convert(kinds: &[CustomKind], object: &Value, api_version: &str) -> Result<Value, ConversionError> {
+    let malformed = |message: String| ConversionError::Malformed(message);
+    let field = |name: &str| object.get(name).and_then(Value::as_str).unwrap_or_default();
+    let (kind, from_api_version) = (field("kind"), field("apiVersion"));
+    let split = |api_version: &str| match api_version.rsplit_once('/') {
+        Some((group, version)) => (group.to_owned(), version.to_owned()),
+        None => (String::new(), api_version.to_owned()),
+    };
+    let ((group, from_version), (to_group, to_version)) = (split(from_api_version), split(api_version));
+    if to_group != group {
+        return Err(malformed(format!(
+            "cannot convert {kind} {from_api_version} to another group's version, {api_version}"
+        )));
+    }
+    let versions: Vec<&CustomKind> = kinds
+        .iter()
+        .filter(|k| k.kind == kind && k.group == group)
+        .collect();
+    let version_of = |version: &str| {
+        versions
+            .iter()
+            .find(|k| k.version == version)
+            .copied()
+            .ok_or_else(|| {
+                let known: Vec<&str> = versions.iter().map(|k| k.version.as_str()).collect();
+                if known.is_empty() {
+                    malformed(format!("no kind {kind} in group {group:?} is registered here"))
+                } else {
+                    malformed(format!(
+                        "{kind}.{group} has no version {version:?}; its versions are {}",
+                        known.join(", ")
+                    ))
+                }
+            })
+    };
+    let (from, to) = (version_of(&from_version)?, version_of(&to_version)?);
+    let mut converted = match versions.iter().find(|k| k.hub) {
+        _ if std::ptr::eq(from, to) => object.clone(),
+        None => object.clone(),
+        Some(_) => {
+            let hub = match from.conversions {
+                Some(spoke) => (spoke.to_hub)(object)?,
+                None => object.clone(),
+            };
+            match to.conversions {
+                Some(spoke) => (spoke.from_hub)(&hub)?,
+                None => hub,
+            }
+        }
+    };
+    if let Some(fields) = converted.as_object_mut() {
+        fields.insert("apiVersion".to_owned(), Value::String(api_version.to_owned()));
+    }
+    match to.set_defaults(&converted) {
+        Some(defaulted) => defaulted.map_err(|e| malformed(e.to_string())),
+        None => Ok(converted),
+    }
 }
 
 /// Kubernetes' order of versions: GA before beta before alpha, then the

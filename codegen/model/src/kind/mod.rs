@@ -26,7 +26,7 @@ use crate::attr::{Errors, given_once, key_of};
 pub use identity::{Group, Plural, Scope, Singular, Version, pluralize};
 pub use kubectl::{Categories, ShortNames};
 pub use marker::{Absent, KindContext, Marker};
-pub use options::{MaxDescriptionLen, Storage};
+pub use options::{Hub, MaxDescriptionLen, Storage};
 pub use printcolumn::PrintColumn;
 pub use scale::Scale;
 
@@ -129,6 +129,7 @@ kind_markers! {
     Scale,
     MaxDescriptionLen,
     Storage,
+    Hub,
 }
 
 impl KindMarker {

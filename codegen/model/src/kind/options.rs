@@ -1,5 +1,6 @@
 //! Markers for the CRD as a whole: how long its descriptions may be, and
-//! which of a kind's versions the API server stores.
+//! which of a kind's versions the API server stores and which converts for
+//! the others.
 
 use proc_macro2::TokenStream;
 use quote::quote;
@@ -54,5 +55,24 @@ impl Marker for Storage {
 
     fn crd_marker(&self) -> Option<TokenStream> {
         Some(quote!(::kinject_types::CrdMarker::Storage))
+    }
+}
+
+/// `hub`: of the kind's versions, the one every other converts to and from
+/// (`kinject_types::conversion`); the stored version unless another says
+/// `storage`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hub;
+
+impl Marker for Hub {
+    const KEYS: &'static [&'static str] = &["hub"];
+
+    fn parse(meta: &ParseNestedMeta<'_>) -> syn::Result<Self> {
+        flag(meta)?;
+        Ok(Hub)
+    }
+
+    fn crd_marker(&self) -> Option<TokenStream> {
+        Some(quote!(::kinject_types::CrdMarker::Hub))
     }
 }

@@ -44,6 +44,11 @@ fn the_output_is_what_the_generator_writes_for_the_same_sources() {
         "codegen_fixture_apis::v1",
         "../fixture-apis/src/v1",
     ));
+    config.apis.push(ApiModule::new(
+        "codegen-fixture-apis",
+        "codegen_fixture_apis::v1alpha1",
+        "../fixture-apis/src/v1alpha1",
+    ));
     config.externals.push(
         ExternalKind::new("k8s_openapi::api::core::v1::Pod", "", "v1", "Pod", "pods")
             .scope(Scope::Namespaced)
@@ -63,15 +68,51 @@ fn the_crds_are_those_of_the_registry() {
         .into_iter()
         .map(|crd| crd.metadata.name.unwrap_or_default())
         .collect();
-    let registered: Vec<String> = registry::custom_kinds()
-        .into_iter()
+    // One CRD for the two versions of Gadget.
+    let mut registered: Vec<String> = Vec::new();
+    for name in registry::custom_kinds()
+        .iter()
         .map(|k| format!("{}.{}", k.plural, k.group))
-        .collect();
+    {
+        if !registered.contains(&name) {
+            registered.push(name);
+        }
+    }
     assert_eq!(
         built,
         ["gadgets.fixtures.example.dev", "widgets.fixtures.example.dev"]
     );
     assert_eq!(built, registered);
+}
+
+/// A version of a kind with a hub is registered with its conversions, so
+/// any version of a Gadget converts to the other, and what only the hub
+/// holds survives a trip through the older version.
+#[test]
+fn the_registry_converts_versions_through_the_hub() {
+    let kinds = registry::custom_kinds();
+    let converted: Vec<String> = kinds
+        .iter()
+        .filter(|k| k.is_converted())
+        .map(|k| format!("{} {}", k.kind, k.version))
+        .collect();
+    assert_eq!(converted, ["Gadget v1alpha1"]);
+    let gadgets = fixtures::custom_resource_definitions().unwrap().remove(0);
+    let stored: Vec<&str> = gadgets
+        .spec
+        .versions
+        .iter()
+        .filter(|v| v.storage)
+        .map(|v| v.name.as_str())
+        .collect();
+    assert_eq!(stored, ["v1"]);
+
+    let muted = serde_json::json!({"apiVersion": "fixtures.example.dev/v1", "kind": "Gadget",
+        "metadata": {"name": "g"}, "spec": {"volume": 40, "muted": true}});
+    let old = kinject_types::registry::convert(&kinds, &muted, "fixtures.example.dev/v1alpha1").unwrap();
+    assert_eq!(old["spec"], serde_json::json!({"loudness": "quiet"}));
+    let back = kinject_types::registry::convert(&kinds, &old, "fixtures.example.dev/v1").unwrap();
+    assert_eq!(back, muted);
 }
 
 #[test]

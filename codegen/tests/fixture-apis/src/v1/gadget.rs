@@ -4,9 +4,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Gadget is cluster-scoped, has no status, and gets a client, informer and
-/// lister but no reconciler.
+/// lister but no reconciler. It is the hub its `v1alpha1` converts through.
 #[derive(Kind, Clone, Debug, Default, PartialEq)]
-#[kind(group = "fixtures.example.dev", version = "v1", cluster_scoped)]
+#[kind(group = "fixtures.example.dev", version = "v1", cluster_scoped, hub)]
 #[genclient(non_namespaced)]
 pub struct Gadget {
     /// Standard object metadata.
@@ -21,4 +21,7 @@ pub struct GadgetSpec {
     /// How loud it is.
     #[serde(default)]
     pub volume: u8,
+    /// Muted, whatever its volume; `v1alpha1` has no room for it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub muted: bool,
 }
