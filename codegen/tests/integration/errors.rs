@@ -48,7 +48,7 @@ fn unknown_marker_key_points_at_the_key_and_suggests_the_fix() {
         err,
         "error: types.rs:4:41: unknown key `namespacd` in #[kind(...)]; did you mean `namespaced`? known keys: \
          group, version, plural, singular, namespaced, cluster_scoped, shortnames, categories, printcolumn, \
-         scale, max_description_len, storage"
+         scale, max_description_len, storage, hub"
     );
 }
 
