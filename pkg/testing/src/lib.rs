@@ -79,6 +79,7 @@
 #![warn(missing_docs)]
 
 mod check;
+pub mod conversion;
 mod row;
 mod seed;
 mod table;

@@ -84,6 +84,7 @@ pub struct CustomKind {
     rule_sites: fn() -> Vec<RuleSite>,
     crd: fn() -> Result<CustomResourceDefinition, serde_json::Error>,
     decode: fn(&Value) -> Result<(), DecodeError>,
+    canonical: fn(&Value) -> Result<Value, DecodeError>,
     defaults: Option<DefaultsHook>,
     validate: Option<ValidateHook>,
     conversions: Option<Conversions>,
@@ -172,6 +173,14 @@ fn decode_json<K: DeserializeOwned>(object: &Value) -> Result<(), DecodeError> {
     decode_strict::<K>(object).map(drop)
 }
 
+fn canonical_json<K: Serialize + DeserializeOwned>(object: &Value) -> Result<Value, DecodeError> {
+    let decoded: K = decode_strict(object)?;
+    serde_json::to_value(&decoded).map_err(|e| DecodeError::Invalid {
+        path: ".".into(),
+        message: e.to_string(),
+    })
+}
+
 fn defaults_json<K: Defaultable + Serialize + DeserializeOwned>(
     object: &Value,
 ) -> Result<Value, DecodeError> {
@@ -191,7 +200,7 @@ fn validate_json<K: Validatable + DeserializeOwned>(
 
 impl CustomKind {
     /// The entry of kind `K`.
-    pub fn of<K: KindInfo + JsonSchema + DeserializeOwned>() -> Self {
+    pub fn of<K: KindInfo + JsonSchema + Serialize + DeserializeOwned>() -> Self {
         CustomKind {
             kind: K::kind(&()).into_owned(),
             group: K::group(&()).into_owned(),
@@ -205,6 +214,7 @@ impl CustomKind {
             rule_sites: rule_sites_of::<K>,
             crd: custom_resource_definition::<K>,
             decode: decode_json::<K>,
+            canonical: canonical_json::<K>,
             defaults: None,
             validate: None,
             conversions: None,
@@ -276,6 +286,12 @@ impl CustomKind {
     /// Checks that `object` decodes into the kind's type with no unknown field.
     pub fn decode(&self, object: &Value) -> Result<(), DecodeError> {
         (self.decode)(object)
+    }
+
+    /// `object` as the kind's type writes it: decoded and encoded again, so
+    /// fields the type fills in when absent are there.
+    pub fn canonical(&self, object: &Value) -> Result<Value, DecodeError> {
+        (self.canonical)(object)
     }
 
     /// `object` decoded, defaulted and encoded again; `None` when the kind has
@@ -557,7 +573,7 @@ mod tests {
     use std::borrow::Cow;
 
     /// A widget whose description is longer than its CRD keeps.
-    #[derive(Clone, Debug, Default, serde::Deserialize, schemars::JsonSchema)]
+    #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
     #[allow(dead_code, reason = "only its schema is read")]
     struct Widget {
         #[schemars(skip)]

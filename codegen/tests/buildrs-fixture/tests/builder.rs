@@ -182,3 +182,11 @@ async fn a_generated_reconciler_of_a_built_in_kind_writes_a_custom_resource() {
     .run(&new_pod_controller)
     .await;
 }
+
+/// Every spoke's conversions round-trip on objects generated from the
+/// versions' schemas.
+#[test]
+fn every_spoke_round_trips_through_its_hub() {
+    let checked = kinject_testing::conversion::check_round_trips(&registry::custom_kinds()).unwrap();
+    assert_eq!(checked, ["Gadget v1alpha1"]);
+}

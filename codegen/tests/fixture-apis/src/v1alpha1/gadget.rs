@@ -21,9 +21,20 @@ pub struct Gadget {
 /// A gadget's setting.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct GadgetSpec {
-    /// `quiet` (volume 0 to 127) or `loud` (128 to 255).
+    /// How loud it is, in words.
     #[serde(default)]
-    pub loudness: String,
+    pub loudness: Loudness,
+}
+
+/// `quiet` (volume 0 to 127) or `loud` (128 to 255).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Loudness {
+    /// Volume 0 to 127.
+    #[default]
+    Quiet,
+    /// Volume 128 to 255.
+    Loud,
 }
 
 impl Convertible for Gadget {
@@ -31,12 +42,11 @@ impl Convertible for Gadget {
 
     fn convert_to(self, restored: &Restored<v1::Gadget>) -> Result<v1::Gadget, FieldError> {
         let kept = restored.hub().map(|hub| &hub.spec);
-        let volume = match (self.spec.loudness.as_str(), kept.map(|spec| spec.volume)) {
+        let volume = match (self.spec.loudness, kept.map(|spec| spec.volume)) {
             // The exact volume the hub had, while the word still says it.
-            ("quiet", Some(volume @ 0..=127)) | ("loud", Some(volume @ 128..)) => volume,
-            ("quiet" | "", _) => 0,
-            ("loud", _) => 255,
-            (other, _) => return Err(FieldError::invalid_value(other, "spec.loudness")),
+            (Loudness::Quiet, Some(volume @ 0..=127)) | (Loudness::Loud, Some(volume @ 128..)) => volume,
+            (Loudness::Quiet, _) => 0,
+            (Loudness::Loud, _) => 255,
         };
         Ok(v1::Gadget {
             metadata: self.metadata,
@@ -48,12 +58,14 @@ impl Convertible for Gadget {
     }
 
     fn convert_from(hub: v1::Gadget) -> Result<Self, FieldError> {
-        let loudness = if hub.spec.volume < 128 { "quiet" } else { "loud" };
+        let loudness = if hub.spec.volume < 128 {
+            Loudness::Quiet
+        } else {
+            Loudness::Loud
+        };
         Ok(Gadget {
             metadata: hub.metadata,
-            spec: GadgetSpec {
-                loudness: loudness.to_owned(),
-            },
+            spec: GadgetSpec { loudness },
         })
     }
 }

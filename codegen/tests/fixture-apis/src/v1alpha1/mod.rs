@@ -3,4 +3,4 @@
 
 mod gadget;
 
-pub use gadget::{Gadget, GadgetSpec};
+pub use gadget::{Gadget, GadgetSpec, Loudness};
