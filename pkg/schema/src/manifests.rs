@@ -13,7 +13,24 @@ use crate::yaml;
 /// `metadata` as written there before (for a new kind, the labels of the CRD
 /// manifests already there, so selectors over them, a release label or an
 /// install label, find the new one too).
-fn manifest(definition: &KindDefinition, kept: &serde_json::Value) -> Result<String, String> {
+fn manifest(
+    definition: &KindDefinition,
+    kept: &serde_json::Value,
+    webhook: Option<&WebhookService>,
+) -> Result<String, String> {
+    // The conversion is part of what the API server checks.
+    let mut converted;
+    let definition = match (&definition.hub, webhook) {
+        (Some(_), Some(webhook)) => {
+            converted = definition.clone();
+            converted.crd.spec.conversion = Some(
+                serde_json::from_value(webhook.conversion())
+                    .map_err(|e| format!("cannot write the conversion of {}: {e}", definition.kind))?,
+            );
+            &converted
+        }
+        _ => definition,
+    };
     let mut crd = checked_crd(definition)?;
     for key in ["labels", "annotations"] {
         if let Some(value) = kept.get(key) {
@@ -128,6 +145,64 @@ fn kept_metadata(text: &str) -> Result<serde_json::Value, String> {
     Ok(serde_json::Value::Object(kept))
 }
 
+/// The Service the conversion webhook is reached at, as the manifests in
+/// `config/` declare it.
+#[derive(Debug)]
+struct WebhookService {
+    name: String,
+    namespace: String,
+}
+
+/// The name of the webhook's Service (`kinject_webhook::Options`' default).
+const WEBHOOK_SERVICE: &str = "webhook";
+
+impl WebhookService {
+    /// The Service named `webhook` among the manifests of `dir`.
+    fn find(dir: &Path) -> Result<WebhookService, String> {
+        let files = kinject_testenv::manifest_files(dir)
+            .map_err(|e| format!("{}: cannot read: {e}", dir.display()))?;
+        for file in files {
+            let Ok(text) = std::fs::read_to_string(&file) else {
+                continue;
+            };
+            let Ok(documents) = kinject_testenv::yaml_documents(&file.display().to_string(), &text) else {
+                continue;
+            };
+            for (_, doc) in documents {
+                let field = |pointer: &str| doc.pointer(pointer).and_then(serde_json::Value::as_str);
+                if field("/kind") == Some("Service") && field("/metadata/name") == Some(WEBHOOK_SERVICE) {
+                    return Ok(WebhookService {
+                        name: WEBHOOK_SERVICE.to_owned(),
+                        namespace: field("/metadata/namespace").unwrap_or("default").to_owned(),
+                    });
+                }
+            }
+        }
+        Err(format!(
+            "{}: no Service named {WEBHOOK_SERVICE:?}, which the CRD of a kind with a hub names as its \
+             conversion webhook; add the webhook's Service (`kinject init` writes config/400-webhook-service.yaml)",
+            dir.display()
+        ))
+    }
+
+    /// The CRD's conversion through this Service. The webhook writes the
+    /// `caBundle` once it has made its certificates.
+    fn conversion(&self) -> serde_json::Value {
+        serde_json::json!({
+            "strategy": "Webhook",
+            "webhook": {
+                "conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {
+                    "name": self.name,
+                    "namespace": self.namespace,
+                    "path": kinject_types::conversion::WEBHOOK_PATH,
+                    "port": 443,
+                }},
+            },
+        })
+    }
+}
+
 /// `<dir>/300-<kind>.yaml`.
 fn manifest_path(dir: &Path, definition: &KindDefinition) -> PathBuf {
     dir.join(format!("300-{}.yaml", definition.kind.to_lowercase()))
@@ -135,6 +210,17 @@ fn manifest_path(dir: &Path, definition: &KindDefinition) -> PathBuf {
 
 pub(crate) fn update_crds(definitions: &[KindDefinition], dir: &Path, verify: bool) -> ExitCode {
     let mut stale = Vec::new();
+    let webhook = if definitions.iter().any(|d| d.hub.is_some()) {
+        match WebhookService::find(dir) {
+            Ok(service) => Some(service),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
+    } else {
+        None
+    };
     let sibling_labels = definitions.iter().find_map(|kind| {
         let text = std::fs::read_to_string(manifest_path(dir, kind)).ok()?;
         let labels = kept_metadata(&text).ok()?.get("labels")?.clone();
@@ -165,7 +251,7 @@ pub(crate) fn update_crds(definitions: &[KindDefinition], dir: &Path, verify: bo
             .map(|(_, kept)| kept.clone())
             .or_else(|| sibling_labels.clone())
             .unwrap_or_default();
-        let updated = match manifest(kind, &keep) {
+        let updated = match manifest(kind, &keep, webhook.as_ref()) {
             Ok(text) => text,
             Err(e) => {
                 eprintln!("error: {e}");
@@ -219,6 +305,109 @@ mod tests {
     pub struct Gadget {
         pub metadata: ObjectMeta,
         pub spec: GadgetSpec,
+    }
+
+    pub mod v1alpha1 {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        use kinject_macros::Kind;
+        use kinject_types::FieldError;
+        use kinject_types::conversion::{Convertible, Restored};
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(Kind, Clone, Debug, Default, PartialEq)]
+        #[kind(group = "tutorial.example.com", version = "v1alpha1", namespaced)]
+        pub struct Widget {
+            pub metadata: ObjectMeta,
+            pub spec: WidgetSpec,
+        }
+
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        pub struct WidgetSpec {
+            pub size: i32,
+        }
+
+        impl Convertible for Widget {
+            type Hub = super::v1::Widget;
+
+            fn convert_to(self, _: &Restored<super::v1::Widget>) -> Result<super::v1::Widget, FieldError> {
+                Ok(super::v1::Widget {
+                    metadata: self.metadata,
+                    spec: super::v1::WidgetSpec { size: self.spec.size },
+                })
+            }
+
+            fn convert_from(hub: super::v1::Widget) -> Result<Self, FieldError> {
+                Ok(Widget {
+                    metadata: hub.metadata,
+                    spec: WidgetSpec { size: hub.spec.size },
+                })
+            }
+        }
+    }
+
+    pub mod v1 {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+        use kinject_macros::Kind;
+        use schemars::JsonSchema;
+        use serde::{Deserialize, Serialize};
+
+        #[derive(Kind, Clone, Debug, Default, PartialEq)]
+        #[kind(group = "tutorial.example.com", version = "v1", namespaced, hub)]
+        pub struct Widget {
+            pub metadata: ObjectMeta,
+            pub spec: WidgetSpec,
+        }
+
+        #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+        pub struct WidgetSpec {
+            pub size: i32,
+        }
+    }
+
+    /// The CRD of a kind with a hub names the webhook Service of the
+    /// manifests as its conversion; without that Service it is an error that
+    /// says what to add.
+    #[test]
+    fn a_kind_with_a_hub_converts_through_the_manifests_webhook_service() {
+        let definitions = custom_resource_definitions(&[
+            CustomKind::of::<v1::Widget>(),
+            CustomKind::of::<v1alpha1::Widget>().converted::<v1alpha1::Widget>(),
+        ])
+        .unwrap_or_default();
+        let dir = std::env::temp_dir().join(format!("kinject-schema-conversion-{}", std::process::id()));
+        let _fresh = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_default();
+        assert_eq!(
+            super::update_crds(&definitions, &dir, false),
+            std::process::ExitCode::FAILURE
+        );
+        assert!(
+            !dir.join("300-widget.yaml").exists(),
+            "nothing written without the Service"
+        );
+
+        let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: webhook\n  namespace: tutorial-system\n\
+                       spec:\n  ports:\n    - port: 443\n";
+        std::fs::write(dir.join("400-webhook-service.yaml"), service).unwrap_or_default();
+        assert_eq!(
+            super::update_crds(&definitions, &dir, false),
+            std::process::ExitCode::SUCCESS
+        );
+        let written = std::fs::read_to_string(dir.join("300-widget.yaml")).unwrap_or_default();
+        let crd: serde_json::Value = serde_saphyr::from_str(&written).unwrap_or_default();
+        assert_eq!(
+            crd["spec"]["conversion"],
+            serde_json::json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"name": "webhook", "namespace": "tutorial-system",
+                    "path": "/resource-conversion", "port": 443}}}})
+        );
+        assert_eq!(
+            super::update_crds(&definitions, &dir, true),
+            std::process::ExitCode::SUCCESS,
+            "up to date"
+        );
+        let _cleaned = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

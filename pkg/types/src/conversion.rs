@@ -85,6 +85,10 @@ use serde_json::Value;
 
 use crate::{FieldError, KindInfo};
 
+/// The path at which the conversion webhook serves `ConversionReview`s
+/// (Knative's), which the CRD of a kind with a hub names.
+pub const WEBHOOK_PATH: &str = "/resource-conversion";
+
 /// The annotation in which a spoke carries its hub object's fields that the
 /// spoke cannot hold, so that writing the spoke back loses none of them.
 pub const RESTORE_ANNOTATION: &str = "kinject.dev/conversion-data";

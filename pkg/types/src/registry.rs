@@ -340,6 +340,10 @@ pub struct KindDefinition {
     /// For each version (by name), where its schema's `#[rule]` markers
     /// are, for errors about the rules.
     pub rule_sites: Vec<(String, Vec<RuleSite>)>,
+    /// The version the others convert through, when one says `hub`: the
+    /// CRD's conversion is then the webhook's (see
+    /// [`conversion::WEBHOOK_PATH`]), which the manifests name.
+    pub hub: Option<String>,
 }
 
 /// Why the CRD of a kind cannot be built from its registry entries.
@@ -435,6 +439,7 @@ fn definition(versions: &[&CustomKind]) -> Result<KindDefinition, DefinitionErro
             .iter()
             .map(|k| (k.version.clone(), k.rule_sites()))
             .collect(),
+        hub: hub.map(|hub| hub.version.clone()),
     })
 }
 

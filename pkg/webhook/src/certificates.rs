@@ -13,7 +13,8 @@
 //!
 //! 1. the new CA joins the bundle ([`CA_CERT`] holds both) and the new
 //!    serving certificate waits under [`NEXT_SERVER_CERT`];
-//! 2. once every webhook configuration that trusted the old CA trusts the new
+//! 2. once every webhook configuration (and CRD converting through the
+//!    webhook) that trusted the old CA trusts the new
 //!    one too, the serving certificate switches;
 //! 3. [`RETIRE_AFTER`] later, the old CA leaves the bundle.
 //!
@@ -36,6 +37,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kinject_runtime::controller::{Action, Error as ReconcileError, Impl, ObjectKey, Reconciler};
 use kinject_runtime::injection::Context;
 use kinject_runtime::leader::{LeaderAware, LeaderAwareFuncs};
@@ -232,6 +234,10 @@ pub struct CertificatesOptions {
     pub namespace: String,
     /// The clock expiry is judged by.
     pub clock: Clock,
+    /// The CRDs whose conversion calls the webhook: their `caBundle` must
+    /// trust a new CA before the certificate it signs is served, as the
+    /// webhook configurations' must.
+    pub converted_crds: Vec<String>,
 }
 
 impl std::fmt::Debug for CertificatesOptions {
@@ -252,6 +258,7 @@ struct CertReconciler {
     secrets: Lister<Secret>,
     mutating: Api<MutatingWebhookConfiguration>,
     validating: Api<ValidatingWebhookConfiguration>,
+    crds: Api<CustomResourceDefinition>,
     api: Api<Secret>,
     cluster_domain: String,
     leadership: Arc<LeaderAwareFuncs>,
@@ -290,7 +297,7 @@ fn pem_blocks(bundle: &str) -> Vec<String> {
 }
 
 impl CertReconciler {
-    /// Whether every webhook configuration whose caBundle trusts `old` also
+    /// Whether every webhook configuration (and converted CRD) whose caBundle trusts `old` also
     /// trusts `new`. Read from the API server, not an informer: it is asked
     /// once a week, during a rotation, and the process keeps no cache of
     /// every configuration for it.
@@ -316,6 +323,18 @@ impl CertReconciler {
             .flatten()
             .map(|b| String::from_utf8_lossy(&b.0).into_owned())
             .collect();
+        let mut bundles = bundles;
+        for name in &self.options.converted_crds {
+            let conversion_ca = self
+                .crds
+                .get_opt(name)
+                .await?
+                .and_then(|crd| crd.spec.conversion)
+                .and_then(|conversion| conversion.webhook)
+                .and_then(|webhook| webhook.client_config)
+                .and_then(|config| config.ca_bundle);
+            bundles.extend(conversion_ca.map(|b| String::from_utf8_lossy(&b.0).into_owned()));
+        }
         Ok(bundles
             .iter()
             .filter(|b| b.contains(old.trim()))
@@ -497,12 +516,16 @@ pub fn new_controller(ctx: &Context, options: CertificatesOptions) -> Impl {
     let leadership = Arc::new(LeaderAwareFuncs::enqueuing_on_promote(key.clone()));
     ctx.needs::<MutatingWebhookConfiguration>(&[Verb::List]);
     ctx.needs::<ValidatingWebhookConfiguration>(&[Verb::List]);
+    for crd in &options.converted_crds {
+        ctx.needs_named::<CustomResourceDefinition>(crd, &[Verb::Get]);
+    }
     let reconciler = Arc::new(CertReconciler {
         api: Api::namespaced(ctx.client(), &options.namespace),
         cluster_domain: ctx.cluster_domain().to_owned(),
         secrets: secrets.lister(),
         mutating: Api::all(ctx.client()),
         validating: Api::all(ctx.client()),
+        crds: Api::all(ctx.client()),
         options,
         leadership: leadership.clone(),
     });

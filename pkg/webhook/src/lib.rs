@@ -14,6 +14,7 @@
 //! | `/defaulting` | decodes the object (unknown fields refused), runs `Defaultable::set_defaults`, answers a JSON patch |
 //! | `/resource-validation` | runs `Validatable::validate`: `validation failed: missing field(s): spec.serviceName` |
 //! | `/config-validation` | checks `config-logging`, `config-leader-election`, `config-observability` with the process's own parsers |
+//! | `/resource-conversion` | converts the objects of a `ConversionReview` through their kind's hub (see [`conversion`]) |
 //! | `/health`, `/readiness` | 200, or 500 once shutting down |
 //!
 //! Which kinds are defaulted and validated comes from the generated registry
@@ -21,8 +22,9 @@
 //! its API module implements the trait.
 //!
 //! The reconcilers keep the Secret `webhook-certs` (a CA and a serving
-//! certificate, renewed a day before they expire) and the three webhook
-//! configurations (rules, `caBundle`, Service path) current. The server reads
+//! certificate, renewed a day before they expire), the three webhook
+//! configurations (rules, `caBundle`, Service path) and the conversion of
+//! the CRDs of kinds with a hub ([`crds`]) current. The server reads
 //! the certificate from the Secret on every handshake.
 //!
 //! A `main` is one call (see `cmd/webhook`):
@@ -60,6 +62,8 @@ mod bodies;
 pub mod certificates;
 pub mod configurations;
 mod controller_options;
+pub mod conversion;
+pub mod crds;
 mod flags;
 pub mod metrics;
 mod process;

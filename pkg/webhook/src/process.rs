@@ -12,6 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
 use crate::admission::ConfigValidation;
+use crate::conversion::ConversionMetrics;
 use crate::flags::WebhookFlags;
 use crate::metrics;
 use crate::webhook::{Options, Webhook};
@@ -83,8 +84,10 @@ pub async fn run(
     let span = setup.component_span();
     async {
         let admission = metrics::AdmissionMetrics::register(setup.registry_mut());
+        let conversion = ConversionMetrics::register(setup.registry_mut());
         let ctx = setup.context();
         ctx.insert(admission);
+        ctx.insert(conversion);
         let controllers = setup.construct(&ctx, &constructors)?;
         tracing::info!(
             address = %listener.local_addr().map(|a| a.to_string()).unwrap_or_default(),

@@ -32,8 +32,9 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::Instrument as _;
 
-use crate::admission::{Admit, review_response_measured};
+use crate::admission::{Admit, ReviewError, review_response_measured};
 use crate::certificates::{SERVER_CERT, SERVER_KEY};
+use crate::conversion::{Conversion, ConversionMetrics};
 
 /// How long a client gets to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -225,12 +226,33 @@ pub fn tls_config(resolver: Arc<dyn ResolvesServerCert>) -> Result<ServerConfig,
     Ok(config)
 }
 
-/// The admission controllers by path (`/defaulting`, ...).
+/// The admission controllers and the conversion webhook by path
+/// (`/defaulting`, `/resource-conversion`, ...).
 #[derive(Clone, Default)]
 pub struct Routes {
-    routes: BTreeMap<String, Arc<dyn Admit>>,
+    routes: BTreeMap<String, Handler>,
     metrics: Option<crate::metrics::AdmissionMetrics>,
+    conversion_metrics: Option<ConversionMetrics>,
     limits: Limits,
+}
+
+/// What a path serves.
+#[derive(Clone)]
+enum Handler {
+    Admission(Arc<dyn Admit>),
+    Conversion(Conversion),
+}
+
+impl Routes {
+    /// The answer to `body` at the handler's path.
+    fn answer(&self, handler: &Handler, body: &[u8]) -> Result<String, ReviewError> {
+        match handler {
+            Handler::Admission(admit) => {
+                review_response_measured(admit.as_ref(), body, self.metrics.as_ref())
+            }
+            Handler::Conversion(conversion) => conversion.review(body, self.conversion_metrics.as_ref()),
+        }
+    }
 }
 
 impl fmt::Debug for Routes {
@@ -247,13 +269,25 @@ impl Routes {
 
     /// Serves `admit` at `path`.
     pub fn route(mut self, path: impl Into<String>, admit: Arc<dyn Admit>) -> Self {
-        self.routes.insert(path.into(), admit);
+        self.routes.insert(path.into(), Handler::Admission(admit));
         self
     }
 
-    /// Counts and times every review in `metrics`.
+    /// Serves `ConversionReview`s at `path` with `conversion`.
+    pub fn conversion(mut self, path: impl Into<String>, conversion: Conversion) -> Self {
+        self.routes.insert(path.into(), Handler::Conversion(conversion));
+        self
+    }
+
+    /// Counts and times every admission review in `metrics`.
     pub fn metrics(mut self, metrics: crate::metrics::AdmissionMetrics) -> Self {
         self.metrics = Some(metrics);
+        self
+    }
+
+    /// Counts and times every object converted in `metrics`.
+    pub fn conversion_metrics(mut self, metrics: ConversionMetrics) -> Self {
+        self.conversion_metrics = Some(metrics);
         self
     }
 
@@ -288,7 +322,7 @@ async fn handle(
             text(StatusCode::OK, "ok")
         });
     }
-    let Some(admit) = routes.routes.get(&path).cloned() else {
+    let Some(handler) = routes.routes.get(&path).cloned() else {
         return Ok(text(
             StatusCode::BAD_REQUEST,
             format!("no controller registered for: {path}"),
@@ -297,7 +331,7 @@ async fn handle(
     if request.method() != Method::POST {
         return Ok(text(
             StatusCode::METHOD_NOT_ALLOWED,
-            format!("{path} takes an AdmissionReview by POST"),
+            format!("{path} takes a review by POST"),
         ));
     }
     // The body's share of the budget is held until the review is answered:
@@ -307,7 +341,7 @@ async fn handle(
         Err(refused) => return Ok(refused),
     };
     let reviewed = if body.len() < budgets.limits.heavy_review {
-        review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref())
+        routes.answer(&handler, &body)
     } else {
         // Decoding and admitting megabytes takes milliseconds to seconds of
         // CPU: off the async workers, a few at a time.
@@ -315,11 +349,7 @@ async fn handle(
             return Ok(text(StatusCode::SERVICE_UNAVAILABLE, "shutting down"));
         };
         let routes = routes.clone();
-        match tokio::task::spawn_blocking(move || {
-            review_response_measured(admit.as_ref(), &body, routes.metrics.as_ref())
-        })
-        .await
-        {
+        match tokio::task::spawn_blocking(move || routes.answer(&handler, &body)).await {
             Ok(reviewed) => reviewed,
             Err(e) => {
                 tracing::error!(error = %e, "an admission review failed");

@@ -14,6 +14,8 @@ use tokio_util::sync::CancellationToken;
 use crate::admission::{ConfigValidation, Defaulting, Validation};
 use crate::certificates::{self, CertificatesOptions, Clock};
 use crate::configurations::{self, Home, WebhookSpec, config_map_rules, kind_rules};
+use crate::conversion::{CONVERSION_PATH, Conversion, ConversionMetrics};
+use crate::crds;
 use crate::metrics;
 use crate::server::{self, Routes, SecretCertResolver};
 
@@ -71,6 +73,7 @@ pub struct Webhook {
     defaulting: Defaulting,
     validation: Validation,
     config: ConfigValidation,
+    conversion: Conversion,
 }
 
 impl Webhook {
@@ -82,7 +85,8 @@ impl Webhook {
             namespace: namespace.to_owned(),
             options,
             defaulting: Defaulting::new(kinds.clone()),
-            validation: Validation::new(kinds),
+            validation: Validation::new(kinds.clone()),
+            conversion: Conversion::new(kinds),
             config,
         }
     }
@@ -102,15 +106,17 @@ impl Webhook {
         format!("config.webhook.{}.knative.dev", self.namespace)
     }
 
-    /// The admission controllers by path.
+    /// The admission controllers and the conversion webhook by path.
     pub fn routes(&self) -> Routes {
         Routes::new()
             .route(DEFAULTING_PATH, Arc::new(self.defaulting.clone()))
             .route(VALIDATION_PATH, Arc::new(self.validation.clone()))
             .route(CONFIG_VALIDATION_PATH, Arc::new(self.config.clone()))
+            .conversion(CONVERSION_PATH, self.conversion.clone())
     }
 
-    /// The reconcilers (certificates, then the three configurations) as
+    /// The reconcilers (certificates, then the three configurations, then
+    /// the conversion of the CRDs of kinds with a hub, when there are any) as
     /// constructors, for `Setup::construct` (which leaves out those
     /// `--disable-controllers` names, before they ask for any informer). Each
     /// watches Secrets only in the system namespace.
@@ -120,11 +126,13 @@ impl Webhook {
             secret: self.options.secret_name.clone(),
             namespace_owns_configurations: self.options.namespace_owns_configurations,
         };
+        let converted = self.conversion.kinds();
         let certificates = CertificatesOptions {
             service: self.options.service_name.clone(),
             secret: home.secret.clone(),
             namespace: home.namespace.clone(),
             clock: self.options.clock.clone(),
+            converted_crds: converted.iter().map(|k| k.crd_name.clone()).collect(),
         };
         let defaulting = WebhookSpec {
             name: self.defaulting_name(),
@@ -144,8 +152,14 @@ impl Webhook {
             rules: config_map_rules(),
             exclude_label: false,
         };
-        let (home_d, home_v, home_c) = (home.clone(), home.clone(), home);
-        vec![
+        let service = self.options.service_name.clone();
+        let (home_d, home_v, home_c, home_x) = (home.clone(), home.clone(), home.clone(), home);
+        let conversions = (!converted.is_empty()).then(|| {
+            Constructor::new(crds::QUEUE, move |ctx| {
+                crds::new_controller(ctx, &converted, &service, &home_x)
+            })
+        });
+        let mut constructors = vec![
             Constructor::new(certificates::QUEUE, move |ctx| {
                 certificates::new_controller(ctx, certificates.clone())
             }),
@@ -158,7 +172,9 @@ impl Webhook {
             Constructor::new("configmapwebhook", move |ctx| {
                 configurations::validating_controller(ctx, "configmapwebhook", config.clone(), &home_c)
             }),
-        ]
+        ];
+        constructors.extend(conversions);
+        constructors
     }
 
     /// The certificate resolver over the informer of the certificates
@@ -188,6 +204,9 @@ impl Webhook {
         let mut routes = self.routes();
         if let Some(metrics) = ctx.get::<metrics::AdmissionMetrics>() {
             routes = routes.metrics((*metrics).clone());
+        }
+        if let Some(metrics) = ctx.get::<ConversionMetrics>() {
+            routes = routes.conversion_metrics((*metrics).clone());
         }
         server::serve(listener, Arc::new(tls), routes, self.options.drain, shutdown).await;
         Ok(())
