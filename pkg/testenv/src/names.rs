@@ -29,7 +29,7 @@ impl NameGenerator {
     pub(crate) fn generate(&self, prefix: &str) -> String {
         match self {
             Self::Random => {
-                let bytes = uuid::Uuid::new_v4().into_bytes();
+                let bytes = random_uuid().into_bytes();
                 let suffix: String = bytes
                     .iter()
                     .take(5)
@@ -79,7 +79,7 @@ impl UidGenerator {
     /// The uid of a new object `name` in `namespace` of `resource` (see [`uid_for`]).
     pub(crate) fn generate(&mut self, resource: &str, namespace: &str, name: &str) -> String {
         match self {
-            Self::Random => uuid::Uuid::new_v4().to_string(),
+            Self::Random => random_uuid().to_string(),
             Self::Deterministic(created) => {
                 let key = format!("{resource}/{namespace}/{name}");
                 let earlier = created.entry(key).or_insert(0);
@@ -120,6 +120,14 @@ fn resource_key<K: kube::Resource<DynamicType = ()>>() -> String {
 fn nth_uid(resource: &str, namespace: &str, name: &str, earlier: u64) -> String {
     let identity = format!("kinject-testenv:{resource}/{namespace}/{name}#{earlier}");
     uuid::Uuid::new_v5(&uuid::Uuid::NAMESPACE_URL, identity.as_bytes()).to_string()
+}
+
+/// A version 4 uuid from fastrand's generator, as kube-apiserver gives a new
+/// object's uid (random, not secret).
+pub(crate) fn random_uuid() -> uuid::Uuid {
+    let mut bytes = [0; 16];
+    fastrand::fill(&mut bytes);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
 }
 
 #[cfg(test)]

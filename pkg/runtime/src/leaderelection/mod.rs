@@ -428,11 +428,19 @@ impl BucketKeysProbe for KeysPerBucket {
     }
 }
 
+/// A version 4 uuid from fastrand's generator, which seeds itself from the
+/// process's random hash keys: unique enough for an identity.
+fn random_uuid() -> uuid::Uuid {
+    let mut bytes = [0; 16];
+    fastrand::fill(&mut bytes);
+    uuid::Builder::from_random_bytes(bytes).into_uuid()
+}
+
 /// A unique identity for this replica's leases: `<hostname>_<uuid>`, so that
 /// two processes on one host never share one.
 pub fn unique_id() -> std::io::Result<String> {
     let host = hostname::get()?;
-    Ok(format!("{}_{}", host.to_string_lossy(), uuid::Uuid::new_v4()))
+    Ok(format!("{}_{}", host.to_string_lossy(), random_uuid()))
 }
 
 /// Why [`spawn_electors`] could not start.

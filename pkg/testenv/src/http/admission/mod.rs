@@ -166,7 +166,7 @@ impl Admission<'_> {
                 Ok(None) => return Some(self.commit_plain(output)),
                 Err(e) => return Some(Err(e)),
             };
-            let uid = uuid::Uuid::new_v4().to_string();
+            let uid = crate::names::random_uuid().to_string();
             let mut warnings = prepared.dry_warnings.clone();
             let mut candidate = prepared.candidate.clone();
             if prepared.operation != Operation::Delete {
