@@ -347,7 +347,7 @@ fn format_file(tokens: &TokenStream, what: &str) -> Result<String, Error> {
 /// prettyplease puts items back to back; a blank line between items (but not
 /// between consecutive `use`s, nor after an opening brace or an attribute)
 /// makes the files read like hand-written Rust.
-fn space_items(text: &str) -> String {
+pub(crate) fn space_items(text: &str) -> String {
     const ITEM_STARTS: [&str; 13] = [
         "///",
         "#[",
@@ -396,7 +396,7 @@ fn docs(text: &str) -> TokenStream {
 }
 
 /// `text` as lines of at most about 90 columns, split at spaces.
-fn wrap(text: &str) -> Vec<String> {
+pub(crate) fn wrap(text: &str) -> Vec<String> {
     let mut lines = Vec::new();
     let mut line = String::new();
     for word in text.split_whitespace() {
@@ -413,7 +413,7 @@ fn wrap(text: &str) -> Vec<String> {
 }
 
 /// Doc text as rustdoc expects it after `///`: one leading space.
-fn doc_line(line: &str) -> String {
+pub(crate) fn doc_line(line: &str) -> String {
     if line.is_empty() {
         String::new()
     } else {

@@ -33,6 +33,7 @@ use crate::stage;
 
 mod fields;
 mod relations;
+mod version;
 
 /// The longest `spec.description` the scaffolded kind accepts.
 const MAX_DESCRIPTION: usize = 256;
@@ -233,7 +234,12 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
         .collect();
     refuse_taken(config_path, &scanned, &versions, new, &names)?;
     let api = locate_api_module(&config, &scanned, new, &names, config_path)?;
-    if let Some(older) = versions.iter().find(|k| k.storage).or(versions.first()) {
+    let hub = versions
+        .iter()
+        .find(|k| k.hub)
+        .or_else(|| versions.iter().find(|k| k.storage))
+        .or(versions.first());
+    if let Some(hub) = hub {
         if !new.owns.is_empty() || !new.watches.is_empty() || !new.fields.is_empty() {
             return Err(Error::one(Diagnostic::file(
                 config_path,
@@ -245,8 +251,13 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
                 ),
             )));
         }
-        let stored_elsewhere = versions.iter().any(|k| k.storage);
-        return plan_version(config_path, &root, new, &names, &api, older, stored_elsewhere);
+        let repo = Repo {
+            config_path,
+            root: &root,
+            config: &config,
+            paths: &paths,
+        };
+        return plan_version(&repo, new, &names, &api, hub);
     }
     let relations = Relations::resolve(&new.owns, &new.watches, &scanned, config_path)?;
     let repo = Repo {
@@ -613,195 +624,119 @@ fn register_module(
 }
 
 /// Another version of an existing kind, as kubebuilder's `create api` for a
-/// new version: only the type, sharing the spec and status of `older` so the
-/// API server can serve every object in both versions by rewriting
-/// `apiVersion` (the CRD's `None` conversion), with defaults and validation
-/// delegated to `older`. The new version is stored unless another version
-/// already is; the reconciler stays on `older`.
+/// new version: its types, each its own copy of `hub`'s (the kind's hub, or
+/// the version it stores, which becomes the hub), and its conversion to and
+/// from `hub`, field by field, with the hub's defaults and validation. The
+/// CRD then converts through the webhook (`hub` is stored unless another
+/// version says `storage`); the reconciler stays on `hub`. The reconcilers'
+/// tests gain a check of every spoke's round trips, once.
 fn plan_version(
-    config_path: &Path,
-    root: &Path,
+    repo: &Repo<'_>,
     new: &NewKind,
     names: &Names,
     api: &ApiTarget,
-    older: &KindPlan,
-    stored_elsewhere: bool,
+    hub: &KindPlan,
 ) -> Result<Plan, Error> {
-    let older_module = older
+    let hub_module = hub
         .rust_path
         .rsplit_once("::")
-        .map_or(older.rust_path.as_str(), |(module, _)| module);
-    let older_module = match older_module.strip_prefix(&format!("{}::", api.krate.replace('-', "_"))) {
+        .map_or(hub.rust_path.as_str(), |(module, _)| module);
+    let hub_module = match hub_module.strip_prefix(&format!("{}::", api.krate.replace('-', "_"))) {
         Some(inner) => format!("crate::{inner}"),
-        None => older_module.to_owned(),
+        None => hub_module.to_owned(),
     };
+    let at_hub = |message: String| Error::one(Diagnostic::file(&hub.source, message));
+    let copied = version::HubFile::read(hub).map_err(at_hub)?;
+    let hub_path: syn::Path = syn::parse_str(&hub_module)
+        .map_err(|e| at_hub(format!("the module path {hub_module} does not parse: {e}")))?;
     let mut files = Files::default();
-    let snake = &names.snake;
-    files.create(
-        api.dir.join(format!("{snake}_types.rs")),
-        version_types(new, older, &older_module, !stored_elsewhere),
-    )?;
-    let kind = &new.kind;
-    register_module(
-        &mut files,
-        api,
-        &[format!("mod {snake}_types;")],
-        &[format!("pub use {snake}_types::{{{kind}, {kind}List}};")],
-        new,
-        config_path,
-        root,
-    )?;
-    let stored = if stored_elsewhere {
-        "another version stays the stored one".to_owned()
-    } else {
-        format!(
-            "it is marked `storage` (move the marker to store {} instead)",
-            older.version
-        )
-    };
-    Ok(Plan {
-        files: files.0,
-        packages: vec![package_name(&api.dir)?],
-        summary: format!(
-            "started version {} of {kind} ({}), sharing the fields of {}; {stored}. Now run \
-             hack/update-codegen.sh, then cargo test --workspace",
-            new.version, new.group, older.version
-        ),
-    })
-}
-
-/// The new version's `*_types.rs`.
-fn version_types(new: &NewKind, older: &KindPlan, older_module: &str, storage: bool) -> String {
-    let fields = SharedFields::of(&new.kind, older, older_module);
-    let mut out = version_struct(new, older, &fields, storage);
-    let (kind, older_version) = (&new.kind, &older.version);
-    if older.defaulted {
-        out.push_str(&format!(
-            "\nimpl Defaultable for {kind} {{\n    \
-             /// Defaults as `{older_version}` does: the fields are the same.\n    \
-             fn set_defaults(&mut self) {{\n        \
-             let mut older = {older_module}::{kind} {{\n{moved}\n        }};\n        \
-             older.set_defaults();\n{back}\n    }}\n}}\n",
-            moved = fields.moved().join("\n"),
-            back = fields.back().join("\n"),
-        ));
-    }
-    if older.validated {
-        out.push_str(&format!(
-            "\nimpl Validatable for {kind} {{\n    \
-             /// Validates as `{older_version}` does: the fields are the same.\n    \
-             fn validate(&self) -> Result<(), FieldError> {{\n        \
-             {older_module}::{kind} {{\n{copied}\n        }}\n        .validate()\n    }}\n}}\n",
-            copied = fields.copied().join("\n"),
-        ));
-    }
-    out
-}
-
-/// The imports, the struct of the new version and its list type.
-fn version_struct(new: &NewKind, older: &KindPlan, fields: &SharedFields, storage: bool) -> String {
-    let kind = &new.kind;
+    let (snake, kind) = (&names.snake, &new.kind);
     let scope = if new.scope == Scope::Namespaced {
         "namespaced"
     } else {
         "cluster_scoped"
     };
-    let storage = if storage { ", storage" } else { "" };
-    let mut imports = vec![
-        "use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;",
-        "use kinject_macros::Kind;",
-    ];
-    let hooks = match (older.defaulted, older.validated) {
-        (true, true) => "use kinject_types::{Defaultable, FieldError, Validatable};",
-        (true, false) => "use kinject_types::Defaultable;",
-        (false, true) => "use kinject_types::{FieldError, Validatable};",
-        (false, false) => "",
+    files.create(
+        api.dir.join(format!("{snake}_types.rs")),
+        copied.types_file(hub, &new.version, scope),
+    )?;
+    files.create(
+        api.dir.join(format!("{snake}_conversion.rs")),
+        copied.conversion_file(hub, &hub_path, &new.version),
+    )?;
+    register_module(
+        &mut files,
+        api,
+        &[format!("mod {snake}_conversion;"), format!("mod {snake}_types;")],
+        &[format!(
+            "pub use {snake}_types::{{{}}};",
+            copied.exported(kind).join(", ")
+        )],
+        new,
+        repo.config_path,
+        repo.root,
+    )?;
+    if !hub.hub {
+        let text = read(&hub.source)?;
+        let marked = version::with_hub_marker(&text, kind).ok_or_else(|| {
+            at_hub(format!(
+                "cannot find the #[kind(...)] of {kind} to add `hub` to; add it by hand (#[kind(..., hub)])"
+            ))
+        })?;
+        files.edit(hub.source.clone(), marked);
+    }
+    let role_note = grant_crd_to_webhook(repo, &mut files, &format!("{}.{}", hub.plural, hub.group))?;
+    let round_trips = repo.paths.reconcilers.join("tests/conversion.rs");
+    if !round_trips.exists() {
+        files.create(round_trips, ROUND_TRIPS_TEST.to_owned())?;
+    }
+    Ok(Plan {
+        files: files.0,
+        packages: vec![package_name(&api.dir)?, package_name(&repo.paths.reconcilers)?],
+        summary: format!(
+            "started version {} of {kind} ({}), with its own copy of the fields of {} and a conversion to \
+             and from it, the hub, which the webhook serves. Now run hack/update-codegen.sh, then cargo \
+             test --workspace.{role_note}",
+            new.version, new.group, hub.version
+        ),
+    })
+}
+
+/// Adds the CRD `crd` to the webhook's ClusterRole beside the samples
+/// (`kinject init`'s `config/200-webhook-clusterrole.yaml`), so that its
+/// `conversionwebhook` reconciler may keep the CRD's conversion current; the
+/// summary's note when the project has no such file.
+fn grant_crd_to_webhook(repo: &Repo<'_>, files: &mut Files, crd: &str) -> Result<String, Error> {
+    let role = repo
+        .paths
+        .samples
+        .parent()
+        .map(|config| config.join("200-webhook-clusterrole.yaml"))
+        .filter(|role| role.is_file());
+    let Some(role) = role else {
+        return Ok(format!(
+            " The webhook's ClusterRole needs get, list, watch and update on the CRD {crd} (resourceNames) \
+             to keep its conversion current."
+        ));
     };
-    if !hooks.is_empty() {
-        imports.push(hooks);
+    if let Some(granted) = version::with_crd_rule(&read(&role)?, crd) {
+        files.edit(role, granted);
     }
-    imports.push("use kube_core::ObjectList;");
-    format!(
-        "{imports}\n\n\
-         /// A {kind} in `{version}`: the fields of `{older_version}`, so the API server\n\
-         /// serves every {kind} in both versions by rewriting `apiVersion`. Give\n\
-         /// this version fields of its own only together with a conversion\n\
-         /// between them.\n\
-         #[derive(Kind, Clone, Debug, Default, PartialEq)]\n\
-         #[kind(group = \"{group}\", version = \"{version}\", {scope}{storage})]\n\
-         #[genclient]\n\
-         pub struct {kind} {{\n{fields}\n}}\n\n\
-         /// A list of {kind}s, as the API server returns it.\n\
-         pub type {kind}List = ObjectList<{kind}>;\n",
-        imports = imports.join("\n"),
-        version = new.version,
-        older_version = older.version,
-        group = new.group,
-        fields = fields.declared().join("\n\n"),
-    )
+    Ok(String::new())
 }
 
-/// The fields a new version shares with `older`: `metadata`, and `spec`
-/// and `status` of `older`'s types when it has them.
-struct SharedFields(Vec<(&'static str, String)>);
-
-impl SharedFields {
-    fn of(kind: &str, older: &KindPlan, older_module: &str) -> SharedFields {
-        let last = |ty: &str| ty.rsplit("::").next().unwrap_or(ty).to_owned();
-        let mut fields = vec![(
-            "metadata",
-            "/// Standard object metadata.\n    pub metadata: ObjectMeta,".to_owned(),
-        )];
-        if let Some(spec) = &older.spec_type {
-            fields.push((
-                "spec",
-                format!("/// The desired state of the {kind}, written by its user.\n    pub spec: {older_module}::{},", last(spec)),
-            ));
-        }
-        if let Some(status) = &older.status_type {
-            fields.push((
-                "status",
-                format!(
-                    "/// The observed state of the {kind}, written by the controller.\n    pub status: Option<{older_module}::{}>,",
-                    last(status)
-                ),
-            ));
-        }
-        SharedFields(fields)
-    }
-
-    /// The fields as declared in the struct.
-    fn declared(&self) -> Vec<String> {
-        self.0.iter().map(|(_, f)| format!("    {f}")).collect()
-    }
-
-    /// Each field moved into the older version's struct.
-    fn moved(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|(name, _)| match *name {
-                "status" => "            status: self.status.take(),".to_owned(),
-                name => format!("            {name}: std::mem::take(&mut self.{name}),"),
-            })
-            .collect()
-    }
-
-    /// Each field copied into the older version's struct.
-    fn copied(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|(name, _)| format!("            {name}: self.{name}.clone(),"))
-            .collect()
-    }
-
-    /// Each field moved back from the older version's struct.
-    fn back(&self) -> Vec<String> {
-        self.0
-            .iter()
-            .map(|(name, _)| format!("        self.{name} = older.{name};"))
-            .collect()
-    }
-}
+/// The reconcilers' test of every spoke's conversions, written with a
+/// project's first second version.
+const ROUND_TRIPS_TEST: &str = "//! Every version of a kind with a hub converts to the hub and back, and the\n\
+//! hub to it and back, with nothing lost, on objects generated from the\n\
+//! versions' CRD schemas.\n\
+\n\
+#[test]\n\
+fn every_version_round_trips_through_its_hub() {\n    \
+if let Err(failure) = kinject_testing::conversion::check_round_trips(&generated::registry::custom_kinds()) {\n        \
+panic!(\"{failure}\");\n    \
+}\n\
+}\n";
 
 /// The names derived from the kind.
 struct Names {

@@ -33,6 +33,9 @@ pub(crate) struct KindPlan {
     /// `file:line` of the struct, for errors about its CRD; empty for
     /// external kinds.
     pub(crate) defined_at: String,
+    /// The file the struct is declared in, as scanned; empty for external
+    /// kinds. The scaffold copies a new version's fields from it.
+    pub(crate) source: PathBuf,
     /// Marked `storage` among several versions.
     pub(crate) storage: bool,
     /// Marked `hub` among several versions: the others convert through it.
@@ -202,6 +205,7 @@ fn collect(
                         // every `cargo fmt` of the API file, and the
                         // registry would be stale without a change of meaning.
                         plan.defined_at = shown(file).display().to_string();
+                        file.clone_into(&mut plan.source);
                         kinds.push(plan);
                     }
                     Err(e) => errors.extend(Diagnostic::from_syn(file, e)),
@@ -317,6 +321,7 @@ fn kind_plan(model: &KindModel, module: &str) -> KindPlan {
         }),
         is_crd: true,
         defined_at: String::new(),
+        source: PathBuf::new(),
         storage: model.storage(),
         hub: model.hub(),
         spec_type: model.spec.as_ref().map(type_text),
@@ -361,6 +366,7 @@ fn external_plan(ext: &ExternalKind) -> KindPlan {
         }),
         is_crd: false,
         defined_at: String::new(),
+        source: PathBuf::new(),
         storage: false,
         hub: false,
         spec_type: None,

@@ -200,8 +200,9 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
         ],
     );
     assert!(run.ok, "{}", run.stderr);
-    // A second version of the tutorial's Widget: only its type, sharing the
-    // fields of v1alpha1, stored, with no second reconciler.
+    // A second version of the tutorial's Widget: a spoke of v1alpha1, which
+    // becomes the hub, with its own copy of the fields, its conversion and
+    // the project's round-trip test, with no second reconciler.
     let widget_v1beta1 = [
         "--group",
         "tutorial.example.com",
@@ -214,18 +215,22 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     assert!(run.ok, "{}", run.stderr);
     assert!(
         run.stdout.contains(
-            "started version v1beta1 of Widget (tutorial.example.com), sharing the fields of v1alpha1"
+            "started version v1beta1 of Widget (tutorial.example.com), with its own copy of the fields of \
+             v1alpha1 and a conversion to and from it, the hub"
         ),
         "{}",
         run.stdout
     );
-    assert!(
-        run.stderr
-            .contains("created apis/src/tutorial/v1beta1/widget_types.rs"),
-        "{}",
-        run.stderr
-    );
-    assert!(!run.stderr.contains("reconcilers/"), "{}", run.stderr);
+    for file in [
+        "created apis/src/tutorial/v1beta1/widget_types.rs",
+        "created apis/src/tutorial/v1beta1/widget_conversion.rs",
+        "created reconcilers/tests/conversion.rs",
+        "edited apis/src/tutorial/v1alpha1/widget_types.rs",
+        "edited config/200-webhook-clusterrole.yaml",
+    ] {
+        assert!(run.stderr.contains(file), "{file}: {}", run.stderr);
+    }
+    assert!(!run.stderr.contains("reconcilers/src"), "{}", run.stderr);
 
     // A marker that shapes the schema, as a user adds one: the schema
     // command's tests below then check `dump` against the CRD it writes.
@@ -286,6 +291,7 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
         "batch_tutorial_example_io::v1::gizmo_validation::tests::a_long_description_names_the_field ... ok",
         "dump_equals_the_schema_in_the_checked_in_crd ... ok",
         "every_sample_kind_is_defaulted_and_validated_from_the_registry ... ok",
+        "every_version_round_trips_through_its_hub ... ok",
     ] {
         assert!(run.stdout.contains(test), "{test}:\n{}", run.stdout);
     }
@@ -295,9 +301,11 @@ fn a_new_kind_builds_and_passes_its_tests_with_no_hand_edit() {
     assert!(crd.contains("scope: Cluster"), "{crd}");
     let crd = std::fs::read_to_string(copy.join("config/300-widget.yaml")).unwrap();
     assert!(
-        crd.contains("    - name: v1beta1\n      served: true\n      storage: true\n")
-            && crd.contains("    - name: v1alpha1\n      served: true\n      storage: false\n"),
-        "one CRD serves both versions of Widget:\n{crd}"
+        crd.contains("    - name: v1beta1\n      served: true\n      storage: false\n")
+            && crd.contains("    - name: v1alpha1\n      served: true\n      storage: true\n")
+            && crd.contains("    strategy: Webhook\n")
+            && crd.contains("        path: /resource-conversion\n"),
+        "one CRD serves both versions of Widget, stores the hub and converts through the webhook:\n{crd}"
     );
     let run = cargo(
         &copy,

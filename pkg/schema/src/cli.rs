@@ -127,7 +127,7 @@ pub fn main(kinds: Vec<CustomKind>) -> ExitCode {
 }
 
 /// The entry of `kind` in `version`, or, without one, the version stored.
-fn find_version<'a>(
+pub(crate) fn find_version<'a>(
     kinds: &'a [CustomKind],
     kind: &str,
     version: Option<&str>,
@@ -141,13 +141,20 @@ fn find_version<'a>(
     let found = match version {
         Some(version) => versions.iter().find(|k| k.version == version),
         None if versions.len() == 1 => versions.first(),
-        None => versions.iter().find(|k| k.storage),
+        // The hub is stored unless another version says `storage`.
+        None => versions
+            .iter()
+            .find(|k| k.storage)
+            .or_else(|| versions.iter().find(|k| k.hub)),
+    };
+    let asked = match version {
+        Some(version) => format!("no version {version}"),
+        None => "no stored version (storage or hub)".to_owned(),
     };
     match found {
         Some(k) => Ok(k),
         None => Err(format!(
-            "{kind} has no version {}; its versions are [{}]",
-            version.unwrap_or_default(),
+            "{kind} has {asked}; its versions are [{}]",
             versions
                 .iter()
                 .map(|k| k.version.as_str())

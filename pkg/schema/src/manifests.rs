@@ -365,6 +365,22 @@ mod tests {
         }
     }
 
+    /// `dump` without a version shows the stored one: the hub, when no
+    /// version says `storage`.
+    #[test]
+    fn a_kind_with_a_hub_dumps_the_hub_by_default() {
+        let kinds = [
+            CustomKind::of::<v1::Widget>(),
+            CustomKind::of::<v1alpha1::Widget>().converted::<v1alpha1::Widget>(),
+        ];
+        let found = crate::cli::find_version(&kinds, "Widget", None).unwrap();
+        assert_eq!(found.version, "v1");
+        let found = crate::cli::find_version(&kinds, "Widget", Some("v1alpha1")).unwrap();
+        assert_eq!(found.version, "v1alpha1");
+        let error = crate::cli::find_version(&kinds, "Widget", Some("v2")).unwrap_err();
+        assert_eq!(error, "Widget has no version v2; its versions are [v1, v1alpha1]");
+    }
+
     /// The CRD of a kind with a hub names the webhook Service of the
     /// manifests as its conversion; without that Service it is an error that
     /// says what to add.

@@ -160,6 +160,26 @@ impl From<FieldError> for ConversionError {
     }
 }
 
+/// A conversion's error as a validation error: what the conversion refused,
+/// or what does not encode, at the object itself.
+impl From<ConversionError> for FieldError {
+    fn from(error: ConversionError) -> Self {
+        match error {
+            ConversionError::Refused(error) => error,
+            ConversionError::Malformed(message) => FieldError::generic(message, [crate::CURRENT_FIELD]),
+        }
+    }
+}
+
+/// A value of a type that two versions each declare alike, from one
+/// version's copy to the other's, through its JSON form: for the fields of
+/// a new version that keep their shape. `path` names the field in the error.
+pub fn same_shape<A: Serialize, B: DeserializeOwned>(value: A, path: &str) -> Result<B, FieldError> {
+    serde_json::to_value(value)
+        .and_then(serde_json::from_value)
+        .map_err(|e| FieldError::generic(format!("does not convert: {e}"), [path]))
+}
+
 /// `spoke` in its kind's hub version. What the spoke's
 /// [`RESTORE_ANNOTATION`] keeps is handed to its conversion and not carried
 /// on: the hub holds every field itself.
