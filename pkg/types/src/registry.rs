@@ -75,7 +75,7 @@ pub struct CustomKind {
     /// `storage` marker).
     pub storage: bool,
     /// Of several versions of the kind, the one every other converts through
-    /// (the `hub` marker; see [`conversion`](crate::conversion)).
+    /// (the `hub` marker; see [`conversion`]).
     pub hub: bool,
     /// Where the type is declared (`apis/src/v1alpha1/widget_types.rs`),
     /// for errors about its CRD; empty when not known.

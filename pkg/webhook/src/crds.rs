@@ -1,6 +1,6 @@
 //! The reconciler that keeps the conversion of each CRD with a hub pointed at
 //! this webhook (Knative's conversion reconciler): strategy `Webhook`, the
-//! webhook Service and its [`CONVERSION_PATH`](crate::conversion::CONVERSION_PATH),
+//! webhook Service and its [`CONVERSION_PATH`],
 //! and the `ca-cert.pem` of the certificates Secret as `caBundle`, so the API
 //! server trusts the serving certificate, through every rotation. It writes
 //! only when something changed, and only as the leader.

@@ -3029,3 +3029,109 @@ async fn protobuf_bodies_of_custom_resources_are_unsupported() {
         "{msg}"
     );
 }
+
+/// Objects are stored in the storage version: after the storage version
+/// moves, an unchanged write of an object stored before rewrites it (a new
+/// resourceVersion) and one of an object stored since does not. The CRD's
+/// `status.storedVersions` gains the new storage version, keeps a version
+/// from leaving `spec.versions` while it is listed, and loses it through
+/// `/status`, as kube-apiserver's do.
+#[tokio::test]
+async fn objects_are_stored_in_the_storage_version_and_stored_versions_guard_the_crd() {
+    let env = TestEnv::new();
+    let mut crd = common::crd();
+    let mut second = crd["spec"]["versions"][0].clone();
+    second["name"] = json!("v1beta1");
+    second["storage"] = json!(false);
+    crd["spec"]["versions"].as_array_mut().unwrap().push(second);
+    env.create_object(crd.clone()).unwrap();
+    let object = |name: &str, version: &str| {
+        json!({"apiVersion": format!("samples.knative.dev/{version}"), "kind": "AddressableService",
+               "metadata": {"name": name, "namespace": "default"}, "spec": {"serviceName": "web"}})
+    };
+    let old = env.create_object(object("old", "v1beta1")).unwrap();
+    let current_crd = |env: &TestEnv| {
+        env.get_object(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            "addressableservices.samples.knative.dev",
+        )
+        .unwrap()
+    };
+    assert_eq!(current_crd(&env)["status"]["storedVersions"], json!(["v1alpha1"]));
+
+    // The storage version moves to v1beta1.
+    crd["spec"]["versions"][0]["storage"] = json!(false);
+    crd["spec"]["versions"][1]["storage"] = json!(true);
+    crd["metadata"]["resourceVersion"] = current_crd(&env)["metadata"]["resourceVersion"].clone();
+    env.update_object(crd.clone()).unwrap();
+    assert_eq!(
+        current_crd(&env)["status"]["storedVersions"],
+        json!(["v1alpha1", "v1beta1"])
+    );
+    let new = env.create_object(object("new", "v1alpha1")).unwrap();
+
+    let rewrite = |written: &Value| {
+        let mut again = env
+            .get_object(
+                "samples.knative.dev",
+                "v1beta1",
+                "addressableservices",
+                Some("default"),
+                written["metadata"]["name"].as_str().unwrap(),
+            )
+            .unwrap();
+        again["metadata"]["managedFields"] = Value::Null;
+        env.update_object(again).unwrap()["metadata"]["resourceVersion"].clone()
+    };
+    assert_ne!(
+        rewrite(&old),
+        old["metadata"]["resourceVersion"],
+        "stored in v1alpha1: rewritten"
+    );
+    assert_eq!(
+        rewrite(&new),
+        new["metadata"]["resourceVersion"],
+        "stored in v1beta1 already: no write"
+    );
+
+    // v1alpha1 cannot leave the CRD while it is listed as stored.
+    let mut dropped = crd.clone();
+    dropped["spec"]["versions"].as_array_mut().unwrap().remove(0);
+    dropped["metadata"]["resourceVersion"] = current_crd(&env)["metadata"]["resourceVersion"].clone();
+    let refused = env.update_object(dropped.clone()).unwrap_err().to_string();
+    assert!(
+        refused.contains(
+            "CustomResourceDefinition.apiextensions.k8s.io \"addressableservices.samples.knative.dev\" is invalid: \
+             status.storedVersions[0]: Invalid value: \"v1alpha1\": must appear in spec.versions"
+        ),
+        "{refused}"
+    );
+    // A migration trims it through the status subresource; then it can go.
+    let client = env.client();
+    let crds: kube::Api<
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+    > = kube::Api::all(client);
+    crds.patch_status(
+        "addressableservices.samples.knative.dev",
+        &kube::api::PatchParams::default(),
+        &kube::api::Patch::Merge(json!({"status": {"storedVersions": ["v1beta1"]}})),
+    )
+    .await
+    .unwrap();
+    dropped["metadata"]["resourceVersion"] = current_crd(&env)["metadata"]["resourceVersion"].clone();
+    env.update_object(dropped).unwrap();
+    assert_eq!(current_crd(&env)["status"]["storedVersions"], json!(["v1beta1"]));
+    assert_eq!(
+        env.list_objects(
+            "samples.knative.dev",
+            "v1beta1",
+            "addressableservices",
+            Some("default")
+        )
+        .len(),
+        2
+    );
+}

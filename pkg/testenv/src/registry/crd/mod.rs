@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::errors::{ErrorStatus, FieldError};
 use crate::object_meta::{has_finalizer, is_deleting};
 use crate::store::{ObjKey, ResKey};
 use crate::timestamps::now;
@@ -54,6 +55,90 @@ pub(crate) fn accept(crd: &mut Value) {
         ],
         "storedVersions": storage,
     });
+}
+
+/// Adds the storage version to `status.storedVersions` when it is not
+/// there, as kube-apiserver prepares a CRD's update: the versions objects
+/// may be stored in grow until a migration trims them through `/status`.
+pub(crate) fn record_storage_version(crd: &mut Value) {
+    let Some(storage) = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .and_then(|vs| {
+            vs.iter()
+                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        })
+        .and_then(|v| v.get("name"))
+        .cloned()
+    else {
+        return;
+    };
+    let Some(status) = crd.get_mut("status").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let stored = status.entry("storedVersions").or_insert_with(|| json!([]));
+    if let Some(stored) = stored.as_array_mut()
+        && !stored.contains(&storage)
+    {
+        stored.push(storage);
+    }
+}
+
+/// `status.storedVersions` of an updated CRD, as kube-apiserver checks it:
+/// not empty, holding the storage version, and naming only versions of
+/// `spec.versions` (so a version still stored cannot be dropped).
+pub(crate) fn validate_stored_versions(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
+    let stored: Vec<&str> = crd
+        .pointer("/status/storedVersions")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    let versions: Vec<&Value> = crd
+        .pointer("/spec/versions")
+        .and_then(Value::as_array)
+        .map(|a| a.iter().collect())
+        .unwrap_or_default();
+    let path = "status.storedVersions";
+    let mut errs = Vec::new();
+    if stored.is_empty() {
+        errs.push(FieldError::invalid(
+            path,
+            json!([]),
+            "must have at least one stored version",
+        ));
+    }
+    for v in &versions {
+        let version = s(v, "/name");
+        if !stored.is_empty()
+            && v.get("storage").and_then(Value::as_bool) == Some(true)
+            && !stored.contains(&version)
+        {
+            errs.push(FieldError::invalid(
+                path,
+                (*v).clone(),
+                format!("must have the storage version {version}"),
+            ));
+        }
+    }
+    for (i, version) in stored.iter().enumerate() {
+        if !versions.iter().any(|v| s(v, "/name") == *version) {
+            errs.push(FieldError::invalid(
+                format!("{path}[{i}]"),
+                json!(version),
+                "must appear in spec.versions",
+            ));
+        }
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ErrorStatus::invalid(
+            "apiextensions.k8s.io",
+            "CustomResourceDefinition",
+            name,
+            errs,
+        ))
+    }
 }
 
 /// The finalizer with which kube-apiserver holds a deleted CRD until its instances are gone.

@@ -81,6 +81,16 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default();
+    // kube-apiserver stores every object in the storage version; with the
+    // `None` strategy converting is rewriting `apiVersion`, which testenv
+    // does. A webhook's conversion it does not make, so objects of such a
+    // CRD stay as written.
+    let converts_by_webhook = s(crd, "/spec/conversion/strategy") == "Webhook";
+    let storage_api_version = versions
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+        .filter(|_| !converts_by_webhook)
+        .map(|v| format!("{group}/{}", s(v, "/name")));
     versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
@@ -117,6 +127,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                         .filter(|p| !p.is_empty())
                         .map(json_path_pointer),
                 }),
+                storage_api_version: storage_api_version.clone(),
             }
         })
         .collect()

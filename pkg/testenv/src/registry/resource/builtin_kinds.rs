@@ -334,6 +334,7 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         imp: KindImpl::Builtin(k.special, k.roundtrip),
         columns: Vec::new(),
         scale,
+        storage_api_version: None,
     }
 }
 

@@ -100,6 +100,7 @@ impl CreateOnlyKind {
             imp: KindImpl::Builtin(Builtin::Other, self.roundtrip),
             columns: Vec::new(),
             scale: None,
+            storage_api_version: None,
         }
     }
 }

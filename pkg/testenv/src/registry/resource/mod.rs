@@ -89,6 +89,13 @@ pub(crate) struct ResourceDef {
     pub(crate) columns: Vec<Column>,
     /// The `scale` subresource, when served.
     pub(crate) scale: Option<ScalePaths>,
+    /// The `apiVersion` objects are stored under, when it differs by
+    /// version alone: a custom resource whose CRD converts with `None`
+    /// is stored in the CRD's storage version, whatever version wrote it.
+    /// `None` for built-in kinds, and for a CRD that converts through a
+    /// webhook, whose objects stay in the version that wrote them (testenv
+    /// calls no conversion webhook).
+    pub(crate) storage_api_version: Option<String>,
 }
 
 /// One of a CRD's `additionalPrinterColumns`, its JSONPath parsed.
@@ -149,7 +156,14 @@ impl ResourceDef {
         {
             return convert_event(&v, EVENT_FIELDS, "v1");
         }
-        v
+        match &self.storage_api_version {
+            Some(stored) => {
+                let mut v = v;
+                v["apiVersion"] = json!(stored);
+                v
+            }
+            None => v,
+        }
     }
 
     /// Converts a stored object into this resource's version.

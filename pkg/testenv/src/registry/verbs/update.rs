@@ -10,7 +10,7 @@ use crate::object_meta::validation::check_meta;
 use crate::object_meta::{finalizers, is_deleting, meta_str, with_meta};
 use crate::registry::Registry;
 use crate::registry::builtin_rules::validation::{check, prepare_service_update};
-use crate::registry::crd::validate as validate_crd;
+use crate::registry::crd::{record_storage_version, validate as validate_crd, validate_stored_versions};
 use crate::registry::managed_fields::track_update;
 use crate::registry::options::{WriteOpts, Written};
 use crate::registry::preconditions::{Preconditions, check_resource_version};
@@ -142,14 +142,21 @@ impl Registry {
             warnings,
             created: false,
         };
-        let without_version = |v: &Value| {
+        // An object stored in another version is rewritten in the storage
+        // version even when nothing else changes, as kube-apiserver's
+        // stored bytes differ (what a storage migration relies on); one of
+        // a CRD that converts through a webhook stays as written.
+        let compared = |v: &Value| {
             let mut v = v.clone();
-            if let Some(m) = v.as_object_mut() {
+            if def.is_custom()
+                && def.storage_api_version.is_none()
+                && let Some(m) = v.as_object_mut()
+            {
                 m.remove("apiVersion");
             }
             v
         };
-        if without_version(&new) == without_version(existing) {
+        if compared(&new) == compared(existing) {
             // kube-apiserver skips writes that change nothing: no new resourceVersion, no event.
             return Ok(written(Self::present(def, existing)));
         }
@@ -276,6 +283,8 @@ fn builtin_update_rules(
         Builtin::Secret if new.get("type").is_none_or(Value::is_null) => {
             new["type"] = json!("Opaque");
         }
+        // The new storage version joins `status.storedVersions`.
+        Builtin::Crd if !status_only => record_storage_version(new),
         _ => {}
     }
     if opts.skip_validation {
@@ -283,6 +292,9 @@ fn builtin_update_rules(
     }
     if kind == Builtin::Crd {
         validate_crd(new, name)?;
+        if !status_only {
+            validate_stored_versions(new, name)?;
+        }
     }
     let errs = check(def, new, Some(existing));
     if errs.is_empty() {
