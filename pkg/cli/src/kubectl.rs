@@ -48,3 +48,39 @@ pub(crate) fn delete(extra: &[String], manifest: &str, what: &str) -> Result<(),
     }
     Ok(())
 }
+
+/// `kubectl <args…> <extra…>`, `input` on its standard input, what it prints
+/// kept: its standard output when it succeeds, else its standard error
+/// (kubectl's `Error from server (…)` lines) for the caller to read.
+pub(crate) fn capture(args: &[&str], extra: &[String], input: &str) -> Result<String, String> {
+    let mut child = Command::new("kubectl")
+        .args(args)
+        .args(extra)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run kubectl: {e}; install it and put it on PATH"))?;
+    // kubectl reads all of its input before it answers, so writing it whole
+    // first cannot wait on a full output pipe.
+    let written = child
+        .stdin
+        .take()
+        .map(|mut stdin| stdin.write_all(input.as_bytes()));
+    let output = child
+        .wait_with_output()
+        .map_err(|e| format!("kubectl did not finish: {e}"))?;
+    if let Some(Err(e)) = written {
+        return Err(format!("cannot hand kubectl its input: {e}"));
+    }
+    if output.status.success() {
+        Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    } else {
+        let said = String::from_utf8_lossy(&output.stderr).trim_end().to_owned();
+        Err(if said.is_empty() {
+            format!("kubectl {} failed ({})", args.join(" "), output.status)
+        } else {
+            said
+        })
+    }
+}

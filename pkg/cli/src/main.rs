@@ -12,6 +12,7 @@
 //! kinject install      # the CRDs of config/ alone
 //! kinject uninstall
 //! kinject validate -f config/samples/   # as the API server would, with no cluster
+//! kinject migrate Widget   # every Widget stored in the storage version, storedVersions trimmed
 //! ```
 //!
 //! **Where it stands.** The command line of the framework, above
@@ -25,6 +26,7 @@ mod cargo_build;
 mod init;
 mod kubectl;
 mod manifests;
+mod migrate;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -156,6 +158,18 @@ enum Command {
         #[arg(last = true)]
         kubectl: Vec<String>,
     },
+    /// Rewrite every object of a kind in its CRD's storage version, then set
+    /// the CRD's `status.storedVersions` to that version alone, so an older
+    /// version can leave the CRD (Knative's storage-version migrator).
+    /// Safe to stop and run again.
+    Migrate {
+        /// The kind as kubectl names it: `Widget`, `widgets`, a short name,
+        /// or `widgets.tutorial.example.com`.
+        resource: String,
+        /// kubectl's own flags (`--kubeconfig`, `--context`).
+        #[arg(last = true)]
+        kubectl: Vec<String>,
+    },
     /// Delete the CustomResourceDefinitions among the manifests (and so every
     /// object of their kinds).
     Uninstall {
@@ -251,6 +265,7 @@ fn main() -> ExitCode {
         Command::Install { path, kubectl } => manifests::read(&path)
             .and_then(|docs| docs.definitions_only(&path))
             .and_then(|crds| kubectl::run(&["apply", "-f", "-"], &kubectl, &crds.join()).map(drop)),
+        Command::Migrate { resource, kubectl } => migrate::migrate(&resource, &kubectl),
         Command::Uninstall { path, kubectl } => manifests::read(&path)
             .and_then(|docs| docs.definitions_only(&path))
             .and_then(|crds| {

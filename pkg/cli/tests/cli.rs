@@ -611,3 +611,161 @@ fn validate_runs_the_projects_schema_command() {
         String::from_utf8_lossy(&refused.stderr)
     );
 }
+
+/// A CRD of `gadgets.example.com` serving v1 and v2, `storage` the one stored.
+fn gadget_crd(storage: &str, versions: &[&str]) -> serde_json::Value {
+    let versions: Vec<serde_json::Value> = versions
+        .iter()
+        .map(|v| {
+            serde_json::json!({
+                "name": v, "served": true, "storage": *v == storage,
+                "schema": {"openAPIV3Schema": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}},
+            })
+        })
+        .collect();
+    serde_json::json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "gadgets.example.com"},
+        "spec": {
+            "group": "example.com",
+            "names": {"kind": "Gadget", "listKind": "GadgetList", "plural": "gadgets", "singular": "gadget"},
+            "scope": "Namespaced",
+            "versions": versions,
+        },
+    })
+}
+
+/// `kinject migrate` after a CRD's storage moved from v1 to v2: stopped by
+/// a failed write in the middle, it trims nothing and says to run it again;
+/// run again, it rewrites the rest, trims `status.storedVersions` to v2,
+/// and v1 can then leave the CRD, which it could not before. No object is
+/// lost or changed, and each was rewritten once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[allow(
+    clippy::too_many_lines,
+    reason = "a scenario test reads best top to bottom, in one function"
+)]
+async fn migrate_rewrites_every_object_and_can_be_stopped_and_run_again() {
+    if !copies::installed("kubectl", "this test") {
+        return;
+    }
+    let dir = scratch("migrate");
+    let env = TestEnv::new();
+    let server = env.serve().await.unwrap();
+    let kubeconfig = dir.join("kubeconfig");
+    server.write_kubeconfig(&kubeconfig).unwrap();
+    let kubeconfig = kubeconfig.to_str().unwrap();
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_kinject"))
+            .args(args)
+            .args(["--", "--kubeconfig", kubeconfig])
+            .output()
+            .unwrap()
+    };
+
+    env.create_object(gadget_crd("v1", &["v1", "v2"])).unwrap();
+    env.create_object(
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}}),
+    )
+    .unwrap();
+    let names: Vec<String> = (0..12).map(|i| format!("g-{i:02}")).collect();
+    let mut before = std::collections::BTreeMap::new();
+    for name in &names {
+        let created = env
+            .create_object(serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": "Gadget",
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"size": name.len(), "colour": "teal"},
+            }))
+            .unwrap();
+        before.insert(name.clone(), created);
+    }
+    let crd = |env: &TestEnv| {
+        env.get_object(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            None,
+            "gadgets.example.com",
+        )
+        .unwrap()
+    };
+    let stored_versions = |env: &TestEnv| crd(env)["status"]["storedVersions"].clone();
+    let mut moved = gadget_crd("v2", &["v1", "v2"]);
+    moved["metadata"]["resourceVersion"] = crd(&env)["metadata"]["resourceVersion"].clone();
+    env.update_object(moved).unwrap();
+    assert_eq!(stored_versions(&env), serde_json::json!(["v1", "v2"]));
+    let mut dropped = gadget_crd("v2", &["v2"]);
+    dropped["metadata"]["resourceVersion"] = crd(&env)["metadata"]["resourceVersion"].clone();
+    let refused = env.update_object(dropped.clone()).unwrap_err().to_string();
+    assert!(
+        refused.contains("status.storedVersions[0]: Invalid value: \"v1\": must appear in spec.versions"),
+        "{refused}"
+    );
+
+    // Stopped in the middle: one write fails.
+    env.react(
+        kinject_testenv::Reactor::on("patch", "gadgets")
+            .name("g-07")
+            .times(1),
+    );
+    let stopped = run(&["migrate", "gadgets"]);
+    let said = String::from_utf8_lossy(&stopped.stderr).into_owned();
+    assert!(!stopped.status.success(), "{said}");
+    assert!(said.contains("inducing failure for patch gadgets"), "{said}");
+    assert!(
+        said.contains("run `kinject migrate gadgets` again to finish"),
+        "{said}"
+    );
+    assert_eq!(stored_versions(&env), serde_json::json!(["v1", "v2"]));
+
+    let finished = run(&["migrate", "Gadget"]);
+    let said = String::from_utf8_lossy(&finished.stdout).into_owned();
+    assert!(
+        finished.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&finished.stderr)
+    );
+    assert!(
+        said.contains("gadgets.example.com: 12/12 objects rewritten in v2"),
+        "{said}"
+    );
+    assert!(
+        said.contains("status.storedVersions is [v2] (was [v1, v2])"),
+        "{said}"
+    );
+    assert_eq!(stored_versions(&env), serde_json::json!(["v2"]));
+    for (name, old) in &before {
+        let now = env
+            .get_object("example.com", "v2", "gadgets", Some("shop"), name)
+            .unwrap();
+        assert_eq!(now["spec"], old["spec"], "{name}");
+        assert_ne!(
+            now["metadata"]["resourceVersion"], old["metadata"]["resourceVersion"],
+            "{name} was not rewritten"
+        );
+    }
+
+    // v1 may leave the CRD now, and the objects stay.
+    dropped["metadata"]["resourceVersion"] = crd(&env)["metadata"]["resourceVersion"].clone();
+    env.update_object(dropped).unwrap();
+    assert_eq!(
+        env.list_objects("example.com", "v2", "gadgets", Some("shop"))
+            .len(),
+        names.len()
+    );
+    let again = run(&["migrate", "gadgets.example.com"]);
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(
+        again.status.success() && said.contains("nothing to migrate"),
+        "{said}"
+    );
+    let unknown = run(&["migrate", "doohickeys"]);
+    let said = String::from_utf8_lossy(&unknown.stderr).into_owned();
+    assert!(
+        !unknown.status.success() && said.contains("no CustomResourceDefinition is named \"doohickeys\""),
+        "{said}"
+    );
+    server.shutdown().await;
+}
