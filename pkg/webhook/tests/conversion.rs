@@ -344,3 +344,129 @@ async fn the_crds_conversion_follows_the_certificates() {
     );
     stop.cancel();
 }
+
+#[derive(Debug)]
+struct FixedCertificate(Arc<rustls::sign::CertifiedKey>);
+
+impl rustls::server::ResolvesServerCert for FixedCertificate {
+    fn resolve(&self, _: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        Some(self.0.clone())
+    }
+}
+
+/// POSTs `body` to `path` over TLS on a fresh connection: the status and
+/// the answer.
+async fn post_over_tls(ca: &str, port: u16, path: &str, body: Vec<u8>) -> (u16, Vec<u8>) {
+    use http_body_util::{BodyExt, Full};
+    use rustls::pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(ca.as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+    let stream = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("webhook.knative-samples.svc").unwrap(),
+            tcp,
+        )
+        .await
+        .unwrap();
+    let (mut sender, connection) =
+        hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .unwrap();
+    tokio::spawn(connection);
+    let request = http::Request::post(path)
+        .header("content-type", "application/json")
+        .body(Full::new(bytes::Bytes::from(body)))
+        .unwrap();
+    let response = sender.send_request(request).await.unwrap();
+    let status = response.status().as_u16();
+    (
+        status,
+        response.into_body().collect().await.unwrap().to_bytes().to_vec(),
+    )
+}
+
+/// The webhook's routes over TLS, as the API server calls them: a review
+/// converted, a review failed naming its object, and a body that is no
+/// review refused with a status that says so, the connection kept.
+#[tokio::test]
+async fn conversion_reviews_are_answered_over_https() {
+    use rustls::pki_types::pem::PemObject;
+    let certs = kinject_webhook::certificates::Certificates::generate(
+        "webhook",
+        "knative-samples",
+        "cluster.local",
+        std::time::SystemTime::now(),
+    )
+    .unwrap();
+    let chain = rustls::pki_types::CertificateDer::pem_slice_iter(certs.server_cert.as_bytes())
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap();
+    let key = rustls::pki_types::PrivateKeyDer::from_pem_slice(certs.server_key.as_bytes()).unwrap();
+    let key =
+        rustls::sign::CertifiedKey::from_der(chain, key, &rustls::crypto::ring::default_provider()).unwrap();
+    let tls =
+        Arc::new(kinject_webhook::server::tls_config(Arc::new(FixedCertificate(Arc::new(key)))).unwrap());
+    let routes = kinject_webhook::server::Routes::new().conversion(CONVERSION_PATH, Conversion::new(kinds()));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let stop = tokio_util::sync::CancellationToken::new();
+    tokio::spawn(kinject_webhook::server::serve(
+        listener,
+        tls,
+        routes,
+        Duration::ZERO,
+        stop.clone(),
+    ));
+
+    let objects = [
+        widget("v1alpha1", "a", json!("3")),
+        widget("v1alpha1", "b", json!("4")),
+    ];
+    let (status, body) = post_over_tls(
+        &certs.ca_cert,
+        port,
+        CONVERSION_PATH,
+        review("tutorial.example.com/v1", &objects),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let answered: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answered["response"]["result"]["status"], "Success", "{answered}");
+    assert_eq!(
+        answered["response"]["convertedObjects"],
+        json!([widget("v1", "a", json!(3)), widget("v1", "b", json!(4))])
+    );
+
+    let objects = [
+        widget("v1alpha1", "a", json!("3")),
+        widget("v1alpha1", "b", json!("many")),
+    ];
+    let (status, body) = post_over_tls(
+        &certs.ca_cert,
+        port,
+        CONVERSION_PATH,
+        review("tutorial.example.com/v1", &objects),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let answered: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(answered["response"]["result"]["status"], "Failure", "{answered}");
+    let message = answered["response"]["result"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("Widget default/b") && message.contains("spec.replicas"),
+        "{message}"
+    );
+
+    let (status, body) = post_over_tls(&certs.ca_cert, port, CONVERSION_PATH, b"{not json".to_vec()).await;
+    assert_eq!(status, 400, "{}", String::from_utf8_lossy(&body));
+    stop.cancel();
+}
