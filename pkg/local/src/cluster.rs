@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
 use clap::Parser;
 use kinject_runtime::apis::registry::CustomKind;
@@ -103,7 +104,13 @@ pub async fn run(app: &App, args: &LocalArgs, shutdown: CancellationToken) -> Re
         .filter(|ns| !ns.trim().is_empty())
         .unwrap_or_else(|| app.system_namespace.clone());
     let config = app.root.join("config");
-    let (env, server, kubeconfig, in_process) = serve(args, &app.root, &config).await?;
+    // The webhook converts the versions of kinds with a hub; the local API
+    // server asks it in process (testenv calls no webhook over HTTP).
+    let converted = match (&app.webhook_kinds, args.no_webhook) {
+        (Some(kinds), false) => KindsConverter::for_hubs(kinds),
+        _ => Vec::new(),
+    };
+    let (env, server, kubeconfig, in_process) = serve(args, &app.root, &config, converted).await?;
 
     let workloads = in_process.iter().fold(
         Workloads::all()
@@ -199,8 +206,13 @@ async fn serve(
     args: &LocalArgs,
     root: &Path,
     config: &Path,
+    converted: Vec<(String, Arc<dyn kinject_testenv::Converter>)>,
 ) -> Result<(TestEnv, Server, PathBuf, Vec<InProcess>), Error> {
-    let env = TestEnv::builder()
+    let env = converted
+        .into_iter()
+        .fold(TestEnv::builder(), |builder, (crd, converter)| {
+            builder.converter(&crd, converter)
+        })
         .port(args.port)
         .address(args.address)
         .garbage_collection(!args.no_garbage_collection)
@@ -266,5 +278,32 @@ impl Identities<'_> {
             deployment.namespace, deployment.service_account
         );
         Ok(path)
+    }
+}
+
+/// The conversions of a project's kinds, as its webhook answers them: any
+/// version to any other through the kind's hub, defaulted as the target
+/// version defaults.
+#[derive(Debug)]
+struct KindsConverter(Arc<Vec<CustomKind>>);
+
+impl KindsConverter {
+    /// A converter for the CRD of each kind with a hub, by CRD name.
+    fn for_hubs(kinds: &[CustomKind]) -> Vec<(String, Arc<dyn kinject_testenv::Converter>)> {
+        let shared = Arc::new(kinds.to_vec());
+        kinds
+            .iter()
+            .filter(|kind| kind.hub)
+            .map(|kind| {
+                let converter: Arc<dyn kinject_testenv::Converter> = Arc::new(KindsConverter(shared.clone()));
+                (format!("{}.{}", kind.plural, kind.group), converter)
+            })
+            .collect()
+    }
+}
+
+impl kinject_testenv::Converter for KindsConverter {
+    fn convert(&self, object: &serde_json::Value, api_version: &str) -> Result<serde_json::Value, String> {
+        kinject_runtime::apis::registry::convert(&self.0, object, api_version).map_err(|e| e.to_string())
     }
 }

@@ -75,6 +75,7 @@
 //! See the crate README for what is implemented and where it differs from kube-apiserver.
 #![warn(missing_docs)]
 
+mod conversion;
 mod crd_check;
 mod errors;
 mod formats;
@@ -95,6 +96,7 @@ mod test_env;
 mod timestamps;
 mod workloads;
 
+pub use conversion::Converter;
 pub use crd_check::check_custom_resource_definition;
 pub use errors::{ErrorStatus, StatusCause, StatusFields};
 pub use hooks::{Action, Reactor};

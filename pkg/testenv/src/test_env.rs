@@ -167,6 +167,7 @@ pub struct Builder {
     latency: Duration,
     namespaces: Vec<String>,
     controllers: registry::controllers::Controllers,
+    converters: std::collections::BTreeMap<String, Arc<dyn crate::Converter>>,
 }
 
 impl Builder {
@@ -307,6 +308,17 @@ impl Builder {
         self
     }
 
+    /// Converts the objects of the CRD named `crd` (`widgets.tutorial.example.com`)
+    /// between its versions with `converter` when the CRD converts through a
+    /// webhook, as the webhook would: they are stored in the storage version
+    /// and every request in another version is converted (see
+    /// [`Converter`](crate::Converter)).
+    #[must_use]
+    pub fn converter(mut self, crd: &str, converter: Arc<dyn crate::Converter>) -> Self {
+        self.converters.insert(crd.to_owned(), converter);
+        self
+    }
+
     /// The server, with the built-in kinds and the namespaces asked for.
     pub fn build(self) -> TestEnv {
         let registry = Registry {
@@ -315,6 +327,7 @@ impl Builder {
             names: self.names,
             uids: self.uids,
             controllers: self.controllers,
+            converters: self.converters,
         };
         let (close_watches, _) = tokio::sync::watch::channel(0);
         let env = TestEnv {
@@ -407,6 +420,7 @@ impl TestEnv {
             latency: Duration::ZERO,
             namespaces: Vec::new(),
             controllers: registry::controllers::Controllers::default(),
+            converters: std::collections::BTreeMap::new(),
         }
     }
 

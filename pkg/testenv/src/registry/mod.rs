@@ -36,6 +36,8 @@ pub(crate) struct Registry {
     pub(crate) names: NameGenerator,
     pub(crate) uids: UidGenerator,
     pub(crate) controllers: Controllers,
+    /// The converters of CRDs that convert through a webhook, by CRD name.
+    pub(crate) converters: std::collections::BTreeMap<String, Arc<dyn crate::Converter>>,
 }
 
 impl Registry {
@@ -44,9 +46,11 @@ impl Registry {
     pub(crate) fn seed(&mut self, def: &ResourceDef, ns: &str, name: &str, mut obj: Value) -> Value {
         obj["apiVersion"] = json!(def.api_version());
         obj["kind"] = json!(def.kind);
-        let stored = self
-            .store
-            .put(&def.key(), ObjKey::new(ns, name), def.to_storage(obj));
+        let stored = self.store.put(
+            &def.key(),
+            ObjKey::new(ns, name),
+            def.to_storage(obj.clone()).unwrap_or(obj),
+        );
         if def.builtin() == Some(Builtin::Crd) {
             self.sync_crd(&stored);
         }

@@ -3135,3 +3135,168 @@ async fn objects_are_stored_in_the_storage_version_and_stored_versions_guard_the
         2
     );
 }
+
+/// Widgets' conversion: `v1` (stored) counts replicas as a number,
+/// `v1alpha1` as text, as a webhook of two versions with a field of another
+/// shape would convert them.
+#[derive(Debug)]
+struct ReplicasAsText;
+
+impl kinject_testenv::Converter for ReplicasAsText {
+    fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
+        let mut out = object.clone();
+        let replicas = &object["spec"]["replicas"];
+        out["spec"]["replicas"] = match (api_version, replicas) {
+            ("tutorial.example.com/v1", Value::String(text)) => {
+                json!(
+                    text.parse::<i64>()
+                        .map_err(|e| format!("spec.replicas: {text:?}: {e}"))?
+                )
+            }
+            ("tutorial.example.com/v1alpha1", Value::Number(n)) => json!(n.to_string()),
+            _ => replicas.clone(),
+        };
+        out["apiVersion"] = json!(api_version);
+        Ok(out)
+    }
+}
+
+/// A CRD that converts through a webhook, with a converter registered:
+/// objects are stored in the storage version, and reads, lists, watch
+/// events, updates and patches in the other version are converted both
+/// ways; a write in the storage version that changes nothing after
+/// conversion is no write; an object that does not convert is refused with
+/// the webhook's failure, and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crd_converting_through_a_webhook_converts_every_request() {
+    use futures::StreamExt;
+    use kube::api::{DynamicObject, WatchEvent, WatchParams};
+    use kube::discovery::ApiResource;
+    let env = TestEnv::builder()
+        .converter(
+            "widgets.tutorial.example.com",
+            std::sync::Arc::new(ReplicasAsText),
+        )
+        .build();
+    let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {
+        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}});
+    env.create_object(json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.tutorial.example.com"},
+        "spec": {
+            "group": "tutorial.example.com", "scope": "Namespaced",
+            "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
+            "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+                "clientConfig": {"service": {"name": "webhook", "namespace": "default", "path": "/resource-conversion"}}}},
+            "versions": [
+                {"name": "v1", "served": true, "storage": true, "schema": schema},
+                {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
+            ],
+        },
+    }))
+    .unwrap();
+    let api = |version: &str| -> Api<DynamicObject> {
+        let resource = ApiResource {
+            group: "tutorial.example.com".into(),
+            version: version.into(),
+            api_version: format!("tutorial.example.com/{version}"),
+            kind: "Widget".into(),
+            plural: "widgets".into(),
+        };
+        Api::namespaced_with(env.client(), "default", &resource)
+    };
+    let (v1, v1alpha1) = (api("v1"), api("v1alpha1"));
+    let replicas = |o: &DynamicObject| o.data["spec"]["replicas"].clone();
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tutorial.example.com/v1alpha1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"replicas": "3"}}))
+    .unwrap();
+    let created = v1alpha1.create(&PostParams::default(), &widget).await.unwrap();
+    assert_eq!(replicas(&created), json!("3"));
+    let mut stored = v1.get("w").await.unwrap();
+    assert_eq!(replicas(&stored), json!(3));
+
+    stored.data["spec"]["replicas"] = json!(5);
+    v1.replace("w", &PostParams::default(), &stored).await.unwrap();
+    assert_eq!(replicas(&v1alpha1.get("w").await.unwrap()), json!("5"));
+    let patched = v1alpha1
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": "7"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&patched), json!("7"));
+    let seen = v1.get("w").await.unwrap();
+    assert_eq!((replicas(&seen), seen.metadata.generation), (json!(7), Some(3)));
+    // The same object written back in the other version is no write.
+    let again = v1alpha1.get("w").await.unwrap();
+    let unchanged = v1alpha1
+        .replace("w", &PostParams::default(), &again)
+        .await
+        .unwrap();
+    assert_eq!(
+        unchanged.metadata.resource_version,
+        again.metadata.resource_version
+    );
+
+    let listed = v1alpha1.list(&ListParams::default()).await.unwrap();
+    assert_eq!(
+        listed.items.iter().map(replicas).collect::<Vec<_>>(),
+        [json!("7")]
+    );
+    let mut events = v1alpha1
+        .watch(&WatchParams::default(), "0")
+        .await
+        .unwrap()
+        .boxed();
+    match events.next().await.unwrap().unwrap() {
+        WatchEvent::Added(o) => assert_eq!(replicas(&o), json!("7")),
+        other => panic!("{other:?}"),
+    }
+
+    let mut bad = widget.clone();
+    bad.metadata.name = Some("bad".into());
+    bad.data["spec"]["replicas"] = json!("many");
+    let refused = v1alpha1.create(&PostParams::default(), &bad).await.unwrap_err();
+    let kube::Error::Api(status) = refused else {
+        panic!("{refused:?}")
+    };
+    assert_eq!(status.code, 500, "{status:?}");
+    assert!(
+        status
+            .message
+            .contains("conversion webhook for tutorial.example.com/v1alpha1, Kind=Widget failed"),
+        "{status:?}"
+    );
+    assert!(v1.get_opt("bad").await.unwrap().is_none());
+
+    // Over HTTP, kubectl reads the Widget in either version.
+    if !crate::kubectl::kubectl_available() {
+        crate::kubectl::skip("kubectl not found on PATH");
+        return;
+    }
+    let server = env.serve().await.unwrap();
+    let dir = std::env::temp_dir().join(format!("testenv-conversion-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    server.write_kubeconfig(dir.join("kubeconfig")).unwrap();
+    let kubectl = crate::kubectl::Kubectl {
+        kubeconfig: dir.join("kubeconfig"),
+        cache: dir.join("cache"),
+    };
+    for (resource, shown) in [
+        ("widgets.v1alpha1.tutorial.example.com", json!("7")),
+        ("widgets.v1.tutorial.example.com", json!(7)),
+    ] {
+        let out = kubectl
+            .cmd(&["get", resource, "w", "-n", "default", "-o", "json"])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(got["spec"]["replicas"], shown, "{resource}");
+    }
+    server.shutdown().await;
+    let _ = std::fs::remove_dir_all(&dir);
+}

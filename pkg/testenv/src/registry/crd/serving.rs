@@ -58,7 +58,7 @@ fn printer_columns(version: &Value) -> Vec<Column> {
 }
 
 /// The resource definitions a CRD serves, one per served version.
-pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
+pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) -> Vec<ResourceDef> {
     let group = s(crd, "/spec/group");
     let kind = s(crd, "/spec/names/kind");
     let plural = s(crd, "/spec/names/plural");
@@ -86,10 +86,18 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
     // does. A webhook's conversion it does not make, so objects of such a
     // CRD stay as written.
     let converts_by_webhook = s(crd, "/spec/conversion/strategy") == "Webhook";
+    let converter = converter.filter(|_| converts_by_webhook).map(|converter| {
+        let served = versions
+            .iter()
+            .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
+            .map(|v| format!("{group}/{}", s(v, "/name")))
+            .collect();
+        (converter, served)
+    });
     let storage_api_version = versions
         .iter()
         .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        .filter(|_| !converts_by_webhook)
+        .filter(|_| !converts_by_webhook || converter.is_some())
         .map(|v| format!("{group}/{}", s(v, "/name")));
     versions
         .iter()
@@ -128,6 +136,7 @@ pub(crate) fn defs(crd: &Value) -> Vec<ResourceDef> {
                         .map(json_path_pointer),
                 }),
                 storage_api_version: storage_api_version.clone(),
+                converter: converter.clone(),
             }
         })
         .collect()
@@ -140,7 +149,9 @@ impl Registry {
         let plural = s(crd, "/spec/names/plural").to_owned();
         self.resources
             .retain(|d| !(d.is_custom() && d.group == group && d.plural == plural));
-        self.resources.extend(defs(crd).into_iter().map(Arc::new));
+        let converter = self.converters.get(s(crd, "/metadata/name")).cloned();
+        self.resources
+            .extend(defs(crd, converter).into_iter().map(Arc::new));
         self.store.open_window(&ResKey::new(&group, &plural));
     }
 

@@ -248,6 +248,7 @@ mod tests {
             names: crate::names::NameGenerator::Random,
             uids: crate::names::UidGenerator::Random,
             controllers: crate::registry::controllers::Controllers::default(),
+            converters: std::collections::BTreeMap::new(),
         };
         for o in objects {
             let plural = match o["kind"].as_str() {

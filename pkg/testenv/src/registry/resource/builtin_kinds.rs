@@ -335,6 +335,7 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         columns: Vec::new(),
         scale,
         storage_api_version: None,
+        converter: None,
     }
 }
 

@@ -101,6 +101,7 @@ impl CreateOnlyKind {
             columns: Vec::new(),
             scale: None,
             storage_api_version: None,
+            converter: None,
         }
     }
 }

@@ -12,6 +12,8 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use crate::conversion::Converter;
+use crate::errors::ErrorStatus;
 use crate::jsonpath::JsonPath;
 use crate::store::ResKey;
 
@@ -96,6 +98,9 @@ pub(crate) struct ResourceDef {
     /// webhook, whose objects stay in the version that wrote them (testenv
     /// calls no conversion webhook).
     pub(crate) storage_api_version: Option<String>,
+    /// The converter of a CRD that converts through a webhook, with the
+    /// `apiVersion` of every version it serves.
+    pub(crate) converter: Option<(Arc<dyn Converter>, Vec<String>)>,
 }
 
 /// One of a CRD's `additionalPrinterColumns`, its JSONPath parsed.
@@ -150,20 +155,46 @@ impl ResourceDef {
     }
 
     /// Converts an object of this resource's version into its stored form.
-    pub(crate) fn to_storage(&self, v: Value) -> Value {
+    ///
+    /// # Errors
+    ///
+    /// A CRD's converter refused the object, into the storage version or
+    /// into another version it serves: kube-apiserver would store it and
+    /// then fail every read of it in that version, testenv refuses the
+    /// write (500, as a failed conversion webhook answers).
+    pub(crate) fn to_storage(&self, v: Value) -> Result<Value, ErrorStatus> {
         if self.builtin() == Some(Builtin::EventsV1Event)
             && v.get("apiVersion").and_then(Value::as_str) != Some("v1")
         {
-            return convert_event(&v, EVENT_FIELDS, "v1");
+            return Ok(convert_event(&v, EVENT_FIELDS, "v1"));
         }
-        match &self.storage_api_version {
-            Some(stored) => {
-                let mut v = v;
-                v["apiVersion"] = json!(stored);
-                v
-            }
-            None => v,
+        let Some(stored) = &self.storage_api_version else {
+            return Ok(v);
+        };
+        let Some((converter, served)) = &self.converter else {
+            let mut v = v;
+            v["apiVersion"] = json!(stored);
+            return Ok(v);
+        };
+        let failed = |to: &str, e: String| {
+            let from = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
+            ErrorStatus::internal(format!(
+                "conversion webhook for {from}, Kind={kind} failed: converting to {to}: {e}",
+                kind = self.kind
+            ))
+        };
+        // kube-apiserver asks the webhook only for another version.
+        let converted = if v.get("apiVersion").and_then(Value::as_str) == Some(stored.as_str()) {
+            v.clone()
+        } else {
+            converter.convert(&v, stored).map_err(|e| failed(stored, e))?
+        };
+        for version in served.iter().filter(|served| *served != stored) {
+            converter
+                .convert(&converted, version)
+                .map_err(|e| failed(version, e))?;
         }
+        Ok(converted)
     }
 
     /// Converts a stored object into this resource's version.
@@ -178,7 +209,7 @@ impl ResourceDef {
             {
                 convert_event(v, EVENT_FIELDS, "v1")
             }
-            _ => v.clone(),
+            _ => self.converted(v),
         };
         if let KindImpl::Custom(schema) = &self.imp {
             schema.default_on_read(&mut out);
@@ -186,6 +217,38 @@ impl ResourceDef {
         out["apiVersion"] = json!(self.api_version());
         out["kind"] = json!(self.kind);
         out
+    }
+
+    /// A stored object as this version reads it, to compare with or merge
+    /// into a write in this version: converted when the CRD has a converter
+    /// (other kinds' stored objects differ from their versions' by
+    /// `apiVersion` alone).
+    pub(crate) fn in_own_version<'a>(&self, v: &'a Value) -> std::borrow::Cow<'a, Value> {
+        if self.converter.is_some() {
+            std::borrow::Cow::Owned(self.converted(v))
+        } else {
+            std::borrow::Cow::Borrowed(v)
+        }
+    }
+
+    /// A stored object in this version through the CRD's converter, when it
+    /// has one; every write checked that it converts, so a failure here means
+    /// the converter changed its mind, and the object is shown unconverted.
+    fn converted(&self, v: &Value) -> Value {
+        let Some((converter, _)) = &self.converter else {
+            return v.clone();
+        };
+        let api_version = self.api_version();
+        if v.get("apiVersion").and_then(Value::as_str) == Some(api_version.as_str()) {
+            return v.clone();
+        }
+        converter.convert(v, &api_version).unwrap_or_else(|e| {
+            eprintln!(
+                "testenv: a stored {} that converted when written no longer converts to {api_version}: {e}",
+                self.kind
+            );
+            v.clone()
+        })
     }
 
     pub(crate) fn api_version(&self) -> String {

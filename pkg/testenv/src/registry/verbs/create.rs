@@ -202,7 +202,7 @@ impl Registry {
                 created: true,
             });
         }
-        let obj = def.to_storage(obj);
+        let obj = def.to_storage(obj)?;
         check_storable(&obj)?;
         let stored = self.store.put(&def.key(), key, obj);
         if def.builtin() == Some(Builtin::Crd) {

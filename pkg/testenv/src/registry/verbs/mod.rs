@@ -72,8 +72,9 @@ fn check_storable(obj: &Value) -> Result<(), ErrorStatus> {
 /// changes only `status` (ResetObjectMetaForStatus and friends), and a write to
 /// the main resource of a kind with the subresource keeps the stored status.
 fn status_rule(def: &ResourceDef, existing: &Value, incoming: Value, status_only: bool) -> Value {
+    let existing = def.in_own_version(existing);
     let (mut stored, status_from) = if status_only {
-        (existing.clone(), incoming.get("status").cloned())
+        (existing.clone().into_owned(), incoming.get("status").cloned())
     } else if def.status {
         (incoming, existing.get("status").cloned())
     } else {

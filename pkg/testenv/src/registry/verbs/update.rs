@@ -100,11 +100,14 @@ impl Registry {
         let name = key.name.clone();
         keep_system_metadata(&mut new, existing, &name, opts);
         check_updated_meta(def, existing, &new, &name)?;
-        let (mut new, warnings) = Self::normalize(def, new, Some(existing), opts, &name)?;
+        // The stored object as this version reads it: ratcheting, `oldSelf`
+        // and the generation compare like with like.
+        let existing_view = def.in_own_version(existing);
+        let (mut new, warnings) = Self::normalize(def, new, Some(&existing_view), opts, &name)?;
         if let Some(kind) = def.builtin() {
             builtin_update_rules(def, kind, &mut new, existing, &name, opts, status_only)?;
         }
-        if def.generation && generation_view(def, &new) != generation_view(def, existing) {
+        if def.generation && generation_view(def, &new) != generation_view(def, &existing_view) {
             let g = existing
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64)
@@ -122,7 +125,7 @@ impl Registry {
                 with_meta(&mut new, |m| m.insert("managedFields".into(), mf));
             }
         }
-        let new = def.to_storage(new);
+        let new = def.to_storage(new)?;
         self.store_updated(def, key, existing, new, warnings, opts.dry_run)
     }
 
