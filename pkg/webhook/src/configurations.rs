@@ -208,6 +208,28 @@ pub struct Home {
     pub namespace_owns_configurations: bool,
 }
 
+impl Home {
+    /// The CA the certificate reconciler wrote into the Secret, `None` until
+    /// it has: at start it has not yet, and its write enqueues the keys of
+    /// the reconcilers that wait for it, so waiting is no failure.
+    pub(crate) fn ca_cert(&self, secrets: &Lister<Secret>) -> Result<Option<Vec<u8>>, ReconcileError> {
+        let secret = secrets
+            .namespaced(&self.namespace)
+            .get(&self.secret)
+            .map_err(|e| ReconcileError::new(e.to_string()))?;
+        let ca = secret
+            .as_ref()
+            .and_then(|s| s.data.as_ref())
+            .and_then(|d| d.get(CA_CERT))
+            .filter(|ca| !ca.0.is_empty())
+            .map(|ca| ca.0.clone());
+        if ca.is_none() {
+            tracing::debug!(secret = %self.secret, "waiting for the certificate reconciler to write {CA_CERT:?}");
+        }
+        Ok(ca)
+    }
+}
+
 struct ConfigReconciler<C: Configuration> {
     spec: WebhookSpec,
     home: Home,
@@ -259,24 +281,8 @@ where
             );
             return Ok(Action::await_change());
         };
-        let secret = self
-            .secrets
-            .namespaced(&self.home.namespace)
-            .get(&self.home.secret)
-            .map_err(|e| ReconcileError::new(e.to_string()))?;
-        let Some(ca) = secret
-            .as_ref()
-            .and_then(|s| s.data.as_ref())
-            .and_then(|d| d.get(CA_CERT))
-            .filter(|ca| !ca.0.is_empty())
-        else {
-            // At start the certificate reconciler has not written the
-            // Secret yet; its write enqueues this key (the Secret's handler
-            // below), so waiting is all there is to do, not a failure.
-            tracing::debug!(
-                secret = %self.home.secret,
-                "waiting for the certificate reconciler to write {CA_CERT:?}"
-            );
+        // The Secret's handler below enqueues this key once the CA is there.
+        let Some(ca) = self.home.ca_cert(&self.secrets)? else {
             return Ok(Action::await_change());
         };
         let owner = if self.home.namespace_owns_configurations {
@@ -284,7 +290,7 @@ where
         } else {
             None
         };
-        let want = desired(current.as_ref(), &self.spec, &ca.0, owner.as_ref())
+        let want = desired(current.as_ref(), &self.spec, &ca, owner.as_ref())
             .map_err(|e| ReconcileError::permanent(ReconcileError::new(e)))?;
         if want == *current {
             return Ok(Action::await_change());

@@ -22,7 +22,6 @@ use kinject_runtime::rbac::Verb;
 use kube::Api;
 use kube::api::PostParams;
 
-use crate::certificates::CA_CERT;
 use crate::configurations::Home;
 use crate::conversion::{CONVERSION_PATH, ConvertedKind};
 
@@ -95,22 +94,11 @@ impl Reconciler for CrdReconciler {
             );
             return Ok(Action::await_change());
         };
-        let secret = self
-            .secrets
-            .namespaced(&self.home.namespace)
-            .get(&self.home.secret)
-            .map_err(|e| ReconcileError::new(e.to_string()))?;
-        let Some(ca) = secret
-            .as_ref()
-            .and_then(|s| s.data.as_ref())
-            .and_then(|d| d.get(CA_CERT))
-            .filter(|ca| !ca.0.is_empty())
-        else {
-            // The certificate reconciler's first write enqueues this key.
-            tracing::debug!(secret = %self.home.secret, "waiting for the certificate reconciler to write {CA_CERT:?}");
+        // The certificate reconciler's first write enqueues this key.
+        let Some(ca) = self.home.ca_cert(&self.secrets)? else {
             return Ok(Action::await_change());
         };
-        let want = desired(&current, &self.service, &self.home.namespace, &ca.0);
+        let want = desired(&current, &self.service, &self.home.namespace, &ca);
         if want == *current {
             return Ok(Action::await_change());
         }
