@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use kinject_types::registry::{CustomKind, custom_resource_definitions};
 
-use crate::manifests::{checked_crd, update_crds};
+use crate::manifests::{crd_for, update_crds};
 use crate::{names, yaml};
 
 /// The OpenAPI v3 schemas and CRDs of the application's custom resource kinds.
@@ -33,6 +33,10 @@ enum Command {
     Crd {
         /// The kind, by any name `dump` takes.
         kind: String,
+        /// The directory of the manifests, whose webhook Service the CRD of
+        /// a kind with a hub converts through.
+        #[arg(long, default_value = "config")]
+        dir: PathBuf,
     },
     /// Check manifests against the CRDs, with no cluster, as the API server
     /// would on `kubectl apply`: schema, CEL rules, and transition rules
@@ -84,14 +88,14 @@ pub fn main(kinds: Vec<CustomKind>) -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Crd { kind } => match definitions() {
+        Command::Crd { kind, dir } => match definitions() {
             Err(code) => code,
             Ok(definitions) => match names::resolve(&kinds, &kind).map(|k| {
                 definitions
                     .iter()
                     .find(|d| d.kind == k.kind && d.crd.spec.group == k.group)
             }) {
-                Ok(Some(definition)) => match checked_crd(definition) {
+                Ok(Some(definition)) => match crd_for(definition, &dir) {
                     Ok(crd) => {
                         print!("{}", yaml::to_yaml(&crd));
                         ExitCode::SUCCESS

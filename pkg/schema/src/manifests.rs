@@ -18,19 +18,7 @@ fn manifest(
     kept: &serde_json::Value,
     webhook: Option<&WebhookService>,
 ) -> Result<String, String> {
-    // The conversion is part of what the API server checks.
-    let mut converted;
-    let definition = match (&definition.hub, webhook) {
-        (Some(_), Some(webhook)) => {
-            converted = definition.clone();
-            converted.crd.spec.conversion = Some(
-                serde_json::from_value(webhook.conversion())
-                    .map_err(|e| format!("cannot write the conversion of {}: {e}", definition.kind))?,
-            );
-            &converted
-        }
-        _ => definition,
-    };
+    let definition = &with_conversion(definition, webhook)?;
     let mut crd = checked_crd(definition)?;
     for key in ["labels", "annotations"] {
         if let Some(value) = kept.get(key) {
@@ -47,6 +35,34 @@ fn manifest(
         kind = definition.kind,
         yaml = yaml::to_yaml(&crd)
     ))
+}
+
+/// The CRD of `definition` with its conversion through `webhook` when the
+/// kind has a hub: the conversion is part of what the API server checks.
+fn with_conversion<'a>(
+    definition: &'a KindDefinition,
+    webhook: Option<&WebhookService>,
+) -> Result<std::borrow::Cow<'a, KindDefinition>, String> {
+    let (Some(_), Some(webhook)) = (&definition.hub, webhook) else {
+        return Ok(std::borrow::Cow::Borrowed(definition));
+    };
+    let mut converted = definition.clone();
+    converted.crd.spec.conversion = Some(
+        serde_json::from_value(webhook.conversion())
+            .map_err(|e| format!("cannot write the conversion of {}: {e}", definition.kind))?,
+    );
+    Ok(std::borrow::Cow::Owned(converted))
+}
+
+/// The kind's CRD as `update-crds` writes it into `dir` (without the kept
+/// labels and annotations): with the conversion through the webhook Service
+/// among the manifests of `dir` when the kind has a hub.
+pub(crate) fn crd_for(definition: &KindDefinition, dir: &Path) -> Result<serde_json::Value, String> {
+    let webhook = match definition.hub {
+        Some(_) => Some(WebhookService::find(dir)?),
+        None => None,
+    };
+    checked_crd(with_conversion(definition, webhook.as_ref())?.as_ref())
 }
 
 /// The kind's CRD, checked as kube-apiserver would check it when plain
@@ -423,6 +439,9 @@ mod tests {
             std::process::ExitCode::SUCCESS,
             "up to date"
         );
+        // `schema crd` prints the same conversion; the spoke's CRD is the hub's.
+        let printed = super::crd_for(&definitions[0], &dir).unwrap_or_default();
+        assert_eq!(printed["spec"]["conversion"], crd["spec"]["conversion"]);
         let _cleaned = std::fs::remove_dir_all(&dir);
     }
 
