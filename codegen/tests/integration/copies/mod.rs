@@ -279,7 +279,45 @@ pub(crate) struct Run {
 /// test would pass them on to build scripts, and those that rerun when such
 /// a variable changes (ring's does) would take this workspace's build of
 /// them for stale and build them again: so they are left out.
+///
+/// Every such cargo runs `--offline`, so the packages are fetched first
+/// ([`fetch_packages_once`]).
 pub(crate) fn without_test_environment(command: &mut Command) -> &mut Command {
+    fetch_packages_once();
+    strip_test_environment(command)
+}
+
+/// Downloads, once per test binary, every package this workspace's lock
+/// file names for this machine, so that the `--offline` commands these tests
+/// run (in copies, in projects, in this workspace) find them even when only
+/// part of the workspace was built before: `cargo test -p kinject-cli` from a
+/// cargo home that held nothing. `--target` keeps it to this platform's
+/// packages, which the workspace's own build downloads anyway; once they are
+/// there it needs no network.
+pub(crate) fn fetch_packages_once() {
+    static FETCHED: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    FETCHED.get_or_init(|| {
+        let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+        let version = Command::new(rustc).arg("-vV").output().unwrap();
+        let version = String::from_utf8_lossy(&version.stdout);
+        let host = version
+            .lines()
+            .find_map(|line| line.strip_prefix("host: "))
+            .unwrap_or_else(|| panic!("`rustc -vV` names no host:\n{version}"));
+        let out = strip_test_environment(&mut Command::new(env!("CARGO")))
+            .args(["fetch", "--locked", "--target", host])
+            .current_dir(repo_root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "downloading the packages these tests' --offline commands need failed:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    });
+}
+
+fn strip_test_environment(command: &mut Command) -> &mut Command {
     for (name, _) in std::env::vars_os() {
         let name = name.to_string_lossy();
         if name == "OUT_DIR"
@@ -337,6 +375,7 @@ pub(crate) fn script_with(copy: &Path, name: &str, args: &[&str]) -> Run {
 
 /// `cargo <args>` in the copy.
 pub(crate) fn cargo(copy: &Path, args: &[&str]) -> Run {
+    fetch_packages_once();
     let mut command = Command::new(env!("CARGO"));
     command.args(args).current_dir(copy);
     run(command)
