@@ -41,12 +41,12 @@ fn rules(attrs: &[syn::Attribute]) -> Vec<syn::Attribute> {
 }
 
 impl HubFile {
-    /// Reads the types of `hub` from the file it is declared in.
+    /// Reads the types of `hub` from the file it is declared in; an error
+    /// says what is wrong with that file, which the caller names.
     pub(super) fn read(hub: &KindPlan) -> Result<HubFile, String> {
         let text = std::fs::read_to_string(&hub.source)
-            .map_err(|e| format!("cannot read {} to copy its types: {e}", hub.source.display()))?;
-        let file =
-            syn::parse_file(&text).map_err(|e| format!("{} does not parse: {e}", hub.source.display()))?;
+            .map_err(|e| format!("cannot read the file to copy its types: {e}"))?;
+        let file = syn::parse_file(&text).map_err(|e| format!("the file does not parse: {e}"))?;
         let last = |ty: &Option<String>| ty.as_ref().map(|t| t.rsplit("::").next().unwrap_or(t).to_owned());
         let (spec_name, status_name) = (last(&hub.spec_type), last(&hub.status_type));
         let mut out = HubFile {
@@ -104,9 +104,8 @@ impl HubFile {
         }
         if hub.spec_type.is_some() && out.spec.is_none() {
             return Err(format!(
-                "{}: the spec type of {} is not declared in this file; a new version copies its types from \
-                 the file that declares the kind",
-                hub.source.display(),
+                "the spec type of {} is not declared in this file; a new version copies its types from the \
+                 file that declares the kind, so move the spec there",
                 hub.kind
             ));
         }

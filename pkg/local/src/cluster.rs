@@ -285,19 +285,16 @@ impl Identities<'_> {
 /// version to any other through the kind's hub, defaulted as the target
 /// version defaults.
 #[derive(Debug)]
-struct KindsConverter(Arc<Vec<CustomKind>>);
+struct KindsConverter(Vec<CustomKind>);
 
 impl KindsConverter {
-    /// A converter for the CRD of each kind with a hub, by CRD name.
+    /// The CRD of each kind with a hub, by name, with one converter for all.
     fn for_hubs(kinds: &[CustomKind]) -> Vec<(String, Arc<dyn kinject_testenv::Converter>)> {
-        let shared = Arc::new(kinds.to_vec());
+        let converter: Arc<dyn kinject_testenv::Converter> = Arc::new(KindsConverter(kinds.to_vec()));
         kinds
             .iter()
             .filter(|kind| kind.hub)
-            .map(|kind| {
-                let converter: Arc<dyn kinject_testenv::Converter> = Arc::new(KindsConverter(shared.clone()));
-                (format!("{}.{}", kind.plural, kind.group), converter)
-            })
+            .map(|kind| (format!("{}.{}", kind.plural, kind.group), converter.clone()))
             .collect()
     }
 }

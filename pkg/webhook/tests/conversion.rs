@@ -427,38 +427,34 @@ async fn conversion_reviews_are_answered_over_https() {
         stop.clone(),
     ));
 
-    let objects = [
+    // A review to v1, answered 200 whether it converts or not.
+    let convert = async |objects: &[Value]| -> Value {
+        let (status, body) = post_over_tls(
+            &certs.ca_cert,
+            port,
+            CONVERSION_PATH,
+            review("tutorial.example.com/v1", objects),
+        )
+        .await;
+        assert_eq!(status, 200);
+        serde_json::from_slice(&body).unwrap()
+    };
+    let answered = convert(&[
         widget("v1alpha1", "a", json!("3")),
         widget("v1alpha1", "b", json!("4")),
-    ];
-    let (status, body) = post_over_tls(
-        &certs.ca_cert,
-        port,
-        CONVERSION_PATH,
-        review("tutorial.example.com/v1", &objects),
-    )
+    ])
     .await;
-    assert_eq!(status, 200);
-    let answered: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(answered["response"]["result"]["status"], "Success", "{answered}");
     assert_eq!(
         answered["response"]["convertedObjects"],
         json!([widget("v1", "a", json!(3)), widget("v1", "b", json!(4))])
     );
 
-    let objects = [
+    let answered = convert(&[
         widget("v1alpha1", "a", json!("3")),
         widget("v1alpha1", "b", json!("many")),
-    ];
-    let (status, body) = post_over_tls(
-        &certs.ca_cert,
-        port,
-        CONVERSION_PATH,
-        review("tutorial.example.com/v1", &objects),
-    )
+    ])
     .await;
-    assert_eq!(status, 200);
-    let answered: Value = serde_json::from_slice(&body).unwrap();
     assert_eq!(answered["response"]["result"]["status"], "Failure", "{answered}");
     let message = answered["response"]["result"]["message"].as_str().unwrap();
     assert!(

@@ -24,6 +24,14 @@ fn s<'a>(v: &'a Value, ptr: &str) -> &'a str {
     v.pointer(ptr).and_then(Value::as_str).unwrap_or_default()
 }
 
+/// The entry of `spec.versions` marked `storage` (validation allows one).
+pub(crate) fn storage_version(crd: &Value) -> Option<&Value> {
+    crd.pointer("/spec/versions")?
+        .as_array()?
+        .iter()
+        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+}
+
 /// Sets the status the apiextensions controllers would: names accepted, established.
 pub(crate) fn accept(crd: &mut Value) {
     let mut names = crd.pointer("/spec/names").cloned().unwrap_or_else(|| json!({}));
@@ -34,16 +42,10 @@ pub(crate) fn accept(crd: &mut Value) {
     if s(&names, "/listKind").is_empty() {
         names["listKind"] = json!(format!("{kind}List"));
     }
-    let storage: Vec<Value> = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .map(|vs| {
-            vs.iter()
-                .filter(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-                .filter_map(|v| v.get("name").cloned())
-                .collect()
-        })
-        .unwrap_or_default();
+    let storage: Vec<Value> = storage_version(crd)
+        .and_then(|v| v.get("name").cloned())
+        .into_iter()
+        .collect();
     let t = now();
     crd["status"] = json!({
         "acceptedNames": names,
@@ -61,16 +63,7 @@ pub(crate) fn accept(crd: &mut Value) {
 /// there, as kube-apiserver prepares a CRD's update: the versions objects
 /// may be stored in grow until a migration trims them through `/status`.
 pub(crate) fn record_storage_version(crd: &mut Value) {
-    let Some(storage) = crd
-        .pointer("/spec/versions")
-        .and_then(Value::as_array)
-        .and_then(|vs| {
-            vs.iter()
-                .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
-        })
-        .and_then(|v| v.get("name"))
-        .cloned()
-    else {
+    let Some(storage) = storage_version(crd).and_then(|v| v.get("name")).cloned() else {
         return;
     };
     let Some(status) = crd.get_mut("status").and_then(Value::as_object_mut) else {

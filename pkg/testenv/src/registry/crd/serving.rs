@@ -82,9 +82,9 @@ pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) ->
         .cloned()
         .unwrap_or_default();
     // kube-apiserver stores every object in the storage version; with the
-    // `None` strategy converting is rewriting `apiVersion`, which testenv
-    // does. A webhook's conversion it does not make, so objects of such a
-    // CRD stay as written.
+    // `None` strategy converting is rewriting `apiVersion`. A webhook's
+    // conversion testenv makes through the CRD's registered converter;
+    // without one, objects of such a CRD stay as written.
     let converts_by_webhook = s(crd, "/spec/conversion/strategy") == "Webhook";
     let converter = converter.filter(|_| converts_by_webhook).map(|converter| {
         let served = versions
@@ -94,9 +94,7 @@ pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) ->
             .collect();
         (converter, served)
     });
-    let storage_api_version = versions
-        .iter()
-        .find(|v| v.get("storage").and_then(Value::as_bool) == Some(true))
+    let storage_api_version = super::storage_version(crd)
         .filter(|_| !converts_by_webhook || converter.is_some())
         .map(|v| format!("{group}/{}", s(v, "/name")));
     versions

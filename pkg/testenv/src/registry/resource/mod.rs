@@ -95,8 +95,8 @@ pub(crate) struct ResourceDef {
     /// version alone: a custom resource whose CRD converts with `None`
     /// is stored in the CRD's storage version, whatever version wrote it.
     /// `None` for built-in kinds, and for a CRD that converts through a
-    /// webhook, whose objects stay in the version that wrote them (testenv
-    /// calls no conversion webhook).
+    /// webhook but has no converter registered, whose objects stay in the
+    /// version that wrote them.
     pub(crate) storage_api_version: Option<String>,
     /// The converter of a CRD that converts through a webhook, with the
     /// `apiVersion` of every version it serves.
@@ -176,16 +176,20 @@ impl ResourceDef {
             v["apiVersion"] = json!(stored);
             return Ok(v);
         };
+        let from = v
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
         let failed = |to: &str, e: String| {
-            let from = v.get("apiVersion").and_then(Value::as_str).unwrap_or_default();
             ErrorStatus::internal(format!(
                 "conversion webhook for {from}, Kind={kind} failed: converting to {to}: {e}",
                 kind = self.kind
             ))
         };
         // kube-apiserver asks the webhook only for another version.
-        let converted = if v.get("apiVersion").and_then(Value::as_str) == Some(stored.as_str()) {
-            v.clone()
+        let converted = if from == *stored {
+            v
         } else {
             converter.convert(&v, stored).map_err(|e| failed(stored, e))?
         };
