@@ -238,6 +238,24 @@ pub(crate) fn assert_only_compiled(
         .map(|(file, _)| compiled_crate(file))
         .filter(|name| !own.contains(name) && !built_apart.contains(name))
         .collect();
+    // A crate the build directory never held before was built, not built
+    // again: this workspace's build left it out, as testing one package
+    // does (`cargo test -p kinject-cli` builds that package's dependencies
+    // alone, with its features). Sharing is judged against the whole
+    // workspace's build, which CI always makes first.
+    let held_before: BTreeSet<String> = before.iter().map(|(file, _)| compiled_crate(file)).collect();
+    let first_built: Vec<&String> = again.iter().filter(|name| !held_before.contains(*name)).collect();
+    if !first_built.is_empty() && std::env::var_os("CI").is_none() {
+        use std::io::Write as _;
+        // The harness shows printed output only for failures.
+        let _ = writeln!(
+            std::io::stderr(),
+            "notice: {} built crates this workspace's build had not ({first_built:?}), so whether it shares \
+             that build is not checked; run `cargo test --workspace` to check it",
+            workspace.display()
+        );
+        return;
+    }
     assert!(
         again.is_empty(),
         "{} compiled again crates this workspace had built: {again:?}. A shared dependency resolves \
