@@ -289,6 +289,8 @@ impl Store {
     }
 
     fn record(&mut self, ev: StoredEvent) {
+        // A request that wrote must not be run again for a conversion.
+        crate::conversion::note_stored();
         let ev = Arc::new(ev);
         let res = ev.res.clone();
         let start = self.start_rv;

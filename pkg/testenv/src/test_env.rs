@@ -137,6 +137,14 @@ impl Inner {
 
     /// Runs a write, then lets the optional controllers react to it before anyone else
     /// sees the store.
+    /// Where Services listen now ([`TestEnv::route_service`]).
+    pub(crate) fn routes(&self) -> Vec<ServiceRoute> {
+        self.service_routes
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
     pub(crate) fn write<T>(
         &self,
         f: impl FnOnce(&mut Registry) -> Result<T, ErrorStatus>,
@@ -714,11 +722,7 @@ impl TestEnv {
     }
 
     pub(crate) fn routes(&self) -> Vec<ServiceRoute> {
-        self.inner
-            .service_routes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        self.inner.routes()
     }
 
     /// Latency added before each request is handled.

@@ -15,6 +15,7 @@ use crate::test_env::{Inner, TestEnv};
 
 use super::admission;
 use super::body::{custom_kind_present, json_body, subresource_body};
+use super::conversion;
 use super::discovery;
 use super::list::list;
 use super::openapi;
@@ -79,15 +80,31 @@ pub(crate) async fn handle(env: &TestEnv, req: Request) -> Reply {
     if verb == "watch" {
         wait_for_revision(&env.inner, &q).await;
     }
+    // A watch asks the webhook for each event as it sends it.
+    if target.def.webhook_conversion && verb != "watch" {
+        let routes = env.routes();
+        return conversion::answered(&routes, || admit_and_serve(env, verb, &target, &req, &q)).await;
+    }
+    admit_and_serve(env, verb, &target, &req, &q).await
+}
+
+/// The verb, through the admission webhooks for a write.
+async fn admit_and_serve(
+    env: &TestEnv,
+    verb: &str,
+    target: &Target,
+    req: &Request,
+    q: &QueryView<'_>,
+) -> Reply {
     // Reviews and tokens store nothing, so no webhook is asked about them.
     if matches!(verb, "create" | "update" | "patch" | "delete")
         && !matches!(target.subresource.as_deref(), Some("scale" | "token"))
         && !target.def.create_only
-        && let Some(r) = admission::write(env, verb, &target, &req, &q).await
+        && let Some(r) = admission::write(env, verb, target, req, q).await
     {
         return r.unwrap_or_else(|e| Reply::error(&e));
     }
-    match dispatch(&env.inner, verb, &target, &req, &q) {
+    match dispatch(&env.inner, verb, target, req, q) {
         Ok(r) => r,
         Err(e) => Reply::error(&e),
     }

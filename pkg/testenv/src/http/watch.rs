@@ -6,6 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::conversion::{Conversions, Scope};
 use crate::errors::{ErrorStatus, FieldError};
 use crate::registry::Registry;
 use crate::registry::options::Selection;
@@ -13,6 +14,7 @@ use crate::registry::resource::ResourceDef;
 use crate::store::{EventType, StoredEvent};
 use crate::test_env::Inner;
 
+use super::conversion;
 use super::reply::{Output, Reply};
 use super::request::QueryView;
 use super::request_options::{parse_rv, too_large};
@@ -115,6 +117,11 @@ impl Spec {
     }
 }
 
+/// kube-apiserver ends a watch whose object it cannot encode, and logs why.
+fn unencodable(spec: &Spec, why: &str) {
+    eprintln!("testenv: unable to encode watch object {}: {why}", spec.def.kind);
+}
+
 fn one_shot(inner: &Inner, lines: Vec<Bytes>) -> Reply {
     let (tx, rx) = watch_buffer::channel(lines.len(), usize::MAX, Arc::clone(&inner.watch_buffers));
     for l in lines {
@@ -172,16 +179,22 @@ pub(crate) fn start(
         Arc::clone(&inner.watch_buffers),
     );
     let closed = inner.close_watches.subscribe();
-    tokio::spawn(pump(
+    let conversions = def.webhook_conversion.then(Conversions::scope);
+    let pumped = pump(
         Arc::clone(inner),
         spec,
+        conversions.clone(),
         cursor,
         initial,
         tx,
         changes,
         closed,
         timeout,
-    ));
+    );
+    match conversions {
+        Some(scope) => tokio::spawn(async move { Conversions::run(&scope, pumped).await }),
+        None => tokio::spawn(pumped),
+    };
     Ok(Reply::Stream(rx))
 }
 
@@ -349,10 +362,125 @@ async fn deliver_initial(
     }
 }
 
+/// Renders a batch of events. For a resource converted by its webhook,
+/// the webhook is first asked, in one review, for every object the batch
+/// shows; a failed conversion is kube-apiserver's message.
+async fn rendered<T>(
+    inner: &Inner,
+    conversions: Option<&Scope>,
+    render: impl Fn() -> T,
+) -> Result<T, String> {
+    let Some(scope) = conversions else {
+        return Ok(render());
+    };
+    let lock = || scope.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    lock().forget();
+    let _ = render();
+    let asked = lock().take_asked();
+    if !asked.is_empty() {
+        conversion::prefetch(scope, &inner.routes(), asked).await;
+    }
+    let out = render();
+    let mut conversions = lock();
+    conversions.take_asked();
+    match conversions.failure() {
+        Some(message) => Err(message.to_owned()),
+        None => Ok(out),
+    }
+}
+
+/// How many objects a watch converts in one review.
+const CONVERTED_TOGETHER: usize = 500;
+
+/// Without conversions each object is encoded as the client takes it.
+fn batch_size(conversions: Option<&Scope>) -> usize {
+    if conversions.is_some() {
+        CONVERTED_TOGETHER
+    } else {
+        1
+    }
+}
+
+/// Sends the initial events and the bookmark that ends them; `false` means
+/// the watch ended.
+#[allow(clippy::too_many_arguments)]
+async fn send_initial(
+    inner: &Inner,
+    spec: &Spec,
+    conversions: Option<&Scope>,
+    cursor: u64,
+    initial: Initial,
+    tx: &Sender,
+    closed: &mut tokio::sync::watch::Receiver<u64>,
+    mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+) -> bool {
+    for objects in initial.objects.chunks(batch_size(conversions)) {
+        let lines = rendered(inner, conversions, || {
+            objects
+                .iter()
+                .map(|obj| line("ADDED", &spec.render(obj)))
+                .collect::<Vec<_>>()
+        })
+        .await;
+        let Ok(lines) = lines.map_err(|e| unencodable(spec, &e)) else {
+            return false;
+        };
+        for l in lines {
+            if !deliver_initial(inner, spec, cursor, tx, l, closed, deadline.as_mut()).await {
+                return false;
+            }
+        }
+    }
+    match initial.end {
+        Some(end) => deliver_initial(inner, spec, cursor, tx, end, closed, deadline.as_mut()).await,
+        None => true,
+    }
+}
+
+/// Where a watch's live events go.
+struct Live<'a> {
+    inner: &'a Inner,
+    spec: &'a Spec,
+    conversions: Option<&'a Scope>,
+    tx: &'a Sender,
+}
+
+impl Live<'_> {
+    /// Sends the events this watcher sees, moving `cursor` past each;
+    /// `false` means the watch ended.
+    async fn send(
+        &self,
+        evs: &[Arc<StoredEvent>],
+        cursor: &mut u64,
+        closed: &mut tokio::sync::watch::Receiver<u64>,
+        mut deadline: std::pin::Pin<&mut tokio::time::Sleep>,
+    ) -> bool {
+        for evs in evs.chunks(batch_size(self.conversions)) {
+            let lines = rendered(self.inner, self.conversions, || {
+                evs.iter().map(|ev| self.spec.event(ev)).collect::<Vec<_>>()
+            })
+            .await;
+            let Ok(lines) = lines.map_err(|e| unencodable(self.spec, &e)) else {
+                return false;
+            };
+            for (ev, l) in evs.iter().zip(lines) {
+                *cursor = ev.rv;
+                if let Some(l) = l
+                    && !deliver_live(self.tx, l, closed, deadline.as_mut()).await
+                {
+                    return false;
+                }
+            }
+        }
+        true
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn pump(
     inner: Arc<Inner>,
     spec: Spec,
+    conversions: Option<Scope>,
     mut cursor: u64,
     initial: Initial,
     tx: Sender,
@@ -363,15 +491,19 @@ async fn pump(
     // timeoutSeconds counts from the request, initial events included.
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
-    let initial = initial
-        .objects
-        .into_iter()
-        .map(|obj| line("ADDED", &spec.render(&obj)))
-        .chain(initial.end);
-    for l in initial {
-        if !deliver_initial(&inner, &spec, cursor, &tx, l, &mut closed, deadline.as_mut()).await {
-            return;
-        }
+    if !send_initial(
+        &inner,
+        &spec,
+        conversions.as_ref(),
+        cursor,
+        initial,
+        &tx,
+        &mut closed,
+        deadline.as_mut(),
+    )
+    .await
+    {
+        return;
     }
     let period = inner.config.bookmark_interval;
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + period, period);
@@ -397,13 +529,9 @@ async fn pump(
                 };
                 match events {
                     Ok(evs) => {
-                        for ev in evs {
-                            cursor = ev.rv;
-                            if let Some(l) = spec.event(&ev)
-                                && !deliver_live(&tx, l, &mut closed, deadline.as_mut()).await
-                            {
-                                return;
-                            }
+                        let live = Live { inner: &inner, spec: &spec, conversions: conversions.as_ref(), tx: &tx };
+                        if !live.send(&evs, &mut cursor, &mut closed, deadline.as_mut()).await {
+                            return;
                         }
                         // Writes to other resources move bookmarks on too.
                         cursor = cursor.max(head);

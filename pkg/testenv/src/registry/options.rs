@@ -73,9 +73,13 @@ impl Selection {
         if self.fields.is_empty() {
             return true;
         }
-        // Field labels name fields of the requested version.
-        let view = def.in_version(obj);
-        self.fields.matches(|f| read_field(def, &view, f))
+        // Field labels name fields of the requested version; the metadata
+        // reads the same in every version, with no conversion.
+        let view = std::cell::OnceCell::new();
+        self.fields.matches(|f| match f {
+            "metadata.name" | "metadata.namespace" => read_field(def, obj, f),
+            _ => read_field(def, view.get_or_init(|| def.in_version(obj)), f),
+        })
     }
 }
 

@@ -1,14 +1,10 @@
 //! Admission webhooks called over HTTPS, as kube-apiserver calls them.
 
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
-
 use base64::Engine as _;
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kinject_testenv::TestEnv;
+
+use crate::common::ReviewServer;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::{Value, json};
 
@@ -34,98 +30,20 @@ fn allow() -> Answer {
     }
 }
 
-/// A CA and an HTTPS server holding a certificate it signed for `webhook.system.svc`.
-struct TestWebhook {
-    addr: SocketAddr,
-    ca_pem: String,
-    reviews: Arc<Mutex<Vec<Value>>>,
-}
+/// An HTTPS server answering AdmissionReviews as `decide` says.
+struct TestWebhook;
 
 impl TestWebhook {
-    async fn start(decide: impl Fn(&Value) -> Answer + Send + Sync + 'static) -> Self {
+    async fn start(decide: impl Fn(&Value) -> Answer + Send + Sync + 'static) -> ReviewServer {
         Self::start_for("webhook.system.svc", decide).await
     }
 
-    async fn start_for(host: &str, decide: impl Fn(&Value) -> Answer + Send + Sync + 'static) -> Self {
-        let (acceptor, ca_pem) = tls_acceptor(host);
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let reviews = Arc::new(Mutex::new(Vec::new()));
-        let decide: Arc<Decide> = Arc::new(decide);
-        let seen = Arc::clone(&reviews);
-        tokio::spawn(async move {
-            loop {
-                let Ok((tcp, _)) = listener.accept().await else {
-                    return;
-                };
-                let acceptor = acceptor.clone();
-                let decide = Arc::clone(&decide);
-                let seen = Arc::clone(&seen);
-                tokio::spawn(async move {
-                    let Ok(tls) = acceptor.accept(tcp).await else {
-                        return;
-                    };
-                    let svc = hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                        let decide = Arc::clone(&decide);
-                        let seen = Arc::clone(&seen);
-                        async move {
-                            let path = req.uri().to_string();
-                            let body = req.into_body().collect().await.unwrap().to_bytes();
-                            let mut review: Value = serde_json::from_slice(&body).unwrap();
-                            review["path"] = json!(path);
-                            seen.lock().unwrap().push(review.clone());
-                            let out = answer(&review, decide.as_ref());
-                            Ok::<_, std::convert::Infallible>(http::Response::new(Full::new(Bytes::from(
-                                serde_json::to_vec(&out).unwrap(),
-                            ))))
-                        }
-                    });
-                    let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(tls), svc)
-                        .await;
-                });
-            }
-        });
-        Self {
-            addr,
-            ca_pem,
-            reviews,
-        }
+    async fn start_for(
+        host: &str,
+        decide: impl Fn(&Value) -> Answer + Send + Sync + 'static,
+    ) -> ReviewServer {
+        ReviewServer::start(host, move |review| answer(review, &decide)).await
     }
-
-    fn ca_bundle(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
-    }
-
-    fn reviews(&self) -> Vec<Value> {
-        self.reviews.lock().unwrap().clone()
-    }
-}
-
-/// A TLS acceptor presenting a certificate for `host`, signed by a new CA, and the
-/// CA's PEM for the webhook's `caBundle`.
-fn tls_acceptor(host: &str) -> (tokio_rustls::TlsAcceptor, String) {
-    let ca_key = rcgen::KeyPair::generate().unwrap();
-    let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
-    ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
-    let ca = ca_params.self_signed(&ca_key).unwrap();
-    let issuer = rcgen::Issuer::from_params(&ca_params, &ca_key);
-    let key = rcgen::KeyPair::generate().unwrap();
-    let cert = rcgen::CertificateParams::new(vec![host.to_owned()])
-        .unwrap()
-        .signed_by(&key, &issuer)
-        .unwrap();
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let config = rustls::ServerConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(
-            vec![cert.der().clone()],
-            rustls_pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into()),
-        )
-        .unwrap();
-    (tokio_rustls::TlsAcceptor::from(Arc::new(config)), ca.pem())
 }
 
 /// The AdmissionReview answering `review` as `decide` says.
@@ -191,7 +109,7 @@ fn api_err(e: kube::Error) -> kube::core::Status {
     }
 }
 
-fn env_with(webhook: &TestWebhook) -> TestEnv {
+fn env_with(webhook: &ReviewServer) -> TestEnv {
     let env = TestEnv::new();
     env.route_service("system", "webhook", 443, webhook.addr);
     env

@@ -15,6 +15,7 @@ mod admission;
 mod binary;
 mod builtins;
 mod cel;
+mod conversion;
 mod impersonation;
 mod kubectl;
 mod kubectl_auth;

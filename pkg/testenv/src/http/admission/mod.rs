@@ -42,7 +42,8 @@ use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
 use super::request_options::{delete_opts, write_opts};
 use super::route::Target;
-use client::{call_webhook, check_response, patch_bytes};
+use super::webhook_client::{self, CallError};
+use client::{check_response, patch_bytes};
 use webhooks::{Attributes, Operation, Webhook, labels, webhooks};
 
 /// Conflicts on a write without a client-given revision are retried this often, as
@@ -392,8 +393,12 @@ impl Admission<'_> {
             .unwrap_or(self.name())
             .to_owned();
         let review = self.review(hook, p, uid, object.as_ref(), &name);
-        let answered = call_webhook(hook, &self.routes, &review)
+        let answered = webhook_client::call(&hook.client, hook.timeout, &self.routes, &review)
             .await
+            .map_err(|e| match e {
+                CallError::Unreached(why) => format!("failed to call webhook: {why}"),
+                CallError::Answered(why) => format!("received invalid webhook response: {why}"),
+            })
             .and_then(|r| check_response(&r, uid));
         let response = match answered {
             Ok(r) => r,

@@ -83,10 +83,16 @@ pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) ->
         .unwrap_or_default();
     // kube-apiserver stores every object in the storage version; with the
     // `None` strategy converting is rewriting `apiVersion`. A webhook's
-    // conversion testenv makes through the CRD's registered converter;
-    // without one, objects of such a CRD stay as written.
+    // conversion testenv makes through the CRD's registered converter, or
+    // else by calling the webhook.
     let converts_by_webhook = s(crd, "/spec/conversion/strategy") == "Webhook";
-    let converter = converter.filter(|_| converts_by_webhook).map(|converter| {
+    let webhook_conversion = converts_by_webhook && converter.is_none();
+    let converter = converts_by_webhook.then(|| {
+        let converter = converter.unwrap_or_else(|| {
+            Arc::new(crate::conversion::WebhookConverter(
+                crate::conversion::ConversionWebhook::of(crd),
+            ))
+        });
         let served = versions
             .iter()
             .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
@@ -94,9 +100,7 @@ pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) ->
             .collect();
         (converter, served)
     });
-    let storage_api_version = super::storage_version(crd)
-        .filter(|_| !converts_by_webhook || converter.is_some())
-        .map(|v| format!("{group}/{}", s(v, "/name")));
+    let storage_api_version = super::storage_version(crd).map(|v| format!("{group}/{}", s(v, "/name")));
     versions
         .iter()
         .filter(|v| v.get("served").and_then(Value::as_bool) != Some(false))
@@ -135,6 +139,7 @@ pub(crate) fn defs(crd: &Value, converter: Option<Arc<dyn crate::Converter>>) ->
                 }),
                 storage_api_version: storage_api_version.clone(),
                 converter: converter.clone(),
+                webhook_conversion,
             }
         })
         .collect()

@@ -336,6 +336,7 @@ fn resource_def(k: &BuiltinKind) -> ResourceDef {
         scale,
         storage_api_version: None,
         converter: None,
+        webhook_conversion: false,
     }
 }
 

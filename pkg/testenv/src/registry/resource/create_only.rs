@@ -102,6 +102,7 @@ impl CreateOnlyKind {
             scale: None,
             storage_api_version: None,
             converter: None,
+            webhook_conversion: false,
         }
     }
 }

@@ -6,6 +6,10 @@
     clippy::panic
 )]
 
+mod review_server;
+
+pub use review_server::ReviewServer;
+
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::GroupVersionKind;
 use serde_json::{Value, json};
