@@ -70,7 +70,7 @@
 //!             "metadata": {"name": "settings-copy", "namespace": "ns"}, "data": {"mode": "fast"}})],
 //!         ..TableRow::default() },
 //! ];
-//! Table { crds: vec![], rows }.run(&|ctx| {
+//! Table { crds: vec![], kinds: vec![], rows }.run(&|ctx| {
 //!     let copier = Copier { configmaps: ctx.informer::<ConfigMap>().lister(), client: ctx.client() };
 //!     Impl::new("copier", copier, Default::default())
 //! }).await;

@@ -14,6 +14,7 @@ use kinject_runtime::leader::UniversalBucket;
 use kinject_runtime::network::DEFAULT_CLUSTER_DOMAIN;
 use kinject_runtime::reconciler::SharedRecorder;
 use kinject_testenv::{NameGenerator, TestEnv, UidGenerator};
+use kinject_types::registry::{self, CustomKind};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
@@ -24,10 +25,17 @@ use crate::seed::seed;
 /// Builds the controller under test from the row's context.
 pub type Constructor<'a> = dyn Fn(&Context) -> Impl + 'a;
 
-/// Rows plus what every row needs: the CRDs of the kinds involved.
+/// Rows plus what every row needs: the CRDs of the kinds involved, and the
+/// application's kinds, whose conversions the API server makes.
+#[derive(Default)]
 pub struct Table {
     /// CRDs to install before each row.
     pub crds: Vec<CustomResourceDefinition>,
+    /// The application's kinds (`generated::registry::custom_kinds()`). A
+    /// kind with a second version converts through its hub as the webhook
+    /// would, so a row may store an object in any version the reconciler
+    /// reads in another. Empty when no kind has two versions.
+    pub kinds: Vec<CustomKind>,
     /// The rows.
     pub rows: Vec<TableRow>,
 }
@@ -45,7 +53,7 @@ impl Table {
     pub async fn run(self, constructor: &Constructor<'_>) {
         let mut failures = Vec::new();
         for row in &self.rows {
-            if let Err(problems) = run_row(&self.crds, row, constructor).await {
+            if let Err(problems) = self.run_one(row, constructor).await {
                 failures.push(format!("row {:?}:\n  {}", row.name, problems.join("\n  ")));
             }
         }
@@ -57,11 +65,81 @@ impl Table {
             failures.join("\n")
         );
     }
+
+    /// Runs one row with the table's CRDs and kinds; `Err` lists what
+    /// differed, for a test about a row that must fail.
+    ///
+    /// # Errors
+    ///
+    /// What the row expected and the reconcile did not do, one line each.
+    pub async fn run_one(&self, row: &TableRow, constructor: &Constructor<'_>) -> Result<(), Vec<String>> {
+        run_row_converting(&self.crds, &self.kinds, row, constructor).await
+    }
 }
 
-/// Runs one row; `Err` lists what differed.
+/// The CRDs as the cluster has them: a kind with a hub converts through the
+/// webhook (the strategy `hack/update-codegen.sh` writes into `config/`),
+/// which the row's API server answers with the kinds' own conversions.
+fn converting_through_hubs(
+    crds: &[CustomResourceDefinition],
+    kinds: &[CustomKind],
+) -> Vec<CustomResourceDefinition> {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+        CustomResourceConversion, ServiceReference, WebhookClientConfig, WebhookConversion,
+    };
+    crds.iter()
+        .cloned()
+        .map(|mut crd| {
+            let has_hub = kinds
+                .iter()
+                .any(|k| k.hub && k.group == crd.spec.group && k.plural == crd.spec.names.plural);
+            if has_hub {
+                crd.spec.conversion = Some(CustomResourceConversion {
+                    strategy: "Webhook".to_owned(),
+                    webhook: Some(WebhookConversion {
+                        client_config: Some(WebhookClientConfig {
+                            service: Some(ServiceReference {
+                                name: "webhook".to_owned(),
+                                namespace: "default".to_owned(),
+                                path: Some(kinject_types::conversion::WEBHOOK_PATH.to_owned()),
+                                port: None,
+                            }),
+                            ..WebhookClientConfig::default()
+                        }),
+                        conversion_review_versions: vec!["v1".to_owned()],
+                    }),
+                });
+            }
+            crd
+        })
+        .collect()
+}
+
+/// The conversions of an application's kinds, as its webhook answers them:
+/// any version to any other through the kind's hub.
+#[derive(Debug)]
+struct KindsConverter(Vec<CustomKind>);
+
+impl kinject_testenv::Converter for KindsConverter {
+    fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
+        registry::convert(&self.0, object, api_version).map_err(|e| e.to_string())
+    }
+}
+
+/// Runs one row; `Err` lists what differed. No kind converts between
+/// versions here: a table of kinds with two versions runs a row with
+/// [`Table::run_one`].
 pub async fn run_row(
     crds: &[CustomResourceDefinition],
+    row: &TableRow,
+    constructor: &Constructor<'_>,
+) -> Result<(), Vec<String>> {
+    run_row_converting(crds, &[], row, constructor).await
+}
+
+async fn run_row_converting(
+    crds: &[CustomResourceDefinition],
+    kinds: &[CustomKind],
     row: &TableRow,
     constructor: &Constructor<'_>,
 ) -> Result<(), Vec<String>> {
@@ -72,12 +150,19 @@ pub async fn run_row(
             "the row's key: {e}; a malformed key never reaches a reconciler, so no row can test one"
         )]
     })?;
-    let env = TestEnv::builder()
+    let converter: Arc<dyn kinject_testenv::Converter> = Arc::new(KindsConverter(kinds.to_vec()));
+    let env = kinds
+        .iter()
+        .filter(|kind| kind.hub)
+        .fold(TestEnv::builder(), |builder, hub| {
+            builder.converter(&format!("{}.{}", hub.plural, hub.group), Arc::clone(&converter))
+        })
         .name_generator(NameGenerator::Sequential(Arc::default()))
         .uid_generator(UidGenerator::deterministic())
         .build();
     let key_namespace = (!key.namespace.is_empty()).then_some(key.namespace.as_str());
-    seed(&env, crds, &row.objects, key_namespace)
+    let crds = converting_through_hubs(crds, kinds);
+    seed(&env, &crds, &row.objects, key_namespace)
         .map_err(|e| vec![format!("setting up the row failed: {e}")])?;
 
     let recorder = Arc::new(FakeRecorder::new());

@@ -160,3 +160,112 @@ fn a_registry_without_spokes_checks_nothing() {
         Vec::<String>::new()
     );
 }
+
+/// A version that counts replicas as text.
+pub mod textual {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use kinject_macros::Kind;
+    use schemars::JsonSchema;
+    use serde::{Deserialize, Serialize};
+
+    #[derive(Kind, Clone, Debug, Default, PartialEq)]
+    #[kind(group = "tutorial.example.com", version = "v1alpha3", namespaced)]
+    pub struct Widget {
+        pub metadata: ObjectMeta,
+        pub spec: WidgetSpec,
+    }
+
+    #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+    pub struct WidgetSpec {
+        pub replicas: String,
+    }
+}
+
+impl Convertible for textual::Widget {
+    type Hub = v1::Widget;
+
+    fn convert_to(self, _: &Restored<v1::Widget>) -> Result<v1::Widget, FieldError> {
+        let replicas = self
+            .spec
+            .replicas
+            .parse()
+            .map_err(|_| FieldError::invalid_value(&self.spec.replicas, "spec.replicas"))?;
+        Ok(v1::Widget {
+            metadata: self.metadata,
+            spec: v1::WidgetSpec { replicas, zone: None },
+        })
+    }
+
+    fn convert_from(hub: v1::Widget) -> Result<Self, FieldError> {
+        Ok(textual::Widget {
+            metadata: hub.metadata,
+            spec: textual::WidgetSpec {
+                replicas: hub.spec.replicas.to_string(),
+            },
+        })
+    }
+}
+
+/// A reconciler of the hub that copies a Widget's replicas into a ConfigMap.
+struct Copier(kube::Client);
+
+impl kinject_runtime::controller::Reconciler for Copier {
+    async fn reconcile(
+        &self,
+        key: &kinject_runtime::controller::ObjectKey,
+    ) -> Result<kinject_runtime::controller::Action, kinject_runtime::controller::Error> {
+        let widgets: kube::Api<v1::Widget> = kube::Api::namespaced(self.0.clone(), &key.namespace);
+        let widget = widgets.get(&key.name).await?;
+        let copy: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": key.name, "namespace": key.namespace},
+            "data": {"replicas": widget.spec.replicas.to_string()},
+        }))
+        .unwrap();
+        kube::Api::namespaced(self.0.clone(), &key.namespace)
+            .create(&kube::api::PostParams::default(), &copy)
+            .await?;
+        Ok(kinject_runtime::controller::Action::await_change())
+    }
+}
+
+/// A row may store a spoke's object; a reconciler of the hub reads it
+/// converted, as the webhook would convert it.
+#[tokio::test]
+async fn a_table_converts_a_rows_spoke_object_for_a_reconciler_of_the_hub() {
+    use kinject_testing::{Table, TableRow};
+    let kinds = vec![
+        CustomKind::of::<v1::Widget>(),
+        CustomKind::of::<textual::Widget>().converted::<textual::Widget>(),
+    ];
+    let crds = kinject_types::registry::custom_resource_definitions(&kinds)
+        .unwrap()
+        .into_iter()
+        .map(|definition| definition.crd)
+        .collect();
+    let spoke = serde_json::json!({"apiVersion": "tutorial.example.com/v1alpha3", "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "ns"}, "spec": {"replicas": "3"}});
+    let row = TableRow {
+        name: "a v1alpha3 Widget",
+        objects: vec![spoke],
+        key: "ns/w",
+        want_creates: vec![serde_json::json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "w", "namespace": "ns"}, "data": {"replicas": "3"}})],
+        ..TableRow::default()
+    };
+    let constructor = |ctx: &kinject_runtime::injection::Context| {
+        kinject_runtime::controller::Impl::new("copier", Copier(ctx.client()), Default::default())
+    };
+    let table = Table {
+        crds,
+        kinds,
+        rows: vec![],
+    };
+    table.run_one(&row, &constructor).await.unwrap();
+    // Without the kinds, the object is only relabelled, and the hub cannot
+    // read text as its count.
+    let table = Table {
+        kinds: Vec::new(),
+        ..table
+    };
+    assert!(table.run_one(&row, &constructor).await.is_err());
+}

@@ -18,6 +18,7 @@ use reconcilers::addressableservice::new_controller;
 fn table(rows: Vec<TableRow>) -> Table {
     Table {
         crds: generated::testing::custom_resource_definitions().unwrap(),
+        kinds: generated::registry::custom_kinds(),
         rows,
     }
 }

@@ -16,6 +16,7 @@ use serde_json::{Value, json};
 async fn run(rows: Vec<TableRow>) {
     Table {
         crds: generated::testing::custom_resource_definitions().unwrap(),
+        kinds: generated::registry::custom_kinds(),
         rows,
     }
     .run(&new_controller)

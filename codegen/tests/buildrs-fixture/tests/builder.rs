@@ -171,6 +171,7 @@ async fn a_generated_reconciler_of_a_built_in_kind_writes_a_custom_resource() {
     want.metadata.namespace = Some("ns".into());
     Table {
         crds: fixtures::custom_resource_definitions().unwrap(),
+        kinds: Vec::new(),
         rows: vec![TableRow {
             name: "a pod gets its Widget",
             objects: vec![obj(&pod)],

@@ -14,7 +14,13 @@ async fn run(rows: Vec<TableRow>) {
         Ok(crds) => crds,
         Err(e) => panic!("the Greeting CRD does not build: {e}"),
     };
-    Table { crds, rows }.run(&new_controller).await;
+    Table {
+        crds,
+        kinds: greeter::generated::registry::custom_kinds(),
+        rows,
+    }
+    .run(&new_controller)
+    .await;
 }
 
 fn greeting(message: &str) -> Greeting {

@@ -112,6 +112,7 @@ async fn run(row: TableRow, reconcile: Script, finalize: Option<Script>) {
     Table {
         crds: vec![crd],
         rows: vec![row],
+        ..Table::default()
     }
     .run(&constructor)
     .await;
@@ -155,6 +156,7 @@ async fn a_status_write_the_crds_rules_refuse_fails_the_reconcile() {
     };
     Table {
         crds: vec![serde_json::from_value(crd).unwrap()],
+        kinds: Vec::new(),
         rows: vec![TableRow {
             name: "a status the rules refuse",
             objects: vec![obj(&widget)],
@@ -437,6 +439,7 @@ async fn a_schedule_requeues_by_the_rows_clock_and_is_no_failure() {
     // No InternalError event and no error: a schedule is not a failure.
     Table {
         crds: crds.clone(),
+        kinds: Vec::new(),
         rows: vec![
             row(ON_THE_MINUTE + 30, 30),
             row(ON_THE_MINUTE + 59, 1),
@@ -546,6 +549,7 @@ async fn a_cluster_scoped_owner_writes_into_namespaces_with_no_row_flag() {
         "metadata": {"name": "team-a", "generation": 3}});
     Table {
         crds: Vec::new(),
+        kinds: Vec::new(),
         rows: vec![TableRow {
             name: "cluster-scoped key, namespaced child",
             objects: vec![namespace],
@@ -623,6 +627,7 @@ async fn g7_a_deleted_object_is_forgotten_by_the_tracker() {
     };
     Table {
         crds: vec![kinject_types::crd::custom_resource_definition::<Widget>().unwrap()],
+        kinds: Vec::new(),
         rows: vec![row],
     }
     .run(&constructor)
@@ -698,6 +703,7 @@ async fn g1_the_status_write_after_adding_the_finalizer_does_not_conflict() {
     Table {
         crds: vec![crd],
         rows: vec![row],
+        ..Table::default()
     }
     .run(&constructor)
     .await;
