@@ -72,6 +72,26 @@ enum Command {
         /// example field, `description`, with a validation rule.
         #[arg(long, value_name = "NAME:TYPE", conflicts_with = "for_kind")]
         field: Vec<String>,
+        /// For a new version of a kind with one version: the new version
+        /// becomes the hub (stored, and the one its reconciler reads), and
+        /// the old one a spoke converting to and from it.
+        #[arg(long, conflicts_with = "for_kind")]
+        hub: bool,
+    },
+    /// Retire a version of a kind: its API files, its module and [[api]]
+    /// entry when nothing else lives there, and its example objects. The hub,
+    /// the stored version and a version a reconciler reads are refused.
+    /// Writes all changes or none; run hack/update-codegen.sh afterwards.
+    DropVersion {
+        /// The API group (`tutorial.example.com`).
+        #[arg(long)]
+        group: String,
+        /// The version to retire (`v1alpha1`).
+        #[arg(long)]
+        version: String,
+        /// The kind, CamelCase (`Widget`).
+        #[arg(long)]
+        kind: String,
     },
 }
 
@@ -102,6 +122,10 @@ pub fn main() -> ExitCode {
         eprintln!("error: --verify checks generated code and cannot go with a subcommand; run it alone");
         return ExitCode::from(2);
     }
+    if let Some(Command::DropVersion { group, version, kind }) = &command {
+        let drop = scaffold::DropVersion::new(group, version, kind);
+        return scaffold_and_format(&config_path, scaffold::plan_drop(&config_path, &drop));
+    }
     if let Some(Command::NewKind {
         group,
         version,
@@ -111,6 +135,7 @@ pub fn main() -> ExitCode {
         owns,
         watches,
         field,
+        hub,
     }) = command
     {
         if let Some(for_kind) = for_kind {
@@ -133,6 +158,7 @@ pub fn main() -> ExitCode {
             owns,
             watches,
             fields: field,
+            hub,
         };
         return scaffold_and_format(&config_path, scaffold::plan(&config_path, &new));
     }
@@ -228,23 +254,28 @@ fn scaffold_and_format(config_path: &Path, planned: Result<scaffold::Plan, crate
         let verb = if file.created { "created" } else { "edited" };
         eprintln!("{verb} {}", shown(&file.path).display());
     }
-    // The templates follow rustfmt's defaults; the project's rustfmt.toml and
-    // edition have the last word, so the new files pass `cargo fmt --check`.
-    let mut fmt = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    fmt.arg("fmt");
-    for package in &plan.packages {
-        fmt.args(["--package", package]);
+    for path in &plan.removed {
+        eprintln!("removed {}", shown(path).display());
     }
-    let dir = config_path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    match fmt.current_dir(dir).status() {
-        Ok(status) if status.success() => {}
-        Ok(_) | Err(_) => eprintln!(
-            "warning: `cargo fmt --package {}` failed; format the new files before committing",
-            plan.packages.join(" --package ")
-        ),
+    if !plan.packages.is_empty() {
+        // The templates follow rustfmt's defaults; the project's rustfmt.toml and
+        // edition have the last word, so the new files pass `cargo fmt --check`.
+        let mut fmt = std::process::Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+        fmt.arg("fmt");
+        for package in &plan.packages {
+            fmt.args(["--package", package]);
+        }
+        let dir = config_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        match fmt.current_dir(dir).status() {
+            Ok(status) if status.success() => {}
+            Ok(_) | Err(_) => eprintln!(
+                "warning: `cargo fmt --package {}` failed; format the new files before committing",
+                plan.packages.join(" --package ")
+            ),
+        }
     }
     println!("{}", plan.summary);
     ExitCode::SUCCESS

@@ -31,9 +31,12 @@ use crate::model::{Scope, pluralize};
 use crate::scan::{self, KindPlan, group_module};
 use crate::stage;
 
+mod drop;
 mod fields;
 mod relations;
 mod version;
+
+pub use drop::{DropVersion, plan_drop};
 
 /// The longest `spec.description` the scaffolded kind accepts.
 const MAX_DESCRIPTION: usize = 256;
@@ -57,6 +60,9 @@ pub struct NewKind {
     /// Its spec's fields, `NAME:TYPE` (`replicas:int32`); none gives one
     /// example field, `description`.
     pub fields: Vec<String>,
+    /// For a new version of a kind with one version: the new version becomes
+    /// the hub, stored and reconciled, and the old one its spoke.
+    pub hub: bool,
 }
 
 /// A controller for a kind that is not new: a Kubernetes kind, as
@@ -77,6 +83,8 @@ pub struct NewController {
 pub struct Plan {
     /// The files in the order they are reported.
     pub files: Vec<PlannedFile>,
+    /// Files and folders to remove once the files are written.
+    pub removed: Vec<PathBuf>,
     /// The Cargo packages that hold them, to format afterwards with the
     /// project's own rustfmt settings.
     pub packages: Vec<String>,
@@ -96,9 +104,28 @@ pub struct PlannedFile {
 }
 
 impl Plan {
-    /// Writes every file, all or none.
+    /// Writes every file, all or none, then removes what goes.
+    ///
+    /// # Errors
+    ///
+    /// A file could not be written (then none is), or one to remove could
+    /// not be (then the files are written, and the error names it).
     pub fn write(&self) -> Result<(), Error> {
-        stage::write_all(self.files.iter().map(|f| (f.path.as_path(), f.content.as_str())))
+        stage::write_all(self.files.iter().map(|f| (f.path.as_path(), f.content.as_str())))?;
+        for path in &self.removed {
+            let removed = if path.is_dir() {
+                std::fs::remove_dir_all(path)
+            } else {
+                std::fs::remove_file(path)
+            };
+            removed.map_err(|e| {
+                Error::one(Diagnostic::file(
+                    path,
+                    format!("cannot remove ({e}); the other changes are made: remove it by hand"),
+                ))
+            })?;
+        }
+        Ok(())
     }
 }
 
@@ -239,6 +266,16 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
         .find(|k| k.hub)
         .or_else(|| versions.iter().find(|k| k.storage))
         .or(versions.first());
+    if new.hub && hub.is_none() {
+        return Err(Error::one(Diagnostic::file(
+            config_path,
+            format!(
+                "--hub makes a new version of an existing kind its hub, and {} has no version yet; \
+                 start it without --hub",
+                new.kind
+            ),
+        )));
+    }
     if let Some(hub) = hub {
         if !new.owns.is_empty() || !new.watches.is_empty() || !new.fields.is_empty() {
             return Err(Error::one(Diagnostic::file(
@@ -257,6 +294,20 @@ pub fn plan(config_path: &Path, new: &NewKind) -> Result<Plan, Error> {
             config: &config,
             paths: &paths,
         };
+        if new.hub {
+            return match versions.as_slice() {
+                [only] => plan_new_hub(&repo, new, &names, &api, only),
+                _ => Err(Error::one(Diagnostic::file(
+                    config_path,
+                    format!(
+                        "{} has {} versions; --hub makes a new version the hub of a kind with one. Move the \
+                         `hub` marker by hand, and each spoke's Convertible to the new hub",
+                        new.kind,
+                        versions.len()
+                    ),
+                ))),
+            };
+        }
         return plan_version(&repo, new, &names, &api, hub);
     }
     let relations = Relations::resolve(&new.owns, &new.watches, &scanned, config_path)?;
@@ -363,6 +414,7 @@ pub fn plan_controller(config_path: &Path, new: &NewController) -> Result<Plan, 
     files.edit(config_path.to_path_buf(), relations.externals(&toml));
     Ok(Plan {
         files: files.0,
+        removed: Vec::new(),
         packages: vec![reconcilers_package],
         summary: format!(
             "started a controller of {} ({}); now run hack/update-codegen.sh, then cargo test --workspace",
@@ -472,6 +524,7 @@ fn plan_kind(
     packages.dedup();
     Ok(Plan {
         files: files.0,
+        removed: Vec::new(),
         packages,
         summary: format!(
             "started {} ({}/{}); now run hack/update-codegen.sh, then cargo test --workspace",
@@ -692,6 +745,7 @@ fn plan_version(
     }
     Ok(Plan {
         files: files.0,
+        removed: Vec::new(),
         packages: vec![package_name(&api.dir)?, package_name(&repo.paths.reconcilers)?],
         summary: format!(
             "started version {} of {kind} ({}), with its own copy of the fields of {} and a conversion to \
@@ -700,6 +754,213 @@ fn plan_version(
             new.version, new.group, hub.version
         ),
     })
+}
+
+/// A new version that becomes the kind's hub (`--hub`), as a kind's newest
+/// version usually is: it takes the old version's types (its copy of the
+/// file, marked `hub`, so stored), its lifecycle, defaults and validation,
+/// and its reconciler, whose paths move to it. The old version keeps its
+/// types and hooks, loses `hub`, `storage` and `#[genreconciler]`, and
+/// gains its conversion to and from the new hub, field by field.
+fn plan_new_hub(
+    repo: &Repo<'_>,
+    new: &NewKind,
+    names: &Names,
+    api: &ApiTarget,
+    old: &KindPlan,
+) -> Result<Plan, Error> {
+    let (snake, kind) = (&names.snake, &new.kind);
+    let old_dir = old.source.parent().unwrap_or(Path::new("")).to_path_buf();
+    let old_api = old
+        .rust_path
+        .rsplit_once("::")
+        .map_or("", |(module, _)| module)
+        .to_owned();
+    let new_api = api.module.clone();
+    let types = read(&old.source)?;
+    let new_types = hub_types(&types, old, kind, &new.version)?;
+    let mut files = Files::default();
+    files.create(api.dir.join(format!("{snake}_types.rs")), new_types)?;
+    let mut module_lines = vec![format!("mod {snake}_types;")];
+    for companion in ["lifecycle", "defaults", "validation"] {
+        let file = old_dir.join(format!("{snake}_{companion}.rs"));
+        if file.is_file() {
+            files.create(api.dir.join(format!("{snake}_{companion}.rs")), read(&file)?)?;
+            module_lines.push(format!("mod {snake}_{companion};"));
+        }
+    }
+    module_lines.sort();
+    let use_lines: Vec<String> = read(&module_file(&old_dir)?)?
+        .lines()
+        .filter(|line| line.starts_with(&format!("pub use {snake}_")))
+        .map(str::to_owned)
+        .collect();
+    register_module(
+        &mut files,
+        api,
+        &module_lines,
+        &use_lines,
+        new,
+        repo.config_path,
+        repo.root,
+    )?;
+
+    demote_to_spoke(&mut files, api, old, new, names, &types)?;
+    copy_sample(repo, &mut files, names, old, &new.version)?;
+    let reconcilers_dir = repo.root.join(&repo.paths.reconcilers);
+    let moved = move_reconciler(repo, &mut files, names, old, (&old_api, &new_api), &new.version)?;
+    let role_note = grant_crd_to_webhook(repo, &mut files, &format!("{}.{}", old.plural, old.group))?;
+    let round_trips = reconcilers_dir.join("tests/conversion.rs");
+    if !round_trips.exists() {
+        files.create(round_trips, ROUND_TRIPS_TEST.to_owned())?;
+    }
+    let moved_note = match moved.as_slice() {
+        [] => format!(
+            " No reconciler names {kind} {}: point yours at {new_api}.",
+            old.version
+        ),
+        moved => format!(
+            " The reconciler reads {} now ({}).",
+            new.version,
+            moved.join(", ")
+        ),
+    };
+    Ok(Plan {
+        files: files.0,
+        removed: Vec::new(),
+        packages: vec![
+            package_name(&api.dir)?,
+            package_name(&reconcilers_dir.join("src"))?,
+        ],
+        summary: format!(
+            "started version {} of {kind} ({}) as its hub, stored and reconciled, with a copy of the fields \
+             of {}, which converts to and from it.{moved_note} Now run hack/update-codegen.sh, then cargo \
+             test --workspace.{role_note}",
+            new.version, new.group, old.version
+        ),
+    })
+}
+
+/// The old version's types file, in the new version and marked `hub`.
+fn hub_types(types: &str, old: &KindPlan, kind: &str, new_version: &str) -> Result<String, Error> {
+    let at_old = |message: String| Error::one(Diagnostic::file(&old.source, message));
+    let retargeted = version::in_version(types, kind, &old.version, new_version).ok_or_else(|| {
+        at_old(format!(
+            "cannot find `version = \"{}\"` in the #[kind(...)] of {kind} to copy it to {new_version}",
+            old.version
+        ))
+    })?;
+    if old.hub {
+        return Ok(retargeted);
+    }
+    version::with_hub_marker(&retargeted, kind)
+        .ok_or_else(|| at_old(format!("cannot find the #[kind(...)] of {kind} to add `hub` to")))
+}
+
+/// The kind's example object in the new version too: the same fields, for
+/// now.
+fn copy_sample(
+    repo: &Repo<'_>,
+    files: &mut Files,
+    names: &Names,
+    old: &KindPlan,
+    version: &str,
+) -> Result<(), Error> {
+    let samples = repo.root.join(&repo.paths.samples);
+    let sample = |v: &str| samples.join(format!("{}_{v}_{}.yaml", names.group_module, names.module));
+    let old_sample = sample(&old.version);
+    if old_sample.is_file() {
+        let text = read(&old_sample)?.replace(
+            &format!("apiVersion: {}/{}", old.group, old.version),
+            &format!("apiVersion: {}/{version}", old.group),
+        );
+        files.create(sample(version), text)?;
+    }
+    Ok(())
+}
+
+/// Makes the old version a spoke of the new hub: no `hub`, `storage` or
+/// `#[genreconciler]`, and its conversion to and from the hub beside it.
+/// It keeps its own defaults and validation.
+fn demote_to_spoke(
+    files: &mut Files,
+    api: &ApiTarget,
+    old: &KindPlan,
+    new: &NewKind,
+    names: &Names,
+    types: &str,
+) -> Result<(), Error> {
+    let at_old = |message: String| Error::one(Diagnostic::file(&old.source, message));
+    let (snake, kind) = (&names.snake, &new.kind);
+    let old_dir = old.source.parent().unwrap_or(Path::new("")).to_path_buf();
+    let old_module_file = module_file(&old_dir)?;
+    let old_module = read(&old_module_file)?;
+    let new_api = &api.module;
+    files.edit(old.source.clone(), version::as_spoke(types, kind));
+    let mut hub = old.clone();
+    hub.version.clone_from(&new.version);
+    // The spoke keeps its own defaults and validation.
+    (hub.defaulted, hub.validated) = (false, false);
+    let new_api_in_crate = match new_api.strip_prefix(&format!("{}::", api.krate.replace('-', "_"))) {
+        Some(inner) => format!("crate::{inner}"),
+        None => new_api.clone(),
+    };
+    let hub_path: syn::Path = syn::parse_str(&new_api_in_crate)
+        .map_err(|e| at_old(format!("the module path {new_api_in_crate} does not parse: {e}")))?;
+    let copied = version::HubFile::read(old).map_err(at_old)?;
+    files.create(
+        old_dir.join(format!("{snake}_conversion.rs")),
+        copied.conversion_file(&hub, &hub_path, &old.version),
+    )?;
+    files.edit(
+        old_module_file.clone(),
+        insert_sorted_items(
+            &old_module,
+            &old_module_file,
+            &[format!("mod {snake}_conversion;")],
+            ItemKind::Mod,
+        )?,
+    );
+
+    Ok(())
+}
+
+/// Points the kind's reconciler and its table test at the new hub; the
+/// files it changed, relative to the repository.
+fn move_reconciler(
+    repo: &Repo<'_>,
+    files: &mut Files,
+    names: &Names,
+    old: &KindPlan,
+    (old_api, new_api): (&str, &str),
+    new_version: &str,
+) -> Result<Vec<String>, Error> {
+    let generated_crate = rust_name(&package_name(&repo.config.output)?);
+    let generated = |version: &str| format!("{generated_crate}::{}::{version}::", names.group_module);
+    let reconcilers_dir = repo.root.join(&repo.paths.reconcilers);
+    let mut moved = Vec::new();
+    for file in [
+        reconcilers_dir.join(format!("src/{}.rs", names.module)),
+        reconcilers_dir.join(format!("tests/tables/{}.rs", names.module)),
+        reconcilers_dir.join(format!("tests/{}.rs", names.module)),
+    ] {
+        if !file.is_file() {
+            continue;
+        }
+        let text = read(&file)?;
+        let edited = text
+            .replace(&format!("{old_api}::"), &format!("{new_api}::"))
+            .replace(&generated(&old.version), &generated(new_version))
+            .replace(
+                &format!("`{}/{}`", old.group, old.version),
+                &format!("`{}/{}`", old.group, new_version),
+            );
+        if edited != text {
+            moved.push(relative(&file, repo.root));
+            files.edit(file, edited);
+        }
+    }
+    Ok(moved)
 }
 
 /// Adds the CRD `crd` to the webhook's ClusterRole beside the samples
@@ -1286,6 +1547,7 @@ mod tests {
             owns: Vec::new(),
             watches: Vec::new(),
             fields: Vec::new(),
+            hub: false,
         }
     }
 

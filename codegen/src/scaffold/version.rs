@@ -378,6 +378,70 @@ pub(super) fn with_hub_marker(text: &str, kind: &str) -> Option<String> {
     Some(out)
 }
 
+/// The span of the `#[kind(...)]` attribute of `kind` in `text`, from `#[`
+/// to its closing `)]`, as written by hand or by the scaffold.
+fn kind_attribute(text: &str, kind: &str) -> Option<std::ops::Range<usize>> {
+    let at = text.find(&format!("pub struct {kind} {{"))?;
+    let start = text[..at].rfind("#[kind(")?;
+    let end = start + text[start..at].find(")]")? + 2;
+    Some(start..end)
+}
+
+/// `text` (a kind's types file) with the kind's `#[kind(...)]` naming
+/// version `new` instead of `old`; `None` when it does not name `old`.
+pub(super) fn in_version(text: &str, kind: &str, old: &str, new: &str) -> Option<String> {
+    let span = kind_attribute(text, kind)?;
+    let attribute = &text[span.clone()];
+    let (from, to) = (format!("version = \"{old}\""), format!("version = \"{new}\""));
+    if !attribute.contains(&from) {
+        return None;
+    }
+    Some(format!(
+        "{}{}{}",
+        &text[..span.start],
+        attribute.replacen(&from, &to, 1),
+        &text[span.end..]
+    ))
+}
+
+/// `text` (a kind's types file) with no `hub` in the kind's `#[kind(...)]`:
+/// a kind left with one version converts nothing.
+pub(super) fn without_hub_marker(text: &str, kind: &str) -> String {
+    match kind_attribute(text, kind) {
+        Some(span) => {
+            let attribute = text[span.clone()].replace("hub, ", "").replace(", hub", "");
+            format!("{}{attribute}{}", &text[..span.start], &text[span.end..])
+        }
+        None => text.to_owned(),
+    }
+}
+
+/// `text` (a kind's types file) as a spoke's: the kind's `#[kind(...)]`
+/// without `hub` and `storage`, and no `#[genreconciler]`, which go with
+/// the hub.
+pub(super) fn as_spoke(text: &str, kind: &str) -> String {
+    let unmarked = without_hub_marker(text, kind);
+    let mut out = match kind_attribute(&unmarked, kind) {
+        Some(span) => {
+            let attribute = unmarked[span.clone()]
+                .replace("storage, ", "")
+                .replace(", storage", "");
+            format!("{}{attribute}{}", &unmarked[..span.start], &unmarked[span.end..])
+        }
+        None => unmarked,
+    };
+    if let Some(at) = out.find(&format!("pub struct {kind} {{")) {
+        let head = &out[..at];
+        if let Some(line_start) = head.rfind("#[genreconciler") {
+            let line_end = head[line_start..].find('\n').map_or(at, |n| line_start + n + 1);
+            if head[line_start..line_end].trim_end().ends_with(']') {
+                out.replace_range(line_start..line_end, "");
+            }
+        }
+    }
+    out
+}
+
 /// `role` (the webhook's ClusterRole manifest) with the rule the
 /// `conversionwebhook` reconciler needs to keep the CRD `crd` pointed at the
 /// webhook: the name added to an existing rule on CRDs, else a new rule at
@@ -443,5 +507,19 @@ mod tests {
             "{marked}"
         );
         assert_eq!(with_hub_marker(text, "Gadget"), None);
+    }
+
+    #[test]
+    fn a_new_hub_takes_the_kinds_file_in_its_version_and_the_old_one_becomes_a_spoke() {
+        let text = "#[derive(Kind)]\n#[kind(hub, group = \"a.b\", version = \"v1alpha1\", namespaced, storage)]\n\
+                    #[genclient]\n#[genreconciler]\npub struct Widget {\n}\n";
+        let copied = in_version(text, "Widget", "v1alpha1", "v1beta1").unwrap();
+        assert!(copied.contains("version = \"v1beta1\""), "{copied}");
+        assert_eq!(in_version(text, "Widget", "v1", "v2"), None);
+        let spoke = as_spoke(text, "Widget");
+        assert_eq!(
+            spoke,
+            "#[derive(Kind)]\n#[kind(group = \"a.b\", version = \"v1alpha1\", namespaced)]\n#[genclient]\npub struct Widget {\n}\n"
+        );
     }
 }

@@ -46,6 +46,7 @@ pub(crate) const SHARED: &[(&str, &str)] = templates!("shared":
     "clippy.toml",
     "rustfmt.toml",
     "hack/new-kind.sh",
+    "hack/drop-version.sh",
     "hack/update-codegen.sh",
     "hack/verify-codegen.sh",
     "hack/run-local.sh",
@@ -357,6 +358,11 @@ pub(crate) struct CreateApi {
     /// one example field, `description`.
     #[arg(long, value_name = "NAME:TYPE")]
     field: Vec<String>,
+    /// For a new version of a kind with one version: the new version
+    /// becomes the hub (stored, and the one its reconciler reads), and the
+    /// old one a spoke converting to and from it.
+    #[arg(long)]
+    hub: bool,
     #[command(flatten)]
     relations: Relations,
 }
@@ -410,6 +416,9 @@ pub(crate) fn create_api(request: &CreateApi) -> Result<(), String> {
     }
     for field in &request.field {
         args.extend(["--field".to_owned(), field.clone()]);
+    }
+    if request.hub {
+        args.push("--hub".to_owned());
     }
     args.extend(request.relations.args());
     new_kind(&args)

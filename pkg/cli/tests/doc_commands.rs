@@ -352,22 +352,24 @@ fn check_script(root: &Path, script: &str, args: &[String]) -> Vec<String> {
             "{script} exists neither here nor in a project `kinject init` writes"
         )];
     }
-    if script != "hack/new-kind.sh" {
-        return Vec::new();
-    }
+    let subcommand = match script {
+        "hack/new-kind.sh" => "new-kind",
+        "hack/drop-version.sh" => "drop-version",
+        _ => return Vec::new(),
+    };
     let generator = || {
         let mut command = Command::new(env!("CARGO"));
         copies::without_test_environment(&mut command)
-            .args(["run", "--quiet", "--offline", "-p", "codegen", "--", "new-kind"])
+            .args(["run", "--quiet", "--offline", "-p", "codegen", "--", subcommand])
             .current_dir(root);
         command
     };
     match help_of(&generator, &[]) {
         Ok((help, _)) => unknown_flags(&help, args)
             .into_iter()
-            .map(|flag| format!("`{flag}` is not in `codegen new-kind --help`"))
+            .map(|flag| format!("`{flag}` is not in `codegen {subcommand} --help`"))
             .collect(),
-        Err(e) => vec![format!("codegen new-kind --help failed: {e}")],
+        Err(e) => vec![format!("codegen {subcommand} --help failed: {e}")],
     }
 }
 
