@@ -806,7 +806,7 @@ fn plan_new_hub(
     )?;
 
     demote_to_spoke(&mut files, api, old, new, names, &types)?;
-    copy_sample(repo, &mut files, names, old, &new.version)?;
+    let moved_sample = move_sample(repo, &mut files, names, old, &new.version)?;
     let reconcilers_dir = repo.root.join(&repo.paths.reconcilers);
     let moved = move_reconciler(repo, &mut files, names, old, (&old_api, &new_api), &new.version)?;
     let role_note = grant_crd_to_webhook(repo, &mut files, &format!("{}.{}", old.plural, old.group))?;
@@ -827,7 +827,7 @@ fn plan_new_hub(
     };
     Ok(Plan {
         files: files.0,
-        removed: Vec::new(),
+        removed: moved_sample.into_iter().collect(),
         packages: vec![
             package_name(&api.dir)?,
             package_name(&reconcilers_dir.join("src"))?,
@@ -857,15 +857,16 @@ fn hub_types(types: &str, old: &KindPlan, kind: &str, new_version: &str) -> Resu
         .ok_or_else(|| at_old(format!("cannot find the #[kind(...)] of {kind} to add `hub` to")))
 }
 
-/// The kind's example object in the new version too: the same fields, for
-/// now.
-fn copy_sample(
+/// The kind's example object moves to the new version (the same fields,
+/// for now; one object of one name, as a cluster holds it); the old file,
+/// to remove.
+fn move_sample(
     repo: &Repo<'_>,
     files: &mut Files,
     names: &Names,
     old: &KindPlan,
     version: &str,
-) -> Result<(), Error> {
+) -> Result<Option<PathBuf>, Error> {
     let samples = repo.root.join(&repo.paths.samples);
     let sample = |v: &str| samples.join(format!("{}_{v}_{}.yaml", names.group_module, names.module));
     let old_sample = sample(&old.version);
@@ -875,8 +876,9 @@ fn copy_sample(
             &format!("apiVersion: {}/{version}", old.group),
         );
         files.create(sample(version), text)?;
+        return Ok(Some(old_sample));
     }
-    Ok(())
+    Ok(None)
 }
 
 /// Makes the old version a spoke of the new hub: no `hub`, `storage` or

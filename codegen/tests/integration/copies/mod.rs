@@ -503,17 +503,17 @@ pub(crate) fn tutorial_commands(marker: &str) -> Vec<String> {
     commands
 }
 
-/// The Rust blocks of `docs/tutorial.md` marked
-/// `<!-- tested: replaces an item of PATH -->`, in order, each with its path.
-pub(crate) fn tutorial_rust_blocks() -> Vec<(String, String)> {
-    const MARKER: &str = "<!-- tested: replaces an item of ";
+/// The Rust blocks of `docs/tutorial.md` marked `<marker>PATH -->`
+/// (`<!-- tested: replaces an item of PATH -->`), in order, each with its
+/// path.
+pub(crate) fn tutorial_rust_blocks(marker: &str) -> Vec<(String, String)> {
     let text = std::fs::read_to_string(repo_root().join("docs/tutorial.md")).unwrap();
     let mut blocks = Vec::new();
     let mut lines = text.lines();
     while let Some(line) = lines.next() {
         let Some(path) = line
             .trim()
-            .strip_prefix(MARKER)
+            .strip_prefix(marker)
             .and_then(|rest| rest.strip_suffix(" -->"))
         else {
             continue;
@@ -526,7 +526,10 @@ pub(crate) fn tutorial_rust_blocks() -> Vec<(String, String)> {
         let code: Vec<&str> = lines.by_ref().take_while(|l| l.trim() != "```").collect();
         blocks.push((path.to_owned(), code.join("\n") + "\n"));
     }
-    assert!(!blocks.is_empty(), "docs/tutorial.md has no tested Rust item");
+    assert!(
+        !blocks.is_empty(),
+        "docs/tutorial.md has no Rust item marked {marker}"
+    );
     blocks
 }
 
@@ -555,6 +558,13 @@ pub(crate) fn replace_item(source: &str, block: &str) -> String {
         let above = lines[start - 1].trim_start();
         if above.starts_with("///") || above.starts_with("#[") {
             start -= 1;
+        } else if above.starts_with(")]")
+            && let Some(open) = lines[..start - 1]
+                .iter()
+                .rposition(|l| l.trim_start().starts_with("#["))
+        {
+            // The end of an attribute over several lines (`#[rule(`).
+            start = open;
         } else {
             break;
         }
