@@ -3,9 +3,12 @@
 //! storage version and in the other version, whose every object testenv
 //! converts with the CRD's registered `Converter` (here a count that one
 //! version keeps as a number and the other as text, as a webhook converts a
-//! field of another shape). Rounds alternate, and the best of each is shown.
+//! field of another shape). With `--webhook`, testenv asks the CRD's webhook
+//! instead, over HTTPS, as kube-apiserver does: one `ConversionReview` of the
+//! whole list, answered with the same conversion by a server in this
+//! process. Rounds alternate, and the best of each is shown.
 //!
-//! `cargo run --release -p kinject-testenv --example converted-list -- --objects 10000 --rounds 5`
+//! `cargo run --release -p kinject-testenv --example converted-list -- --objects 10000 --rounds 5 [--webhook]`
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -29,6 +32,37 @@ struct Args {
     /// Lists per version, alternating.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
+    /// Convert through the CRD's webhook over HTTPS, not in process.
+    #[arg(long)]
+    webhook: bool,
+}
+
+// The HTTPS review server of testenv's own tests.
+#[path = "../tests/integration/common/review_server.rs"]
+#[allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared with the tests, which use all of it"
+)]
+mod review_server;
+
+/// A conversion webhook's answer to `review`, converting with `converter`.
+fn answer(review: &Value, converter: &dyn Converter) -> Value {
+    let request = &review["request"];
+    let to = request["desiredAPIVersion"].as_str().unwrap_or_default();
+    let converted: Result<Vec<Value>, String> = request["objects"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|o| converter.convert(o, to))
+        .collect();
+    let response = match converted {
+        Ok(objects) => {
+            json!({"uid": request["uid"], "convertedObjects": objects, "result": {"status": "Success"}})
+        }
+        Err(e) => json!({"uid": request["uid"], "result": {"status": "Failure", "message": e}}),
+    };
+    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
 }
 
 /// `v1` (stored) keeps `spec.replicas` as a number, `v1alpha1` as text.
@@ -65,9 +99,23 @@ fn api(env: &TestEnv, version: &str) -> Api<DynamicObject> {
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
-    let env = TestEnv::builder()
-        .converter("widgets.tutorial.example.com", Arc::new(ReplicasAsText))
-        .build();
+    let (env, ca_bundle) = if args.webhook {
+        let server = review_server::ReviewServer::start("webhook.default.svc", |review| {
+            answer(review, &ReplicasAsText)
+        })
+        .await;
+        let env = TestEnv::new();
+        env.route_service("default", "webhook", 443, server.addr);
+        let ca_bundle = server.ca_bundle();
+        // The server answers as long as the process lives.
+        std::mem::forget(server);
+        (env, ca_bundle)
+    } else {
+        let env = TestEnv::builder()
+            .converter("widgets.tutorial.example.com", Arc::new(ReplicasAsText))
+            .build();
+        (env, String::new())
+    };
     let schema = json!({"openAPIV3Schema": {"type": "object", "properties": {"spec": {"type": "object",
         "properties": {"replicas": {"x-kubernetes-int-or-string": true}, "zone": {"type": "string"},
                        "image": {"type": "string"}}}}}});
@@ -78,7 +126,7 @@ async fn main() {
             "group": "tutorial.example.com", "scope": "Namespaced",
             "names": {"kind": "Widget", "listKind": "WidgetList", "plural": "widgets", "singular": "widget"},
             "conversion": {"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
-                "clientConfig": {"service": {"name": "webhook", "namespace": "default"}}}},
+                "clientConfig": {"caBundle": ca_bundle, "service": {"name": "webhook", "namespace": "default"}}}},
             "versions": [
                 {"name": "v1", "served": true, "storage": true, "schema": schema},
                 {"name": "v1alpha1", "served": true, "storage": false, "schema": schema},
@@ -108,11 +156,16 @@ async fn main() {
         }
     }
     println!(
-        "{} objects listed, best of {}: in the storage version (v1) {:.1?}, in v1alpha1 (each converted) {:.1?}: \
+        "{} objects listed, best of {}: in the storage version (v1) {:.1?}, in v1alpha1 (each converted {}) {:.1?}: \
          {:.2}x, {:.2} µs more per object",
         args.objects,
         args.rounds,
         best[0],
+        if args.webhook {
+            "by the webhook, in one review"
+        } else {
+            "in process"
+        },
         best[1],
         best[1].as_secs_f64() / best[0].as_secs_f64(),
         (best[1].as_secs_f64() - best[0].as_secs_f64()) * 1e6 / args.objects as f64,

@@ -118,13 +118,36 @@ impl Converter for WebhookConverter {
     }
 }
 
-/// The part of an object a conversion webhook may change.
+/// The part of an object a conversion webhook may change, as text: written
+/// from the object as it is, since a list asks for thousands.
 fn answer_key(object: &Value) -> String {
-    let mut key = object.clone();
-    if let Some(meta) = key.get_mut("metadata").and_then(Value::as_object_mut) {
-        meta.retain(|k, _| k == "labels" || k == "annotations");
+    serde_json::to_string(&KeyView(object)).unwrap_or_default()
+}
+
+/// An object without the metadata a conversion cannot change.
+struct KeyView<'a>(&'a Value);
+
+impl serde::Serialize for KeyView<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        let Value::Object(fields) = self.0 else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(Some(fields.len()))?;
+        for (name, value) in fields {
+            match (name.as_str(), value) {
+                ("metadata", Value::Object(meta)) => {
+                    let kept: serde_json::Map<String, Value> = ["labels", "annotations"]
+                        .into_iter()
+                        .filter_map(|k| meta.get(k).map(|v| (k.to_owned(), v.clone())))
+                        .collect();
+                    map.serialize_entry(name, &kept)?;
+                }
+                _ => map.serialize_entry(name, value)?,
+            }
+        }
+        map.end()
     }
-    key.to_string()
 }
 
 /// The webhook's answer with the input's metadata, but for the labels and
@@ -233,6 +256,16 @@ mod tests {
             json!({"apiVersion": "g/v2", "kind": "W",
                 "metadata": {"name": "w", "uid": "u", "resourceVersion": "7", "annotations": {"b": "2"}},
                 "spec": {"y": 1}})
+        );
+    }
+
+    #[test]
+    fn the_key_of_an_answer_leaves_out_what_a_conversion_cannot_change() {
+        let object = json!({"kind": "W", "metadata": {"name": "w", "resourceVersion": "7",
+            "labels": {"a": "1"}}, "spec": {"x": 1}});
+        assert_eq!(
+            answer_key(&object),
+            r#"{"kind":"W","metadata":{"labels":{"a":"1"}},"spec":{"x":1}}"#
         );
     }
 

@@ -117,18 +117,21 @@ async fn convert(
         return all_failed("no supported conversion review versions".to_owned());
     };
     let uid = crate::names::random_uuid().to_string();
-    // kube-apiserver sends the review with an empty response in it.
-    let review = json!({
-        "kind": "ConversionReview",
-        "apiVersion": format!("apiextensions.k8s.io/{review_version}"),
-        "request": {"uid": uid, "desiredAPIVersion": to, "objects": objects},
-        "response": {"uid": "", "convertedObjects": null, "result": {"metadata": {}}},
-    });
+    let review = Review {
+        kind: "ConversionReview",
+        api_version: format!("apiextensions.k8s.io/{review_version}"),
+        request: Request {
+            uid: &uid,
+            desired_api_version: to,
+            objects,
+        },
+        response: json!({"uid": "", "convertedObjects": null, "result": {"metadata": {}}}),
+    };
     let answer = match webhook_client::call(&webhook.client, TIMEOUT, routes, &review).await {
         Ok(answer) => answer,
         Err(CallError::Unreached(why) | CallError::Answered(why)) => return all_failed(why),
     };
-    let converted = match converted_objects(&answer, review_version, &uid) {
+    let converted = match converted_objects(answer, review_version, &uid) {
         Ok(converted) => converted,
         Err(why) => return all_failed(why),
     };
@@ -159,13 +162,33 @@ async fn convert(
         .collect()
 }
 
+/// The review kube-apiserver sends, written straight from the objects: a
+/// list's review holds thousands. It carries an empty response, as
+/// kube-apiserver's does.
+#[derive(serde::Serialize)]
+struct Review<'a> {
+    kind: &'static str,
+    #[serde(rename = "apiVersion")]
+    api_version: String,
+    request: Request<'a>,
+    response: Value,
+}
+
+#[derive(serde::Serialize)]
+struct Request<'a> {
+    uid: &'a str,
+    #[serde(rename = "desiredAPIVersion")]
+    desired_api_version: &'a str,
+    objects: &'a [&'a Value],
+}
+
 /// The response's `convertedObjects`, checked as kube-apiserver checks a
 /// review (a `v1beta1` one was never checked for its kind and uid).
-fn converted_objects(answer: &Value, review_version: &str, uid: &str) -> Result<Vec<Value>, String> {
+fn converted_objects(mut answer: Value, review_version: &str, uid: &str) -> Result<Vec<Value>, String> {
     let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
     if review_version == "v1" {
         let expected = "apiextensions.k8s.io/v1, Kind=ConversionReview";
-        let got = format!("{}, Kind={}", text(answer, "apiVersion"), text(answer, "kind"));
+        let got = format!("{}, Kind={}", text(&answer, "apiVersion"), text(&answer, "kind"));
         if got != expected {
             return Err(format!("expected webhook response of {expected}, got {got}"));
         }
@@ -187,11 +210,10 @@ fn converted_objects(answer: &Value, review_version: &str, uid: &str) -> Result<
             _ => format!("response.result.status was '{status}', not 'Success'"),
         });
     }
-    Ok(response
-        .get("convertedObjects")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default())
+    match answer.pointer_mut("/response/convertedObjects").map(Value::take) {
+        Some(Value::Array(objects)) => Ok(objects),
+        _ => Ok(Vec::new()),
+    }
 }
 
 /// What kube-apiserver requires of a converted object: the version asked
@@ -258,16 +280,16 @@ mod tests {
     fn a_response_is_checked_before_its_objects_are_read() {
         let ok = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": "1", "result": {"status": "Success"}, "convertedObjects": [{}]}});
-        assert_eq!(converted_objects(&ok, "v1", "1"), Ok(vec![json!({})]));
+        assert_eq!(converted_objects(ok.clone(), "v1", "1"), Ok(vec![json!({})]));
         assert_eq!(
-            converted_objects(&ok, "v1", "2"),
+            converted_objects(ok, "v1", "2"),
             Err("expected response.uid=\"2\", got \"1\"".to_owned())
         );
         let failed = json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview",
             "response": {"uid": "1", "result": {"status": "Failure", "message": "no"}}});
-        assert_eq!(converted_objects(&failed, "v1", "1"), Err("no".to_owned()));
+        assert_eq!(converted_objects(failed, "v1", "1"), Err("no".to_owned()));
         assert_eq!(
-            converted_objects(&json!({}), "v1beta1", "1"),
+            converted_objects(json!({}), "v1beta1", "1"),
             Err("no response provided".to_owned())
         );
     }

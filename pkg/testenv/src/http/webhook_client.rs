@@ -99,7 +99,7 @@ pub(crate) async fn call(
     client: &Value,
     timeout: Duration,
     routes: &[ServiceRoute],
-    review: &Value,
+    review: &impl serde::Serialize,
 ) -> Result<Value, CallError> {
     let ep = endpoint(client, timeout, routes).map_err(CallError::Unreached)?;
     let failed = |why: String| format!("Post \"{}\": {why}", ep.url);
