@@ -300,10 +300,25 @@ async fn each_version_sees_the_others_writes(env: &TestEnv, tag: &str) {
         again.metadata.resource_version
     );
 
+    // Server-side apply in the other version: its fields, converted.
+    let applied = v1alpha1
+        .patch(
+            "w",
+            &PatchParams::apply("tutorial").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "tutorial.example.com/v1alpha1", "kind": "Widget",
+                "metadata": {"name": "w"}, "spec": {"replicas": "8"}}),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(replicas(&applied), json!("8"));
+    assert_eq!(replicas(&v1.get("w").await.unwrap()), json!(8));
+
     let listed = v1alpha1.list(&ListParams::default()).await.unwrap();
     assert_eq!(
         listed.items.iter().map(replicas).collect::<Vec<_>>(),
-        [json!("7")]
+        [json!("8")]
     );
     let mut events = v1alpha1
         .watch(&WatchParams::default(), "0")
@@ -311,7 +326,7 @@ async fn each_version_sees_the_others_writes(env: &TestEnv, tag: &str) {
         .unwrap()
         .boxed();
     match events.next().await.unwrap().unwrap() {
-        WatchEvent::Added(o) => assert_eq!(replicas(&o), json!("7")),
+        WatchEvent::Added(o) => assert_eq!(replicas(&o), json!("8")),
         other => panic!("{other:?}"),
     }
 
@@ -349,8 +364,8 @@ async fn kubectl_reads_either_version(env: &TestEnv, tag: &str) {
         cache: dir.join("cache"),
     };
     for (resource, shown) in [
-        ("widgets.v1alpha1.tutorial.example.com", json!("7")),
-        ("widgets.v1.tutorial.example.com", json!(7)),
+        ("widgets.v1alpha1.tutorial.example.com", json!("8")),
+        ("widgets.v1.tutorial.example.com", json!(8)),
     ] {
         let out = kubectl
             .cmd(&["get", resource, "w", "-n", "default", "-o", "json"])
