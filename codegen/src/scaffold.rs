@@ -1477,6 +1477,23 @@ fn insert_controller(text: &str, path: &Path, module: &str) -> Result<String, Er
     Ok(out.join("\n") + "\n")
 }
 
+/// Where the TOML table whose header is line `header` ends: at the next
+/// header, less the blank and comment lines just above it, which belong to
+/// that next table.
+fn toml_table_end(lines: &[&str], header: usize) -> usize {
+    let mut end = lines[header + 1..]
+        .iter()
+        .position(|l| l.trim_start().starts_with('['))
+        .map_or(lines.len(), |i| header + 1 + i);
+    while end > header + 1 && {
+        let t = lines[end - 1].trim();
+        t.is_empty() || t.starts_with('#')
+    } {
+        end -= 1;
+    }
+    end
+}
+
 /// Adds an `[[api]]` table after the last one of `codegen.toml` (or at its end).
 fn insert_api_entry(text: &str, krate: &str, module: &str, source: &str) -> String {
     let entry = format!("[[api]]\ncrate = \"{krate}\"\nmodule = \"{module}\"\nsource = \"{source}\"\n");
@@ -1484,18 +1501,7 @@ fn insert_api_entry(text: &str, krate: &str, module: &str, source: &str) -> Stri
     let Some(last_api) = lines.iter().rposition(|l| l.trim() == "[[api]]") else {
         return format!("{}\n\n{entry}", text.trim_end());
     };
-    // The table ends at the next header; comments just above that header
-    // belong to it.
-    let mut end = lines[last_api + 1..]
-        .iter()
-        .position(|l| l.trim_start().starts_with('['))
-        .map_or(lines.len(), |i| last_api + 1 + i);
-    while end > last_api + 1 && {
-        let t = lines[end - 1].trim();
-        t.is_empty() || t.starts_with('#')
-    } {
-        end -= 1;
-    }
+    let end = toml_table_end(&lines, last_api);
     let mut out: Vec<String> = lines[..end].iter().map(|s| (*s).to_owned()).collect();
     out.push(String::new());
     out.extend(entry.lines().map(str::to_owned));

@@ -336,17 +336,7 @@ fn without_api_entry(toml: &str, module: &str) -> Option<String> {
                 .take_while(|l| !l.trim_start().starts_with('['))
                 .any(|l| l.trim() == named)
     })?;
-    let mut end = lines[start + 1..]
-        .iter()
-        .position(|l| l.trim_start().starts_with('['))
-        .map_or(lines.len(), |i| start + 1 + i);
-    // Comments just above the next header belong to it.
-    while end > start + 1 && {
-        let t = lines[end - 1].trim();
-        t.is_empty() || t.starts_with('#')
-    } {
-        end -= 1;
-    }
+    let end = super::toml_table_end(&lines, start);
     let mut from = start;
     while from > 0 && lines[from - 1].trim().is_empty() {
         from -= 1;

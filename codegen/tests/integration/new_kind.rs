@@ -49,13 +49,7 @@ fn step_4_runs_as_written(copy: &Path) {
     if !installed("kubectl", "the tutorial's step 5") {
         return;
     }
-    // Built first, so the wait below is for the job, not the compiler.
-    let run = cargo(copy, &["build", "-p", "controller", "--example", "local"]);
-    assert!(run.ok, "{}", run.stderr);
-    let log = copy.join("local.log");
-    // The controller's default ports may be held by another test.
-    let line = format!("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 {}", job[0]);
-    let mut running = background(copy, &line, &log);
+    let (mut running, log) = start_local_job(copy, &job[0], "local.log");
     until_output(copy, &beside[0], &log, |out| {
         out.lines()
             .any(|l| l.contains("example-widget") && l.split_whitespace().nth(2) == Some("True"))
@@ -97,13 +91,28 @@ fn step_4_runs_as_written(copy: &Path) {
         "no info line for the change; the log: {}",
         log.display()
     );
-    assert!(
-        interrupt(&mut running),
-        "Ctrl-C did not stop the local job cleanly"
-    );
-    let text = std::fs::read_to_string(&log).unwrap();
+    stop_local_job(&mut running, &log);
+}
+
+/// The tutorial's local job (`command`), built first so that waits are for
+/// the job, not the compiler; its log goes to `log_name` in the copy.
+fn start_local_job(copy: &Path, command: &str, log_name: &str) -> (Running, PathBuf) {
+    let run = cargo(copy, &["build", "-p", "controller", "--example", "local"]);
+    assert!(run.ok, "{}", run.stderr);
+    let log = copy.join(log_name);
+    // The controller's default ports may be held by another test.
+    let line = format!("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 {command}");
+    let running = background(copy, &line, &log);
+    (running, log)
+}
+
+/// Stops the local job with Ctrl-C, which must end it cleanly, after a run
+/// that logged nothing at WARN or ERROR.
+fn stop_local_job(running: &mut Running, log: &Path) {
+    assert!(interrupt(running), "Ctrl-C did not stop the local job cleanly");
+    let text = std::fs::read_to_string(log).unwrap();
     let loud = loud_lines(&text);
-    assert!(loud.is_empty(), "a healthy start logged:\n{loud:#?}");
+    assert!(loud.is_empty(), "a healthy run logged:\n{loud:#?}");
 }
 
 #[test]
@@ -439,11 +448,7 @@ fn step_9_runs_as_written(copy: &Path) {
         "the tutorial no longer shows what the two commands print"
     );
     if installed("kubectl", "the tutorial's step 9") {
-        let run = cargo(copy, &["build", "-p", "controller", "--example", "local"]);
-        assert!(run.ok, "{}", run.stderr);
-        let log = copy.join("local-v1beta1.log");
-        let line = format!("PROBES_PORT=0 METRICS_PROMETHEUS_PORT=0 {}", job[0]);
-        let mut running = background(copy, &line, &log);
+        let (mut running, log) = start_local_job(copy, &job[0], "local-v1beta1.log");
         until_output(copy, &beside[0], &log, |out| out.trim() == "example");
         let run = shell(copy, &beside[1]);
         assert!(
@@ -453,13 +458,7 @@ fn step_9_runs_as_written(copy: &Path) {
             run.stdout,
             run.stderr
         );
-        assert!(
-            interrupt(&mut running),
-            "Ctrl-C did not stop the local job cleanly"
-        );
-        let text = std::fs::read_to_string(&log).unwrap();
-        let loud = loud_lines(&text);
-        assert!(loud.is_empty(), "a start with two versions logged:\n{loud:#?}");
+        stop_local_job(&mut running, &log);
     }
 
     for command in tutorial_commands("<!-- tested: dropping the old version -->") {

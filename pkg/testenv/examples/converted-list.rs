@@ -19,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use clap::Parser;
-use kinject_testenv::{Converter, TestEnv};
-use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use serde_json::{Value, json};
+use kinject_testenv::TestEnv;
+use kube::api::ListParams;
+use serde_json::json;
 
 /// The time to list every object in the storage version and in the other.
 #[derive(Debug, Parser)]
@@ -37,7 +37,10 @@ struct Args {
     webhook: bool,
 }
 
-// The HTTPS review server of testenv's own tests.
+// The HTTPS review server and the conversion of testenv's own tests.
+#[path = "../tests/integration/common/conversion_webhook.rs"]
+#[allow(unreachable_pub, reason = "shared with the tests")]
+mod conversion_webhook;
 #[path = "../tests/integration/common/review_server.rs"]
 #[allow(
     dead_code,
@@ -46,62 +49,14 @@ struct Args {
 )]
 mod review_server;
 
-/// A conversion webhook's answer to `review`, converting with `converter`.
-fn answer(review: &Value, converter: &dyn Converter) -> Value {
-    let request = &review["request"];
-    let to = request["desiredAPIVersion"].as_str().unwrap_or_default();
-    let converted: Result<Vec<Value>, String> = request["objects"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|o| converter.convert(o, to))
-        .collect();
-    let response = match converted {
-        Ok(objects) => {
-            json!({"uid": request["uid"], "convertedObjects": objects, "result": {"status": "Success"}})
-        }
-        Err(e) => json!({"uid": request["uid"], "result": {"status": "Failure", "message": e}}),
-    };
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
-}
-
-/// `v1` (stored) keeps `spec.replicas` as a number, `v1alpha1` as text.
-#[derive(Debug)]
-struct ReplicasAsText;
-
-impl Converter for ReplicasAsText {
-    fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
-        let mut out = object.clone();
-        let replicas = &object["spec"]["replicas"];
-        out["spec"]["replicas"] = match (api_version, replicas) {
-            ("tutorial.example.com/v1", Value::String(text)) => {
-                json!(text.parse::<i64>().map_err(|e| e.to_string())?)
-            }
-            ("tutorial.example.com/v1alpha1", Value::Number(n)) => json!(n.to_string()),
-            _ => replicas.clone(),
-        };
-        out["apiVersion"] = json!(api_version);
-        Ok(out)
-    }
-}
-
-fn api(env: &TestEnv, version: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "tutorial.example.com".into(),
-        version: version.into(),
-        api_version: format!("tutorial.example.com/{version}"),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
-    Api::namespaced_with(env.client(), "default", &resource)
-}
+use conversion_webhook::{ReplicasAsText, conversion_answer, widgets};
 
 #[tokio::main]
 async fn main() {
     let args = Args::parse();
     let (env, ca_bundle) = if args.webhook {
         let server = review_server::ReviewServer::start("webhook.default.svc", |review| {
-            answer(review, &ReplicasAsText)
+            conversion_answer(review, &ReplicasAsText)
         })
         .await;
         let env = TestEnv::new();
@@ -142,7 +97,7 @@ async fn main() {
         }))
         .unwrap();
     }
-    let (stored, other) = (api(&env, "v1"), api(&env, "v1alpha1"));
+    let (stored, other) = (widgets(&env, "v1"), widgets(&env, "v1alpha1"));
     let mut best = [Duration::MAX; 2];
     for _ in 0..args.rounds {
         for (slot, api) in [&stored, &other].into_iter().enumerate() {

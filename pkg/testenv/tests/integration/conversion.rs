@@ -6,36 +6,10 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use kinject_testenv::TestEnv;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
-use kube::discovery::ApiResource;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
 use serde_json::{Value, json};
 
-use crate::common::ReviewServer;
-
-/// Widgets' conversion: `v1` (stored) counts replicas as a number,
-/// `v1alpha1` as text, as a webhook of two versions with a field of another
-/// shape would convert them.
-#[derive(Debug)]
-struct ReplicasAsText;
-
-impl kinject_testenv::Converter for ReplicasAsText {
-    fn convert(&self, object: &Value, api_version: &str) -> Result<Value, String> {
-        let mut out = object.clone();
-        let replicas = &object["spec"]["replicas"];
-        out["spec"]["replicas"] = match (api_version, replicas) {
-            ("tutorial.example.com/v1", Value::String(text)) => {
-                json!(
-                    text.parse::<i64>()
-                        .map_err(|e| format!("spec.replicas: {text:?}: {e}"))?
-                )
-            }
-            ("tutorial.example.com/v1alpha1", Value::Number(n)) => json!(n.to_string()),
-            _ => replicas.clone(),
-        };
-        out["apiVersion"] = json!(api_version);
-        Ok(out)
-    }
-}
+use crate::common::{ReplicasAsText, ReviewServer, conversion_answer, widgets};
 
 /// The Widget CRD: `v1` stored, `v1alpha1` served, converted by the
 /// webhook of Service `default/webhook` at `/resource-conversion`.
@@ -59,15 +33,17 @@ fn widgets_crd(ca_bundle: &str) -> Value {
     })
 }
 
-fn widgets(env: &TestEnv, version: &str) -> Api<DynamicObject> {
-    let resource = ApiResource {
-        group: "tutorial.example.com".into(),
-        version: version.into(),
-        api_version: format!("tutorial.example.com/{version}"),
-        kind: "Widget".into(),
-        plural: "widgets".into(),
-    };
-    Api::namespaced_with(env.client(), "default", &resource)
+/// A testenv whose Widget CRD converts through a webhook on this machine,
+/// answering with `ReplicasAsText`.
+async fn served_by_a_webhook() -> (ReviewServer, TestEnv) {
+    let webhook = ReviewServer::start("webhook.default.svc", |review| {
+        conversion_answer(review, &ReplicasAsText)
+    })
+    .await;
+    let env = TestEnv::new();
+    env.route_service("default", "webhook", 443, webhook.addr);
+    env.create_object(widgets_crd(&webhook.ca_bundle())).unwrap();
+    (webhook, env)
 }
 
 /// A CRD that converts through a webhook, with a converter registered:
@@ -89,11 +65,7 @@ async fn a_registered_converter_converts_every_request() {
 /// CRD's `caBundle`: kube-apiserver's `ConversionReview`s, a list in one.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_crds_webhook_converts_every_request_over_https() {
-    let webhook =
-        ReviewServer::start("webhook.default.svc", |review| converted(review, &ReplicasAsText)).await;
-    let env = TestEnv::new();
-    env.route_service("default", "webhook", 443, webhook.addr);
-    env.create_object(widgets_crd(&webhook.ca_bundle())).unwrap();
+    let (webhook, env) = served_by_a_webhook().await;
     each_version_sees_the_others_writes(&env, "webhook").await;
 
     let reviews = webhook.reviews();
@@ -133,11 +105,7 @@ async fn the_crds_webhook_converts_every_request_over_https() {
 /// A watch in the other version sees each change converted, as it happens.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watch_sees_changes_converted_by_the_webhook() {
-    let webhook =
-        ReviewServer::start("webhook.default.svc", |review| converted(review, &ReplicasAsText)).await;
-    let env = TestEnv::new();
-    env.route_service("default", "webhook", 443, webhook.addr);
-    env.create_object(widgets_crd(&webhook.ca_bundle())).unwrap();
+    let (_webhook, env) = served_by_a_webhook().await;
     let (v1, v1alpha1) = (widgets(&env, "v1"), widgets(&env, "v1alpha1"));
     let widget: DynamicObject = serde_json::from_value(json!({
         "apiVersion": "tutorial.example.com/v1", "kind": "Widget",
@@ -173,8 +141,10 @@ async fn a_watch_sees_changes_converted_by_the_webhook() {
 /// kube-apiserver's 500, and only that: the storage version reads on.
 #[tokio::test]
 async fn a_conversion_webhook_that_is_down_fails_reads_and_writes_in_other_versions() {
-    let webhook =
-        ReviewServer::start("webhook.default.svc", |review| converted(review, &ReplicasAsText)).await;
+    let webhook = ReviewServer::start("webhook.default.svc", |review| {
+        conversion_answer(review, &ReplicasAsText)
+    })
+    .await;
     let env = TestEnv::new();
     env.create_object(widgets_crd(&webhook.ca_bundle())).unwrap();
     let (v1, v1alpha1) = (widgets(&env, "v1"), widgets(&env, "v1alpha1"));
@@ -239,25 +209,6 @@ async fn a_conversion_webhook_that_is_down_fails_reads_and_writes_in_other_versi
         v1alpha1.get("w").await.unwrap().data["spec"]["replicas"],
         json!("1")
     );
-}
-
-/// What a conversion webhook answers, converting with `converter`.
-fn converted(review: &Value, converter: &dyn kinject_testenv::Converter) -> Value {
-    let request = &review["request"];
-    let to = request["desiredAPIVersion"].as_str().unwrap();
-    let objects: Result<Vec<Value>, String> = request["objects"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|o| converter.convert(o, to))
-        .collect();
-    let response = match objects {
-        Ok(objects) => {
-            json!({"uid": request["uid"], "convertedObjects": objects, "result": {"status": "Success"}})
-        }
-        Err(e) => json!({"uid": request["uid"], "result": {"status": "Failure", "message": e}}),
-    };
-    json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "ConversionReview", "response": response})
 }
 
 /// Creates, reads, updates, patches, lists and watches a Widget in both

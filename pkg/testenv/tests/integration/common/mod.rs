@@ -6,8 +6,10 @@
     clippy::panic
 )]
 
+mod conversion_webhook;
 mod review_server;
 
+pub use conversion_webhook::{ReplicasAsText, conversion_answer, widgets};
 pub use review_server::ReviewServer;
 
 use kube::api::{Api, ApiResource, DynamicObject};
