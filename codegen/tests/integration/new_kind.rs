@@ -482,3 +482,98 @@ fn step_9_runs_as_written(copy: &Path) {
     let run = cargo(copy, &["fmt", "--all", "--check"]);
     assert!(run.ok, "{}{}", run.stdout, run.stderr);
 }
+
+/// `drop-version` and `new-kind --hub` refuse, naming the fix, what would
+/// break the project, and change nothing then; a version nothing needs goes
+/// with its samples and the hub marker of the version left. No build: the
+/// scaffold reads the sources.
+#[test]
+fn retiring_a_version_refuses_what_still_needs_it() {
+    let _one = ONE_COPY_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    build_the_generator_here();
+    let copy = sample_copy("drop-version", 3);
+    let gadget = |version: &str, extra: &[&'static str]| -> Run {
+        let mut args = vec![
+            "--group",
+            "samples.knative.dev",
+            "--version",
+            version,
+            "--kind",
+            "Gadget",
+        ];
+        args.extend(extra);
+        script_with(&copy, "new-kind.sh", &args)
+    };
+    let drop = |version: &str, kind: &str| -> Run {
+        script_with(
+            &copy,
+            "drop-version.sh",
+            &[
+                "--group",
+                "samples.knative.dev",
+                "--version",
+                version,
+                "--kind",
+                kind,
+            ],
+        )
+    };
+    let refused = |run: &Run, words: &str| {
+        assert!(!run.ok, "not refused: {}{}", run.stdout, run.stderr);
+        assert!(
+            run.stderr.contains(words) && run.stderr.contains("no file was changed"),
+            "{words}: {}",
+            run.stderr
+        );
+    };
+    assert!(gadget("v1alpha1", &[]).ok);
+
+    let before = snapshot(&copy);
+    // A kind's only version, and a version it does not have.
+    refused(
+        &drop("v1alpha1", "Gadget"),
+        "v1alpha1 is the only version of Gadget",
+    );
+    refused(
+        &drop("v2", "Gadget"),
+        "Gadget (samples.knative.dev) has no version v2; its versions are v1alpha1",
+    );
+    assert!(snapshot(&copy) == before, "a refused drop changed files");
+
+    let run = gadget("v1beta1", &[]);
+    assert!(run.ok, "{}", run.stderr);
+    // --hub takes over a kind with one version only.
+    refused(
+        &gadget("v1", &["--hub"]),
+        "Gadget has 2 versions; --hub makes a new version the hub of a kind with one",
+    );
+    let before = snapshot(&copy);
+    // The hub, which is also the version stored.
+    refused(
+        &drop("v1alpha1", "Gadget"),
+        "Gadget v1alpha1 is the hub every other version converts through, and the version stored",
+    );
+    // A version a reconciler still names.
+    let reader = copy.join("reconcilers/src/gadget_reader.rs");
+    std::fs::write(&reader, "use apis::v1beta1::Gadget;\n").unwrap();
+    refused(
+        &drop("v1beta1", "Gadget"),
+        "reconcilers/src/gadget_reader.rs still names the types of Gadget v1beta1",
+    );
+    std::fs::remove_file(&reader).unwrap();
+    assert!(snapshot(&copy) == before, "a refused drop changed files");
+
+    let run = drop("v1beta1", "Gadget");
+    assert!(run.ok, "{}", run.stderr);
+    // Gadget was all v1beta1 held: the module goes, with its entry.
+    for change in [
+        "removed apis/src/v1beta1\n",
+        "edited codegen.toml",
+        "edited apis/src/lib.rs",
+    ] {
+        assert!(run.stderr.contains(change), "{change}: {}", run.stderr);
+    }
+    let hub = std::fs::read_to_string(copy.join("apis/src/v1alpha1/gadget_types.rs")).unwrap();
+    assert!(!hub.contains("hub"), "the version left alone is no hub:\n{hub}");
+    std::fs::remove_dir_all(&copy).unwrap();
+}
