@@ -202,6 +202,11 @@ impl Conversions {
         Arc::default()
     }
 
+    /// The scope the running request answers from, if it has one.
+    pub(crate) fn current() -> Option<Scope> {
+        SCOPE.try_with(Arc::clone).ok()
+    }
+
     /// Runs `f` with `scope` as the conversions it answers from.
     pub(crate) async fn run<F: Future>(scope: &Scope, f: F) -> F::Output {
         SCOPE.scope(Arc::clone(scope), f).await

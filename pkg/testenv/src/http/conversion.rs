@@ -62,6 +62,34 @@ where
     ))
 }
 
+/// Runs `step`, a part of a request that has no effect when a conversion
+/// is missing (a dry run, or a write that fails before it stores), until
+/// the webhook has answered every conversion it needs: the admission
+/// webhooks around it then run once, as kube-apiserver runs them. Outside a
+/// conversion scope, `step` runs once.
+pub(super) async fn settled<T>(routes: &[ServiceRoute], mut step: impl FnMut() -> T) -> T {
+    let Some(scope) = Conversions::current() else {
+        return step();
+    };
+    for _ in 0..MAX_ROUNDS {
+        let out = step();
+        let asked = {
+            let mut conversions = lock(&scope);
+            // A step that stored is done; the request's own loop reports
+            // what it still lacked.
+            if conversions.stored() {
+                return out;
+            }
+            conversions.take_asked()
+        };
+        if asked.is_empty() {
+            return out;
+        }
+        ask(&scope, routes, asked).await;
+    }
+    step()
+}
+
 /// Answers, in `scope`, the conversions a watch is about to show.
 pub(super) async fn prefetch(scope: &Scope, routes: &[ServiceRoute], asked: Vec<Asked>) {
     ask(scope, routes, asked).await;

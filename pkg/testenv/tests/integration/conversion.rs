@@ -329,3 +329,87 @@ async fn kubectl_reads_either_version(env: &TestEnv, tag: &str) {
     server.shutdown().await;
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A write that needs the conversion webhook goes through each admission
+/// webhook once, as kube-apiserver sends it: the conversions are asked
+/// around the webhooks, not by running them again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admission_webhooks_see_a_converted_write_once() {
+    use base64::Engine as _;
+    let (conversion, env) = served_by_a_webhook().await;
+    let admission = ReviewServer::start("webhook.system.svc", |review| {
+        let mut response = json!({"uid": review["request"]["uid"], "allowed": true});
+        if review["path"].as_str().is_some_and(|p| p.starts_with("/mutate")) {
+            let patch = json!([{"op": "add", "path": "/metadata/labels", "value": {"checked": "yes"}}]);
+            response["patchType"] = json!("JSONPatch");
+            response["patch"] =
+                json!(base64::engine::general_purpose::STANDARD.encode(serde_json::to_vec(&patch).unwrap()));
+        }
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response})
+    })
+    .await;
+    env.route_service("system", "webhook", 443, admission.addr);
+    for (kind, path) in [
+        ("MutatingWebhookConfiguration", "/mutate"),
+        ("ValidatingWebhookConfiguration", "/validate"),
+    ] {
+        env.create_object(json!({
+            "apiVersion": "admissionregistration.k8s.io/v1", "kind": kind,
+            "metadata": {"name": "widgets.example.dev"},
+            "webhooks": [{
+                "name": "widgets.example.dev",
+                "clientConfig": {"service": {"namespace": "system", "name": "webhook", "path": path},
+                                 "caBundle": admission.ca_bundle()},
+                "rules": [{"operations": ["CREATE", "UPDATE"], "apiGroups": ["tutorial.example.com"],
+                           "apiVersions": ["*"], "resources": ["widgets"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"],
+            }],
+        }))
+        .unwrap();
+    }
+    let (v1, v1alpha1) = (widgets(&env, "v1"), widgets(&env, "v1alpha1"));
+    let widget: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "tutorial.example.com/v1alpha1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"replicas": "3"}}))
+    .unwrap();
+    v1alpha1.create(&PostParams::default(), &widget).await.unwrap();
+    let patched = v1alpha1
+        .patch(
+            "w",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": "4"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.data["spec"]["replicas"], json!("4"));
+    let stored = v1.get("w").await.unwrap();
+    assert_eq!(stored.data["spec"]["replicas"], json!(4));
+    assert_eq!(
+        stored
+            .metadata
+            .labels
+            .unwrap_or_default()
+            .get("checked")
+            .map(String::as_str),
+        Some("yes")
+    );
+    let paths: Vec<String> = admission
+        .reviews()
+        .iter()
+        .map(|r| {
+            r["path"]
+                .as_str()
+                .unwrap_or_default()
+                .split('?')
+                .next()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        paths,
+        ["/mutate", "/validate", "/mutate", "/validate"],
+        "each webhook once per write"
+    );
+    assert!(!conversion.reviews().is_empty());
+}

@@ -38,6 +38,7 @@ use crate::store::{ObjKey, ResKey};
 use crate::test_env::TestEnv;
 
 use super::body::{custom_kind_present, json_body};
+use super::conversion;
 use super::reply::{Output, Reply, written};
 use super::request::{QueryView, Request};
 use super::request_options::{delete_opts, write_opts};
@@ -160,7 +161,9 @@ impl Admission<'_> {
         let output = Output::from_accept(&req.accept);
         let client_revision = self.client_revision();
         for attempt in 0..MAX_ATTEMPTS {
-            let prepared = match self.prepare() {
+            // Each step that converts runs until the conversion webhook has
+            // answered it, so that the admission webhooks run once.
+            let prepared = match conversion::settled(&self.routes, || self.prepare()).await {
                 Ok(Some(p)) => p,
                 // Nothing matches: the plain path stores it.
                 Ok(None) if attempt == 0 => return None,
@@ -184,11 +187,13 @@ impl Admission<'_> {
             // A create is checked under the name the webhooks saw, even a generated one.
             let replayed = mutated || prepared.operation == Operation::Create;
             let checked = match (&candidate, replayed) {
-                (Some(c), true) => match self.replay(c, &prepared, true) {
-                    Ok(w) => Some(w.object),
-                    Err(e) => return Some(Err(e)),
-                },
-                (Some(_), false) => match self.dry_run() {
+                (Some(c), true) => {
+                    match conversion::settled(&self.routes, || self.replay(c, &prepared, true)).await {
+                        Ok(w) => Some(w.object),
+                        Err(e) => return Some(Err(e)),
+                    }
+                }
+                (Some(_), false) => match conversion::settled(&self.routes, || self.dry_run()).await {
                     Ok(w) => Some(w.object),
                     Err(e) => return Some(Err(e)),
                 },
@@ -200,7 +205,11 @@ impl Admission<'_> {
             {
                 return Some(Err(e));
             }
-            match self.commit(&prepared, candidate.as_ref().filter(|_| mutated), output) {
+            let committed = conversion::settled(&self.routes, || {
+                self.commit(&prepared, candidate.as_ref().filter(|_| mutated), output)
+            })
+            .await;
+            match committed {
                 Commit::Done(mut reply) => {
                     if let Reply::Json { warnings: w, .. } = &mut reply {
                         w.extend(warnings);
