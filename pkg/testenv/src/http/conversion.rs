@@ -63,10 +63,11 @@ where
 }
 
 /// Runs `step`, a part of a request that has no effect when a conversion
-/// is missing (a dry run, or a write that fails before it stores), until
-/// the webhook has answered every conversion it needs: the admission
-/// webhooks around it then run once, as kube-apiserver runs them. Outside a
-/// conversion scope, `step` runs once.
+/// is missing (a dry run, a write that fails before it stores, a watch
+/// rendering events), until the webhook has answered every conversion it
+/// needs: the admission webhooks around it then run once, as kube-apiserver
+/// runs them. Outside a conversion scope, or when nothing is missing, `step`
+/// runs once.
 pub(super) async fn settled<T>(routes: &[ServiceRoute], mut step: impl FnMut() -> T) -> T {
     let Some(scope) = Conversions::current() else {
         return step();
@@ -88,11 +89,6 @@ pub(super) async fn settled<T>(routes: &[ServiceRoute], mut step: impl FnMut() -
         ask(&scope, routes, asked).await;
     }
     step()
-}
-
-/// Answers, in `scope`, the conversions a watch is about to show.
-pub(super) async fn prefetch(scope: &Scope, routes: &[ServiceRoute], asked: Vec<Asked>) {
-    ask(scope, routes, asked).await;
 }
 
 fn lock(scope: &Scope) -> std::sync::MutexGuard<'_, Conversions> {

@@ -375,15 +375,9 @@ async fn rendered<T>(
     };
     let lock = || scope.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     lock().forget();
-    let _ = render();
-    let asked = lock().take_asked();
-    if !asked.is_empty() {
-        conversion::prefetch(scope, &inner.routes(), asked).await;
-    }
-    let out = render();
-    let mut conversions = lock();
-    conversions.take_asked();
-    match conversions.failure() {
+    // A batch whose objects need no conversion is rendered once.
+    let out = conversion::settled(&inner.routes(), render).await;
+    match lock().failure() {
         Some(message) => Err(message.to_owned()),
         None => Ok(out),
     }

@@ -122,6 +122,12 @@ pub(crate) fn validate_stored_versions(crd: &Value, name: &str) -> Result<(), Er
             ));
         }
     }
+    refused_unless_empty(name, errs)
+}
+
+/// kube-apiserver's 422 for the CRD `name`, with every cause, unless there
+/// is none.
+fn refused_unless_empty(name: &str, errs: Vec<FieldError>) -> Result<(), ErrorStatus> {
     if errs.is_empty() {
         Ok(())
     } else {

@@ -21,16 +21,7 @@ pub(crate) fn validate(crd: &Value, name: &str) -> Result<(), ErrorStatus> {
         .unwrap_or_default();
     check_versions(versions, &mut errs);
     check_printer_columns(versions, &mut errs);
-    if errs.is_empty() {
-        Ok(())
-    } else {
-        Err(ErrorStatus::invalid(
-            "apiextensions.k8s.io",
-            "CustomResourceDefinition",
-            name,
-            errs,
-        ))
-    }
+    super::refused_unless_empty(name, errs)
 }
 
 /// The group, names and scope, and the CRD's name made of them.
