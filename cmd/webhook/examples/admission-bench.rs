@@ -24,24 +24,22 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+// The benchmark harness the webhook crate's own benchmark uses.
+#[path = "../../../pkg/webhook/examples/common/bench.rs"]
+mod bench;
+
 use std::io::BufRead as _;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Parser;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
-use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
-use kinject_webhook::admission::ConfigValidation;
-use kinject_webhook::certificates::Certificates;
-use kinject_webhook::{Options, Webhook};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
+use rustls::pki_types::ServerName;
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
 #[command(about = "Measures admission reviews per second and their latency over loopback TLS")]
@@ -252,7 +250,7 @@ async fn main() {
     }
     let (mut server, port, ca_cert) = spawn_server();
     let pid = server.id();
-    let tls = client_tls(&ca_cert);
+    let tls = bench::client_tls(&ca_cert);
     let review = review();
     let (idle, _) = memory(pid);
     let hostile = args.held_uploads + args.slow_headers + args.heavy_reviews > 0;
@@ -262,34 +260,25 @@ async fn main() {
         start_hostile_clients(&args, port, &tls, &heavy_outcomes, &mut hostile_clients).await;
     }
 
-    let per_connection = args.requests / args.connections.max(1);
-    let started = Instant::now();
-    let mut clients = Vec::new();
-    for _ in 0..args.connections.max(1) {
-        clients.push(tokio::spawn(send_reviews(
-            port,
-            tls.clone(),
-            review.clone(),
-            per_connection,
-        )));
-    }
-    let mut latencies = Vec::new();
-    for client in clients {
-        latencies.extend(client.await.unwrap());
-    }
-    let elapsed = started.elapsed();
+    let target = bench::Target {
+        port,
+        tls: tls.clone(),
+        server_name: "webhook.knative-samples.svc".to_owned(),
+        path: "/resource-validation",
+        review,
+        check: Arc::new(|body| assert!(body.windows(14).any(|w| w == br#""allowed":true"#))),
+    };
+    let (latencies, elapsed) = bench::send_from(args.connections, args.requests, &target).await;
     let (loaded, peak) = memory(pid);
     hostile_clients.abort_all();
-    latencies.sort_unstable();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     println!(
         "{} validations over {} keep-alive TLS connections in {:.2?}: {:.0}/s, p50 {:.2?}, p99 {:.2?}, max {:.2?}",
         latencies.len(),
         args.connections,
         elapsed,
         latencies.len() as f64 / elapsed.as_secs_f64(),
-        percentile(0.50),
-        percentile(0.99),
+        bench::percentile(&latencies, 0.50),
+        bench::percentile(&latencies, 0.99),
         latencies.last().copied().unwrap_or_default(),
     );
     if hostile {
@@ -352,68 +341,14 @@ fn spawn_server() -> (std::process::Child, u16, String) {
 /// The server side: the webhook over testenv until standard input closes.
 async fn serve() {
     let env = TestEnv::new();
-    let (port, ca_cert, stop, server) = start_webhook(&env).await;
+    let (port, ca_cert, stop, server) =
+        bench::start_webhook(&env, NS, generated::registry::custom_kinds()).await;
     println!("{}", json!({"port": port, "ca": ca_cert}));
     let _ = tokio::task::spawn_blocking(|| std::io::copy(&mut std::io::stdin(), &mut std::io::sink())).await;
     stop.cancel();
     // Hostile clients may still hold connections open; their body deadline
     // is no reason to wait.
     drop(server);
-}
-
-type Served = tokio::task::JoinHandle<Result<(), kinject_sharedmain::MainError>>;
-
-/// The webhook's server on a loopback port, its certificate in its Secret
-/// read through the informer: the port, the CA, what stops it, its task.
-async fn start_webhook(env: &TestEnv) -> (u16, String, CancellationToken, Served) {
-    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
-        .unwrap();
-    let certs = Certificates::generate("webhook", NS, "cluster.local", SystemTime::now()).unwrap();
-    let data: serde_json::Map<String, serde_json::Value> = certs
-        .to_data()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
-        .collect();
-    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "webhook-certs", "namespace": NS}, "data": data}))
-        .unwrap();
-    let ctx = Context::builder(env.client())
-        .cluster_domain("cluster.local")
-        .build();
-    let webhook = Webhook::new(
-        NS,
-        generated::registry::custom_kinds(),
-        ConfigValidation::sharedmain(str::to_owned),
-        Options {
-            drain: Duration::ZERO,
-            ..Options::default()
-        },
-    );
-    // The server's certificate resolver reads the Secret informer.
-    let _ = webhook.resolver(&ctx);
-    let stop = CancellationToken::new();
-    ctx.start_informers(&stop);
-    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server_stop = stop.clone();
-    let server = tokio::spawn(async move { webhook.serve(&ctx, listener, server_stop).await });
-    (port, certs.ca_cert, stop, server)
-}
-
-/// A TLS client configuration that trusts only `ca_cert`.
-fn client_tls(ca_cert: &str) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_cert.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
 }
 
 /// The review of a valid AddressableService that every request sends.
@@ -438,41 +373,4 @@ fn review() -> Bytes {
         })
         .to_string(),
     )
-}
-
-/// One keep-alive connection sending a warm-up review and then `count`
-/// more, one at a time; the latency of each but the warm-up.
-async fn send_reviews(
-    port: u16,
-    tls: Arc<rustls::ClientConfig>,
-    review: Bytes,
-    count: usize,
-) -> Vec<Duration> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    let stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(ServerName::try_from("webhook.knative-samples.svc").unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let mut latencies = Vec::with_capacity(count);
-    for i in 0..=count {
-        let sent = Instant::now();
-        sender.ready().await.unwrap();
-        let request = http::Request::post("/resource-validation")
-            .header("content-type", "application/json")
-            .body(Full::new(review.clone()))
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert!(response.status().is_success());
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        assert!(body.windows(14).any(|w| w == br#""allowed":true"#));
-        if i > 0 {
-            latencies.push(sent.elapsed());
-        }
-    }
-    latencies
 }

@@ -125,16 +125,23 @@ pub(crate) fn migrate(resource: &str, extra: &[String]) -> Result<(), String> {
     Ok(())
 }
 
+/// The items `kubectl get <what> -o json` lists.
+fn list_items(what: &[&str], extra: &[String]) -> Result<Vec<Value>, String> {
+    let mut args = vec!["get"];
+    args.extend(what);
+    args.extend(["-o", "json"]);
+    let listed = kubectl::capture(&args, extra, "")?;
+    let mut list: Value = serde_json::from_str(&listed)
+        .map_err(|e| format!("kubectl get {} printed what is not JSON: {e}", what[0]))?;
+    Ok(match list.get_mut("items").map(Value::take) {
+        Some(Value::Array(items)) => items,
+        _ => Vec::new(),
+    })
+}
+
 /// The one CRD `resource` names.
 fn find(resource: &str, extra: &[String]) -> Result<Definition, String> {
-    let listed = kubectl::capture(&["get", "customresourcedefinitions", "-o", "json"], extra, "")?;
-    let list: Value = serde_json::from_str(&listed)
-        .map_err(|e| format!("kubectl get customresourcedefinitions printed what is not JSON: {e}"))?;
-    let items = list
-        .get("items")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let items = list_items(&["customresourcedefinitions"], extra)?;
     let named: Vec<&Value> = items
         .iter()
         .filter(|crd| Definition::named(crd, resource))
@@ -161,14 +168,7 @@ fn find(resource: &str, extra: &[String]) -> Result<Definition, String> {
 /// Each object of the kind, as much of it as a patch needs to name it.
 fn identities(crd: &Definition, extra: &[String]) -> Result<Vec<Value>, String> {
     let resource = crd.in_storage_version();
-    let listed = kubectl::capture(&["get", &resource, "--all-namespaces", "-o", "json"], extra, "")?;
-    let list: Value = serde_json::from_str(&listed)
-        .map_err(|e| format!("kubectl get {resource} printed what is not JSON: {e}"))?;
-    let items = list
-        .get("items")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
+    let items = list_items(&[&resource, "--all-namespaces"], extra)?;
     Ok(items
         .iter()
         .map(|item| {

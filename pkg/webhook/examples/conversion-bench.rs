@@ -15,26 +15,19 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
+#[path = "common/bench.rs"]
+mod bench;
+
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use clap::Parser;
-use http_body_util::{BodyExt, Full};
-use hyper_util::rt::TokioIo;
 use kinject_runtime::apis::registry::CustomKind;
-use kinject_runtime::injection::Context;
 use kinject_testenv::TestEnv;
 use kinject_types::FieldError;
 use kinject_types::conversion::{Convertible, Restored};
-use kinject_webhook::admission::ConfigValidation;
-use kinject_webhook::certificates::Certificates;
 use kinject_webhook::conversion::CONVERSION_PATH;
-use kinject_webhook::{Options, Webhook};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, Parser)]
 #[command(about = "Measures conversion reviews per second and their latency over loopback TLS")]
@@ -128,29 +121,29 @@ const NS: &str = "tutorial-system";
 async fn main() {
     let args = Args::parse();
     let env = TestEnv::new();
-    let (port, ca_cert, stop) = start_webhook(&env).await;
-    let tls = client_tls(&ca_cert);
-    let review = review(args.objects);
-    let per_connection = args.reviews / args.connections.max(1);
-    let started = Instant::now();
-    let mut clients = Vec::new();
-    for _ in 0..args.connections.max(1) {
-        clients.push(tokio::spawn(send_reviews(
-            port,
-            tls.clone(),
-            review.clone(),
-            args.objects,
-            per_connection,
-        )));
-    }
-    let mut latencies = Vec::new();
-    for client in clients {
-        latencies.extend(client.await.unwrap());
-    }
-    let elapsed = started.elapsed();
+    let kinds = vec![
+        CustomKind::of::<v1::Widget>(),
+        CustomKind::of::<v1alpha1::Widget>().converted::<v1alpha1::Widget>(),
+    ];
+    let (port, ca_cert, stop, _server) = bench::start_webhook(&env, NS, kinds).await;
+    let objects = args.objects;
+    let target = bench::Target {
+        port,
+        tls: bench::client_tls(&ca_cert),
+        server_name: format!("webhook.{NS}.svc"),
+        path: CONVERSION_PATH,
+        review: review(args.objects),
+        check: Arc::new(move |body| {
+            let answer: serde_json::Value = serde_json::from_slice(body).unwrap();
+            assert_eq!(answer["response"]["result"]["status"], "Success", "{answer}");
+            assert_eq!(
+                answer["response"]["convertedObjects"].as_array().map(Vec::len),
+                Some(objects)
+            );
+        }),
+    };
+    let (latencies, elapsed) = bench::send_from(args.connections, args.reviews, &target).await;
     stop.cancel();
-    latencies.sort_unstable();
-    let percentile = |p: f64| latencies[((latencies.len() as f64 * p) as usize).min(latencies.len() - 1)];
     let per_second = latencies.len() as f64 / elapsed.as_secs_f64();
     println!(
         "{} reviews of {} objects over {} keep-alive TLS connections in {:.2?}: {per_second:.0} reviews/s \
@@ -160,66 +153,10 @@ async fn main() {
         args.connections,
         elapsed,
         per_second * args.objects as f64,
-        percentile(0.50),
-        percentile(0.99),
+        bench::percentile(&latencies, 0.50),
+        bench::percentile(&latencies, 0.99),
         latencies.last().copied().unwrap_or_default(),
     );
-}
-
-/// The webhook's server on a loopback port, its certificate in its Secret
-/// read through the informer: the port, the CA, and what stops it.
-async fn start_webhook(env: &TestEnv) -> (u16, String, CancellationToken) {
-    env.create_object(json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS}}))
-        .unwrap();
-    let certs = Certificates::generate("webhook", NS, "cluster.local", SystemTime::now()).unwrap();
-    let data: serde_json::Map<String, serde_json::Value> = certs
-        .to_data()
-        .into_iter()
-        .map(|(k, v)| (k, serde_json::to_value(v).unwrap()))
-        .collect();
-    env.create_object(json!({"apiVersion": "v1", "kind": "Secret",
-        "metadata": {"name": "webhook-certs", "namespace": NS}, "data": data}))
-        .unwrap();
-    let ctx = Context::builder(env.client())
-        .cluster_domain("cluster.local")
-        .build();
-    let webhook = Webhook::new(
-        NS,
-        vec![
-            CustomKind::of::<v1::Widget>(),
-            CustomKind::of::<v1alpha1::Widget>().converted::<v1alpha1::Widget>(),
-        ],
-        ConfigValidation::sharedmain(str::to_owned),
-        Options {
-            drain: Duration::ZERO,
-            ..Options::default()
-        },
-    );
-    // The server's certificate resolver reads the Secret informer.
-    let _ = webhook.resolver(&ctx);
-    let stop = CancellationToken::new();
-    ctx.start_informers(&stop);
-    ctx.wait_for_cache_sync(Duration::from_secs(10)).await.unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let server_stop = stop.clone();
-    tokio::spawn(async move { webhook.serve(&ctx, listener, server_stop).await });
-    (port, certs.ca_cert, stop)
-}
-
-/// A TLS client configuration that trusts only `ca_cert`.
-fn client_tls(ca_cert: &str) -> Arc<rustls::ClientConfig> {
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in CertificateDer::pem_slice_iter(ca_cert.as_bytes()) {
-        roots.add(cert.unwrap()).unwrap();
-    }
-    Arc::new(
-        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-            .with_safe_default_protocol_versions()
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth(),
-    )
 }
 
 /// A review of `objects` v1alpha1 Widgets, each with the metadata a stored
@@ -251,47 +188,4 @@ fn review(objects: usize) -> Bytes {
         })
         .to_string(),
     )
-}
-
-/// One keep-alive connection sending a warm-up review and then `count`
-/// more, one at a time; the latency of each but the warm-up.
-async fn send_reviews(
-    port: u16,
-    tls: Arc<rustls::ClientConfig>,
-    review: Bytes,
-    objects: usize,
-    count: usize,
-) -> Vec<Duration> {
-    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
-    tcp.set_nodelay(true).unwrap();
-    let stream = tokio_rustls::TlsConnector::from(tls)
-        .connect(ServerName::try_from(format!("webhook.{NS}.svc")).unwrap(), tcp)
-        .await
-        .unwrap();
-    let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .unwrap();
-    tokio::spawn(connection);
-    let mut latencies = Vec::with_capacity(count);
-    for i in 0..=count {
-        let sent = Instant::now();
-        sender.ready().await.unwrap();
-        let request = http::Request::post(CONVERSION_PATH)
-            .header("content-type", "application/json")
-            .body(Full::new(review.clone()))
-            .unwrap();
-        let response = sender.send_request(request).await.unwrap();
-        assert!(response.status().is_success());
-        let body = response.into_body().collect().await.unwrap().to_bytes();
-        let answer: serde_json::Value = serde_json::from_slice(&body).unwrap();
-        assert_eq!(answer["response"]["result"]["status"], "Success", "{answer}");
-        assert_eq!(
-            answer["response"]["convertedObjects"].as_array().map(Vec::len),
-            Some(objects)
-        );
-        if i > 0 {
-            latencies.push(sent.elapsed());
-        }
-    }
-    latencies
 }
