@@ -40,7 +40,7 @@ enum Attempt {
     Held,
     /// Someone else holds it, and it has not expired.
     HeldBy(String),
-    /// It is free, and left to a replica that leads fewer than its share.
+    /// It is free, and left to the replica its bucket is assigned to.
     Declined,
     /// The API call failed, or another candidate wrote first.
     Failed,
@@ -50,7 +50,7 @@ enum Attempt {
 enum Ending {
     Shutdown,
     Lost,
-    /// Given up because this replica leads more than its share.
+    /// Given up because the replicas assign the bucket to another.
     Yielded,
 }
 
@@ -198,13 +198,36 @@ impl LeaseElector {
     /// the lease is acquired (`Ok`) or `shutdown` (`Err`).
     async fn acquire(&mut self, shutdown: &CancellationToken) -> Result<(), Stopped> {
         tracing::info!("Attempting to acquire leader lease {}...", self.describe);
-        if let Some((peers, _)) = &self.peers {
+        let mut wait_first = false;
+        if let Some((peers, ordinal)) = &self.peers {
             tokio::select! {
                 () = shutdown.cancelled() => return Err(Stopped::Idle),
                 () = peers.listed() => {}
             }
+            // Another replica's bucket: it gets the first go, and this
+            // replica's workers need not wait for the lease. Should the
+            // bucket still be free a retry period from now, it is taken.
+            if !peers.may_take(*ordinal) {
+                self.first_election = None;
+                self.declined_since = Some(Instant::now());
+                wait_first = true;
+            }
         }
         loop {
+            if std::mem::take(&mut wait_first) {
+                let released = async {
+                    match &self.peers {
+                        Some((peers, ordinal)) => peers.released(*ordinal).await,
+                        None => std::future::pending().await,
+                    }
+                };
+                tokio::select! {
+                    biased;
+                    () = shutdown.cancelled() => return Err(Stopped::Idle),
+                    () = released => {}
+                    () = sleep(jittered(self.timing.retry_period)) => {}
+                }
+            }
             if shutdown.is_cancelled() {
                 return Err(Stopped::Idle);
             }
@@ -222,7 +245,7 @@ impl LeaseElector {
             self.first_election = None;
             if let Attempt::Declined = attempt {
                 tracing::debug!(
-                    "Lease {} is free; left to a replica that leads fewer than its share",
+                    "Lease {} is free; left for a retry period to the replica its bucket is assigned to",
                     self.describe
                 );
             } else {
@@ -295,8 +318,8 @@ impl LeaseElector {
                     biased;
                     () = shutdown.cancelled() => return Ending::Shutdown,
                     () = tokio::time::sleep_until(next) => break,
-                    // A replica joined: give this bucket up now if it is
-                    // over the new share, else renew as planned.
+                    // A replica joined or left: give this bucket up now if
+                    // it is assigned to another, else renew as planned.
                     () = joined_or_left => {
                         if let Some((peers, ordinal)) = &self.peers
                             && peers.should_yield(*ordinal)
@@ -378,14 +401,14 @@ impl LeaseElector {
         self.take(spec, desired).await
     }
 
-    /// Whether to take this free (or expired) lease: when this replica leads
-    /// fewer than its share, or when it has left the lease to the others for
-    /// a retry period and nobody took it.
+    /// Whether to take this free (or expired) lease: when the replicas assign
+    /// its bucket to this one, or when it has been left to the others for a
+    /// retry period and nobody took it.
     fn willing(&mut self) -> bool {
-        let Some((peers, _)) = &self.peers else {
+        let Some((peers, ordinal)) = &self.peers else {
             return true;
         };
-        if peers.may_take() {
+        if peers.may_take(*ordinal) {
             self.declined_since = None;
             return true;
         }

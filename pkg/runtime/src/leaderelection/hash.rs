@@ -40,7 +40,7 @@ const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 const FNV_PRIME: u64 = 0x0000_0100_0000_01b3;
 
 /// FNV-1a, 64 bits, over the concatenation of `parts`.
-fn fnv64a(parts: &[&[u8]]) -> u64 {
+pub(super) fn fnv64a(parts: &[&[u8]]) -> u64 {
     parts
         .iter()
         .flat_map(|p| p.iter())

@@ -91,10 +91,12 @@
 //!   and at the latest at its next attempt.
 //! * **Even shares**: each replica keeps a member lease
 //!   (`<prefix>.member-<id>`, renewed every retry period), and the live
-//!   members sorted by identity give each replica ⌊B/R⌋ or ⌈B/R⌉ of the B
-//!   buckets; a leader over its share gives up its highest buckets at their
-//!   next renewal, and a replica at its share leaves free buckets to the
-//!   others unless one stays free for a retry period. Three replicas of ten
+//!   members assign each replica ⌊B/R⌋ or ⌈B/R⌉ of the B buckets, the same
+//!   ones whichever replica computes it (rendezvous hashing of the members'
+//!   and buckets' names). A replica tries only the buckets assigned to it,
+//!   so replicas starting together never race for a lease; a leader gives
+//!   up a bucket assigned to another at once, and a bucket still free a
+//!   retry period after its first attempt is taken by anyone. Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
 //!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
 //!   One watch on the namespace's leases per controller, and one member
@@ -154,7 +156,7 @@
 //! all have. A reconcile already past its leadership check when its bucket is
 //! demoted may still write, so before releasing, a leader waits for the
 //! bucket's reconciles in flight ([`Impl::reconciles_finished`]), at most until
-//! its lease would expire; a bucket given up to even out the shares is
+//! its lease would expire; a bucket given up to the replica it is assigned to is
 //! released the same way
 //! (`a_bucket_given_up_is_released_once_its_reconciles_have_finished`;
 //! without the wait, the controller's churn e2e test saw status writes land

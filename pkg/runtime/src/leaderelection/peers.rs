@@ -1,18 +1,21 @@
-//! The replicas of one controller, as their Leases show them, and the share
-//! of its buckets each should lead.
+//! The replicas of one controller, as their Leases show them, and which of
+//! its buckets each should lead.
 //!
 //! Knative's electors are first come, first served: the first replica to
 //! start takes most buckets and keeps them, so three replicas of ten buckets
 //! split 8/1/1 and a second replica adds little. Here every replica also
 //! keeps a *member* Lease (`<prefix>.member-<id>`, renewed every retry
 //! period, deleted on shutdown) and watches the Leases of its namespace. The
-//! live members, sorted by identity, give each replica its share of the B
-//! buckets: ⌊B/R⌋, and one more for the first B mod R of them. A leader over
-//! its share gives up its highest buckets at their next renewal; a candidate at
-//! its share leaves a free bucket to the replicas under theirs, unless the
-//! bucket stays free for a retry period (so a bucket is never left unled
-//! when the replicas' views differ for a moment). The watch also wakes a
-//! candidate as soon as a lease it wants is released, so a replica that
+//! live members agree, each on its own, on which of the B buckets each leads:
+//! [`assign`] gives each of R members ⌊B/R⌋ or ⌈B/R⌉ of them by rendezvous
+//! hashing, so a replica that joins or leaves moves few buckets, and every
+//! replica computes the same answer from the same members. A replica takes
+//! only the buckets assigned to it, so replicas that start together never
+//! race for the same lease; a leader gives up a bucket assigned to another
+//! at once. A bucket still free a retry period after its elector first
+//! left it to another is taken anyway, so no bucket stays unled while the
+//! replicas' views of each other differ for a moment. The watch also wakes
+//! a candidate as soon as a lease it wants is released, so a replica that
 //! shuts down hands its buckets over in one round trip, not a retry period.
 //!
 //! Nothing here is needed for safety: a lease is still taken only with
@@ -73,6 +76,8 @@ struct State {
     /// True once the watch has listed the Leases: until then the shares are
     /// not known and this replica acts as if it were alone.
     listed: bool,
+    /// Each bucket lease's holder as the watch last saw it (empty: free).
+    holders: BTreeMap<usize, String>,
 }
 
 struct Member {
@@ -126,8 +131,13 @@ impl Peers {
         self.leave().await;
     }
 
-    /// How many buckets this replica should lead now.
-    fn share(&self, state: &State) -> usize {
+    /// True when bucket `ordinal` is this replica's to lead now: the live
+    /// members (this one among them) assign it here. Every bucket is while
+    /// the members are not known.
+    fn assigned_here(&self, state: &State, ordinal: usize) -> bool {
+        if !state.listed {
+            return true;
+        }
         let now = Instant::now();
         let mut live: Vec<&str> = state
             .members
@@ -138,28 +148,39 @@ impl Peers {
         live.push(&self.0.identity);
         live.sort_unstable();
         live.dedup();
-        let (replicas, buckets) = (live.len().max(1), self.0.buckets.len());
-        let rank = live.iter().position(|id| *id == self.0.identity).unwrap_or(0);
-        buckets / replicas + usize::from(rank < buckets % replicas)
+        // Who leads each bucket now: this replica knows its own best; the
+        // watch tells the others'.
+        let holders: Vec<Option<&str>> = (0..self.0.buckets.len())
+            .map(|b| {
+                if state.held.contains(&b) {
+                    Some(self.0.identity.as_str())
+                } else {
+                    state
+                        .holders
+                        .get(&b)
+                        .map(String::as_str)
+                        .filter(|h| !h.is_empty() && *h != self.0.identity)
+                }
+            })
+            .collect();
+        let owners = assign(&live, &self.0.buckets, &holders);
+        owners
+            .get(ordinal)
+            .is_some_and(|&owner| live.get(owner) == Some(&self.0.identity.as_str()))
     }
 
-    /// True when this replica may take a free bucket: it leads fewer than its
-    /// share, or the shares are not known.
-    pub(crate) fn may_take(&self) -> bool {
+    /// True when this replica may take bucket `ordinal` when it is free: it
+    /// is assigned here, or the members are not known.
+    pub(crate) fn may_take(&self, ordinal: usize) -> bool {
         let state = self.0.state.lock();
-        !state.listed || state.held.len() < self.share(&state)
+        self.assigned_here(&state, ordinal)
     }
 
-    /// True when this replica leads more than its share and `ordinal` is
-    /// one of the buckets it gives up (its highest, as many as it leads too
-    /// many): every excess bucket goes within one retry period.
+    /// True when this replica leads bucket `ordinal` but the live members
+    /// assign it to another: it gives it up at once.
     pub(crate) fn should_yield(&self, ordinal: usize) -> bool {
         let state = self.0.state.lock();
-        if !state.listed {
-            return false;
-        }
-        let excess = state.held.len().saturating_sub(self.share(&state));
-        state.held.iter().rev().take(excess).any(|held| *held == ordinal)
+        state.held.contains(&ordinal) && !self.assigned_here(&state, ordinal)
     }
 
     /// Completes once the Leases have been listed and the replicas started
@@ -267,7 +288,13 @@ impl Peers {
                 Ok(watcher::Event::InitDone) => self.0.state.lock().listed = true,
                 Ok(watcher::Event::Delete(lease)) => {
                     let name = lease.metadata.name.unwrap_or_default();
-                    if self.0.state.lock().members.remove(&name).is_some() {
+                    let mut state = self.0.state.lock();
+                    if let Some(ordinal) = self.0.buckets.iter().position(|bucket| *bucket == name) {
+                        state.holders.remove(&ordinal);
+                    }
+                    let left = state.members.remove(&name).is_some();
+                    drop(state);
+                    if left {
                         self.0.joined_or_left.notify_waiters();
                     }
                 }
@@ -293,6 +320,7 @@ impl Peers {
             {
                 wake.notify_one();
             }
+            self.0.state.lock().holders.insert(ordinal, holder);
             return;
         }
         if !name.starts_with(&self.0.member_prefix) {
@@ -318,5 +346,139 @@ impl Peers {
         if joined {
             self.0.joined_or_left.notify_waiters();
         }
+    }
+}
+
+/// Who leads each bucket: for each of `buckets`, by ordinal, the index in
+/// `members` (sorted identities, no duplicates) of the member that leads it;
+/// `holders` says who leads each now, if anyone.
+///
+/// Rendezvous hashing with bounded loads: each (member, bucket) pair scores
+/// a hash of both names, and the pairs are granted best first, each bucket
+/// to one member and each member up to its share (⌊B/R⌋, and one more for
+/// the B mod R members granted one first). A member keeps the buckets it
+/// leads, up to its share, before any pair is scored, so a replica that
+/// joins moves only what makes its share, and one with one bucket is never
+/// passed a bucket another leads. Which buckets are free to go where
+/// depends on the names alone, not on who started first.
+pub(super) fn assign(members: &[&str], buckets: &[String], holders: &[Option<&str>]) -> Vec<usize> {
+    let (count, replicas) = (buckets.len(), members.len().max(1));
+    let (floor, mut extras) = (count / replicas, count % replicas);
+    let mut led = vec![0_usize; members.len()];
+    let mut pairs: Vec<(bool, u64, usize, usize)> = members
+        .iter()
+        .enumerate()
+        .flat_map(|(m, member)| {
+            buckets.iter().enumerate().map(move |(b, bucket)| {
+                let leads = holders.get(b).copied().flatten() == Some(*member);
+                (leads, score(member, bucket), m, b)
+            })
+        })
+        .collect();
+    pairs.sort_unstable_by(|x, y| y.cmp(x));
+    let mut owners = vec![usize::MAX; count];
+    for (_, _, member, bucket) in pairs {
+        if owners[bucket] != usize::MAX {
+            continue;
+        }
+        // One more than the floor goes to the first `count % replicas`
+        // members that score best for it.
+        let room = if led[member] < floor {
+            true
+        } else if led[member] == floor && extras > 0 {
+            extras -= 1;
+            true
+        } else {
+            false
+        };
+        if room {
+            owners[bucket] = member;
+            led[member] += 1;
+        }
+    }
+    owners
+}
+
+/// A member's score for a bucket: FNV-1a over both names, mixed (SplitMix64's
+/// finalizer) so that names differing in their last characters still score
+/// far apart.
+fn score(member: &str, bucket: &str) -> u64 {
+    let mut z = super::hash::fnv64a(&[member.as_bytes(), &[0], bucket.as_bytes()]);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::assign;
+
+    fn buckets(n: usize) -> Vec<String> {
+        (0..n)
+            .map(|i| format!("controller.reconciler.{i:02}-of-{n:02}"))
+            .collect()
+    }
+
+    fn members(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("controller-7d9f{i}c_{i}a1b2")).collect()
+    }
+
+    fn counts(owners: &[usize], members: usize) -> Vec<usize> {
+        (0..members)
+            .map(|m| owners.iter().filter(|&&o| o == m).count())
+            .collect()
+    }
+
+    #[test]
+    fn every_bucket_has_one_owner_and_every_member_its_share() {
+        for b in 1..=10 {
+            for r in 1..=7 {
+                let names = members(r);
+                let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
+                sorted.sort_unstable();
+                let owners = assign(&sorted, &buckets(b), &[]);
+                assert!(
+                    owners.iter().all(|&o| o < r),
+                    "{b} buckets, {r} members: {owners:?}"
+                );
+                let mut counts = counts(&owners, r);
+                counts.sort_unstable();
+                let shares: Vec<usize> = (0..r).map(|i| b / r + usize::from(i >= r - b % r)).collect();
+                assert_eq!(counts, shares, "{b} buckets, {r} members");
+            }
+        }
+    }
+
+    #[test]
+    fn a_member_that_joins_takes_only_its_share_from_the_leaders() {
+        let buckets = buckets(10);
+        let names = members(6);
+        for r in 1..6 {
+            let mut before: Vec<&str> = names[..r].iter().map(String::as_str).collect();
+            before.sort_unstable();
+            let mut after: Vec<&str> = names[..=r].iter().map(String::as_str).collect();
+            after.sort_unstable();
+            let was = assign(&before, &buckets, &[]);
+            let leading: Vec<Option<&str>> = was.iter().map(|&o| Some(before[o])).collect();
+            let is = assign(&after, &buckets, &leading);
+            let moved = (0..10).filter(|&b| before[was[b]] != after[is[b]]).count();
+            assert_eq!(moved, 10 / (r + 1), "{r} → {} members", r + 1);
+            assert!(
+                (0..10).all(|b| before[was[b]] == after[is[b]] || after[is[b]] == names[r]),
+                "only the newcomer gains"
+            );
+        }
+    }
+
+    #[test]
+    fn a_leader_keeps_its_share_whoever_scores_better() {
+        let buckets = buckets(1);
+        let names = ["a-replica", "b-replica"];
+        for leader in names {
+            assert_eq!(names[assign(&names, &buckets, &[Some(leader)])[0]], leader);
+        }
+        // A holder that is not a live member counts for nothing.
+        let alone = assign(&names[..1], &buckets, &[Some("gone")]);
+        assert_eq!(alone, [0]);
     }
 }
