@@ -59,8 +59,8 @@ struct Inner {
     state: Mutex<State>,
     /// Wakes the elector of each bucket when its lease is released.
     wake: Vec<Notify>,
-    /// Wakes the leaders when a replica joins or leaves, so a leader over
-    /// its new share gives buckets up at once, not at its next renewal.
+    /// Wakes the leaders when a replica joins or leaves, so a leader gives
+    /// up a bucket now assigned to another at once, not at its next renewal.
     joined_or_left: Notify,
     /// Held while the member Lease is deleted, so it is deleted once.
     leaving: tokio::sync::Mutex<bool>,
