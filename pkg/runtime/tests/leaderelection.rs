@@ -931,6 +931,43 @@ async fn replicas_share_the_buckets_evenly_whichever_started_first() {
     }
 }
 
+/// Replicas that start together each take only the buckets they agree are
+/// theirs: nobody takes a bucket it then hands back, so every replica's only
+/// changes of leadership are its first promotions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_together_take_their_own_buckets_and_hand_none_back() {
+    let env = env();
+    // Leases long enough that a loaded machine's late renewal never makes a
+    // replica look gone.
+    let config = config_with(10, "3s", "2s");
+    let replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
+        .into_iter()
+        .map(|identity| Replica::start_with(&env, NS, identity, &config))
+        .collect();
+    let counts = || {
+        let mut counts: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
+        counts.sort_unstable();
+        counts
+    };
+    wait_until(Duration::from_secs(5), || counts() == [3, 3, 4])
+        .await
+        .unwrap_or_else(|| panic!("not shared evenly: {:?}", counts()));
+    // A few retry periods more, for any late hand-back to show.
+    sleep(Duration::from_millis(500)).await;
+    assert_eq!(counts(), [3, 3, 4]);
+    for replica in &replicas {
+        let events = replica.events();
+        assert!(
+            events.iter().all(|e| e.starts_with("promote ")) && events.len() == replica.led().len(),
+            "{} changed leadership more than once per bucket: {events:?}",
+            replica.identity
+        );
+    }
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
 /// Reconciles keys, noting for each whether this replica led it.
 struct Noting {
     leadership: Arc<LeaderAwareFuncs>,

@@ -94,7 +94,8 @@
 //!   members assign each replica ⌊B/R⌋ or ⌈B/R⌉ of the B buckets, the same
 //!   ones whichever replica computes it (rendezvous hashing of the members'
 //!   and buckets' names). A replica tries only the buckets assigned to it,
-//!   so replicas starting together never race for a lease; a leader gives
+//!   so replicas starting together never race for a lease nor hand one
+//!   back (`replicas_started_together_take_their_own_buckets_and_hand_none_back`); a leader gives
 //!   up a bucket assigned to another at once, and a bucket still free a
 //!   retry period after its first attempt is taken by anyone. Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
