@@ -50,7 +50,7 @@
 //! # }
 //! ```
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -344,13 +344,16 @@ fn requirement(key: &str, op: Op, values: Option<&[String]>) -> Result<(), Strin
 }
 
 /// The identity of a referent: what exact registrations are keyed by, and,
-/// with an empty name, selector registrations.
+/// with an empty name, selector registrations. The group-version and kind
+/// are shared by every registration that names them ([`State::intern`]): a
+/// controller that tracks one Service per object holds "v1" and "Service"
+/// once, not once per object.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 struct RefKey {
-    api_version: String,
-    kind: String,
-    namespace: String,
-    name: String,
+    api_version: Arc<str>,
+    kind: Arc<str>,
+    namespace: Box<str>,
+    name: Box<str>,
 }
 
 struct Matcher {
@@ -358,14 +361,101 @@ struct Matcher {
     expiry: Instant,
 }
 
+/// Up to this many observers of one referent are kept in a vector; more in
+/// a map, so a referent many objects track (a shared ConfigMap) still
+/// registers and forgets in constant time.
+const FEW: usize = 8;
+
+/// The observers of one referent, each with what it registered. Nearly always
+/// one (an object tracking the object it names): a vector of one costs one
+/// small allocation where a map costs a table of four slots.
+enum Observers<V> {
+    Few(Vec<(ObjectKey, V)>),
+    Many(HashMap<ObjectKey, V>),
+}
+
+impl<V> Default for Observers<V> {
+    fn default() -> Self {
+        Observers::Few(Vec::new())
+    }
+}
+
+impl<V> Observers<V> {
+    /// Registers `observer`; what it had registered before, if anything.
+    fn insert(&mut self, observer: ObjectKey, value: V) -> Option<V> {
+        match self {
+            Observers::Many(map) => map.insert(observer, value),
+            Observers::Few(few) => {
+                if let Some((_, old)) = few.iter_mut().find(|(key, _)| *key == observer) {
+                    return Some(std::mem::replace(old, value));
+                }
+                if few.len() < FEW {
+                    few.reserve_exact(1);
+                    few.push((observer, value));
+                } else {
+                    let mut map: HashMap<ObjectKey, V> = few.drain(..).collect();
+                    map.insert(observer, value);
+                    *self = Observers::Many(map);
+                }
+                None
+            }
+        }
+    }
+
+    fn remove(&mut self, observer: &ObjectKey) {
+        match self {
+            Observers::Many(map) => {
+                map.remove(observer);
+            }
+            Observers::Few(few) => few.retain(|(key, _)| key != observer),
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&V) -> bool) {
+        match self {
+            Observers::Many(map) => map.retain(|_, value| keep(value)),
+            Observers::Few(few) => few.retain(|(_, value)| keep(value)),
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        match self {
+            Observers::Many(map) => map.is_empty(),
+            Observers::Few(few) => few.is_empty(),
+        }
+    }
+
+    fn iter(&self) -> Box<dyn Iterator<Item = (&ObjectKey, &V)> + '_> {
+        match self {
+            Observers::Many(map) => Box::new(map.iter()),
+            Observers::Few(few) => Box::new(few.iter().map(|(key, value)| (key, value))),
+        }
+    }
+}
+
 #[derive(Default)]
 struct State {
     /// Referent → observer → lease expiry.
-    exact: HashMap<RefKey, HashMap<ObjectKey, Instant>>,
+    exact: HashMap<RefKey, Observers<Instant>>,
     /// Referent without its name → observer → selector and lease expiry.
-    inexact: HashMap<RefKey, HashMap<ObjectKey, Matcher>>,
+    inexact: HashMap<RefKey, Observers<Matcher>>,
     /// Observers being reconciled → [`Inner::changes`] when the reconcile began.
     reconciling: HashMap<ObjectKey, u64>,
+    /// The group-versions and kinds registrations name, each held once;
+    /// bounded by the kinds a program tracks.
+    interned: HashSet<Arc<str>>,
+}
+
+impl State {
+    /// The one shared copy of `text`.
+    fn intern(&mut self, text: &str) -> Arc<str> {
+        if let Some(shared) = self.interned.get(text) {
+            return shared.clone();
+        }
+        let shared: Arc<str> = Arc::from(text);
+        self.interned.insert(shared.clone());
+        shared
+    }
 }
 
 type Callback = Box<dyn Fn(ObjectKey) + Send + Sync>;
@@ -473,17 +563,19 @@ impl Tracker {
         let observer = ObjectKey::of(observer);
         let now = Instant::now();
         let expiry = now.checked_add(self.inner.lease).unwrap_or(now);
-        let mut ref_key = RefKey {
-            api_version: reference.api_version.clone(),
-            kind: reference.kind.clone(),
-            namespace: reference.namespace.clone(),
-            name: String::new(),
-        };
         let catch_up = {
             let mut state = self.lock();
+            let ref_key = RefKey {
+                api_version: state.intern(&reference.api_version),
+                kind: state.intern(&reference.kind),
+                namespace: reference.namespace.as_str().into(),
+                name: match selector {
+                    None => reference.name().unwrap_or_default().into(),
+                    Some(_) => "".into(),
+                },
+            };
             let is_new = match selector {
                 None => {
-                    ref_key.name = reference.name().unwrap_or_default().to_owned();
                     let observers = state.exact.entry(ref_key).or_default();
                     let previous = observers.insert(observer.clone(), expiry);
                     previous.is_none_or(|old| expired(old, now))
@@ -541,27 +633,34 @@ impl Tracker {
     /// Sorted, without duplicates. Expired registrations are removed.
     pub fn get_observers<K: Resource<DynamicType = ()>>(&self, obj: &K) -> Vec<ObjectKey> {
         let meta = obj.meta();
-        let mut ref_key = RefKey {
-            api_version: K::api_version(&()).into_owned(),
-            kind: K::kind(&()).into_owned(),
-            namespace: meta.namespace.clone().unwrap_or_default(),
-            name: meta.name.clone().unwrap_or_default(),
-        };
         let now = Instant::now();
         let mut observers = Vec::new();
         let mut state = self.lock();
+        // A kind nobody registered for has no observers.
+        let (Some(api_version), Some(kind)) = (
+            state.interned.get(K::api_version(&()).as_ref()).cloned(),
+            state.interned.get(K::kind(&()).as_ref()).cloned(),
+        ) else {
+            return observers;
+        };
+        let mut ref_key = RefKey {
+            api_version,
+            kind,
+            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
+            name: meta.name.as_deref().unwrap_or_default().into(),
+        };
 
         if let Some(exact) = state.exact.get_mut(&ref_key) {
-            exact.retain(|_, expiry| !expired(*expiry, now));
-            observers.extend(exact.keys().cloned());
+            exact.retain(|expiry| !expired(*expiry, now));
+            observers.extend(exact.iter().map(|(key, _)| key.clone()));
             if exact.is_empty() {
                 state.exact.remove(&ref_key);
             }
         }
 
-        ref_key.name.clear();
+        ref_key.name = "".into();
         if let Some(inexact) = state.inexact.get_mut(&ref_key) {
-            inexact.retain(|_, m| !expired(m.expiry, now));
+            inexact.retain(|m| !expired(m.expiry, now));
             let empty = BTreeMap::new();
             let labels = meta.labels.as_ref().unwrap_or(&empty);
             observers.extend(

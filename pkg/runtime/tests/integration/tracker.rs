@@ -318,6 +318,32 @@ async fn a_controller_reconciles_an_observer_once_unless_its_referent_changed_me
     );
 }
 
+/// A referent many objects track (a shared ConfigMap, say) keeps every
+/// registration, renewal and removal exact however many observers it has:
+/// the first few and the rest are held differently.
+#[tokio::test(start_paused = true)]
+async fn a_referent_with_many_observers_keeps_each_registration() {
+    let (t, calls) = tracker();
+    let shared = Reference::named("v1", "Service", "default", "shared");
+    let observers: Vec<String> = (0..40).map(|i| format!("asvc-{i:02}")).collect();
+    for name in &observers {
+        t.track_reference(&shared, &service("default", name)).unwrap();
+    }
+    let all: Vec<ObjectKey> = observers.iter().map(|n| key("default", n)).collect();
+    assert_eq!(take(&calls), all, "each registration is new once");
+    // Renewing is not a new registration, before and after the 8th.
+    for name in [&observers[3], &observers[30]] {
+        t.track_reference(&shared, &service("default", name)).unwrap();
+    }
+    assert!(take(&calls).is_empty(), "renewals call nobody");
+    t.on_deleted_observer(&service("default", &observers[0]));
+    t.on_deleted_observer(&service("default", &observers[39]));
+    assert_eq!(t.get_observers(&service("default", "shared")), all[1..39]);
+    // The leases lapse together.
+    tokio::time::advance(LEASE + Duration::from_secs(1)).await;
+    assert!(t.get_observers(&service("default", "shared")).is_empty());
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_deleted_observer_is_forgotten() {
     let (t, calls) = tracker();
