@@ -198,7 +198,9 @@ impl LeaseElector {
     /// the lease is acquired (`Ok`) or `shutdown` (`Err`).
     async fn acquire(&mut self, shutdown: &CancellationToken) -> Result<(), Stopped> {
         tracing::info!("Attempting to acquire leader lease {}...", self.describe);
-        let mut wait_first = false;
+        // Whether to wait before the next attempt: not before the first,
+        // unless the bucket is another replica's.
+        let mut wait = false;
         if let Some((peers, ordinal)) = &self.peers {
             tokio::select! {
                 () = shutdown.cancelled() => return Err(Stopped::Idle),
@@ -210,23 +212,12 @@ impl LeaseElector {
             if !peers.may_take(*ordinal) {
                 self.first_election = None;
                 self.declined_since = Some(Instant::now());
-                wait_first = true;
+                wait = true;
             }
         }
         loop {
-            if std::mem::take(&mut wait_first) {
-                let released = async {
-                    match &self.peers {
-                        Some((peers, ordinal)) => peers.released(*ordinal).await,
-                        None => std::future::pending().await,
-                    }
-                };
-                tokio::select! {
-                    biased;
-                    () = shutdown.cancelled() => return Err(Stopped::Idle),
-                    () = released => {}
-                    () = sleep(jittered(self.timing.retry_period)) => {}
-                }
+            if std::mem::replace(&mut wait, true) {
+                self.released_or_retry(shutdown).await?;
             }
             if shutdown.is_cancelled() {
                 return Err(Stopped::Idle);
@@ -251,19 +242,23 @@ impl LeaseElector {
             } else {
                 tracing::debug!("Failed to acquire lease {}", self.describe);
             }
-            let released = async {
-                match &self.peers {
-                    Some((peers, ordinal)) => peers.released(*ordinal).await,
-                    None => std::future::pending().await,
-                }
-            };
-            tokio::select! {
-                biased;
-                () = shutdown.cancelled() => return Err(Stopped::Idle),
-                // Released by its leader: try at once, not a retry period later.
-                () = released => {}
-                () = sleep(jittered(self.timing.retry_period)) => {}
+        }
+    }
+
+    /// Waits a retry period (jittered), or less when the lease is released
+    /// by its leader: then the next attempt comes at once.
+    async fn released_or_retry(&self, shutdown: &CancellationToken) -> Result<(), Stopped> {
+        let released = async {
+            match &self.peers {
+                Some((peers, ordinal)) => peers.released(*ordinal).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            biased;
+            () = shutdown.cancelled() => Err(Stopped::Idle),
+            () = released => Ok(()),
+            () = sleep(jittered(self.timing.retry_period)) => Ok(()),
         }
     }
 
