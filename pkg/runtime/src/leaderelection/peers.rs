@@ -6,17 +6,20 @@
 //! split 8/1/1 and a second replica adds little. Here every replica also
 //! keeps a *member* Lease (`<prefix>.member-<id>`, renewed every retry
 //! period, deleted on shutdown) and watches the Leases of its namespace. The
-//! live members agree, each on its own, on which of the B buckets each leads:
-//! [`assign`] gives each of R members ⌊B/R⌋ or ⌈B/R⌉ of them by rendezvous
-//! hashing, so a replica that joins or leaves moves few buckets, and every
-//! replica computes the same answer from the same members. A replica takes
-//! only the buckets assigned to it, so replicas that start together never
-//! race for the same lease; a leader gives up a bucket assigned to another
-//! at once. A bucket still free a retry period after its elector first
-//! left it to another is taken anyway, so no bucket stays unled while the
-//! replicas' views of each other differ for a moment. The watch also wakes
-//! a candidate as soon as a lease it wants is released, so a replica that
-//! shuts down hands its buckets over in one round trip, not a retry period.
+//! live members agree, each on its own, on which of the B buckets each should
+//! lead: [`assign`] gives each of R members ⌊B/R⌋ or ⌈B/R⌉ of them by
+//! rendezvous hashing of the members' and buckets' names, so every replica
+//! that sees the same members computes the same answer, and a replica that
+//! joins or leaves moves few buckets. A replica tries first only the
+//! buckets assigned to it, so replicas that start together never race for
+//! the same lease. A leader over its share gives up its excess, the buckets
+//! assigned to others first ([`given_up`]); one at or under its share keeps
+//! what it leads, so a moment's difference between the replicas' views
+//! never bounces a bucket between them. A bucket still free a retry period
+//! after its elector first left it to another is taken anyway, so no bucket
+//! stays unled while the views differ. The watch also wakes a candidate as
+//! soon as a lease it wants is released, so a replica that shuts down hands
+//! its buckets over in one round trip, not a retry period.
 //!
 //! Nothing here is needed for safety: a lease is still taken only with
 //! client-go's rules, and a replica whose watch fails (no RBAC to list
@@ -59,8 +62,8 @@ struct Inner {
     state: Mutex<State>,
     /// Wakes the elector of each bucket when its lease is released.
     wake: Vec<Notify>,
-    /// Wakes the leaders when a replica joins or leaves, so a leader gives
-    /// up a bucket now assigned to another at once, not at its next renewal.
+    /// Wakes the leaders when a replica joins or leaves, so a leader over
+    /// its new share gives buckets up at once, not at its next renewal.
     joined_or_left: Notify,
     /// Held while the member Lease is deleted, so it is deleted once.
     leaving: tokio::sync::Mutex<bool>,
@@ -76,8 +79,17 @@ struct State {
     /// True once the watch has listed the Leases: until then the shares are
     /// not known and this replica acts as if it were alone.
     listed: bool,
-    /// Each bucket lease's holder as the watch last saw it (empty: free).
-    holders: BTreeMap<usize, String>,
+}
+
+/// How the live members share the buckets, as one replica sees it.
+struct Assignment {
+    /// For each bucket, whether it is assigned to this replica.
+    here: Vec<bool>,
+    /// How many are.
+    share: usize,
+    /// For each bucket, whether its assignee renews its member lease (or is
+    /// this replica).
+    renewing: Vec<bool>,
 }
 
 struct Member {
@@ -131,56 +143,59 @@ impl Peers {
         self.leave().await;
     }
 
-    /// True when bucket `ordinal` is this replica's to lead now: the live
-    /// members (this one among them) assign it here. Every bucket is while
-    /// the members are not known.
-    fn assigned_here(&self, state: &State, ordinal: usize) -> bool {
+    /// The live members' assignment as this replica sees it: which buckets
+    /// are assigned here, how many (this replica's share), and which are
+    /// assigned to a member that renewed its member lease within the last
+    /// two retry periods (or to this one). `None` while the members are not
+    /// known.
+    fn assignment(&self, state: &State) -> Option<Assignment> {
         if !state.listed {
-            return true;
+            return None;
         }
         let now = Instant::now();
-        let mut live: Vec<&str> = state
+        let since = |m: &Member| now.saturating_duration_since(m.changed);
+        let mut live: Vec<(&str, bool)> = state
             .members
             .values()
-            .filter(|m| now.saturating_duration_since(m.changed) < self.0.lease_duration)
-            .map(|m| m.identity.as_str())
+            .filter(|m| since(m) < self.0.lease_duration)
+            .map(|m| (m.identity.as_str(), since(m) < 2 * self.0.retry_period))
             .collect();
-        live.push(&self.0.identity);
+        live.push((&self.0.identity, true));
         live.sort_unstable();
-        live.dedup();
-        // Who leads each bucket now: this replica knows its own best; the
-        // watch tells the others'.
-        let holders: Vec<Option<&str>> = (0..self.0.buckets.len())
-            .map(|b| {
-                if state.held.contains(&b) {
-                    Some(self.0.identity.as_str())
-                } else {
-                    state
-                        .holders
-                        .get(&b)
-                        .map(String::as_str)
-                        .filter(|h| !h.is_empty() && *h != self.0.identity)
-                }
-            })
-            .collect();
-        let owners = assign(&live, &self.0.buckets, &holders);
-        owners
-            .get(ordinal)
-            .is_some_and(|&owner| live.get(owner) == Some(&self.0.identity.as_str()))
+        live.dedup_by(|a, b| a.0 == b.0);
+        let names: Vec<&str> = live.iter().map(|(id, _)| *id).collect();
+        let me = names.iter().position(|id| *id == self.0.identity)?;
+        let owners = assign(&names, &self.0.buckets);
+        let here: Vec<bool> = owners.iter().map(|&owner| owner == me).collect();
+        Some(Assignment {
+            share: here.iter().filter(|&&mine| mine).count(),
+            here,
+            renewing: owners
+                .iter()
+                .map(|&owner| live.get(owner).is_some_and(|(_, renewing)| *renewing))
+                .collect(),
+        })
     }
 
     /// True when this replica may take bucket `ordinal` when it is free: it
     /// is assigned here, or the members are not known.
     pub(crate) fn may_take(&self, ordinal: usize) -> bool {
         let state = self.0.state.lock();
-        self.assigned_here(&state, ordinal)
+        self.assignment(&state)
+            .is_none_or(|a| a.here.get(ordinal).copied().unwrap_or(false))
     }
 
-    /// True when this replica leads bucket `ordinal` but the live members
-    /// assign it to another: it gives it up at once.
+    /// True when this replica leads more than its share and `ordinal` is one
+    /// of the buckets it gives up (those assigned to others first), to a
+    /// replica still renewing its member lease: a bucket taken over from one
+    /// that was killed is kept until that one counts as gone, instead of
+    /// being handed to it and taken back every retry period.
     pub(crate) fn should_yield(&self, ordinal: usize) -> bool {
         let state = self.0.state.lock();
-        state.held.contains(&ordinal) && !self.assigned_here(&state, ordinal)
+        self.assignment(&state).is_some_and(|a| {
+            a.renewing.get(ordinal).copied().unwrap_or(false)
+                && given_up(&state.held, &a.here, a.share).contains(&ordinal)
+        })
     }
 
     /// Completes once the Leases have been listed and the replicas started
@@ -288,13 +303,7 @@ impl Peers {
                 Ok(watcher::Event::InitDone) => self.0.state.lock().listed = true,
                 Ok(watcher::Event::Delete(lease)) => {
                     let name = lease.metadata.name.unwrap_or_default();
-                    let mut state = self.0.state.lock();
-                    if let Some(ordinal) = self.0.buckets.iter().position(|bucket| *bucket == name) {
-                        state.holders.remove(&ordinal);
-                    }
-                    let left = state.members.remove(&name).is_some();
-                    drop(state);
-                    if left {
+                    if self.0.state.lock().members.remove(&name).is_some() {
                         self.0.joined_or_left.notify_waiters();
                     }
                 }
@@ -320,7 +329,6 @@ impl Peers {
             {
                 wake.notify_one();
             }
-            self.0.state.lock().holders.insert(ordinal, holder);
             return;
         }
         if !name.starts_with(&self.0.member_prefix) {
@@ -350,53 +358,52 @@ impl Peers {
 }
 
 /// Who leads each bucket: for each of `buckets`, by ordinal, the index in
-/// `members` (sorted identities, no duplicates) of the member that leads it;
-/// `holders` says who leads each now, if anyone.
+/// `members` (sorted identities, no duplicates) of the member it is
+/// assigned to.
 ///
 /// Rendezvous hashing with bounded loads: each (member, bucket) pair scores
 /// a hash of both names, and the pairs are granted best first, each bucket
-/// to one member and each member up to its share (⌊B/R⌋, and one more for
-/// the B mod R members granted one first). A member keeps the buckets it
-/// leads, up to its share, before any pair is scored, so a replica that
-/// joins moves only what makes its share, and one with one bucket is never
-/// passed a bucket another leads. Which buckets are free to go where
-/// depends on the names alone, not on who started first.
-pub(super) fn assign(members: &[&str], buckets: &[String], holders: &[Option<&str>]) -> Vec<usize> {
+/// to one member and each member up to its share: ⌊B/R⌋, and one more for
+/// the first B mod R members. The answer depends on the names alone, so
+/// every replica that sees the same members computes the same one, and a
+/// member that joins or leaves moves about B/R buckets, not a reshuffle.
+pub(super) fn assign(members: &[&str], buckets: &[String]) -> Vec<usize> {
     let (count, replicas) = (buckets.len(), members.len().max(1));
-    let (floor, mut extras) = (count / replicas, count % replicas);
-    let mut led = vec![0_usize; members.len()];
-    let mut pairs: Vec<(bool, u64, usize, usize)> = members
+    let mut room: Vec<usize> = (0..members.len())
+        .map(|rank| count / replicas + usize::from(rank < count % replicas))
+        .collect();
+    let mut pairs: Vec<(u64, usize, usize)> = members
         .iter()
         .enumerate()
         .flat_map(|(m, member)| {
-            buckets.iter().enumerate().map(move |(b, bucket)| {
-                let leads = holders.get(b).copied().flatten() == Some(*member);
-                (leads, score(member, bucket), m, b)
-            })
+            buckets
+                .iter()
+                .enumerate()
+                .map(move |(b, bucket)| (score(member, bucket), m, b))
         })
         .collect();
     pairs.sort_unstable_by(|x, y| y.cmp(x));
     let mut owners = vec![usize::MAX; count];
-    for (_, _, member, bucket) in pairs {
-        if owners[bucket] != usize::MAX {
-            continue;
-        }
-        // One more than the floor goes to the first `count % replicas`
-        // members that score best for it.
-        let room = if led[member] < floor {
-            true
-        } else if led[member] == floor && extras > 0 {
-            extras -= 1;
-            true
-        } else {
-            false
-        };
-        if room {
+    for (_, member, bucket) in pairs {
+        if owners[bucket] == usize::MAX && room[member] > 0 {
             owners[bucket] = member;
-            led[member] += 1;
+            room[member] -= 1;
         }
     }
     owners
+}
+
+/// The buckets a replica that leads `held` gives up to come down to `share`:
+/// those assigned to others (`here` false) first, then its own, each from
+/// the highest ordinal down. A replica at or under its share gives up none,
+/// so a replica never lets go of a bucket only because its view of who
+/// should lead it differs for a moment from the others'.
+pub(super) fn given_up(held: &BTreeSet<usize>, here: &[bool], share: usize) -> Vec<usize> {
+    let excess = held.len().saturating_sub(share);
+    let assigned_here = |b: usize| here.get(b).copied().unwrap_or(false);
+    let others = held.iter().rev().filter(|&&b| !assigned_here(b));
+    let own = held.iter().rev().filter(|&&b| assigned_here(b));
+    others.chain(own).take(excess).copied().collect()
 }
 
 /// A member's score for a bucket: FNV-1a over both names, mixed (SplitMix64's
@@ -411,7 +418,9 @@ fn score(member: &str, bucket: &str) -> u64 {
 
 #[cfg(test)]
 mod tests {
-    use super::assign;
+    use std::collections::BTreeSet;
+
+    use super::{assign, given_up};
 
     fn buckets(n: usize) -> Vec<String> {
         (0..n)
@@ -436,21 +445,25 @@ mod tests {
                 let names = members(r);
                 let mut sorted: Vec<&str> = names.iter().map(String::as_str).collect();
                 sorted.sort_unstable();
-                let owners = assign(&sorted, &buckets(b), &[]);
+                let owners = assign(&sorted, &buckets(b));
                 assert!(
                     owners.iter().all(|&o| o < r),
                     "{b} buckets, {r} members: {owners:?}"
                 );
-                let mut counts = counts(&owners, r);
-                counts.sort_unstable();
-                let shares: Vec<usize> = (0..r).map(|i| b / r + usize::from(i >= r - b % r)).collect();
-                assert_eq!(counts, shares, "{b} buckets, {r} members");
+                let counts = counts(&owners, r);
+                for (rank, count) in counts.iter().enumerate() {
+                    assert_eq!(
+                        *count,
+                        b / r + usize::from(rank < b % r),
+                        "{b} buckets, {r} members: {counts:?}"
+                    );
+                }
             }
         }
     }
 
     #[test]
-    fn a_member_that_joins_takes_only_its_share_from_the_leaders() {
+    fn a_member_that_joins_moves_few_buckets() {
         let buckets = buckets(10);
         let names = members(6);
         for r in 1..6 {
@@ -458,27 +471,29 @@ mod tests {
             before.sort_unstable();
             let mut after: Vec<&str> = names[..=r].iter().map(String::as_str).collect();
             after.sort_unstable();
-            let was = assign(&before, &buckets, &[]);
-            let leading: Vec<Option<&str>> = was.iter().map(|&o| Some(before[o])).collect();
-            let is = assign(&after, &buckets, &leading);
+            let (was, is) = (assign(&before, &buckets), assign(&after, &buckets));
             let moved = (0..10).filter(|&b| before[was[b]] != after[is[b]]).count();
-            assert_eq!(moved, 10 / (r + 1), "{r} → {} members", r + 1);
+            // The newcomer's share must move; a reshuffle would move most.
+            let share = 10_usize.div_ceil(r + 1);
             assert!(
-                (0..10).all(|b| before[was[b]] == after[is[b]] || after[is[b]] == names[r]),
-                "only the newcomer gains"
+                moved <= share + 2,
+                "{r} → {} members moved {moved} buckets",
+                r + 1
             );
         }
     }
 
     #[test]
-    fn a_leader_keeps_its_share_whoever_scores_better() {
-        let buckets = buckets(1);
-        let names = ["a-replica", "b-replica"];
-        for leader in names {
-            assert_eq!(names[assign(&names, &buckets, &[Some(leader)])[0]], leader);
+    fn a_replica_gives_up_only_its_excess_and_others_buckets_first() {
+        let held: BTreeSet<usize> = [1, 2, 5, 7].into_iter().collect();
+        let mut here = vec![false; 10];
+        for b in [1, 7] {
+            here[b] = true;
         }
-        // A holder that is not a live member counts for nothing.
-        let alone = assign(&names[..1], &buckets, &[Some("gone")]);
-        assert_eq!(alone, [0]);
+        assert_eq!(given_up(&held, &here, 4), Vec::<usize>::new(), "at its share");
+        assert_eq!(given_up(&held, &here, 3), [5]);
+        assert_eq!(given_up(&held, &here, 2), [5, 2]);
+        assert_eq!(given_up(&held, &here, 1), [5, 2, 7]);
+        assert_eq!(given_up(&held, &here, 0), [5, 2, 7, 1]);
     }
 }
