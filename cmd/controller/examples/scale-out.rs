@@ -20,9 +20,8 @@
 //!
 //! With B buckets and R replicas the busiest replica leads ⌈B/R⌉ of a
 //! controller's buckets, so one controller's throughput can grow at most
-//! B/⌈B/R⌉ times: 10 buckets give 2×, 2.5× and 5× at 2, 3 and 5 replicas
-//! (with two controllers, their extra buckets may land on different
-//! replicas). Keys hash into buckets by chance: `--objects 1000` (100 keys
+//! B/⌈B/R⌉ times: 10 buckets give 2×, 2.5× and 5× at 2, 3 and 5 replicas,
+//! when the buckets' loads are even. Keys hash into buckets by chance: `--objects 1000` (100 keys
 //! per bucket, about 5 minutes for the four counts) shows the scaling with
 //! the buckets' loads close to even, 300 (30 per bucket) with them uneven.
 //!

@@ -95,9 +95,10 @@
 //!   ones whichever replica computes it (rendezvous hashing of the members'
 //!   and buckets' names). A replica tries only the buckets assigned to it,
 //!   so replicas starting together never race for a lease nor hand one
-//!   back (`replicas_started_together_take_their_own_buckets_and_hand_none_back`); a leader gives
-//!   up a bucket assigned to another at once, and a bucket still free a
-//!   retry period after its first attempt is taken by anyone. Three replicas of ten
+//!   back (`replicas_started_together_take_their_own_buckets_and_hand_none_back`); a leader over
+//!   its share gives up its excess at once, the buckets assigned to others
+//!   first, and a bucket still free a retry period after its first attempt
+//!   is taken by anyone. Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
 //!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
 //!   One watch on the namespace's leases per controller, and one member
