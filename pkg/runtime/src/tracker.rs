@@ -425,11 +425,13 @@ impl<V> Observers<V> {
         }
     }
 
-    fn iter(&self) -> Box<dyn Iterator<Item = (&ObjectKey, &V)> + '_> {
-        match self {
-            Observers::Many(map) => Box::new(map.iter()),
-            Observers::Few(few) => Box::new(few.iter().map(|(key, value)| (key, value))),
-        }
+    /// Without boxing: called for every change of a tracked kind.
+    fn iter(&self) -> impl Iterator<Item = (&ObjectKey, &V)> {
+        let (few, many) = match self {
+            Observers::Few(few) => (Some(few.iter().map(|(key, value)| (key, value))), None),
+            Observers::Many(map) => (None, Some(map.iter())),
+        };
+        few.into_iter().flatten().chain(many.into_iter().flatten())
     }
 }
 
