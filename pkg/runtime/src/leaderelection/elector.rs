@@ -50,7 +50,7 @@ enum Attempt {
 enum Ending {
     Shutdown,
     Lost,
-    /// Given up because the replicas assign the bucket to another.
+    /// Given up because this replica leads more than its share.
     Yielded,
 }
 
@@ -314,7 +314,8 @@ impl LeaseElector {
                     () = shutdown.cancelled() => return Ending::Shutdown,
                     () = tokio::time::sleep_until(next) => break,
                     // A replica joined or left: give this bucket up now if
-                    // it is assigned to another, else renew as planned.
+                    // this replica is over its new share, else renew as
+                    // planned.
                     () = joined_or_left => {
                         if let Some((peers, ordinal)) = &self.peers
                             && peers.should_yield(*ordinal)
