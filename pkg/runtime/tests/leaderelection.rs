@@ -17,7 +17,7 @@ use std::time::Duration;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
-use kinject_runtime::controller::{ControllerOptions, Error, Impl, ObjectKey, Reconciler};
+use kinject_runtime::controller::{ControllerOptions, Error, Impl, KeySource, ObjectKey, Reconciler};
 use kinject_runtime::leaderelection::{
     ComponentConfig, Config, ElectorError, promote_unopposed, spawn_electors, unique_id,
 };
@@ -52,11 +52,15 @@ fn config(buckets: u32) -> ComponentConfig {
 /// Longer leases for tests whose set-up must not race lease expiry on a loaded
 /// machine.
 fn config_with(buckets: u32, lease: &str, renew: &str) -> ComponentConfig {
+    config_timed(buckets, lease, renew, "100ms")
+}
+
+fn config_timed(buckets: u32, lease: &str, renew: &str, retry: &str) -> ComponentConfig {
     let data: BTreeMap<String, String> = [
         ("buckets", buckets.to_string()),
         ("lease-duration", lease.to_owned()),
         ("renew-deadline", renew.to_owned()),
-        ("retry-period", "100ms".to_owned()),
+        ("retry-period", retry.to_owned()),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_owned(), v))
@@ -100,6 +104,19 @@ impl Replica {
     }
 
     fn start_with(env: &TestEnv, namespace: &str, identity: &str, config: &ComponentConfig) -> Replica {
+        Self::start_keyed(env, namespace, identity, config, None)
+    }
+
+    /// A replica whose controller knows its keys (as a generated
+    /// reconciler's cache does), for the metrics and the assignment to
+    /// count per bucket.
+    fn start_keyed(
+        env: &TestEnv,
+        namespace: &str,
+        identity: &str,
+        config: &ComponentConfig,
+        keys: Option<Arc<dyn KeySource>>,
+    ) -> Replica {
         let events = Arc::new(Mutex::new(Vec::new()));
         let (promoted, demoted) = (events.clone(), events.clone());
         let leadership = Arc::new(LeaderAwareFuncs::new(
@@ -110,11 +127,11 @@ impl Replica {
                 demoted.lock().unwrap().push(format!("demote {}", b.name()));
             })),
         ));
-        let controller = Impl::new(
-            QUEUE,
-            Noop,
-            ControllerOptions::default().leader_aware(leadership.clone()),
-        );
+        let mut options = ControllerOptions::default().leader_aware(leadership.clone());
+        if let Some(keys) = keys {
+            options = options.keys(keys);
+        }
+        let controller = Impl::new(QUEUE, Noop, options);
         let shutdown = CancellationToken::new();
         let electors = spawn_electors(
             env.client(),
@@ -963,6 +980,161 @@ async fn replicas_started_together_take_their_own_buckets_and_hand_none_back() {
             replica.identity
         );
     }
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+/// A controller's keys, fixed.
+#[derive(Debug)]
+struct FixedKeys(Vec<ObjectKey>);
+
+impl KeySource for FixedKeys {
+    fn keys(&self) -> Vec<ObjectKey> {
+        self.0.clone()
+    }
+}
+
+/// Keys that hash into the buckets of `config` as `counts` says, bucket by
+/// bucket.
+fn keys_counted(config: &ComponentConfig, counts: &[usize]) -> Vec<ObjectKey> {
+    let set = config.bucket_set(QUEUE);
+    let mut left = counts.to_vec();
+    let mut keys = Vec::new();
+    for i in 0.. {
+        if left.iter().all(|&n| n == 0) {
+            break;
+        }
+        let key = ObjectKey::new("ns", format!("obj-{i}"));
+        let owner = set.owner_of(&key).unwrap();
+        let ordinal = set.names().iter().position(|name| name == owner).unwrap();
+        if left[ordinal] > 0 {
+            left[ordinal] -= 1;
+            keys.push(key);
+        }
+    }
+    keys
+}
+
+/// Replicas that start together share the keys, not just the buckets: each
+/// publishes its count of keys per bucket on its member lease, and all weigh
+/// the assignment by the same counts, so three buckets that hold most of the
+/// keys go to three different replicas. By the names alone, two of them
+/// land on one replica (which then leads 100 of the 190 keys).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_started_together_share_the_keys_evenly() {
+    let env = env();
+    // A retry period long enough for the counts to be published before the
+    // first takes on a loaded machine, which wait at most that long for them.
+    let config = config_timed(10, "3s", "2s", "300ms");
+    let counts = [10, 10, 40, 10, 40, 10, 10, 40, 10, 10];
+    let keys: Arc<dyn KeySource> = Arc::new(FixedKeys(keys_counted(&config, &counts)));
+    let replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
+        .into_iter()
+        .map(|identity| Replica::start_keyed(&env, NS, identity, &config, Some(keys.clone())))
+        .collect();
+    let led = || {
+        let mut led: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
+        led.sort_unstable();
+        led
+    };
+    wait_until(Duration::from_secs(10), || led() == [3, 3, 4])
+        .await
+        .unwrap_or_else(|| panic!("not shared evenly: {:?}", led()));
+    let keys_led = |replica: &Replica| -> usize {
+        replica
+            .led()
+            .iter()
+            .map(|name| counts[(0..10).position(|i| *name == lease_name(i, 10)).unwrap()])
+            .sum()
+    };
+    let split: Vec<usize> = replicas.iter().map(keys_led).collect();
+    // One heavy bucket each: 70 keys for the replica with four buckets, 60
+    // for the others.
+    assert!(split.iter().all(|&n| n <= 70), "keys led per replica: {split:?}");
+    for replica in &replicas {
+        let events = replica.events();
+        assert!(
+            events.iter().all(|e| e.starts_with("promote ")) && events.len() == replica.led().len(),
+            "{} changed leadership more than once per bucket: {events:?}",
+            replica.identity
+        );
+    }
+    // Each member lease says what its replica counted.
+    let published: Vec<String> = leases(&env)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|lease| {
+            lease
+                .metadata
+                .name
+                .as_deref()
+                .unwrap_or_default()
+                .contains(".member-")
+        })
+        .filter_map(|lease| {
+            lease
+                .metadata
+                .annotations?
+                .get("leaderelection.kinject.dev/keys-per-bucket")
+                .cloned()
+        })
+        .collect();
+    let expected = counts.map(|n| n.to_string()).join(",");
+    assert_eq!(published, vec![expected; 3]);
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+/// When a replica leaves, the others' new assignment (weighed by the keys)
+/// can give a survivor a released bucket while it still leads one now
+/// assigned to the other survivor: it takes its own and gives the other up
+/// at once, not at its next renewal a retry period later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_past_its_share_after_a_take_gives_the_excess_up_at_once() {
+    let env = env();
+    // A retry period long enough that a hand-back at the next renewal shows.
+    let config = config_timed(10, "30s", "20s", "4s");
+    let counts = [10, 10, 40, 10, 40, 10, 10, 40, 10, 10];
+    let keys: Arc<dyn KeySource> = Arc::new(FixedKeys(keys_counted(&config, &counts)));
+    let mut replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
+        .into_iter()
+        .map(|identity| Replica::start_keyed(&env, NS, identity, &config, Some(keys.clone())))
+        .collect();
+    let led = |replicas: &[Replica]| {
+        let mut led: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
+        led.sort_unstable();
+        led
+    };
+    wait_until(Duration::from_secs(15), || led(&replicas) == [3, 3, 4])
+        .await
+        .unwrap_or_else(|| panic!("not shared evenly: {:?}", led(&replicas)));
+    // With these names and keys, pod-b's leaving gives pod-c a bucket of
+    // pod-b's while pod-c's 03 goes to pod-a (and so for pod-c's leaving;
+    // pod-a's moves nothing else).
+    let leaving = replicas.remove(1);
+    let before: Vec<usize> = replicas.iter().map(|r| r.events().len()).collect();
+    leaving.stop().await;
+    let even = wait_until(Duration::from_secs(6), || led(&replicas) == [5, 5]).await;
+    let since: Vec<Vec<String>> = replicas
+        .iter()
+        .zip(before)
+        .map(|(replica, before)| replica.events()[before..].to_vec())
+        .collect();
+    assert!(
+        even.is_some_and(|took| took < Duration::from_secs(1)),
+        "not shared evenly within a second of the stop (a hand-back at the next renewal takes 4 s): {even:?}, \
+         {:?}; since the stop: {since:?}",
+        led(&replicas)
+    );
+    assert!(
+        since.iter().flatten().any(|e| e.starts_with("demote ")),
+        "nothing was handed on, so this test no longer tests it: {since:?}"
+    );
     for replica in replicas {
         replica.stop().await;
     }

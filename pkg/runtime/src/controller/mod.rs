@@ -169,6 +169,13 @@ pub struct ControllerOptions {
 pub trait KeySource: Send + Sync + fmt::Debug {
     /// Every key, now.
     fn keys(&self) -> Vec<ObjectKey>;
+
+    /// Whether [`keys`](Self::keys) has them all: false while a cache is
+    /// still listing. Leader election weighs each bucket by its keys only
+    /// then, so that replicas share the keys evenly, not the buckets alone.
+    fn complete(&self) -> bool {
+        true
+    }
 }
 
 /// Three default resync periods of ten hours, as Knative's `GetTrackerLease`.

@@ -303,9 +303,9 @@ impl LeaseElector {
             tracing::trace!("Successfully renewed lease {}", self.describe);
             let next = Instant::now() + retry_period;
             loop {
-                let joined_or_left = async {
+                let shares_changed = async {
                     match &self.peers {
-                        Some((peers, _)) => peers.joined_or_left().await,
+                        Some((peers, _)) => peers.shares_changed().await,
                         None => std::future::pending().await,
                     }
                 };
@@ -313,10 +313,10 @@ impl LeaseElector {
                     biased;
                     () = shutdown.cancelled() => return Ending::Shutdown,
                     () = tokio::time::sleep_until(next) => break,
-                    // A replica joined or left: give this bucket up now if
-                    // this replica is over its new share, else renew as
-                    // planned.
-                    () = joined_or_left => {
+                    // A replica joined or left, or this one took a bucket
+                    // past its share: give this bucket up now if it is one
+                    // of the excess, else renew as planned.
+                    () = shares_changed => {
                         if let Some((peers, ordinal)) = &self.peers
                             && peers.should_yield(*ordinal)
                         {

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use lru::LruCache;
 use parking_lot::Mutex;
 
+use crate::controller::KeySource;
 use crate::key::ObjectKey;
 use crate::leader::Bucket;
 
@@ -255,6 +256,32 @@ impl BucketSet {
 /// the `/` even when the namespace is empty (unlike [`ObjectKey`]'s `Display`).
 fn hash_key(key: &ObjectKey) -> String {
     format!("{}/{}", key.namespace, key.name)
+}
+
+/// A controller's keys and its buckets: how many keys each bucket holds, for
+/// the metrics and for the replicas to share the keys evenly.
+#[derive(Clone)]
+pub(super) struct KeysPerBucket {
+    pub(super) buckets: BucketSet,
+    pub(super) keys: Arc<dyn KeySource>,
+}
+
+impl KeysPerBucket {
+    /// How many of the keys each bucket holds now, by ordinal.
+    pub(super) fn count_all(&self) -> Vec<usize> {
+        self.buckets.count_keys(&self.keys.keys())
+    }
+
+    /// As [`count_all`](Self::count_all), once the keys are complete (the
+    /// cache has listed); `None` before.
+    pub(super) fn count_complete(&self) -> Option<Vec<usize>> {
+        self.complete().then(|| self.count_all())
+    }
+
+    /// Whether the keys are complete.
+    pub(super) fn complete(&self) -> bool {
+        self.keys.complete()
+    }
 }
 
 /// One bucket of a [`BucketSet`] (Knative's `hash.Bucket`): it has the keys

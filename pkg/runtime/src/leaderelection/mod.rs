@@ -98,11 +98,16 @@
 //!   back (`replicas_started_together_take_their_own_buckets_and_hand_none_back`); a leader over
 //!   its share gives up its excess at once, the buckets assigned to others
 //!   first, and a bucket still free a retry period after its first attempt
-//!   is taken by anyone. Three replicas of ten
+//!   is taken by anyone. When the controller knows its keys (generated
+//!   reconcilers do), each replica that sees others also publishes its count
+//!   of keys per bucket on its member lease, and the assignment swaps
+//!   buckets between replicas to even their keys, not just their buckets
+//!   (`replicas_started_together_share_the_keys_evenly`). Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
 //!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
 //!   One watch on the namespace's leases per controller, and one member
-//!   lease write per retry period, are the cost.
+//!   lease write per retry period (with a count of the cached keys while
+//!   other replicas are live), are the cost.
 //! * **Crash**: a candidate takes over a bucket 60s after it last saw the
 //!   lease change, i.e. 60–104s after the leader's last renewal.
 //! * **Partition**: a leader whose renewals fail demotes itself at most
@@ -253,6 +258,7 @@ pub use config::{
     CONFIG_MAP_NAME, CONFIG_MAP_NAME_ENV, ComponentConfig, Config, ConfigError, DEFAULT_BUCKETS,
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, JITTER_FACTOR, MAX_BUCKETS,
 };
+use hash::KeysPerBucket;
 pub use hash::{BucketSet, HashBucket, choose_subset};
 pub use statefulset::{
     ORDINAL_ENV, SERVICE_NAME_ENV, SERVICE_PORT_ENV, SERVICE_PROTOCOL_ENV, StatefulSetConfig,
@@ -260,7 +266,7 @@ pub use statefulset::{
 };
 
 use crate::apis::validation::is_dns1123_subdomain;
-use crate::controller::{BucketKeysProbe, Impl, KeySource};
+use crate::controller::{BucketKeysProbe, Impl};
 use crate::leader::{Bucket, UniversalBucket};
 use elector::{LeaseElector, Timing};
 use peers::Peers;
@@ -327,6 +333,7 @@ pub fn spawn_electors(
         api.clone(),
         identity,
         buckets.names().to_vec(),
+        keys_per_bucket(controller, &buckets),
         config.lease_duration,
         config.retry_period,
     );
@@ -406,28 +413,27 @@ pub fn promote_ordinal(controller: &Impl, bucket: &HashBucket) -> Result<(), Ele
 /// Has the metrics count `controller`'s keys per bucket of `buckets`
 /// (`kinject_bucket_keys`), when it knows its keys.
 fn count_bucket_keys(controller: &Impl, buckets: &BucketSet) {
-    if let Some(keys) = controller.key_source() {
-        controller.count_bucket_keys(Arc::new(KeysPerBucket {
-            buckets: buckets.clone(),
-            keys,
-        }));
+    if let Some(counter) = keys_per_bucket(controller, buckets) {
+        controller.count_bucket_keys(Arc::new(counter));
     }
 }
 
-/// A controller's keys, counted per bucket at each scrape.
-struct KeysPerBucket {
-    buckets: BucketSet,
-    keys: Arc<dyn KeySource>,
+/// What counts `controller`'s keys per bucket of `buckets`, when it knows its
+/// keys.
+fn keys_per_bucket(controller: &Impl, buckets: &BucketSet) -> Option<KeysPerBucket> {
+    controller.key_source().map(|keys| KeysPerBucket {
+        buckets: buckets.clone(),
+        keys,
+    })
 }
 
 impl BucketKeysProbe for KeysPerBucket {
     fn count(&self) -> Vec<(String, usize)> {
-        let keys = self.keys.keys();
         self.buckets
             .names()
             .iter()
             .cloned()
-            .zip(self.buckets.count_keys(&keys))
+            .zip(self.count_all())
             .collect()
     }
 }

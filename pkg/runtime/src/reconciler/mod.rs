@@ -54,6 +54,7 @@ use crate::clock::Clock;
 use crate::controller::{self, ControllerOptions, Error, Impl};
 use crate::events::object_reference;
 pub use crate::events::{Event, EventType, FakeRecorder, KubeRecorder, Recorder};
+use crate::informer::Informer;
 use crate::injection::Context;
 use crate::key::ObjectKey;
 pub use crate::leader::{
@@ -554,7 +555,7 @@ where
     ));
     let stopping = CancellationToken::new();
     let controller_options = controller_options(ctx, &options, leadership.clone(), &stopping)
-        .keys(Arc::new(CachedKeys(lister.clone())));
+        .keys(Arc::new(CachedKeys(informer.clone())));
     let make_core = move |tracker: Tracker, own_writes: controller::OwnWrites| Core {
         reconciler,
         tracker,
@@ -624,7 +625,7 @@ fn on_promote<K: Object>(lister: Lister<K>, options: &Options<K>) -> PromoteHook
 
 /// The keys of a generated reconciler: the objects of its kind in the cache,
 /// for the count of keys per leader election bucket.
-struct CachedKeys<K>(Lister<K>);
+struct CachedKeys<K>(Informer<K>);
 
 impl<K> fmt::Debug for CachedKeys<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -635,10 +636,15 @@ impl<K> fmt::Debug for CachedKeys<K> {
 impl<K: Object> controller::KeySource for CachedKeys<K> {
     fn keys(&self) -> Vec<ObjectKey> {
         self.0
+            .lister()
             .keys()
             .into_iter()
             .map(|(namespace, name)| ObjectKey { namespace, name })
             .collect()
+    }
+
+    fn complete(&self) -> bool {
+        self.0.has_synced()
     }
 }
 
