@@ -15,15 +15,17 @@
 //! default lease timings (60 s lease, 40 s renew deadline, 10 s retry).
 //! Measured until every AddressableService and SimpleDeployment is Ready:
 //! the time, the throughput (keys per second), its ratio to one replica's,
-//! how the buckets' leases split among the replicas, and each replica's CPU
+//! how the buckets' leases and their keys split among the replicas (the keys
+//! as the replicas counted them on their member leases), and each replica's CPU
 //! time and peak RSS.
 //!
 //! With B buckets and R replicas the busiest replica leads ⌈B/R⌉ of a
-//! controller's buckets, so one controller's throughput can grow at most
-//! B/⌈B/R⌉ times: 10 buckets give 2×, 2.5× and 5× at 2, 3 and 5 replicas,
-//! when the buckets' loads are even. Keys hash into buckets by chance: `--objects 1000` (100 keys
-//! per bucket, about 5 minutes for the four counts) shows the scaling with
-//! the buckets' loads close to even, 300 (30 per bucket) with them uneven.
+//! controller's buckets (4 of 10 at 3 replicas). Keys hash into buckets by
+//! chance, so the replicas weigh the buckets by the keys each holds and give
+//! the replica with more buckets the lighter ones: it then leads about its
+//! share of the keys, no more than the 4 lightest buckets hold. `--objects
+//! 1000` (100 keys per bucket, about 5 minutes for the four counts) has the
+//! buckets' loads close to even, 300 (30 per bucket) uneven.
 //!
 //! A rolling update under churn, as a Deployment's would go:
 //!
@@ -57,7 +59,7 @@ type BoxError = Box<dyn std::error::Error + Send + Sync>;
 // What the controller benchmarks share: the process figures and `config/`.
 #[path = "common/mod.rs"]
 mod common;
-use common::{ProcStats, apply_config, free_port};
+use common::{ProcStats, apply_config};
 
 /// Set in the processes this example starts as controllers.
 const ROLE: &str = "KINJECT_SCALE_OUT_ROLE";
@@ -139,7 +141,7 @@ struct Row {
     keys: usize,
     took: Duration,
     /// Leases held per replica, most first.
-    split: Vec<usize>,
+    split: Vec<Held>,
     stats: Vec<ProcStats>,
 }
 
@@ -365,7 +367,7 @@ async fn watch_changes(env: TestEnv, changes: Changes, done: CancellationToken) 
     }
 }
 
-fn print_waits(changes: &[Change], replicas: usize, split: &[usize]) {
+fn print_waits(changes: &[Change], replicas: usize, split: &[Held]) {
     let mut waits: Vec<Duration> = changes.iter().filter_map(|c| c.waited).collect();
     waits.sort_unstable();
     let unreconciled = changes.len() - waits.len();
@@ -376,15 +378,14 @@ fn print_waits(changes: &[Change], replicas: usize, split: &[usize]) {
             .unwrap_or_default()
     };
     let over = waits.iter().filter(|w| **w > Duration::from_secs(15)).count();
-    let split: Vec<String> = split.iter().map(ToString::to_string).collect();
+    let (leases, keys) = describe_split(split);
     println!(
         "rolling update of {replicas} replica(s) under churn: {} changes, {unreconciled} never reconciled; \
-         waits p50 {:.2?}, p99 {:.2?}, longest {:.2?}; {over} waited more than 15 s; leases at the end {}",
+         waits p50 {:.2?}, p99 {:.2?}, longest {:.2?}; {over} waited more than 15 s; leases at the end {leases} ({keys} keys)",
         changes.len(),
         percentile(0.5),
         percentile(0.99),
         waits.last().copied().unwrap_or_default(),
-        split.join("/"),
     );
 }
 
@@ -445,26 +446,76 @@ fn ready(env: &TestEnv) -> usize {
         .count()
 }
 
-/// The bucket leases each holder leads, most first (member leases left out).
-fn lease_split(env: &TestEnv) -> Vec<usize> {
-    let mut held: BTreeMap<String, usize> = BTreeMap::new();
-    for lease in env.list_objects("coordination.k8s.io", "v1", "leases", Some(SYSTEM_NAMESPACE)) {
-        let name = lease
-            .pointer("/metadata/name")
+/// What one replica leads: bucket leases, and the keys in them.
+#[derive(Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
+struct Held {
+    leases: usize,
+    keys: usize,
+}
+
+/// The bucket leases each holder leads and their keys, most leases first.
+/// A bucket's keys are what the replicas published on their member leases
+/// (`<prefix>.member-<id>`, annotation `…/keys-per-bucket`, by ordinal).
+fn lease_split(env: &TestEnv) -> Vec<Held> {
+    let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(SYSTEM_NAMESPACE));
+    let text = |lease: &Value, pointer: &str| {
+        lease
+            .pointer(pointer)
             .and_then(Value::as_str)
-            .unwrap_or_default();
-        let holder = lease
-            .pointer("/spec/holderIdentity")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut counted: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for lease in &leases {
+        let name = text(lease, "/metadata/name");
+        let keys = text(
+            lease,
+            "/metadata/annotations/leaderelection.kinject.dev~1keys-per-bucket",
+        );
+        if let (Some((prefix, _)), false) = (name.split_once(".member-"), keys.is_empty()) {
+            counted.insert(
+                prefix.to_owned(),
+                keys.split(',').filter_map(|n| n.parse().ok()).collect(),
+            );
+        }
+    }
+    let mut held: BTreeMap<String, Held> = BTreeMap::new();
+    for lease in &leases {
+        let (name, holder) = (text(lease, "/metadata/name"), text(lease, "/spec/holderIdentity"));
         if name.contains(".member-") || holder.is_empty() {
             continue;
         }
-        *held.entry(holder.to_owned()).or_default() += 1;
+        // `<prefix>.NN-of-MM`
+        let keys = name.rsplit_once('.').and_then(|(prefix, bucket)| {
+            let ordinal: usize = bucket.split_once("-of-")?.0.parse().ok()?;
+            counted.get(prefix)?.get(ordinal).copied()
+        });
+        let entry = held.entry(holder).or_default();
+        entry.leases += 1;
+        entry.keys += keys.unwrap_or_default();
     }
-    let mut split: Vec<usize> = held.into_values().collect();
+    let mut split: Vec<Held> = held.into_values().collect();
     split.sort_unstable_by(|a, b| b.cmp(a));
     split
+}
+
+/// `8/6/6` and `372/347/347`: leases and keys per replica (`-` for the
+/// keys of a replica alone, which counts none).
+fn describe_split(split: &[Held]) -> (String, String) {
+    let join = |f: fn(&Held) -> usize| {
+        split
+            .iter()
+            .map(|h| f(h).to_string())
+            .collect::<Vec<_>>()
+            .join("/")
+    };
+    // A replica alone counts no keys.
+    let keys = if split.iter().all(|h| h.keys == 0) {
+        "-".to_owned()
+    } else {
+        join(|h| h.keys)
+    };
+    (join(|h| h.leases), keys)
 }
 
 fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Child, BoxError> {
@@ -478,8 +529,11 @@ fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Child, 
         .env("POD_NAME", name)
         // As config/controller.yaml sets it.
         .env("MIMALLOC_ARENA_EAGER_COMMIT", "0")
-        .env("METRICS_PROMETHEUS_PORT", free_port()?.to_string())
-        .env("PROBES_PORT", free_port()?.to_string())
+        // Ports the process picks as it binds: one chosen here and bound
+        // later could be taken in between (by an outgoing connection of
+        // another replica), and the replica would exit.
+        .env("METRICS_PROMETHEUS_PORT", "0")
+        .env("PROBES_PORT", "0")
         .stdout(std::fs::File::create(dir.join(format!("{name}.log")))?)
         .stderr(std::fs::File::create(dir.join(format!("{name}.stderr")))?)
         .spawn()
@@ -515,13 +569,13 @@ fn print_table(args: &Args, rows: &[Row]) {
         args.buckets
     );
     println!(
-        "| replicas | converged in | keys/s | × one replica | leases per replica | CPU per replica | peak RSS per replica |"
+        "| replicas | converged in | keys/s | × one replica | leases per replica | their keys | CPU per replica | peak RSS per replica |"
     );
-    println!("|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|");
     for row in rows {
         let throughput = row.keys as f64 / row.took.as_secs_f64();
         let ratio = one.map_or_else(|| "-".to_owned(), |one| format!("{:.2}", throughput / one));
-        let split: Vec<String> = row.split.iter().map(ToString::to_string).collect();
+        let (leases, keys) = describe_split(&row.split);
         let cpu: Vec<String> = row
             .stats
             .iter()
@@ -533,10 +587,9 @@ fn print_table(args: &Args, rows: &[Row]) {
             .map(|s| format!("{:.0} MiB", s.peak_rss as f64 / (1024.0 * 1024.0)))
             .collect();
         println!(
-            "| {} | {:.1} s | {throughput:.1} | {ratio} | {} | {} | {} |",
+            "| {} | {:.1} s | {throughput:.1} | {ratio} | {leases} | {keys} | {} | {} |",
             row.replicas,
             row.took.as_secs_f64(),
-            split.join("/"),
             cpu.join(", "),
             rss.join(", ")
         );
