@@ -45,6 +45,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
@@ -187,7 +188,7 @@ impl Cluster {
         args: &Args,
         replicas: usize,
         dir: &Path,
-    ) -> Result<(Vec<Child>, usize), BoxError> {
+    ) -> Result<(Vec<Controller>, usize), BoxError> {
         let mut controllers = (0..replicas)
             .map(|i| spawn_controller(dir, &self.kubeconfig, &format!("replica-{i}")))
             .collect::<Result<Vec<_>, _>>()?;
@@ -229,7 +230,12 @@ async fn measure(args: &Args, replicas: usize, dir: &Path) -> Result<Row, BoxErr
 
 /// Waits until `keys` objects are Ready; an error if a controller exits
 /// first, or after 30 minutes.
-async fn converge(env: &TestEnv, keys: usize, controllers: &mut [Child], dir: &Path) -> Result<(), BoxError> {
+async fn converge(
+    env: &TestEnv,
+    keys: usize,
+    controllers: &mut [Controller],
+    dir: &Path,
+) -> Result<(), BoxError> {
     let started = Instant::now();
     while ready(env) < keys {
         for controller in controllers.iter_mut() {
@@ -518,8 +524,35 @@ fn describe_split(split: &[Held]) -> (String, String) {
     (join(|h| h.leases), keys)
 }
 
-fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Child, BoxError> {
-    Ok(Command::new(std::env::current_exe()?)
+/// A controller process, killed if it still runs when dropped: a run that
+/// fails half-way must not leave replicas behind to retry a stopped API
+/// server and share the machine with the next measurement.
+struct Controller(Child);
+
+impl Drop for Controller {
+    fn drop(&mut self) {
+        if let Ok(None) = self.0.try_wait() {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+}
+
+impl Deref for Controller {
+    type Target = Child;
+    fn deref(&self) -> &Child {
+        &self.0
+    }
+}
+
+impl DerefMut for Controller {
+    fn deref_mut(&mut self) -> &mut Child {
+        &mut self.0
+    }
+}
+
+fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Controller, BoxError> {
+    let child = Command::new(std::env::current_exe()?)
         .env(ROLE, "controller")
         .arg("--kubeconfig")
         .arg(kubeconfig)
@@ -537,7 +570,8 @@ fn spawn_controller(dir: &Path, kubeconfig: &Path, name: &str) -> Result<Child, 
         .stdout(std::fs::File::create(dir.join(format!("{name}.log")))?)
         .stderr(std::fs::File::create(dir.join(format!("{name}.stderr")))?)
         .spawn()
-        .map_err(|e| format!("starting a controller process: {e}"))?)
+        .map_err(|e| format!("starting a controller process: {e}"))?;
+    Ok(Controller(child))
 }
 
 /// SIGTERM, and waits up to a minute for the exit.
