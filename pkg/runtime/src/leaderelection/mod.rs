@@ -99,15 +99,16 @@
 //!   its share gives up its excess at once, the buckets assigned to others
 //!   first, and a bucket still free a retry period after its first attempt
 //!   is taken by anyone. When the controller knows its keys (generated
-//!   reconcilers do), each replica that sees others also publishes its count
-//!   of keys per bucket on its member lease, and the assignment swaps
+//!   reconcilers do), the first replica by identity, once it sees others,
+//!   publishes its count of keys per bucket on its member lease, and the
+//!   assignment swaps
 //!   buckets between replicas to even their keys, not just their buckets
 //!   (`replicas_started_together_share_the_keys_evenly`). Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
 //!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
 //!   One watch on the namespace's leases per controller, and one member
-//!   lease write per retry period (with a count of the cached keys while
-//!   other replicas are live), are the cost.
+//!   lease write per retry period (on the first replica, with a count of
+//!   the cached keys: about 0.15 s of CPU at 100,000 keys), are the cost.
 //! * **Crash**: a candidate takes over a bucket 60s after it last saw the
 //!   lease change, i.e. 60–104s after the leader's last renewal.
 //! * **Partition**: a leader whose renewals fail demotes itself at most
