@@ -957,31 +957,52 @@ async fn replicas_started_together_take_their_own_buckets_and_hand_none_back() {
     // Leases long enough that a loaded machine's late renewal never makes a
     // replica look gone.
     let config = config_with(10, "3s", "2s");
-    let replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
-        .into_iter()
-        .map(|identity| Replica::start_with(&env, NS, identity, &config))
-        .collect();
-    let counts = || {
-        let mut counts: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
-        counts.sort_unstable();
-        counts
-    };
-    wait_until(Duration::from_secs(5), || counts() == [3, 3, 4])
-        .await
-        .unwrap_or_else(|| panic!("not shared evenly: {:?}", counts()));
+    let replicas = three_shared_evenly(&env, &config, None, Duration::from_secs(5)).await;
     // A few retry periods more, for any late hand-back to show.
     sleep(Duration::from_millis(500)).await;
-    assert_eq!(counts(), [3, 3, 4]);
-    for replica in &replicas {
+    assert_eq!(led_counts(&replicas), [3, 3, 4]);
+    assert_only_first_promotions(&replicas);
+    for replica in replicas {
+        replica.stop().await;
+    }
+}
+
+/// Three replicas, `pod-a_1`, `pod-b_2` and `pod-c_3`, started together
+/// over 10 buckets (their controllers knowing `keys`, when given), once they
+/// lead 3, 3 and 4 of them; fails after `limit`.
+async fn three_shared_evenly(
+    env: &TestEnv,
+    config: &ComponentConfig,
+    keys: Option<Arc<dyn KeySource>>,
+    limit: Duration,
+) -> Vec<Replica> {
+    let replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
+        .into_iter()
+        .map(|identity| Replica::start_keyed(env, NS, identity, config, keys.clone()))
+        .collect();
+    wait_until(limit, || led_counts(&replicas) == [3, 3, 4])
+        .await
+        .unwrap_or_else(|| panic!("not shared evenly: {:?}", led_counts(&replicas)));
+    replicas
+}
+
+/// How many buckets each replica leads, fewest first.
+fn led_counts(replicas: &[Replica]) -> Vec<usize> {
+    let mut led: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
+    led.sort_unstable();
+    led
+}
+
+/// Each replica's only changes of leadership were its first promotions:
+/// nothing was handed back.
+fn assert_only_first_promotions(replicas: &[Replica]) {
+    for replica in replicas {
         let events = replica.events();
         assert!(
             events.iter().all(|e| e.starts_with("promote ")) && events.len() == replica.led().len(),
             "{} changed leadership more than once per bucket: {events:?}",
             replica.identity
         );
-    }
-    for replica in replicas {
-        replica.stop().await;
     }
 }
 
@@ -993,6 +1014,15 @@ impl KeySource for FixedKeys {
     fn keys(&self) -> Vec<ObjectKey> {
         self.0.clone()
     }
+}
+
+/// Keys per bucket, by ordinal, with three buckets far heavier than the rest.
+const THREE_HEAVY: [usize; 10] = [10, 10, 40, 10, 40, 10, 10, 40, 10, 10];
+
+/// A controller's keys that hash into the buckets of `config` as
+/// [`THREE_HEAVY`] says.
+fn three_heavy_buckets(config: &ComponentConfig) -> Option<Arc<dyn KeySource>> {
+    Some(Arc::new(FixedKeys(keys_counted(config, &THREE_HEAVY))))
 }
 
 /// Keys that hash into the buckets of `config` as `counts` says, bucket by
@@ -1016,9 +1046,9 @@ fn keys_counted(config: &ComponentConfig, counts: &[usize]) -> Vec<ObjectKey> {
     keys
 }
 
-/// Replicas that start together share the keys, not just the buckets: each
-/// publishes its count of keys per bucket on its member lease, and all weigh
-/// the assignment by the same counts, so three buckets that hold most of the
+/// Replicas that start together share the keys, not just the buckets: the
+/// first by identity publishes its count of keys per bucket on its member
+/// lease, and all weigh the assignment by those counts, so three buckets that hold most of the
 /// keys go to three different replicas. By the names alone, two of them
 /// land on one replica (which then leads 100 of the 190 keys).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1027,39 +1057,20 @@ async fn replicas_started_together_share_the_keys_evenly() {
     // A retry period long enough for the counts to be published before the
     // first takes on a loaded machine, which wait at most that long for them.
     let config = config_timed(10, "3s", "2s", "300ms");
-    let counts = [10, 10, 40, 10, 40, 10, 10, 40, 10, 10];
-    let keys: Arc<dyn KeySource> = Arc::new(FixedKeys(keys_counted(&config, &counts)));
-    let replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
-        .into_iter()
-        .map(|identity| Replica::start_keyed(&env, NS, identity, &config, Some(keys.clone())))
-        .collect();
-    let led = || {
-        let mut led: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
-        led.sort_unstable();
-        led
-    };
-    wait_until(Duration::from_secs(10), || led() == [3, 3, 4])
-        .await
-        .unwrap_or_else(|| panic!("not shared evenly: {:?}", led()));
+    let keys = three_heavy_buckets(&config);
+    let replicas = three_shared_evenly(&env, &config, keys, Duration::from_secs(10)).await;
     let keys_led = |replica: &Replica| -> usize {
         replica
             .led()
             .iter()
-            .map(|name| counts[(0..10).position(|i| *name == lease_name(i, 10)).unwrap()])
+            .map(|name| THREE_HEAVY[(0..10).position(|i| *name == lease_name(i, 10)).unwrap()])
             .sum()
     };
     let split: Vec<usize> = replicas.iter().map(keys_led).collect();
     // One heavy bucket each: 70 keys for the replica with four buckets, 60
     // for the others.
     assert!(split.iter().all(|&n| n <= 70), "keys led per replica: {split:?}");
-    for replica in &replicas {
-        let events = replica.events();
-        assert!(
-            events.iter().all(|e| e.starts_with("promote ")) && events.len() == replica.led().len(),
-            "{} changed leadership more than once per bucket: {events:?}",
-            replica.identity
-        );
-    }
+    assert_only_first_promotions(&replicas);
     // The first replica by identity counted for all, on its member lease.
     let published: Vec<(String, String)> = leases(&env)
         .list(&Default::default())
@@ -1085,7 +1096,7 @@ async fn replicas_started_together_share_the_keys_evenly() {
             Some((holder, keys))
         })
         .collect();
-    let expected = counts.map(|n| n.to_string()).join(",");
+    let expected = THREE_HEAVY.map(|n| n.to_string()).join(",");
     assert_eq!(published, vec![("pod-a_1".to_owned(), expected)]);
     for replica in replicas {
         replica.stop().await;
@@ -1101,27 +1112,15 @@ async fn a_replica_past_its_share_after_a_take_gives_the_excess_up_at_once() {
     let env = env();
     // A retry period long enough that a hand-back at the next renewal shows.
     let config = config_timed(10, "30s", "20s", "4s");
-    let counts = [10, 10, 40, 10, 40, 10, 10, 40, 10, 10];
-    let keys: Arc<dyn KeySource> = Arc::new(FixedKeys(keys_counted(&config, &counts)));
-    let mut replicas: Vec<Replica> = ["pod-a_1", "pod-b_2", "pod-c_3"]
-        .into_iter()
-        .map(|identity| Replica::start_keyed(&env, NS, identity, &config, Some(keys.clone())))
-        .collect();
-    let led = |replicas: &[Replica]| {
-        let mut led: Vec<usize> = replicas.iter().map(|r| r.led().len()).collect();
-        led.sort_unstable();
-        led
-    };
-    wait_until(Duration::from_secs(15), || led(&replicas) == [3, 3, 4])
-        .await
-        .unwrap_or_else(|| panic!("not shared evenly: {:?}", led(&replicas)));
+    let keys = three_heavy_buckets(&config);
+    let mut replicas = three_shared_evenly(&env, &config, keys, Duration::from_secs(15)).await;
     // With these names and keys, pod-b's leaving gives pod-c a bucket of
     // pod-b's while pod-c's 03 goes to pod-a (and so for pod-c's leaving;
     // pod-a's moves nothing else).
     let leaving = replicas.remove(1);
     let before: Vec<usize> = replicas.iter().map(|r| r.events().len()).collect();
     leaving.stop().await;
-    let even = wait_until(Duration::from_secs(6), || led(&replicas) == [5, 5]).await;
+    let even = wait_until(Duration::from_secs(6), || led_counts(&replicas) == [5, 5]).await;
     let since: Vec<Vec<String>> = replicas
         .iter()
         .zip(before)
@@ -1131,7 +1130,7 @@ async fn a_replica_past_its_share_after_a_take_gives_the_excess_up_at_once() {
         even.is_some_and(|took| took < Duration::from_secs(1)),
         "not shared evenly within a second of the stop (a hand-back at the next renewal takes 4 s): {even:?}, \
          {:?}; since the stop: {since:?}",
-        led(&replicas)
+        led_counts(&replicas)
     );
     assert!(
         since.iter().flatten().any(|e| e.starts_with("demote ")),
