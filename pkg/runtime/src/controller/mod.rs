@@ -159,8 +159,10 @@ pub struct ControllerOptions {
     /// resync periods, so a reconcile renews it well before it lapses.
     pub tracker_lease: Option<Duration>,
     /// The keys the controller is responsible for, which the
-    /// `kinject_bucket_keys` gauge counts per leader election bucket; `None`
-    /// reports no such gauge. Generated reconcilers pass their kind's cache.
+    /// `kinject_bucket_keys` gauge counts per leader election bucket and by
+    /// which the replicas weigh the buckets they share; `None` reports no
+    /// such gauge and shares buckets by count alone. Generated reconcilers
+    /// pass their kind's cache.
     pub keys: Option<Arc<dyn KeySource>>,
 }
 

@@ -101,9 +101,8 @@
 //!   is taken by anyone. When the controller knows its keys (generated
 //!   reconcilers do), the first replica by identity, once it sees others,
 //!   publishes its count of keys per bucket on its member lease, and the
-//!   assignment swaps
-//!   buckets between replicas to even their keys, not just their buckets
-//!   (`replicas_started_together_share_the_keys_evenly`). Three replicas of ten
+//!   assignment swaps buckets between replicas to even their keys, not just
+//!   their buckets (`replicas_started_together_share_the_keys_evenly`). Three replicas of ten
 //!   buckets lead 4/3/3 within a lease duration of the last one joining,
 //!   whichever started first (`replicas_share_the_buckets_evenly_whichever_started_first`).
 //!   One watch on the namespace's leases per controller, and one member
