@@ -51,6 +51,7 @@ use std::process::{Child, Command, ExitCode};
 use std::time::{Duration, Instant};
 
 use clap::Parser;
+use kinject_runtime::leaderelection::KEYS_ANNOTATION;
 use kinject_testenv::{TestEnv, Workloads};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
@@ -461,7 +462,7 @@ struct Held {
 
 /// The bucket leases each holder leads and their keys, most leases first.
 /// A bucket's keys are what the replicas published on their member leases
-/// (`<prefix>.member-<id>`, annotation `…/keys-per-bucket`, by ordinal).
+/// (`<prefix>.member-<id>`, annotation [`KEYS_ANNOTATION`], by ordinal).
 fn lease_split(env: &TestEnv) -> Vec<Held> {
     let leases = env.list_objects("coordination.k8s.io", "v1", "leases", Some(SYSTEM_NAMESPACE));
     let text = |lease: &Value, pointer: &str| {
@@ -474,9 +475,10 @@ fn lease_split(env: &TestEnv) -> Vec<Held> {
     let mut counted: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for lease in &leases {
         let name = text(lease, "/metadata/name");
+        // A JSON pointer spells a key's `/` as `~1`.
         let keys = text(
             lease,
-            "/metadata/annotations/leaderelection.kinject.dev~1keys-per-bucket",
+            &format!("/metadata/annotations/{}", KEYS_ANNOTATION.replace('/', "~1")),
         );
         if let (Some((prefix, _)), false) = (name.split_once(".member-"), keys.is_empty()) {
             counted.insert(

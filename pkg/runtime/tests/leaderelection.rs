@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
 use kinject_runtime::controller::{ControllerOptions, Error, Impl, KeySource, ObjectKey, Reconciler};
 use kinject_runtime::leaderelection::{
-    ComponentConfig, Config, ElectorError, promote_unopposed, spawn_electors, unique_id,
+    ComponentConfig, Config, ElectorError, KEYS_ANNOTATION, promote_unopposed, spawn_electors, unique_id,
 };
 use kinject_runtime::reconciler::{Bucket, Enqueue, LeaderAware, LeaderAwareFuncs};
 use kinject_testenv::{ErrorStatus, Reactor, TestEnv};
@@ -1088,11 +1088,7 @@ async fn replicas_started_together_share_the_keys_evenly() {
         })
         .filter_map(|lease| {
             let holder = lease.spec?.holder_identity?;
-            let keys = lease
-                .metadata
-                .annotations?
-                .get("leaderelection.kinject.dev/keys-per-bucket")
-                .cloned()?;
+            let keys = lease.metadata.annotations?.get(KEYS_ANNOTATION).cloned()?;
             Some((holder, keys))
         })
         .collect();

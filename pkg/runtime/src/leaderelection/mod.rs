@@ -260,6 +260,7 @@ pub use config::{
 };
 use hash::KeysPerBucket;
 pub use hash::{BucketSet, HashBucket, choose_subset};
+pub use peers::KEYS_ANNOTATION;
 pub use statefulset::{
     ORDINAL_ENV, SERVICE_NAME_ENV, SERVICE_PORT_ENV, SERVICE_PROTOCOL_ENV, StatefulSetConfig,
     StatefulSetError, parse_pod_name,

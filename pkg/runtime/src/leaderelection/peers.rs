@@ -60,8 +60,10 @@ use super::hash::KeysPerBucket;
 const JOIN_GRACE: Duration = Duration::from_secs(1);
 
 /// The annotation of a member Lease with its replica's count of the
-/// controller's keys per bucket: comma-separated, by bucket ordinal.
-pub(crate) const KEYS_ANNOTATION: &str = "leaderelection.kinject.dev/keys-per-bucket";
+/// controller's keys per bucket: comma-separated, by bucket ordinal, e.g.
+/// `112,106,84`. Written by the first replica by identity, once it sees
+/// others; every replica weighs its buckets by it.
+pub const KEYS_ANNOTATION: &str = "leaderelection.kinject.dev/keys-per-bucket";
 
 /// How often a replica whose cache is still listing checks whether it has
 /// listed, to publish its counts at once rather than a retry period later.
@@ -184,9 +186,7 @@ impl Peers {
         let live = self.live(state);
         let names: Vec<&str> = live.keys().copied().collect();
         let me = names.iter().position(|id| *id == self.0.identity)?;
-        let keys = live
-            .values()
-            .find_map(|(_, keys)| keys.filter(|keys| keys.len() == self.0.buckets.len()));
+        let keys = live.values().find_map(|(_, keys)| *keys);
         let owners = assign(&names, &self.0.buckets, keys);
         let renewing: Vec<bool> = live.values().map(|(renewing, _)| *renewing).collect();
         let here: Vec<bool> = owners.iter().map(|&owner| owner == me).collect();
@@ -228,6 +228,13 @@ impl Peers {
         let state = self.0.state.lock();
         let live = self.live(&state);
         state.listed && live.len() > 1 && live.keys().next() == Some(&self.0.identity.as_str())
+    }
+
+    /// True when another live member comes first by identity, so this
+    /// replica will not count the keys unless that one leaves.
+    fn another_counts(&self) -> bool {
+        let state = self.0.state.lock();
+        state.listed && self.live(&state).keys().next() != Some(&self.0.identity.as_str())
     }
 
     /// True when this replica may take bucket `ordinal` when it is free: it
@@ -343,7 +350,8 @@ impl Peers {
     /// ([`counts_for_all`](Self::counts_for_all)) and they are known. Until
     /// then it checks every [`LISTING_POLL`] and renews as soon as they can
     /// be published, so that the replicas starting with it weigh the buckets
-    /// before they first take them.
+    /// before they first take them; while another replica counts, it checks
+    /// only when a replica leaves.
     async fn renew_membership(&self) {
         loop {
             let keys = self
@@ -359,6 +367,17 @@ impl Peers {
             let next = Instant::now() + self.0.retry_period;
             if published || self.0.keys.is_none() {
                 sleep_until(next).await;
+                continue;
+            }
+            // Another replica counts: wait for the renewal, or for that one
+            // to leave, when this one may be first and publish at once.
+            if self.another_counts() {
+                loop {
+                    tokio::select! {
+                        () = sleep_until(next) => break,
+                        () = self.shares_changed() => if !self.another_counts() { break },
+                    }
+                }
                 continue;
             }
             while Instant::now() < next
